@@ -1,0 +1,97 @@
+"""Max/average pooling and adaptive pooling."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from converters._common import all_of, float_inputs, ints, only_first_output_used
+from converters.builder import GraphBuilder, Value
+from converters.registry import converter
+
+aten = torch.ops.aten
+
+
+def _pool_attrs(n: int, kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int] | int,
+                ceil_mode: bool) -> dict[str, object]:
+    kernel = ints(kernel_size, n)
+    pads = ints(padding, n)
+    return dict(
+        kernel_shape=kernel,
+        strides=ints(stride, n) if stride else kernel,
+        pads=pads + pads,
+        ceil_mode=int(ceil_mode),
+    )
+
+
+def _unit_dilation(node: torch.fx.Node) -> Optional[str]:
+    dilation = node.args[4] if len(node.args) > 4 else 1
+    if any(d != 1 for d in ints(dilation, 2)):  # type: ignore[arg-type]
+        return "TensorRT 10 pools only with dilation 1"
+    return None
+
+
+@converter(
+    aten.max_pool2d_with_indices.default,
+    capability=all_of(float_inputs, only_first_output_used, _unit_dilation),
+)
+def max_pool2d_with_indices(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    dilation: Sequence[int] = (1,),
+    ceil_mode: bool = False,
+) -> tuple[Value, None]:
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+    int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+
+    Only the values: TensorRT's MaxPool has no Indices output (checked in the capability).
+    """
+    return b.op("MaxPool", x, dtype=x.dtype, **_pool_attrs(2, kernel_size, stride, padding, ceil_mode)), None
+
+
+def _no_divisor_override(node: torch.fx.Node) -> Optional[str]:
+    if len(node.args) > 6 and node.args[6] is not None:
+        return "divisor_override has no ONNX equivalent"
+    return None
+
+
+@converter(aten.avg_pool2d.default, capability=all_of(float_inputs, _no_divisor_override))
+def avg_pool2d(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Value:
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+    bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    attrs = _pool_attrs(2, kernel_size, stride, padding, ceil_mode)
+    return b.op("AveragePool", x, count_include_pad=int(count_include_pad), dtype=x.dtype, **attrs)
+
+
+def _adaptive_divisible(node: torch.fx.Node) -> Optional[str]:
+    in_shape = node.args[0].meta["val"].shape[2:]  # type: ignore[union-attr]
+    out_size = node.args[1]
+    for i, o in zip(in_shape, out_size):  # type: ignore[arg-type]
+        if o != 1 and i % o:
+            return f"adaptive pooling from {tuple(in_shape)} to {tuple(out_size)} has uneven windows"  # type: ignore[arg-type]
+    return None
+
+
+@converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _adaptive_divisible))
+def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
+    """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+
+    Uneven windows are refused; even ones are a plain AveragePool (Global for 1x1).
+    """
+    if all(o == 1 for o in output_size):
+        return b.op("GlobalAveragePool", x, dtype=x.dtype)
+    in_shape = x.shape[2:]  # type: ignore[index]
+    kernel = [i // o for i, o in zip(in_shape, output_size)]
+    return b.op("AveragePool", x, kernel_shape=kernel, strides=kernel, dtype=x.dtype)

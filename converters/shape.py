@@ -1,0 +1,114 @@
+"""Views, layout changes, concatenation and casts.
+
+Target shapes come from the node's recorded output shape, so -1 and other inferred sizes need
+no arithmetic here.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from converters._common import normalize_dim
+from converters.builder import GraphBuilder, Value
+from converters.registry import converter
+
+aten = torch.ops.aten
+_INT64_MAX = 2**63 - 1
+
+
+def _out_shape(b: GraphBuilder) -> list[int]:
+    return [int(d) for d in b.out.shape]
+
+
+@converter(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(b: GraphBuilder, x: Value, size: Sequence[int]) -> Value:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    return b.op("Reshape", x, b.ints(_out_shape(b)), dtype=x.dtype)
+
+
+@converter(aten.permute.default)
+def permute(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    return b.op("Transpose", x, perm=[normalize_dim(d, x.rank) for d in dims], dtype=x.dtype)
+
+
+@converter(aten.transpose.int)
+def transpose(b: GraphBuilder, x: Value, dim0: int, dim1: int) -> Value:
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    perm = list(range(x.rank))
+    i, j = normalize_dim(dim0, x.rank), normalize_dim(dim1, x.rank)
+    perm[i], perm[j] = perm[j], perm[i]
+    return b.op("Transpose", x, perm=perm, dtype=x.dtype)
+
+
+@converter(aten.t.default)
+def t(b: GraphBuilder, x: Value) -> Value:
+    """t(Tensor(a) self) -> Tensor(a)"""
+    return b.op("Transpose", x, perm=list(reversed(range(x.rank))), dtype=x.dtype)
+
+
+@converter(aten.expand.default)
+def expand(b: GraphBuilder, x: Value, size: Sequence[int], *, implicit: bool = False) -> Value:
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
+    return b.op("Expand", x, b.ints(_out_shape(b)), dtype=x.dtype)
+
+
+@converter(aten.unsqueeze.default)
+def unsqueeze(b: GraphBuilder, x: Value, dim: int) -> Value:
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    return b.op("Unsqueeze", x, b.ints([normalize_dim(dim, x.rank + 1)]), dtype=x.dtype)
+
+
+@converter(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
+def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -> Value:
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)
+
+    torch ignores listed dims whose size is not 1; ONNX would reject them, so they are dropped.
+    """
+    dims = range(x.rank) if dim is None else [dim] if isinstance(dim, int) else dim
+    axes = [d for d in (normalize_dim(d, x.rank) for d in dims) if x.shape[d] == 1]  # type: ignore[index]
+    if not axes:
+        return b.op("Identity", x, dtype=x.dtype)
+    return b.op("Squeeze", x, b.ints(axes), dtype=x.dtype)
+
+
+@converter(aten.slice.Tensor)
+def slice_(b: GraphBuilder, x: Value, dim: int = 0, start: int | None = None, end: int | None = None,
+           step: int = 1) -> Value:
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    dim = normalize_dim(dim, x.rank)
+    size = x.shape[dim]  # type: ignore[index]
+    begin = 0 if start is None else max(-size, min(start, size))
+    stop = size if end is None or end >= _INT64_MAX else max(-size, min(end, size))
+    return b.op("Slice", x, b.ints([begin]), b.ints([stop]), b.ints([dim]), b.ints([step]), dtype=x.dtype)
+
+
+@converter(aten.select.int)
+def select(b: GraphBuilder, x: Value, dim: int, index: int) -> Value:
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    dim = normalize_dim(dim, x.rank)
+    index = normalize_dim(index, x.shape[dim])  # type: ignore[index]
+    return b.op("Gather", x, b.const(index, torch.int64), axis=dim, dtype=x.dtype)
+
+
+@converter(aten.cat.default)
+def cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
+    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    dtype = b.out.dtype
+    # torch skips legacy empty 1-D tensors in cat; ONNX would reject their rank.
+    parts = [b.cast(t, dtype) for t in tensors if t.shape != (0,)]
+    return b.op("Concat", *parts, axis=normalize_dim(dim, len(b.out.shape)), dtype=dtype)
+
+
+@converter(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default)
+def clone(b: GraphBuilder, x: Value, *, memory_format: torch.memory_format | None = None) -> Value:
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
+    return b.op("Identity", x, dtype=x.dtype)
+
+
+@converter(aten._to_copy.default)
+def to_copy(b: GraphBuilder, x: Value, **kwargs: object) -> Value:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
+    bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
+    return b.op("Identity", b.cast(x, b.out.dtype), dtype=b.out.dtype)

@@ -1,0 +1,18 @@
+"""trt_lower: lower PyTorch models to TensorRT engines, with eager fallback."""
+from trt_lower.accuracy import AccuracyResult, check_accuracy
+from trt_lower.api import UnsupportedOpsError, lower_to_trt
+from trt_lower.capture import CaptureError
+from trt_lower.lowered import LoweredModule
+from trt_lower.report import LoweringReport
+from trt_lower.runtime import EngineInputError
+
+__all__ = [
+    "AccuracyResult",
+    "CaptureError",
+    "EngineInputError",
+    "LoweredModule",
+    "LoweringReport",
+    "UnsupportedOpsError",
+    "check_accuracy",
+    "lower_to_trt",
+]

@@ -1,0 +1,73 @@
+"""check_accuracy: the lowered module against eager PyTorch, output by output."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+
+@dataclass(frozen=True)
+class OutputError:
+    path: str
+    max_abs: float
+    max_rel: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class AccuracyResult:
+    outputs: list[OutputError]
+    rtol: float
+    atol: float
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        lines = [f"accuracy vs eager (rtol={self.rtol:g}, atol={self.atol:g}): {'PASS' if self.passed else 'FAIL'}"]
+        for o in self.outputs:
+            lines.append(f"  output{o.path}: max abs err {o.max_abs:.3g}, max rel err {o.max_rel:.3g}"
+                         f"{'' if o.passed else '  <-- out of tolerance'}")
+        return "\n".join(lines)
+
+
+def _compare(path: str, expected: torch.Tensor, actual: torch.Tensor, rtol: float, atol: float) -> OutputError:
+    if expected.shape != actual.shape or expected.dtype != actual.dtype:
+        return OutputError(path, float("inf"), float("inf"), False)
+    if expected.numel() == 0:
+        return OutputError(path, 0.0, 0.0, True)
+    e, a = expected.detach().double().cpu(), actual.detach().double().cpu()
+    diff = (e - a).abs()
+    both_nan = e.isnan() & a.isnan()
+    diff = torch.where(both_nan | (e == a), torch.zeros_like(diff), diff)
+    rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    passed = bool((diff <= atol + rtol * e.abs()).all())
+    return OutputError(path, float(diff.max()), float(rel.max()), passed)
+
+
+def check_accuracy(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor],
+                   rtol: float = 1e-3, atol: float = 1e-3) -> AccuracyResult:
+    """Run both on `inputs` and compare every output tensor (max abs/rel error, pass flag)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            expected = model(*inputs)
+            actual = lowered(*inputs)
+    finally:
+        model.train(was_training)
+    exp_leaves = pytree.tree_flatten_with_path(expected)[0]
+    act_leaves, act_spec = pytree.tree_flatten(actual)
+    if len(exp_leaves) != len(act_leaves):
+        raise ValueError(f"the lowered module returns {len(act_leaves)} values, the model {len(exp_leaves)}")
+    outputs = []
+    for (path, e), a in zip(exp_leaves, act_leaves):
+        if isinstance(e, torch.Tensor):
+            outputs.append(_compare(pytree.keystr(path), e, a, rtol, atol))
+    return AccuracyResult(outputs, rtol, atol)

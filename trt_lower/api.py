@@ -1,0 +1,76 @@
+"""lower_to_trt: the one call users make."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from converters.graph import ConversionError
+from splitter import ConverterSupport, split
+from trt_lower import capture
+from trt_lower.engine import tensorrt as trt_engine
+from trt_lower.lowered import LoweredModule, stitch
+from trt_lower.settings import LoweringSettings
+
+log = logging.getLogger("trt_lower")
+
+
+class UnsupportedOpsError(RuntimeError):
+    """require_full=True and some nodes cannot run inside an engine."""
+
+
+def _resolve_backend(backend: str) -> str:
+    if backend == "onnxruntime":
+        return backend
+    reason = trt_engine.unavailable_reason()
+    if reason is None:
+        return "tensorrt"
+    if backend == "tensorrt":
+        raise RuntimeError(f"backend='tensorrt' cannot run here: {reason}")
+    log.warning("trt_lower: TensorRT is not usable (%s); running engines on ONNX Runtime", reason)
+    return "onnxruntime"
+
+
+def lower_to_trt(
+    model: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    *,
+    backend: str = "auto",
+    precision: str = "fp32",
+    min_block_size: int = 3,
+    fallback_ops: Iterable[Any] = (),
+    require_full: bool = False,
+) -> LoweredModule:
+    """Lower `model` for `inputs`: TensorRT-capable regions become engines, the rest stays eager.
+
+    backend: "tensorrt", "onnxruntime", or "auto" (TensorRT when usable, else ONNX Runtime).
+    fallback_ops: ATen ops (OpOverload, packet or name like "aten.relu.default") kept in eager.
+    require_full: raise UnsupportedOpsError listing every unsupported node instead of falling back.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    settings = LoweringSettings.create(
+        backend=backend, precision=precision, min_block_size=min_block_size,
+        fallback_ops=fallback_ops, require_full=require_full,
+    )
+    args = capture.check_inputs(model, inputs)
+    resolved = _resolve_backend(settings.backend)
+    program = capture.export(model, args)
+
+    failed: dict[str, str] = {}
+    while True:
+        parts = split(program.module(), ConverterSupport(settings.fallback_ops, failed), settings.min_block_size)
+        if settings.require_full and parts.fallbacks:
+            listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in parts.fallbacks.items())
+            raise UnsupportedOpsError(
+                f"require_full=True but {len(parts.fallbacks)} node(s) cannot run in an engine:\n{listing}"
+            )
+        try:
+            return stitch(parts, resolved, settings.precision)
+        except ConversionError as e:
+            if settings.require_full:
+                raise
+            # A converter bug must not cost the user their model: keep that node eager, retry.
+            log.warning("trt_lower: %s; running it in eager PyTorch", e)
+            failed[e.node_name] = e.reason

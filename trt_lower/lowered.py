@@ -1,0 +1,112 @@
+"""Stitching: engine segments become runtime modules inside one GraphModule."""
+from __future__ import annotations
+
+import functools
+from collections import Counter
+
+import torch
+
+from converters.graph import ConversionError, segment_to_onnx
+from splitter.partition import Split, is_compute
+from trt_lower.report import EngineReport, Fallback, LoweringReport
+from trt_lower.runtime import OrtEngineModule, TensorSig
+from trt_lower.runtime.guard import InputGuard
+
+
+class LoweredModule(torch.fx.GraphModule):
+    """The lowered model: a GraphModule whose `engine_<k>` submodules run engines and whose
+    remaining nodes run in eager PyTorch. `report` says which is which."""
+
+    report: LoweringReport
+
+    def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
+        super().__init__(root, graph, class_name="LoweredModule")
+        self.report = report
+        # torch.export's pytree codegen reads the input/output specs from the module.
+        for attr in ("_in_spec", "_out_spec"):
+            if hasattr(root, attr):
+                setattr(self, attr, getattr(root, attr))
+
+
+def _guard_inputs(gm: torch.fx.GraphModule) -> None:
+    """Swap torch.export's `_guards_fn` for an InputGuard with errors that name the input."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    sigs = tuple(TensorSig.of(n.name, n) for n in placeholders if isinstance(n.meta.get("val"), torch.Tensor))
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn":
+            gm.graph.erase_node(node)
+            gm.delete_submodule("_guards_fn")
+    gm.add_submodule("_input_guard", InputGuard(sigs))
+    with gm.graph.inserting_after(placeholders[-1] if placeholders else None):
+        gm.graph.call_module("_input_guard", tuple(n for n in placeholders if isinstance(n.meta.get("val"), torch.Tensor)))
+
+
+def _call_node(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
+    return next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == name)
+
+
+def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str) -> tuple[torch.nn.Module, EngineReport]:
+    """Convert one fused segment; its weights (get_attr args) become ONNX initializers."""
+    sub: torch.fx.GraphModule = getattr(gm, name)
+    call = _call_node(gm, name)
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    constants: dict[str, torch.Tensor] = {}
+    runtime_args, runtime_placeholders = [], []
+    for ph, arg in zip(placeholders, call.args):
+        if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+            constants[ph.target] = functools.reduce(getattr, arg.target.split("."), gm)  # type: ignore[arg-type, union-attr]
+        else:
+            runtime_args.append(arg)
+            runtime_placeholders.append(ph)
+
+    model = segment_to_onnx(sub, name, constants)
+    out_node = next(n for n in sub.graph.nodes if n.op == "output")
+    results = out_node.args[0]
+    tuple_output = isinstance(results, (tuple, list))
+    out_nodes = list(results) if tuple_output else [results]
+    inputs = tuple(TensorSig.of(vi.name, ph) for vi, ph in zip(model.graph.input, runtime_placeholders))
+    outputs = tuple(TensorSig.of(vi.name, n) for vi, n in zip(model.graph.output, out_nodes))
+
+    module = OrtEngineModule(name, model.SerializeToString(), inputs, outputs, tuple_output)
+    call.args = tuple(runtime_args)
+    compute = [n for n in sub.graph.nodes if is_compute(n)]
+    report = EngineReport(
+        name=name,
+        num_nodes=len(compute),
+        ops=dict(Counter(str(n.target) for n in compute)),
+        input_shapes=[s.shape for s in inputs],
+        output_shapes=[s.shape for s in outputs],
+        backend=backend,
+    )
+    return module, report
+
+
+def stitch(split: Split, backend: str, precision: str) -> LoweredModule:
+    gm = split.gm
+    fallbacks = [
+        Fallback(node.name, str(node.target), reason) for node, reason in split.fallbacks.items()
+    ]
+    engines = []
+    for name in split.engines:
+        module, report = _build_engine(gm, name, backend)
+        gm.delete_submodule(name)
+        gm.add_submodule(name, module)
+        engines.append(report)
+    for node in list(gm.graph.nodes):
+        if node.op == "get_attr" and not node.users:
+            gm.graph.erase_node(node)
+    _guard_inputs(gm)
+
+    in_engines = sum(e.num_nodes for e in engines)
+    total = in_engines + sum(1 for n in gm.graph.nodes if is_compute(n))
+    report = LoweringReport(
+        coverage=in_engines / total if total else 1.0,
+        engines=engines,
+        fallbacks=fallbacks,
+        backend=backend,
+        precision=precision,
+    )
+    return LoweredModule(gm, gm.graph, report)
+
+
+__all__ = ["ConversionError", "LoweredModule", "stitch"]

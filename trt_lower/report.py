@@ -1,0 +1,49 @@
+"""LoweringReport: what runs where, and why."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    name: str
+    num_nodes: int
+    ops: dict[str, int]
+    input_shapes: list[tuple[int, ...]]
+    output_shapes: list[tuple[int, ...]]
+    backend: str
+
+
+@dataclass(frozen=True)
+class Fallback:
+    node: str
+    op: str
+    reason: str
+
+
+@dataclass
+class LoweringReport:
+    coverage: float
+    engines: list[EngineReport] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+    backend: str = ""
+    precision: str = "fp32"
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [
+            f"trt_lower report: backend={self.backend} precision={self.precision} "
+            f"coverage={self.coverage:.1%} engines={len(self.engines)} fallbacks={len(self.fallbacks)}"
+        ]
+        for e in self.engines:
+            top = ", ".join(f"{op}×{n}" for op, n in Counter(e.ops).most_common(6))
+            more = len(e.ops) - 6
+            lines.append(f"  {e.name} [{e.backend}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
+            lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
+        if self.fallbacks:
+            lines.append("  eager fallbacks:")
+            for f in self.fallbacks:
+                lines.append(f"    {f.node} ({f.op}): {f.reason}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)

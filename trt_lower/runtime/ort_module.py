@@ -1,0 +1,46 @@
+"""OrtEngineModule: one engine segment executed by ONNX Runtime, zero-copy on torch tensors."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from converters.builder import numpy_type
+from trt_lower.engine.onnxruntime import create_session
+from trt_lower.runtime.signature import TensorSig, check_inputs
+
+
+class OrtEngineModule(torch.nn.Module):
+    """Runs the segment's ONNX bytes with I/O bound to torch tensors' memory (CPU).
+
+    Outputs are allocated by torch in the shapes/dtypes the segment was built for, and ONNX
+    Runtime writes into them, so no copies are made on either side.
+    """
+
+    def __init__(self, name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...],
+                 outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
+        super().__init__()
+        self.name = name
+        self.onnx_bytes = onnx_bytes
+        self.inputs = inputs
+        self.outputs = outputs
+        self.tuple_output = tuple_output
+        self._session = create_session(onnx_bytes)
+        self._np_types = {s.name: np.dtype(numpy_type(s.dtype)) for s in inputs + outputs}
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        check_inputs(self.name, self.inputs, tensors, "cpu")
+        binding = self._session.io_binding()
+        # Keep the contiguous copies alive until the run has read them.
+        args = [t.contiguous() for t in tensors]
+        for sig, t in zip(self.inputs, args):
+            binding.bind_input(sig.name, "cpu", 0, self._np_types[sig.name], sig.shape, t.data_ptr())
+        results = tuple(torch.empty(sig.shape, dtype=sig.dtype) for sig in self.outputs)
+        for sig, t in zip(self.outputs, results):
+            binding.bind_output(sig.name, "cpu", 0, self._np_types[sig.name], sig.shape, t.data_ptr())
+        self._session.run_with_iobinding(binding)
+        return results if self.tuple_output else results[0]
+
+    def extra_repr(self) -> str:
+        ins = ", ".join(f"{s.source}: {s.describe()}" for s in self.inputs)
+        outs = ", ".join(f"{s.source}: {s.describe()}" for s in self.outputs)
+        return f"{self.name}, onnxruntime, ({ins}) -> ({outs})"

@@ -1,0 +1,40 @@
+"""User-facing lowering options, validated once."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+BACKENDS = ("auto", "tensorrt", "onnxruntime")
+PRECISIONS = ("fp32",)
+
+
+def _op_name(op: Any) -> str:
+    """'aten.relu.default' for an OpOverload, 'aten.relu' for a packet, strings as given."""
+    if isinstance(op, str):
+        return op.removeprefix("torch.ops.")
+    name = str(op)
+    if not name.startswith("aten.") and hasattr(op, "_schema"):
+        name = f"aten.{op._schema.name.split('::')[-1]}"
+    return name
+
+
+@dataclass(frozen=True)
+class LoweringSettings:
+    backend: str = "auto"
+    precision: str = "fp32"
+    min_block_size: int = 3
+    fallback_ops: frozenset[str] = frozenset()
+    require_full: bool = False
+
+    @classmethod
+    def create(cls, *, backend: str, precision: str, min_block_size: int, fallback_ops: Iterable[Any],
+               require_full: bool) -> "LoweringSettings":
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if not isinstance(min_block_size, int) or min_block_size < 1:
+            raise ValueError(f"min_block_size must be a positive int, got {min_block_size!r}")
+        if isinstance(fallback_ops, str):
+            fallback_ops = [fallback_ops]
+        return cls(backend, precision, min_block_size, frozenset(_op_name(op) for op in fallback_ops), require_full)
