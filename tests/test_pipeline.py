@@ -1,0 +1,203 @@
+"""Splitting, fallbacks, options and errors of lower_to_trt."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import converters
+import trt_lower
+from harness import Fn, engine_ops
+
+
+@torch.library.custom_op("trt_lower_test::mystery", mutates_args=())
+def mystery(x: torch.Tensor) -> torch.Tensor:
+    """An op no converter will ever know."""
+    return x.flip(-1) * 0.5
+
+
+@mystery.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Sandwich(torch.nn.Module):
+    """conv/relu/add, then an op without converter, then matmul/gelu/add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x)) + 1.0
+        y = torch.ops.trt_lower_test.mystery(y)
+        return torch.nn.functional.gelu(self.lin(y)) + y
+
+
+def _inputs() -> tuple[torch.Tensor]:
+    return (torch.randn(2, 3, 8, 8),)
+
+
+def test_op_without_converter_splits_into_two_engines() -> None:
+    model, inputs = Sandwich().eval(), _inputs()
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    report = lowered.report
+    assert [e.name for e in report.engines] == ["engine_0", "engine_1"]
+    assert len(report.fallbacks) == 1
+    assert report.fallbacks[0].op == "trt_lower_test.mystery.default"
+    assert "no converter for trt_lower_test.mystery.default" in report.fallbacks[0].reason
+    assert "mystery" in str(report)
+    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+
+
+def test_require_full_lists_unsupported_nodes() -> None:
+    with pytest.raises(trt_lower.UnsupportedOpsError, match=r"mystery.*no converter for trt_lower_test\.mystery"):
+        trt_lower.lower_to_trt(Sandwich(), _inputs(), backend="onnxruntime", require_full=True)
+
+
+@pytest.mark.parametrize("spec", [torch.ops.aten.relu.default, torch.ops.aten.relu, "aten.relu.default", "aten.relu"])
+def test_fallback_ops_forces_eager(spec: object) -> None:
+    model, inputs = Sandwich().eval(), _inputs()
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", fallback_ops=[spec], min_block_size=1)
+    relu = [f for f in lowered.report.fallbacks if f.op == "aten.relu.default"]
+    assert relu and relu[0].reason == "forced to eager by fallback_ops"
+    assert "aten.relu.default" not in engine_ops(lowered)
+    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+
+
+def test_min_block_size_keeps_small_segments_eager() -> None:
+    model = Fn(lambda x: torch.ops.trt_lower_test.mystery(torch.sigmoid(x)) * 2)
+    inputs = (torch.randn(3, 5),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=2)
+    assert lowered.report.engines == []
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    assert "fewer than min_block_size=2" in reasons["aten.sigmoid.default"]
+    assert lowered.report.coverage == 0.0
+    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+
+
+def test_float64_falls_back_with_reason() -> None:
+    model = Fn(lambda x: (x.double() * 3).sin().float() + 1)
+    inputs = (torch.randn(4),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1)
+    reasons = [f.reason for f in lowered.report.fallbacks]
+    assert any("dtype float64 unsupported" in r for r in reasons), reasons
+    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+
+
+def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    entry = converters.lookup(torch.ops.aten.sigmoid.default)
+    assert entry is not None
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("simulated converter bug")
+
+    monkeypatch.setitem(converters.registry._REGISTRY, entry.target,
+                        converters.registry.Converter(entry.target, broken, None))
+    model = Fn(lambda x: torch.sigmoid(x * 2 + 1) - 3)
+    inputs = (torch.randn(4),)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1)
+    fallback = [f for f in lowered.report.fallbacks if f.op == "aten.sigmoid.default"]
+    assert fallback and "simulated converter bug" in fallback[0].reason
+    assert "simulated converter bug" in caplog.text
+    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+    with pytest.raises(converters.graph.ConversionError, match="simulated converter bug"):
+        trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
+
+
+def test_pytree_outputs_are_preserved() -> None:
+    model = Fn(lambda x, y: {"sum": x + y, "pair": (x * y, torch.relu(x))})
+    inputs = (torch.randn(2, 3), torch.randn(2, 3))
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1)
+    out = lowered(*inputs)
+    assert isinstance(out, dict) and isinstance(out["pair"], tuple)
+    torch.testing.assert_close(out, model(*inputs))
+
+
+def test_report_and_accuracy_are_readable() -> None:
+    model, inputs = Sandwich().eval(), _inputs()
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    report = lowered.report
+    assert 0.0 < report.coverage < 1.0
+    assert report.engines[0].input_shapes == [(2, 3, 8, 8)]
+    assert report.engines[0].ops["aten.convolution.default"] == 1
+    text = str(report)
+    assert "coverage=" in text and "engine_0" in text and "eager fallbacks" in text
+    result = trt_lower.check_accuracy(model, lowered, inputs)
+    assert result.passed and len(result.outputs) == 1
+    assert result.outputs[0].max_abs < 1e-4
+    assert "PASS" in str(result)
+
+
+def test_check_accuracy_flags_a_wrong_result() -> None:
+    model = Fn(lambda x: x * 2)
+    wrong = Fn(lambda x: x * 2.01)
+    result = trt_lower.check_accuracy(model, wrong, (torch.ones(3),), rtol=1e-3, atol=1e-3)
+    assert not result.passed and "FAIL" in str(result)
+
+
+# -- bad input -------------------------------------------------------------------------------
+def test_non_tensor_input_is_named() -> None:
+    with pytest.raises(ValueError, match=r"inputs\[1\] must be a torch.Tensor, got str"):
+        trt_lower.lower_to_trt(Fn(lambda x, y: x), (torch.ones(1), "y"), backend="onnxruntime")
+
+
+def test_wrong_arity_is_named() -> None:
+    with pytest.raises(ValueError, match="inputs has 2 tensor"):
+        trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1), torch.ones(1)), backend="onnxruntime")
+
+
+def test_model_must_be_a_module() -> None:
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        trt_lower.lower_to_trt(lambda x: x, (torch.ones(1),))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"backend": "cuda"}, "backend must be one of"),
+    ({"precision": "int4"}, "precision must be one of"),
+    ({"min_block_size": 0}, "min_block_size must be a positive int"),
+])
+def test_bad_options_are_named(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), **kwargs)
+
+
+def test_call_with_other_shape_names_input_and_shapes() -> None:
+    model = Sandwich().eval()
+    lowered = trt_lower.lower_to_trt(model, _inputs(), backend="onnxruntime")
+    with pytest.raises(trt_lower.EngineInputError, match=r"input 'x' was lowered for \(2, 3, 8, 8\) float32, got \(1, 3, 8, 8\) float32"):
+        lowered(torch.randn(1, 3, 8, 8))
+    with pytest.raises(trt_lower.EngineInputError, match=r"got \(2, 3, 8, 8\) float64"):
+        lowered(torch.randn(2, 3, 8, 8, dtype=torch.float64))
+
+
+def test_uncapturable_model_says_so() -> None:
+    class DataDependent(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if x.sum() > 0 else x - 1
+
+    with pytest.raises(trt_lower.CaptureError, match="torch.export could not capture DataDependent"):
+        trt_lower.lower_to_trt(DataDependent(), (torch.randn(3),), backend="onnxruntime")
+
+
+def test_tensorrt_backend_without_tensorrt_names_what_is_missing() -> None:
+    if not torch.cuda.is_available():
+        match = "no CUDA device"
+    else:
+        pytest.skip("CUDA present: covered by the GPU suite")
+    with pytest.raises(RuntimeError, match=f"backend='tensorrt' cannot run here: {match}"):
+        trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), backend="tensorrt")
+
+
+def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: auto may pick TensorRT")
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        lowered = trt_lower.lower_to_trt(Fn(lambda x: torch.relu(x) * 2 + 1), (torch.ones(3),))
+    assert lowered.report.backend == "onnxruntime"
+    warnings = [r for r in caplog.records if "ONNX Runtime" in r.getMessage()]
+    assert len(warnings) == 1

@@ -1,0 +1,3 @@
+from trt_lower.cli import main
+
+raise SystemExit(main())
