@@ -5,6 +5,9 @@ from trt_lower.capture import CaptureError
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import LoweringReport
 from trt_lower.runtime import EngineInputError
+from trt_lower import dynamo_backend
+
+dynamo_backend.register()
 
 __all__ = [
     "AccuracyResult",
