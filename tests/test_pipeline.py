@@ -142,7 +142,7 @@ def test_check_accuracy_flags_a_wrong_result() -> None:
 
 # -- bad input -------------------------------------------------------------------------------
 def test_non_tensor_input_is_named() -> None:
-    with pytest.raises(ValueError, match=r"inputs\[1\] must be a torch.Tensor, got str"):
+    with pytest.raises(ValueError, match=r"inputs\[1\] must be a torch.Tensor or trt_lower.TensorSpec, got str"):
         trt_lower.lower_to_trt(Fn(lambda x, y: x), (torch.ones(1), "y"), backend="onnxruntime")
 
 

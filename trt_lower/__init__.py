@@ -2,6 +2,7 @@
 from trt_lower.accuracy import AccuracyResult, check_accuracy
 from trt_lower.api import UnsupportedOpsError, lower_to_trt
 from trt_lower.capture import CaptureError
+from trt_lower.engine.errors import EngineBuildError
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import LoweringReport
 from trt_lower.runtime import EngineInputError
@@ -12,6 +13,7 @@ dynamo_backend.register()
 __all__ = [
     "AccuracyResult",
     "CaptureError",
+    "EngineBuildError",
     "EngineInputError",
     "LoweredModule",
     "LoweringReport",

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import time
 from typing import Any, Iterable, Sequence
 
 import torch
@@ -10,6 +12,7 @@ from converters.graph import ConversionError
 from splitter import ConverterSupport, split
 from trt_lower import capture
 from trt_lower.engine import tensorrt as trt_engine
+from trt_lower.engine.errors import EngineBuildError
 from trt_lower.lowered import LoweredModule, stitch
 from trt_lower.settings import LoweringSettings
 
@@ -41,36 +44,59 @@ def lower_to_trt(
     min_block_size: int = 3,
     fallback_ops: Iterable[Any] = (),
     require_full: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cuda_graphs: bool = False,
 ) -> LoweredModule:
     """Lower `model` for `inputs`: TensorRT-capable regions become engines, the rest stays eager.
 
     backend: "tensorrt", "onnxruntime", or "auto" (TensorRT when usable, else ONNX Runtime).
     fallback_ops: ATen ops (OpOverload, packet or name like "aten.relu.default") kept in eager.
     require_full: raise UnsupportedOpsError listing every unsupported node instead of falling back.
+    cache_dir: where TensorRT engines are cached (default $TRT_LOWER_CACHE_DIR, else ~/.cache/trt_lower).
+    cuda_graphs: replay TensorRT engines from CUDA graphs (static shapes; ignored on ONNX Runtime).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     settings = LoweringSettings.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
-        fallback_ops=fallback_ops, require_full=require_full,
+        fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
     )
-    args = capture.check_inputs(model, inputs)
+    specs = capture.check_inputs(model, inputs)
     resolved = _resolve_backend(settings.backend)
-    program = capture.export(model, args)
+    start = time.perf_counter()
+    program = capture.export(model, capture.example_inputs(specs, inputs), specs)
+    captured = time.perf_counter()
 
     failed: dict[str, str] = {}
     while True:
-        parts = split(program.module(), ConverterSupport(settings.fallback_ops, failed), settings.min_block_size)
+        # No torch.export guard function: stitch installs its own InputGuard.
+        parts = split(program.module(check_guards=False), ConverterSupport(settings.fallback_ops, failed), settings.min_block_size)
         if settings.require_full and parts.fallbacks:
             listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in parts.fallbacks.items())
             raise UnsupportedOpsError(
                 f"require_full=True but {len(parts.fallbacks)} node(s) cannot run in an engine:\n{listing}"
             )
         try:
-            return stitch(parts, resolved, settings.precision)
+            lowered = stitch(parts, resolved, settings)
         except ConversionError as e:
             if settings.require_full:
                 raise
             # A converter bug must not cost the user their model: keep that node eager, retry.
             log.warning("trt_lower: %s; running it in eager PyTorch", e)
             failed[e.node_name] = e.reason
+            continue
+        except EngineBuildError as e:
+            if settings.require_full:
+                raise
+            # Same for a segment TensorRT cannot build: its nodes (or the one it names) go eager.
+            which = f"node {next(iter(e.nodes))}" if len(e.nodes) == 1 else f"its {len(e.nodes)} nodes"
+            log.warning("trt_lower: %s; running %s in eager PyTorch", e, which)
+            failed.update(e.nodes)
+            continue
+        session = lowered.report.timings.get("session", 0.0)  # stitch timed the engine builds
+        lowered.report.timings = {
+            "capture": captured - start,
+            "convert": time.perf_counter() - captured - session,
+            "session": session,
+        }
+        return lowered

@@ -8,20 +8,24 @@ from typing import Any, Sequence
 import torch
 
 from trt_lower.decompositions import decomposition_table
+from trt_lower.spec import TensorSpec
+
+Dim = torch.export.Dim
 
 
 class CaptureError(RuntimeError):
     """torch.export could not capture the model."""
 
 
-def check_inputs(model: torch.nn.Module, inputs: Any) -> tuple[torch.Tensor, ...]:
-    if isinstance(inputs, torch.Tensor):
+def check_inputs(model: torch.nn.Module, inputs: Any) -> tuple[TensorSpec, ...]:
+    """The inputs as specs (a tensor is a static spec); ValueError naming a bad one."""
+    if isinstance(inputs, (torch.Tensor, TensorSpec)):
         inputs = (inputs,)
     if not isinstance(inputs, (tuple, list)):
-        raise ValueError(f"inputs must be a tuple or list of tensors, got {type(inputs).__name__}")
+        raise ValueError(f"inputs must be a tuple or list of tensors/TensorSpecs, got {type(inputs).__name__}")
     for i, x in enumerate(inputs):
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"inputs[{i}] must be a torch.Tensor, got {type(x).__name__}")
+        if not isinstance(x, (torch.Tensor, TensorSpec)):
+            raise ValueError(f"inputs[{i}] must be a torch.Tensor or trt_lower.TensorSpec, got {type(x).__name__}")
     try:
         inspect.signature(model.forward).bind(*inputs)
     except TypeError as e:
@@ -30,19 +34,33 @@ def check_inputs(model: torch.nn.Module, inputs: Any) -> tuple[torch.Tensor, ...
         ) from None
     except ValueError:  # builtin or C++ forward without a signature: let export decide
         pass
-    return tuple(inputs)
+    return tuple(x if isinstance(x, TensorSpec) else TensorSpec.of(x) for x in inputs)
 
 
-def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
+def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+    """Tensors to trace with: the user's own where given, else one made from the spec."""
+    return tuple(g if isinstance(g, torch.Tensor) else s.example() for s, g in zip(specs, given))
+
+
+def _dynamic_shapes(specs: Sequence[TensorSpec]) -> tuple[dict[int, Any] | None, ...] | None:
+    if not any(s.dynamic_dims for s in specs):
+        return None
+    # DYNAMIC (not AUTO): if the model forces a declared-dynamic dim static, export says so.
+    return tuple(
+        {i: Dim.DYNAMIC(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
+        for s in specs
+    )
+
+
+def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor, ...]) -> torch.nn.Module:
+    """An ATen GraphModule for the ScriptModule, via PyTorch's TorchScript converter."""
     from torch._export.converter import TS2EPConverter
 
     try:
         with warnings.catch_warnings():
             # The converter warns once per unused buffer (e.g. num_batches_tracked).
             warnings.simplefilter("ignore")
-            converted = TS2EPConverter(model, inputs).convert()
-        # The converter leaves dims symbolic (Dim.AUTO); re-export pins them to `inputs`.
-        return torch.export.export(converted.module(), inputs, strict=False)
+            return TS2EPConverter(model, inputs).convert().module()
     except Exception as e:
         raise CaptureError(
             f"could not convert TorchScript module {model.original_name} to an ExportedProgram: "
@@ -50,7 +68,8 @@ def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor,
         ) from e
 
 
-def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> torch.export.ExportedProgram:
+def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
+           specs: Sequence[TensorSpec] = ()) -> torch.export.ExportedProgram:
     """The model as core ATen, fusable ops kept whole.
 
     nn.Modules and fx GraphModules go through torch.export (non-strict, eval mode);
@@ -59,10 +78,11 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> torch.expo
     was_training = model.training
     model.eval()
     try:
+        source = model
         if isinstance(model, torch.jit.ScriptModule):
-            program = _from_torchscript(model, tuple(inputs))
-        else:
-            program = torch.export.export(model, tuple(inputs), strict=False)
+            # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
+            source = _from_torchscript(model, tuple(inputs))
+        program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(specs), strict=False)
         return program.run_decompositions(decomposition_table())
     except CaptureError:
         raise

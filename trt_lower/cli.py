@@ -63,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--atol", type=float, default=1e-3)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
+    # TensorRT engine builds take a while: show their one-line-per-engine progress.
+    logging.getLogger("trt_lower").setLevel(logging.INFO)
     return demo(args)
 
 

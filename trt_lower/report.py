@@ -13,6 +13,8 @@ class EngineReport:
     input_shapes: list[tuple[int, ...]]
     output_shapes: list[tuple[int, ...]]
     backend: str
+    # TensorRT engines: True when loaded from the engine cache, False when built; None otherwise.
+    cache_hit: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class LoweringReport:
     backend: str = ""
     precision: str = "fp32"
     notes: list[str] = field(default_factory=list)
+    # Wall seconds per lowering phase: capture (torch.export + decompositions), convert (split,
+    # ONNX conversion, stitching), session (engine build / ONNX Runtime session creation).
+    timings: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [
@@ -39,11 +44,14 @@ class LoweringReport:
         for e in self.engines:
             top = ", ".join(f"{op}×{n}" for op, n in Counter(e.ops).most_common(6))
             more = len(e.ops) - 6
-            lines.append(f"  {e.name} [{e.backend}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
+            where = e.backend if e.cache_hit is None else f"{e.backend}, {'cache hit' if e.cache_hit else 'built'}"
+            lines.append(f"  {e.name} [{where}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
             lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
         if self.fallbacks:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:
                 lines.append(f"    {f.node} ({f.op}): {f.reason}")
         lines.extend(f"  note: {n}" for n in self.notes)
+        if self.timings:
+            lines.append("  timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()))
         return "\n".join(lines)

@@ -1,7 +1,9 @@
 """User-facing lowering options, validated once."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
@@ -25,16 +27,26 @@ class LoweringSettings:
     min_block_size: int = 3
     fallback_ops: frozenset[str] = frozenset()
     require_full: bool = False
+    # TensorRT engine cache directory; None: $TRT_LOWER_CACHE_DIR, else the user's cache dir.
+    cache_dir: Path | None = None
+    # Replay each TensorRT engine from a CUDA graph (static shapes).
+    cuda_graphs: bool = False
 
     @classmethod
     def create(cls, *, backend: str, precision: str, min_block_size: int, fallback_ops: Iterable[Any],
-               require_full: bool) -> "LoweringSettings":
+               require_full: bool, cache_dir: str | os.PathLike[str] | None = None,
+               cuda_graphs: bool = False) -> "LoweringSettings":
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if not isinstance(min_block_size, int) or min_block_size < 1:
             raise ValueError(f"min_block_size must be a positive int, got {min_block_size!r}")
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise ValueError(f"cache_dir must be a path or None, got {type(cache_dir).__name__}")
+        if not isinstance(cuda_graphs, bool):
+            raise ValueError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
         if isinstance(fallback_ops, str):
             fallback_ops = [fallback_ops]
-        return cls(backend, precision, min_block_size, frozenset(_op_name(op) for op in fallback_ops), require_full)
+        return cls(backend, precision, min_block_size, frozenset(_op_name(op) for op in fallback_ops), require_full,
+                   None if cache_dir is None else Path(cache_dir).expanduser(), cuda_graphs)

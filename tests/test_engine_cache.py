@@ -1,0 +1,106 @@
+"""The on-disk engine cache: where it lives, what its key covers, and how it treats bad entries."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from trt_lower.engine.cache import EngineCache, default_dir
+from trt_lower.engine.build_settings import BuildSettings, InputProfile
+
+PROFILES = [InputProfile.static("x", (2, 3))]
+
+
+def _cache(root: Path, version: str = "10.4.0", device: str = "Tesla V100 sm_70") -> EngineCache:
+    return EngineCache(root, version, device)
+
+
+def test_default_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TRT_LOWER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_dir() == tmp_path / "xdg" / "trt_lower"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_dir() == Path.home() / ".cache" / "trt_lower"
+    monkeypatch.setenv("TRT_LOWER_CACHE_DIR", str(tmp_path / "mine"))
+    assert default_dir() == tmp_path / "mine"
+
+
+def test_key_covers_network_profiles_settings_version_and_device(tmp_path: Path) -> None:
+    key = _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings())
+    others = [
+        _cache(tmp_path).key(b"onnx, other weights", PROFILES, BuildSettings()),
+        _cache(tmp_path).key(b"onnx", [InputProfile("x", (1, 3), (2, 3), (4, 3))], BuildSettings()),
+        _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings(precision="fp16")),
+        _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings(workspace_bytes=1 << 20)),
+        _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings(optimization_level=5)),
+        _cache(tmp_path, version="10.4.1").key(b"onnx", PROFILES, BuildSettings()),
+        _cache(tmp_path, device="NVIDIA H100 sm_90").key(b"onnx", PROFILES, BuildSettings()),
+    ]
+    assert key not in others and len(set(others)) == len(others)
+    assert key == _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings())
+
+
+def test_entries_round_trip_and_leave_no_temporary_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = _cache(tmp_path / "engines")
+    assert cache.load("k") is None and cache.load_timing_cache() == b""
+    cache.store("k", b"plan bytes")
+    cache.store_timing_cache(b"timings")
+    assert cache.load("k") == b"plan bytes" and cache.load_timing_cache() == b"timings"
+    assert sorted(p.name for p in (tmp_path / "engines").iterdir()) == sorted(
+        ["k.engine", cache.timing_cache_path.name])
+    assert not caplog.records
+
+
+def test_timing_cache_is_per_version_and_device(tmp_path: Path) -> None:
+    paths = {_cache(tmp_path).timing_cache_path, _cache(tmp_path, version="8.6.1").timing_cache_path,
+             _cache(tmp_path, device="NVIDIA H100 sm_90").timing_cache_path}
+    assert len(paths) == 3
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "not a trt_lower cache file"),
+    (b"\x7fELF not ours", "not a trt_lower cache file"),
+])
+def test_foreign_file_is_discarded_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                  content: bytes, why: str) -> None:
+    cache = _cache(tmp_path)
+    cache.engine_path("k").write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        assert cache.load("k") is None
+    assert why in caplog.text and not cache.engine_path("k").exists()
+
+
+def test_entry_of_another_key_or_device_is_discarded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _cache(tmp_path, device="NVIDIA H100 sm_90").store("k", b"plan")
+    _cache(tmp_path).store("other", b"plan")
+    os.replace(tmp_path / "other.engine", tmp_path / "j.engine")
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        assert _cache(tmp_path).load("k") is None
+        assert _cache(tmp_path).load("j") is None
+    assert "its device is 'NVIDIA H100 sm_90', expected 'Tesla V100 sm_70'" in caplog.text
+    assert "its key is 'other', expected 'j'" in caplog.text
+
+
+def test_unwritable_cache_dir_warns_and_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "file").write_text("a file where the cache dir should be")
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        _cache(tmp_path / "file" / "engines").store("k", b"plan")
+    assert "could not write the engine cache entry" in caplog.text
+
+
+def test_failed_write_leaves_the_old_entry_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    cache = _cache(tmp_path)
+    cache.store("k", b"old plan")
+
+    def crash(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        cache.store("k", b"new plan")
+    monkeypatch.undo()
+    assert "disk full" in caplog.text
+    assert [p.name for p in tmp_path.iterdir()] == ["k.engine"] and cache.load("k") == b"old plan"

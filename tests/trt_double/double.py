@@ -1,0 +1,675 @@
+"""The TensorRT Python API subset trt_lower uses, executed by ONNX Runtime on host memory.
+
+Faithful where trt_lower depends on TensorRT's behaviour, and strict where a real version is:
+- the version (`__version__`: $TRT_DOUBLE_VERSION, default 10.13.0) decides which enum members
+  exist (8.6: no INT64/BF16 DataType and no STRONGLY_TYPED; 11.x: no EXPLICIT_BATCH and no
+  FP16/BF16/INT8/FP8 builder flags: using one raises AttributeError), whether the ONNX parser
+  accepts the network (8.6 needs EXPLICIT_BATCH), and the highest ONNX opset it parses;
+- stricter than real 10.x/11.x, which ignore it: create_network refuses the EXPLICIT_BATCH bit
+  there, so a wrong version branch fails loudly;
+- failures come back the TensorRT way: parse() returns False and leaves ParserErrors naming the
+  node; build_serialized_network, deserialize_cuda_engine and create_timing_cache log an error
+  and return None;
+- 8.6 turns INT64 engine I/O into INT32: the context reads and writes int32 buffers there;
+- the execution context runs the parsed ONNX with ONNX Runtime, reading inputs from and writing
+  outputs to the raw addresses it was given (host memory), with shapes checked against the
+  optimization profile.
+A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
+deserializations and executions, keeps the last build's settings, and holds the failure knobs
+(`unsupported_ops`, `build_failure`).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto
+
+# Under mypy each class of the double derives from its stub class, so every override is checked
+# against the real signature; at run time they derive from object.
+if TYPE_CHECKING:
+    import tensorrt as stubs
+    from typing_extensions import Buffer
+
+    _Builder = stubs.Builder
+    _BuilderFlag = stubs.BuilderFlag
+    _DataType = stubs.DataType
+    _Dims = stubs.Dims
+    _IBuilderConfig = stubs.IBuilderConfig
+    _ICudaEngine = stubs.ICudaEngine
+    _IExecutionContext = stubs.IExecutionContext
+    _IHostMemory = stubs.IHostMemory
+    _ILogger = stubs.ILogger
+    _INetworkDefinition = stubs.INetworkDefinition
+    _IOptimizationProfile = stubs.IOptimizationProfile
+    _ITimingCache = stubs.ITimingCache
+    _MemoryPoolType = stubs.MemoryPoolType
+    _NetworkDefinitionCreationFlag = stubs.NetworkDefinitionCreationFlag
+    _OnnxParser = stubs.OnnxParser
+    _ParserError = stubs.ParserError
+    _Runtime = stubs.Runtime
+    _Severity = stubs.ILogger.Severity
+    _TensorIOMode = stubs.TensorIOMode
+else:
+    _Builder = _BuilderFlag = _DataType = _Dims = _IBuilderConfig = _ICudaEngine = object
+    _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
+    _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
+    _Runtime = _Severity = _TensorIOMode = object
+
+__version__ = os.environ.get("TRT_DOUBLE_VERSION", "10.13.0")
+
+T = TypeVar("T")
+
+
+def _version() -> tuple[int, int]:
+    major, minor = __version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _max_opset() -> int:
+    major, minor = _version()
+    if major < 10:
+        return 17
+    return 20 if (major, minor) <= (10, 4) else 24
+
+
+def _null(cls: type[T]) -> T:
+    """What the bindings return for a null pointer (a failure): None, which the stubs leave out
+    of these return types."""
+    return cast(T, None)
+
+
+def _own(obj: object, cls: type[T]) -> T:
+    """The argument as the double's own class, as pybind11 would insist."""
+    if not isinstance(obj, cls):
+        raise TypeError(f"incompatible function arguments: expected {cls.__name__}, got {type(obj).__name__}")
+    return obj
+
+
+# -- enums ------------------------------------------------------------------------------------
+def _member(cls: type[T], name: str) -> T:
+    return _own(getattr(cls, name), cls)
+
+
+class _EnumType(type):
+    """Members exist only in the TensorRT versions that have them, as in the real bindings."""
+
+    def __getattribute__(cls, name: str) -> Any:
+        since, until = type.__getattribute__(cls, "_versions").get(name, (0, 1000))
+        if not since <= _version()[0] < until:
+            raise AttributeError(f"type object '{type.__getattribute__(cls, '__name__')}' has no attribute "
+                                 f"'{name}' in TensorRT {__version__}")
+        return type.__getattribute__(cls, name)
+
+
+class _Enum(metaclass=_EnumType):
+    """An int with a name, like pybind11's enums."""
+
+    # member -> (first major version that has it, first major version that does not)
+    _versions: ClassVar[dict[str, tuple[int, int]]] = {}
+
+    def __init__(self, value: int, name: str = "") -> None:
+        self._value = value
+        self._name = name
+
+    @classmethod
+    def _define(cls, **members: int) -> None:
+        for name, value in members.items():
+            setattr(cls, name, cls(value, name))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    def __int__(self) -> int:
+        return self._value
+
+    def __index__(self) -> int:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Enum) and type(other) is type(self) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._value))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self._name}: {self._value}>"
+
+
+class DataType(_Enum, _DataType):
+    _versions = {"INT64": (9, 1000), "BF16": (9, 1000)}
+
+
+DataType._define(FLOAT=0, HALF=1, INT8=2, INT32=3, BOOL=4, UINT8=5, FP8=6, BF16=7, INT64=8)
+
+
+class TensorIOMode(_Enum, _TensorIOMode):
+    pass
+
+
+TensorIOMode._define(NONE=0, INPUT=1, OUTPUT=2)
+
+
+class MemoryPoolType(_Enum, _MemoryPoolType):
+    pass
+
+
+MemoryPoolType._define(WORKSPACE=0)
+
+
+class BuilderFlag(_Enum, _BuilderFlag):
+    _versions = {"FP16": (0, 11), "INT8": (0, 11), "FP8": (0, 11), "BF16": (9, 11)}
+
+
+BuilderFlag._define(FP16=0, INT8=1, FP8=15, BF16=17)
+
+
+class NetworkDefinitionCreationFlag(_Enum, _NetworkDefinitionCreationFlag):
+    _versions = {"EXPLICIT_BATCH": (0, 11), "STRONGLY_TYPED": (9, 1000)}
+
+
+NetworkDefinitionCreationFlag._define(EXPLICIT_BATCH=0, STRONGLY_TYPED=1)
+_EXPLICIT_BATCH = 1 << 0
+
+
+# -- logging and plain data -------------------------------------------------------------------
+class ILogger(_ILogger):
+    class Severity(_Enum, _Severity):
+        pass
+
+    def __init__(self) -> None:
+        pass
+
+    def log(self, severity: stubs.ILogger.Severity, msg: str) -> None:
+        raise NotImplementedError("ILogger.log is pure virtual: subclass it")
+
+
+ILogger.Severity._define(INTERNAL_ERROR=0, ERROR=1, WARNING=2, INFO=3, VERBOSE=4)
+
+
+def _error(logger: stubs.ILogger, message: str) -> None:
+    logger.log(ILogger.Severity.ERROR, message)
+
+
+class Dims(_Dims):
+    __hash__: ClassVar[None] = None
+
+    def __init__(self, shape: list[int] | tuple[int, ...] = ()) -> None:
+        self._dims = tuple(int(d) for d in shape)
+
+    def __len__(self) -> int:
+        return len(self._dims)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        return self._dims[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Dims, tuple, list)) and self._dims == _dims_of(other)
+
+    def __repr__(self) -> str:
+        return f"Dims({list(self._dims)})"
+
+
+def _dims_of(shape: object) -> tuple[int, ...]:
+    if isinstance(shape, Dims):
+        return shape._dims
+    if isinstance(shape, (tuple, list)):
+        return tuple(int(d) for d in shape)
+    raise TypeError(f"expected Dims, tuple or list, got {type(shape).__name__}")
+
+
+class IHostMemory(_IHostMemory):
+    """Bytes; the real one exposes the buffer protocol, which bytes() reads the same way."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __bytes__(self) -> bytes:
+        return self._data
+
+
+@dataclass
+class BuildRecord:
+    """What the last build_serialized_network was given, for tests to assert on."""
+
+    network_flags: int
+    builder_flags: int
+    workspace_bytes: int | None
+    optimization_level: int
+    profiles: dict[str, tuple[tuple[int, ...], ...]]
+    timing_cache_entries: int
+
+
+@dataclass
+class State:
+    unsupported_ops: set[str] = field(default_factory=set)  # the parser rejects these ONNX ops
+    build_failure: str | None = None  # every build fails with this error
+    builds: int = 0
+    deserializations: int = 0
+    executions: int = 0
+    timing_cache_hits: int = 0
+    last_build: BuildRecord | None = None
+
+
+state = State()
+
+
+def reset() -> None:
+    global state
+    state = State()
+
+
+# -- network and parser -----------------------------------------------------------------------
+class INetworkDefinition(_INetworkDefinition):
+    def __init__(self, flags: int) -> None:
+        self._flags = flags
+        self.model: onnx.ModelProto | None = None  # set by a successful OnnxParser.parse
+
+    @property
+    def flags(self) -> int:
+        return self._flags
+
+
+class ParserError(_ParserError):
+    def __init__(self, desc: str, node: int) -> None:
+        self._desc = desc
+        self._node = node
+
+    def desc(self) -> str:
+        return self._desc
+
+    def node(self) -> int:
+        return self._node
+
+    def __str__(self) -> str:
+        return f"In node {self._node}: {self._desc}"
+
+
+class OnnxParser(_OnnxParser):
+    def __init__(self, network: stubs.INetworkDefinition, logger: stubs.ILogger) -> None:
+        self._network = _own(network, INetworkDefinition)
+        self._logger = logger
+        self._errors: list[ParserError] = []
+
+    def _fail(self, desc: str, node: int = -1) -> bool:
+        self._errors.append(ParserError(desc, node))
+        _error(self._logger, f"ModelImporter: {desc}")
+        return False
+
+    def parse(self, model: Buffer, path: str | None = None) -> bool:
+        if _version()[0] < 10 and not self._network.flags & _EXPLICIT_BATCH:
+            return self._fail("the ONNX parser needs a network created with the EXPLICIT_BATCH flag")
+        try:
+            proto = onnx.load_from_string(bytes(model))
+        except Exception as e:  # protobuf raises its own DecodeError
+            return self._fail(f"Failed to parse the ONNX model: {e}")
+        opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        if opset > _max_opset():
+            return self._fail(f"opset {opset} is above {_max_opset()}, the highest this parser knows")
+        for i, node in enumerate(proto.graph.node):
+            if node.op_type in state.unsupported_ops:
+                self._fail(f"No importer registered for op: {node.op_type}", i)
+        if self._errors:
+            return False
+        self._network.model = proto
+        return True
+
+    @property
+    def num_errors(self) -> int:
+        return len(self._errors)
+
+    def get_error(self, index: int) -> ParserError:
+        return self._errors[index]
+
+
+# -- builder ----------------------------------------------------------------------------------
+class IOptimizationProfile(_IOptimizationProfile):
+    def __init__(self) -> None:
+        self.shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
+
+    def set_shape(self, input: str, min: stubs.Dims, opt: stubs.Dims, max: stubs.Dims) -> None:
+        low, best, high = (_dims_of(d) for d in (min, opt, max))
+        if not len(low) == len(best) == len(high) or not all(a <= b <= c for a, b, c in zip(low, best, high)):
+            raise ValueError(f"profile for '{input}' needs min <= opt <= max of one rank, got {low}, {best}, {high}")
+        self.shapes[input] = (low, best, high)
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class ITimingCache(_ITimingCache):
+    MAGIC = b"trt_double timing cache\n"
+
+    def __init__(self, entries: dict[str, float]) -> None:
+        self.entries = entries
+
+    @classmethod
+    def parse(cls, data: bytes) -> "ITimingCache | None":
+        if not data:
+            return cls({})
+        if not data.startswith(cls.MAGIC):
+            return None
+        try:
+            return cls(dict(json.loads(data[len(cls.MAGIC):])))
+        except ValueError:
+            return None
+
+    def serialize(self) -> IHostMemory:
+        return IHostMemory(self.MAGIC + json.dumps(self.entries, sort_keys=True).encode())
+
+
+class IBuilderConfig(_IBuilderConfig):
+    def __init__(self, logger: stubs.ILogger) -> None:
+        self._logger = logger
+        self.flags = 0
+        self.builder_optimization_level = 3
+        self._pools: dict[int, int] = {}
+        self._timing_cache: ITimingCache | None = None
+        self.profiles: list[IOptimizationProfile] = []
+
+    def set_memory_pool_limit(self, pool: stubs.MemoryPoolType, pool_size: int) -> None:
+        self._pools[int(pool)] = pool_size
+
+    def set_flag(self, flag: stubs.BuilderFlag) -> None:
+        self.flags |= 1 << int(flag)
+
+    def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:
+        cache = ITimingCache.parse(bytes(serialized_timing_cache))
+        if cache is None:
+            _error(self._logger, "Failed to deserialize the timing cache: bad magic or corrupted data")
+            return _null(ITimingCache)
+        return cache
+
+    def set_timing_cache(self, cache: stubs.ITimingCache, ignore_mismatch: bool) -> bool:
+        self._timing_cache = _own(cache, ITimingCache)
+        return True
+
+    def get_timing_cache(self) -> ITimingCache:
+        return self._timing_cache if self._timing_cache is not None else _null(ITimingCache)
+
+    def add_optimization_profile(self, profile: stubs.IOptimizationProfile) -> int:
+        self.profiles.append(_own(profile, IOptimizationProfile))
+        return len(self.profiles) - 1
+
+
+def _static_shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:
+    """-1 for a dim without a fixed size, as TensorRT reports it."""
+    return tuple(d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim)
+
+
+def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    initializers = {i.name for i in model.graph.initializer}
+    return [v for v in model.graph.input if v.name not in initializers]
+
+
+_PLAN_MAGIC = b"trt_double plan\n"
+
+
+class Builder(_Builder):
+    def __init__(self, logger: stubs.ILogger) -> None:
+        self._logger = logger
+
+    def create_network(self, flags: int = 0) -> INetworkDefinition:
+        if _version()[0] >= 10 and flags & _EXPLICIT_BATCH:
+            raise ValueError(f"trt_double: TensorRT {__version__} ignores EXPLICIT_BATCH (deprecated in 10, "
+                             "removed in 11): use create_network(0)")
+        return INetworkDefinition(flags)
+
+    def create_builder_config(self) -> IBuilderConfig:
+        return IBuilderConfig(self._logger)
+
+    def create_optimization_profile(self) -> IOptimizationProfile:
+        return IOptimizationProfile()
+
+    def _problem(self, network: INetworkDefinition, config: IBuilderConfig) -> str | None:
+        if network.model is None:
+            return "the network is empty (was the ONNX parsed?)"
+        if state.build_failure is not None:
+            return state.build_failure
+        inputs = {v.name: _static_shape(v) for v in _graph_inputs(network.model)}
+        for profile in config.profiles:
+            for name, (low, best, high) in profile.shapes.items():
+                if name not in inputs:
+                    return f"optimization profile names '{name}', which is not a network input"
+                static = inputs[name]
+                if len(low) != len(static) or any(s != -1 and not a == b == c == s
+                                                   for s, a, b, c in zip(static, low, best, high)):
+                    return f"optimization profile for '{name}' {low}..{high} does not fit its dims {static}"
+        dynamic = [n for n, s in inputs.items() if -1 in s]
+        if dynamic and not config.profiles:
+            return f"network has dynamic inputs {dynamic} but no optimization profile"
+        try:
+            ort.InferenceSession(network.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception as e:  # ONNX Runtime raises its own exception types
+            return f"could not build the network: {e}"
+        return None
+
+    def _time_layers(self, model: onnx.ModelProto, cache: ITimingCache | None) -> None:
+        """Add an entry per distinct layer configuration (node without its names), as tactic timing would."""
+        if cache is None:
+            return
+        for node in model.graph.node:
+            anonymous = onnx.NodeProto()
+            anonymous.CopyFrom(node)
+            anonymous.ClearField("name")
+            anonymous.ClearField("input")
+            anonymous.ClearField("output")
+            key = hashlib.sha256(anonymous.SerializeToString()).hexdigest()[:16]
+            if key in cache.entries:
+                state.timing_cache_hits += 1
+            cache.entries[key] = 1.0
+
+    def build_serialized_network(self, network: stubs.INetworkDefinition,
+                                 config: stubs.IBuilderConfig) -> IHostMemory:
+        net, cfg = _own(network, INetworkDefinition), _own(config, IBuilderConfig)
+        problem = self._problem(net, cfg)
+        if problem is not None or net.model is None:
+            _error(self._logger, f"Builder: {problem}")
+            return _null(IHostMemory)
+        profiles = {name: shapes for p in cfg.profiles for name, shapes in p.shapes.items()}
+        state.builds += 1
+        state.last_build = BuildRecord(
+            network_flags=net.flags,
+            builder_flags=cfg.flags,
+            workspace_bytes=cfg._pools.get(0),
+            optimization_level=cfg.builder_optimization_level,
+            profiles=profiles,
+            timing_cache_entries=len(cfg._timing_cache.entries) if cfg._timing_cache else 0,
+        )
+        self._time_layers(net.model, cfg._timing_cache)
+        header = json.dumps({"version": __version__, "profiles": profiles}).encode()
+        return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + net.model.SerializeToString())
+
+
+# -- runtime ----------------------------------------------------------------------------------
+# ONNX element type name -> TensorRT DataType name
+_TRT_TYPE = {
+    "FLOAT": "FLOAT",
+    "FLOAT16": "HALF",
+    "BFLOAT16": "BF16",
+    "INT8": "INT8",
+    "UINT8": "UINT8",
+    "INT32": "INT32",
+    "INT64": "INT64",
+    "BOOL": "BOOL",
+}
+_NUMPY = {
+    "FLOAT": np.float32,
+    "HALF": np.float16,
+    "INT8": np.int8,
+    "UINT8": np.uint8,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "BOOL": np.bool_,
+}
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    name: str
+    mode: str  # "INPUT" or "OUTPUT"
+    onnx_type: str  # what ONNX Runtime reads and writes
+    engine_type: str  # what the engine's I/O buffers hold
+    shape: tuple[int, ...]
+
+
+def _host_array(address: int, dtype: type, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """A numpy view of the memory at `address` (host memory: this is the double)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = count * np.dtype(dtype).itemsize
+    memory = memoryview((ctypes.c_uint8 * nbytes).from_address(address))
+    return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape)
+
+
+class ICudaEngine(_ICudaEngine):
+    def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger) -> None:
+        proto = onnx.load_from_string(model)
+        self._logger = logger
+        self._session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
+        # TensorRT 8.6 casts INT64 to INT32, engine I/O included.
+        narrow = _version()[0] < 9
+        self._tensors: dict[str, _Tensor] = {}
+        for mode, values in (("INPUT", _graph_inputs(proto)), ("OUTPUT", list(proto.graph.output))):
+            for v in values:
+                onnx_type = _TRT_TYPE[TensorProto.DataType.Name(v.type.tensor_type.elem_type)]
+                engine_type = "INT32" if narrow and onnx_type == "INT64" else onnx_type
+                self._tensors[v.name] = _Tensor(v.name, mode, onnx_type, engine_type, _static_shape(v))
+
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self._tensors)
+
+    def get_tensor_name(self, index: int) -> str:
+        return list(self._tensors)[index]
+
+    def get_tensor_mode(self, name: str) -> TensorIOMode:
+        return _member(TensorIOMode, self._tensors[name].mode)
+
+    def get_tensor_dtype(self, name: str) -> DataType:
+        return _member(DataType, self._tensors[name].engine_type)
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        return Dims(self._tensors[name].shape)
+
+    def get_tensor_profile_shape(self, name: str, profile_index: int) -> list[stubs.Dims]:
+        if profile_index != 0 or name not in self._profiles:
+            raise ValueError(f"no profile {profile_index} shape for '{name}'")
+        return [Dims(s) for s in self._profiles[name]]
+
+    def create_execution_context(self, strategy: object = None) -> IExecutionContext:
+        return IExecutionContext(self)
+
+
+class IExecutionContext(_IExecutionContext):
+    def __init__(self, engine: ICudaEngine) -> None:
+        self._engine = engine
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._addresses: dict[str, int] = {}
+
+    def set_input_shape(self, name: str, shape: tuple[int, ...] | list[int] | stubs.Dims) -> bool:
+        tensor = self._engine._tensors.get(name)
+        dims = _dims_of(shape)
+        if tensor is None or tensor.mode != "INPUT":
+            _error(self._engine._logger, f"IExecutionContext::setInputShape: '{name}' is not an input tensor")
+            return False
+        low, _, high = self._engine._profiles[name]
+        if len(dims) != len(low) or not all(a <= d <= b for d, a, b in zip(dims, low, high)):
+            _error(self._engine._logger, f"IExecutionContext::setInputShape: {name} {dims} is outside the "
+                                         f"optimization profile {low}..{high}")
+            return False
+        self._shapes[name] = dims
+        return True
+
+    def set_tensor_address(self, name: str, memory: int) -> bool:
+        if name not in self._engine._tensors:
+            _error(self._engine._logger, f"IExecutionContext::setTensorAddress: no tensor named '{name}'")
+            return False
+        self._addresses[name] = memory
+        return True
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        return Dims(self._shapes.get(name, self._engine._tensors[name].shape))
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        missing = [n for n in self._engine._tensors if n not in self._addresses]
+        if missing:
+            _error(self._engine._logger, f"IExecutionContext::enqueueV3: address is not set for {missing}")
+            return False
+        binding = self._engine._session.io_binding()
+        converted: list[tuple[_Tensor, tuple[int, ...]]] = []  # outputs whose buffers hold another dtype
+        for t in self._engine._tensors.values():
+            shape = tuple(self.get_tensor_shape(t.name)[i] for i in range(len(t.shape)))
+            address, ort_type = self._addresses[t.name], _NUMPY[t.onnx_type]
+            if t.mode == "INPUT" and t.engine_type == t.onnx_type:
+                binding.bind_input(t.name, "cpu", 0, ort_type, shape, address)
+            elif t.mode == "INPUT":
+                binding.bind_cpu_input(t.name, _host_array(address, _NUMPY[t.engine_type], shape).astype(ort_type))
+            elif t.engine_type == t.onnx_type:
+                binding.bind_output(t.name, "cpu", 0, ort_type, shape, address)
+            else:
+                binding.bind_output(t.name, "cpu")
+                converted.append((t, shape))
+        try:
+            self._engine._session.run_with_iobinding(binding)
+        except Exception as e:  # ONNX Runtime raises its own exception types
+            _error(self._engine._logger, f"IExecutionContext::enqueueV3: {e}")
+            return False
+        results = binding.get_outputs()  # in the order outputs were bound
+        bound = [t.name for t in self._engine._tensors.values() if t.mode == "OUTPUT"]
+        for t, shape in converted:
+            value = results[bound.index(t.name)].numpy()
+            _host_array(self._addresses[t.name], _NUMPY[t.engine_type], shape)[...] = value.astype(_NUMPY[t.engine_type])
+        state.executions += 1
+        return True
+
+
+class Runtime(_Runtime):
+    def __init__(self, logger: stubs.ILogger) -> None:
+        self._logger = logger
+
+    def deserialize_cuda_engine(
+        self, serialized_engine: Buffer | stubs.IStreamReader | stubs.IStreamReaderV2
+    ) -> ICudaEngine:
+        if not isinstance(serialized_engine, (bytes, bytearray, memoryview)):
+            raise TypeError("trt_double reads plans from bytes only")
+        data = bytes(serialized_engine)
+        start = len(_PLAN_MAGIC) + 4
+        try:
+            if not data.startswith(_PLAN_MAGIC):
+                raise ValueError("magic tag does not match")
+            length = int.from_bytes(data[len(_PLAN_MAGIC):start], "big")
+            header = json.loads(data[start:start + length])
+        except ValueError as e:
+            _error(self._logger, f"IRuntime::deserializeCudaEngine: Serialization assertion failed: {e}")
+            return _null(ICudaEngine)
+        if header["version"] != __version__:
+            _error(self._logger, "IRuntime::deserializeCudaEngine: the engine plan file is not compatible with "
+                                 f"this version of TensorRT, expecting library version {__version__} got "
+                                 f"{header['version']}")
+            return _null(ICudaEngine)
+        try:
+            engine = ICudaEngine(data[start + length:], header["profiles"], self._logger)
+        except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
+            _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
+            return _null(ICudaEngine)
+        state.deserializations += 1
+        return engine

@@ -1,0 +1,153 @@
+"""On-disk engine cache: one file per serialized engine, keyed by everything the plan depends on.
+
+A plan is tied to the TensorRT version and the GPU it was built on, and to the network (ONNX bytes,
+weights included), the input profiles and the builder settings: the key hashes all of them. Each
+file is an envelope — magic, a JSON header (key, TensorRT version, device, size and SHA-256 of the
+payload), the payload — so a truncated, corrupted or foreign entry is detected, discarded with a
+warning and rebuilt instead of being handed to TensorRT. Writes go to a temporary file renamed
+into place, so a crash or a concurrent lowering never leaves a half-written entry behind.
+The TensorRT timing cache (kernel timings, which speed up later builds) is kept beside the engines.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+from trt_lower.engine.build_settings import BuildSettings, InputProfile
+
+log = logging.getLogger("trt_lower")
+
+ENV_VAR = "TRT_LOWER_CACHE_DIR"
+MAGIC = b"trt_lower cache\n"
+FORMAT = 1
+_LENGTH_BYTES = 4
+
+
+def default_dir() -> Path:
+    """$TRT_LOWER_CACHE_DIR, else the user's cache dir ($XDG_CACHE_HOME or ~/.cache)/trt_lower."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trt_lower"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class EngineCache:
+    """The entries of one cache directory for one TensorRT version on one device."""
+
+    def __init__(self, root: Path, tensorrt_version: str, device: str) -> None:
+        self.root = root
+        self.tensorrt_version = tensorrt_version
+        self.device = device
+
+    def key(self, onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings) -> str:
+        meta = {
+            "format": FORMAT,
+            "tensorrt": self.tensorrt_version,
+            "device": self.device,
+            "profiles": [asdict(p) for p in profiles],
+            "settings": settings.as_dict(),
+        }
+        digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+        digest.update(onnx_bytes)
+        return digest.hexdigest()
+
+    def engine_path(self, key: str) -> Path:
+        return self.root / f"{key}.engine"
+
+    @property
+    def timing_cache_path(self) -> Path:
+        # Kernel timings are only valid for one TensorRT version on one GPU model.
+        tag = hashlib.sha256(f"{self.tensorrt_version}\0{self.device}".encode()).hexdigest()[:16]
+        return self.root / f"timing-{tag}.cache"
+
+    def load(self, key: str) -> bytes | None:
+        """The cached plan for `key`, or None (absent, or discarded with a warning)."""
+        return self._read(self.engine_path(key), key)
+
+    def store(self, key: str, plan: bytes) -> None:
+        self._write(self.engine_path(key), key, plan)
+
+    def discard(self, key: str, why: str) -> None:
+        self._discard(self.engine_path(key), why)
+
+    def load_timing_cache(self) -> bytes:
+        """The serialized timing cache, or b"" (TensorRT's "start a new one")."""
+        return self._read(self.timing_cache_path, "timing") or b""
+
+    def store_timing_cache(self, data: bytes) -> None:
+        self._write(self.timing_cache_path, "timing", data)
+
+    # -- envelope ---------------------------------------------------------------------------
+    def _header(self, key: str, payload: bytes) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "key": key,
+            "tensorrt": self.tensorrt_version,
+            "device": self.device,
+            "size": len(payload),
+            "sha256": hashlib.sha256(payload).hexdigest(),
+        }
+
+    def _write(self, path: Path, key: str, payload: bytes) -> None:
+        header = json.dumps(self._header(key, payload), sort_keys=True).encode()
+        try:
+            _write_atomic(path, MAGIC + len(header).to_bytes(_LENGTH_BYTES, "big") + header + payload)
+        except OSError as e:
+            # The engine still runs; only the next lowering pays for the build again.
+            log.warning("trt_lower: could not write the engine cache entry %s: %s", path, e)
+
+    def _read(self, path: Path, key: str) -> bytes | None:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        payload, problem = self._unpack(data, key)
+        if problem is not None:
+            self._discard(path, problem)
+            return None
+        return payload
+
+    def _unpack(self, data: bytes, key: str) -> tuple[bytes, str | None]:
+        if not data.startswith(MAGIC):
+            return b"", "not a trt_lower cache file"
+        start = len(MAGIC) + _LENGTH_BYTES
+        length = int.from_bytes(data[len(MAGIC):start], "big")
+        try:
+            header = json.loads(data[start:start + length])
+        except ValueError:
+            header = None
+        if not isinstance(header, dict):
+            return b"", "unreadable header (truncated or corrupted)"
+        payload = data[start + length:]
+        expected = {"format": FORMAT, "key": key, "tensorrt": self.tensorrt_version, "device": self.device}
+        for field, value in expected.items():
+            if header.get(field) != value:
+                return b"", f"its {field} is {header.get(field)!r}, expected {value!r}"
+        if len(payload) != header.get("size"):
+            return b"", f"truncated: {len(payload)} of {header.get('size')} bytes"
+        if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+            return b"", "checksum mismatch (corrupted)"
+        return payload, None
+
+    def _discard(self, path: Path, why: str) -> None:
+        log.warning("trt_lower: discarding cache entry %s (%s); it will be rebuilt", path, why)
+        path.unlink(missing_ok=True)

@@ -1,0 +1,18 @@
+"""What the TensorRT engine layer raises to the lowering, importable without TensorRT."""
+from __future__ import annotations
+
+from typing import Mapping
+
+
+class EngineBuildError(RuntimeError):
+    """TensorRT could not build (or load) a segment's engine.
+
+    `nodes` maps the FX nodes that run in eager PyTorch instead to the reason: the one node
+    TensorRT's ONNX parser rejected when it names one, else every node of the segment.
+    """
+
+    def __init__(self, segment: str, reason: str, nodes: Mapping[str, str]) -> None:
+        self.segment = segment
+        self.reason = reason
+        self.nodes = dict(nodes)
+        super().__init__(f"TensorRT could not build {segment}: {reason}")

@@ -1,0 +1,100 @@
+"""ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, one optimization profile.
+
+Version branches (shared/TRT_FACTS.md):
+- network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
+  create_network(0); 11.x removed it.
+- fp16: the FP16 builder flag up to 10.x; 11.x removed the flag (every network is strongly
+  typed), so there fp16 must be in the ONNX itself.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import onnx
+import tensorrt as trt
+
+from trt_lower.engine.build_settings import BuildSettings, InputProfile
+from trt_lower.engine.tensorrt import version_tuple
+from trt_lower.engine.trt_logger import TrtLogger
+
+log = logging.getLogger("trt_lower")
+
+
+class BuildFailure(Exception):
+    """TensorRT refused the network; `fx_node` is the FX node the parser blamed, if it named one."""
+
+    def __init__(self, reason: str, fx_node: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fx_node = fx_node
+
+
+def network_flags(major: int) -> int:
+    if major < 10:
+        return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    return 0
+
+
+def fx_node_of(onnx_node: str) -> str:
+    """GraphBuilder.op names each ONNX node '<FX node>/<OpType>' (converters/builder.py)."""
+    return onnx_node.split("/", 1)[0]
+
+
+def _parse_failure(parser: trt.OnnxParser, onnx_bytes: bytes) -> BuildFailure:
+    # TensorRT 8.6's ParserError only has the node index; read the names from the ONNX itself.
+    nodes = onnx.load_from_string(onnx_bytes).graph.node
+    messages, blamed = [], None
+    for i in range(parser.num_errors):
+        error = parser.get_error(i)
+        index = int(error.node())
+        if 0 <= index < len(nodes):
+            node = nodes[index]
+            blamed = blamed or fx_node_of(node.name)
+            messages.append(
+                f"ONNX node '{node.name}' ({node.op_type}, from FX node '{fx_node_of(node.name)}'): {error.desc()}"
+            )
+        else:
+            messages.append(str(error.desc()))
+    return BuildFailure("its ONNX parser failed: " + "; ".join(messages), blamed)
+
+
+def _dims(shape: tuple[int, ...]) -> trt.Dims:
+    return trt.Dims(list(shape))
+
+
+def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: TrtLogger) -> None:
+    cache = config.create_timing_cache(serialized)
+    if cache is not None and config.set_timing_cache(cache, False):
+        return
+    log.warning("trt_lower: TensorRT rejected the saved timing cache (%s); starting a new one",
+                logger.take_errors() or "no reason given")
+    config.set_timing_cache(config.create_timing_cache(b""), False)
+
+
+def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings,
+               timing_cache: bytes) -> tuple[bytes, bytes]:
+    """The serialized engine, and the timing cache updated with this build's kernel timings."""
+    major, _ = version_tuple(trt.__version__)
+    logger = TrtLogger()
+    builder = trt.Builder(logger)
+    network = builder.create_network(network_flags(major))
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(onnx_bytes):
+        raise _parse_failure(parser, onnx_bytes)
+
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, settings.workspace_bytes)
+    config.builder_optimization_level = settings.optimization_level
+    if settings.precision == "fp16" and major < 11:  # 11.x: the fp16 is in the (strongly typed) ONNX
+        config.set_flag(trt.BuilderFlag.FP16)
+    _use_timing_cache(config, timing_cache, logger)
+    profile = builder.create_optimization_profile()
+    for p in profiles:
+        profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
+    config.add_optimization_profile(profile)
+
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        raise BuildFailure(logger.take_errors() or "build_serialized_network returned no engine")
+    return bytes(plan), bytes(config.get_timing_cache().serialize())

@@ -1,0 +1,64 @@
+"""A segment's TensorRT engine: loaded from the engine cache when a valid entry exists, else built
+(one log line per engine with its build time) and cached."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Sequence
+
+import tensorrt as trt
+
+from trt_lower import device as devices
+from trt_lower.engine.build_settings import BuildSettings, InputProfile
+from trt_lower.engine.cache import EngineCache, default_dir
+from trt_lower.engine.errors import EngineBuildError
+from trt_lower.engine.trt_builder import BuildFailure, build_plan
+from trt_lower.runtime.signature import TensorSig
+from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
+
+log = logging.getLogger("trt_lower")
+
+
+def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None = None) -> EngineBuildError:
+    """The nodes to run eagerly instead: the one the parser blamed, else the whole segment."""
+    why = f"TensorRT could not build {name}: {reason}"
+    if blamed is not None and blamed in nodes:
+        return EngineBuildError(name, reason, {blamed: why})
+    return EngineBuildError(name, reason, dict.fromkeys(nodes, why))
+
+
+def load_engine(name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
+                tuple_output: bool, *, nodes: Sequence[str], build: BuildSettings, cache_dir: Path | None,
+                cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
+    """The engine module for one segment, and whether it came from the cache.
+
+    `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
+    """
+    cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
+    profiles = [InputProfile.static(s.name, s.shape) for s in inputs]
+    key = cache.key(onnx_bytes, profiles, build)
+
+    cached = cache.load(key)
+    if cached is not None:
+        try:
+            module = TRTEngineModule(name, cached, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
+        except PlanLoadError as e:
+            cache.discard(key, f"TensorRT could not load it: {e}")
+        else:
+            log.info("trt_lower: %s: TensorRT engine loaded from cache (%s)", name, cache.engine_path(key))
+            return module, True
+
+    log.info("trt_lower: %s: building TensorRT engine (TensorRT %s, %s) ...", name, trt.__version__, cache.device)
+    start = time.perf_counter()
+    try:
+        plan, timing_cache = build_plan(onnx_bytes, profiles, build, cache.load_timing_cache())
+        module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
+    except BuildFailure as e:
+        raise _fallback(name, e.reason, nodes, e.fx_node) from e
+    except PlanLoadError as e:
+        raise _fallback(name, f"the engine it built does not load: {e}", nodes) from e
+    cache.store(key, plan)
+    cache.store_timing_cache(timing_cache)
+    log.info("trt_lower: %s: built TensorRT engine in %.1f s", name, time.perf_counter() - start)
+    return module, False
