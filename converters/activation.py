@@ -16,6 +16,9 @@ aten = torch.ops.aten
 @converter(aten.relu.default)
 def relu(b: GraphBuilder, x: Value) -> Value:
     """relu(Tensor self) -> Tensor"""
+    if not x.dtype.is_floating_point:  # type: ignore[union-attr]
+        # Neither ONNX Runtime nor TensorRT has an integer Relu kernel.
+        return b.op("Max", x, b.const(0, x.dtype), dtype=x.dtype)  # type: ignore[arg-type]
     return b.op("Relu", x, dtype=x.dtype)
 
 
@@ -82,11 +85,17 @@ def leaky_relu(b: GraphBuilder, x: Value, negative_slope: float = 0.01) -> Value
 
 @converter(aten.elu.default, capability=float_inputs)
 def elu(b: GraphBuilder, x: Value, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0) -> Value:
-    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+
+    scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1)): input_scale acts on the
+    negative side only, so with it Elu gives only that side and the positive side is x.
+    """
     dtype = x.dtype
-    if input_scale != 1:
-        x = b.op("Mul", x, b.const(input_scale, dtype), dtype=dtype)
-    y = b.op("Elu", x, alpha=float(alpha), dtype=dtype)
+    if input_scale == 1:
+        y = b.op("Elu", x, alpha=float(alpha), dtype=dtype)
+    else:
+        negative = b.op("Elu", b.op("Mul", x, b.const(input_scale, dtype)), alpha=float(alpha))
+        y = b.op("Where", b.op("Greater", x, b.const(0, dtype)), x, negative, dtype=dtype)
     return y if scale == 1 else b.op("Mul", y, b.const(scale, dtype), dtype=dtype)
 
 

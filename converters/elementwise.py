@@ -11,9 +11,15 @@ aten = torch.ops.aten
 Operand = Value | int | float | bool
 
 
+# torch computes add/mul/maximum/minimum of bools as logic; ONNX's arithmetic has no bool type.
+_BOOL_FORM = {"Add": "Or", "Mul": "And", "Max": "Or", "Min": "And"}
+
+
 def _binary(b: GraphBuilder, op_type: str, x: Operand, y: Operand) -> Value:
     """`op_type` on both operands cast to the node's result dtype (torch's promotion)."""
     dtype = b.out.dtype
+    if dtype == torch.bool:
+        op_type = _BOOL_FORM.get(op_type, op_type)
     return b.op(op_type, as_operand(b, x, dtype), as_operand(b, y, dtype), dtype=dtype)
 
 
@@ -190,6 +196,8 @@ def trunc(b: GraphBuilder, x: Value) -> Value:
 # -- comparisons and logic -------------------------------------------------------------------
 def _compare(b: GraphBuilder, op_type: str, x: Operand, y: Operand) -> Value:
     dtype = promoted_dtype(x, y)
+    if dtype == torch.bool and op_type != "Equal":
+        dtype = torch.int32  # ONNX orders numbers only; False < True as 0 < 1
     return b.op(op_type, as_operand(b, x, dtype), as_operand(b, y, dtype), dtype=torch.bool)
 
 

@@ -62,16 +62,21 @@ def sum_(b: GraphBuilder, x: Value, *, dtype: torch.dtype | None = None) -> Valu
     return _reduce(b, "ReduceSum", x, None, False, b.out.dtype)
 
 
+def _ordered(x: Value) -> torch.dtype:
+    """The dtype to take a max/min in: opset 17 ReduceMax/Min have no bool, so bools go via int32."""
+    return torch.int32 if x.dtype == torch.bool else x.dtype  # type: ignore[return-value]
+
+
 @converter(aten.amax.default)
 def amax(b: GraphBuilder, x: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _reduce(b, "ReduceMax", x, dim, keepdim, x.dtype)  # type: ignore[arg-type]
+    return _reduce(b, "ReduceMax", x, dim, keepdim, _ordered(x))
 
 
 @converter(aten.amin.default)
 def amin(b: GraphBuilder, x: Value, dim: Sequence[int] = (), keepdim: bool = False) -> Value:
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _reduce(b, "ReduceMin", x, dim, keepdim, x.dtype)  # type: ignore[arg-type]
+    return _reduce(b, "ReduceMin", x, dim, keepdim, _ordered(x))
 
 
 def _truth(b: GraphBuilder, x: Value) -> Value:

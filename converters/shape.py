@@ -21,10 +21,12 @@ def _out_shape(b: GraphBuilder) -> list[int]:
     return [int(d) for d in b.out.shape]
 
 
-@converter(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+@converter(aten.view.default, aten._unsafe_view.default)
 def view(b: GraphBuilder, x: Value, size: Sequence[int]) -> Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    return b.op("Reshape", x, b.ints(_out_shape(b)), dtype=x.dtype)
+    shape = _out_shape(b)
+    # Reshape reads a 0 as "copy the input's dim" unless allowzero: a 0 here is a real 0-size dim.
+    return b.op("Reshape", x, b.ints(shape), allowzero=1 if 0 in shape else None, dtype=x.dtype)
 
 
 @converter(aten.permute.default)
@@ -66,6 +68,8 @@ def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -
 
     torch ignores listed dims whose size is not 1; ONNX would reject them, so they are dropped.
     """
+    if x.rank == 0:  # torch accepts dim 0/-1 on a 0-d tensor, a no-op
+        return b.op("Identity", x, dtype=x.dtype)
     dims = range(x.rank) if dim is None else [dim] if isinstance(dim, int) else dim
     axes = [d for d in (normalize_dim(d, x.rank) for d in dims) if x.shape[d] == 1]  # type: ignore[index]
     if not axes:
@@ -101,7 +105,7 @@ def cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
     return b.op("Concat", *parts, axis=normalize_dim(dim, len(b.out.shape)), dtype=dtype)
 
 
-@converter(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default)
+@converter(aten.clone.default, aten.alias.default, aten.detach.default)
 def clone(b: GraphBuilder, x: Value, *, memory_format: torch.memory_format | None = None) -> Value:
     """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
     return b.op("Identity", x, dtype=x.dtype)
@@ -112,3 +116,14 @@ def to_copy(b: GraphBuilder, x: Value, **kwargs: object) -> Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
     return b.op("Identity", b.cast(x, b.out.dtype), dtype=b.out.dtype)
+
+
+@converter(aten.split_with_sizes.default, aten.split.Tensor)
+def split(b: GraphBuilder, x: Value, split_size: int | Sequence[int], dim: int = 0) -> tuple[Value, ...]:
+    """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[];
+    split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    dim = normalize_dim(dim, x.rank)
+    sizes = [int(t.shape[dim]) for t in b.out]
+    pieces = b.op("Split", x, b.ints(sizes), axis=dim, outputs=len(sizes), dtype=x.dtype)
+    # One piece (split_size >= the dim): b.op returns a bare Value, but getitem indexes a tuple.
+    return pieces if len(sizes) > 1 else (pieces,)

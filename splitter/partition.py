@@ -19,7 +19,6 @@ NON_COMPUTE = frozenset(
         operator.getitem,
         aten.view.default,
         aten._unsafe_view.default,
-        aten.reshape.default,
         aten.permute.default,
         aten.t.default,
         aten.transpose.int,

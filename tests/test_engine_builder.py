@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 
 VERSIONS = ["8.6.1", "10.4.0", "11.0.0"]
-PROFILES = [InputProfile.static("x", (2, 3))]
+PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 
 
 def _onnx(opset: int = 17) -> bytes:

@@ -10,7 +10,7 @@ import pytest
 from trt_lower.engine.cache import EngineCache, default_dir
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 
-PROFILES = [InputProfile.static("x", (2, 3))]
+PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 
 
 def _cache(root: Path, version: str = "10.4.0", device: str = "Tesla V100 sm_70") -> EngineCache:

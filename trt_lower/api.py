@@ -69,15 +69,15 @@ def lower_to_trt(
 
     failed: dict[str, str] = {}
     while True:
-        # No torch.export guard function: stitch installs its own InputGuard.
-        parts = split(program.module(check_guards=False), ConverterSupport(settings.fallback_ops, failed), settings.min_block_size)
+        parts = split(capture.graph_module(program), ConverterSupport(settings.fallback_ops, failed),
+                      settings.min_block_size)
         if settings.require_full and parts.fallbacks:
             listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in parts.fallbacks.items())
             raise UnsupportedOpsError(
                 f"require_full=True but {len(parts.fallbacks)} node(s) cannot run in an engine:\n{listing}"
             )
         try:
-            lowered = stitch(parts, resolved, settings)
+            lowered = stitch(parts, resolved, settings, specs)
         except ConversionError as e:
             if settings.require_full:
                 raise

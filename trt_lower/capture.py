@@ -92,3 +92,24 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
         ) from e
     finally:
         model.train(was_training)
+
+
+# Runtime checks export leaves in the graph. The InputGuard checks every input's dtype and
+# shape range before anything runs, which is what these re-check piecemeal.
+_ASSERTS = frozenset({
+    torch.ops.aten._assert_tensor_metadata.default,
+    torch.ops.aten._assert_scalar.default,
+    torch.ops.aten.sym_constrain_range_for_size.default,
+})
+
+
+def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """A fresh GraphModule of `program` (weights as get_attr), without export's runtime checks
+    (`_guards_fn` and assertion nodes): stitching installs an InputGuard instead."""
+    gm = program.module(check_guards=False)
+    for node in reversed(gm.graph.nodes):
+        if node.target in _ASSERTS:
+            gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code()  # the asserts' now unused inputs (shape arithmetic)
+    gm.recompile()
+    return gm

@@ -5,16 +5,17 @@ instead of a chain of primitives.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
 
 import converters
 
-aten = torch.ops.aten
 
-
+@functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """Built once (it takes a fifth of a small model's capture); run_decompositions copies it."""
     table = torch.export.default_decompositions()
     for op in converters.supported_ops():
         table.pop(op, None)

@@ -4,8 +4,10 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
+from typing import Sequence
 
 import onnx
+import sympy
 import torch
 
 from converters.graph import ConversionError, segment_to_onnx
@@ -14,7 +16,9 @@ from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
 from trt_lower.runtime.factory import engine_module
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.runtime.signature import SymbolRanges
 from trt_lower.settings import LoweringSettings
+from trt_lower.spec import TensorSpec
 
 
 class LoweredModule(torch.fx.GraphModule):
@@ -32,17 +36,28 @@ class LoweredModule(torch.fx.GraphModule):
                 setattr(self, attr, getattr(root, attr))
 
 
-def _guard_inputs(gm: torch.fx.GraphModule) -> None:
-    """Swap torch.export's `_guards_fn` for an InputGuard with errors that name the input."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    sigs = tuple(TensorSig.of(n.name, n) for n in placeholders if isinstance(n.meta.get("val"), torch.Tensor))
-    for node in list(gm.graph.nodes):
-        if node.op == "call_module" and node.target == "_guards_fn":
-            gm.graph.erase_node(node)
-            gm.delete_submodule("_guards_fn")
-    gm.add_submodule("_input_guard", InputGuard(sigs))
-    with gm.graph.inserting_after(placeholders[-1] if placeholders else None):
-        gm.graph.call_module("_input_guard", tuple(n for n in placeholders if isinstance(n.meta.get("val"), torch.Tensor)))
+def _model_inputs(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
+
+
+def symbol_ranges(gm: torch.fx.GraphModule, specs: Sequence[TensorSpec]) -> SymbolRanges:
+    """Each shape symbol of the graph -> (min, opt, max), read off the specs of the inputs whose
+    dynamic dims introduced it."""
+    ranges: dict[sympy.Symbol, tuple[int, int, int]] = {}
+    for node, spec in zip(_model_inputs(gm), specs):
+        for i in spec.dynamic_dims:
+            dim = node.meta["val"].shape[i]
+            if isinstance(dim, torch.SymInt) and isinstance(dim.node.expr, sympy.Symbol):
+                ranges.setdefault(dim.node.expr, (spec.min_shape[i], spec.opt_shape[i], spec.max_shape[i]))
+    return ranges
+
+
+def _guard_inputs(gm: torch.fx.GraphModule, symbols: SymbolRanges) -> None:
+    """Check every call's inputs first, with errors that name the input and its range."""
+    inputs = _model_inputs(gm)
+    gm.add_submodule("_input_guard", InputGuard(tuple(TensorSig.of(n.name, n, symbols) for n in inputs)))
+    with gm.graph.inserting_after(inputs[-1] if inputs else None):
+        gm.graph.call_module("_input_guard", tuple(inputs))
 
 
 def _call_node(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
@@ -65,8 +80,8 @@ def _drop_trailing_empty_inputs(model: onnx.ModelProto) -> None:
             node.input.extend(names)
 
 
-def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str,
-                  settings: LoweringSettings) -> tuple[torch.nn.Module, EngineReport, float]:
+def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: LoweringSettings,
+                  symbols: SymbolRanges) -> tuple[torch.nn.Module, EngineReport, float]:
     """Convert one fused segment; its weights (get_attr args) become ONNX initializers.
     Also returns the seconds spent building the engine (session) from the ONNX bytes."""
     sub: torch.fx.GraphModule = getattr(gm, name)
@@ -87,8 +102,8 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str,
     results = out_node.args[0]
     tuple_output = isinstance(results, (tuple, list))
     out_nodes = list(results) if tuple_output else [results]
-    inputs = tuple(TensorSig.of(vi.name, ph) for vi, ph in zip(model.graph.input, runtime_placeholders))
-    outputs = tuple(TensorSig.of(vi.name, n) for vi, n in zip(model.graph.output, out_nodes))
+    inputs = tuple(TensorSig.of(vi.name, ph, symbols) for vi, ph in zip(model.graph.input, runtime_placeholders))
+    outputs = tuple(TensorSig.of(vi.name, n, symbols) for vi, n in zip(model.graph.output, out_nodes))
 
     onnx_bytes = model.SerializeToString()
     segment_nodes = [n.name for n in sub.graph.nodes if n.op == "call_function"]
@@ -110,15 +125,16 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str,
     return module, report, session_s
 
 
-def stitch(split: Split, backend: str, settings: LoweringSettings) -> LoweredModule:
+def stitch(split: Split, backend: str, settings: LoweringSettings, specs: Sequence[TensorSpec]) -> LoweredModule:
     gm = split.gm
+    symbols = symbol_ranges(gm, specs)
     fallbacks = [
         Fallback(node.name, str(node.target), reason) for node, reason in split.fallbacks.items()
     ]
     engines = []
     session_s = 0.0
     for name in split.engines:
-        module, report, seconds = _build_engine(gm, name, backend, settings)
+        module, report, seconds = _build_engine(gm, name, backend, settings, symbols)
         session_s += seconds
         gm.delete_submodule(name)
         gm.add_submodule(name, module)
@@ -126,7 +142,7 @@ def stitch(split: Split, backend: str, settings: LoweringSettings) -> LoweredMod
     for node in list(gm.graph.nodes):
         if node.op == "get_attr" and not node.users:
             gm.graph.erase_node(node)
-    _guard_inputs(gm)
+    _guard_inputs(gm, symbols)
 
     in_engines = sum(e.num_nodes for e in engines)
     total = in_engines + sum(1 for n in gm.graph.nodes if is_compute(n))

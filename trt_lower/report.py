@@ -10,7 +10,7 @@ class EngineReport:
     name: str
     num_nodes: int
     ops: dict[str, int]
-    input_shapes: list[tuple[int, ...]]
+    input_shapes: list[tuple[int, ...]]  # -1 where a dim varies
     output_shapes: list[tuple[int, ...]]
     backend: str
     # TensorRT engines: True when loaded from the engine cache, False when built; None otherwise.

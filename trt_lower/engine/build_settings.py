@@ -19,10 +19,6 @@ class InputProfile:
     opt: tuple[int, ...]
     max: tuple[int, ...]
 
-    @classmethod
-    def static(cls, name: str, shape: tuple[int, ...]) -> "InputProfile":
-        return cls(name, shape, shape, shape)
-
 
 @dataclass(frozen=True)
 class BuildSettings:

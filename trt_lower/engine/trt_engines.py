@@ -36,7 +36,7 @@ def load_engine(name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...], out
     `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
     """
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
-    profiles = [InputProfile.static(s.name, s.shape) for s in inputs]
+    profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
     key = cache.key(onnx_bytes, profiles, build)
 
     cached = cache.load(key)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import torch
 
-from trt_lower.runtime.signature import EngineInputError, TensorSig
+from trt_lower.runtime.signature import TensorSig, check_input
 
 
 class InputGuard(torch.nn.Module):
-    """Replaces torch.export's guard function: same checks, errors that name the input and
-    both shapes, raised before any engine runs."""
+    """Replaces torch.export's guard function: the same shape/dtype checks, but errors name the
+    input, its shape and the shapes (or range) it was lowered for, before any engine runs."""
 
     def __init__(self, inputs: tuple[TensorSig, ...]) -> None:
         super().__init__()
@@ -16,11 +16,4 @@ class InputGuard(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> None:
         for sig, t in zip(self.inputs, tensors):
-            if not isinstance(t, torch.Tensor):
-                raise EngineInputError(f"input '{sig.source}' must be a tensor, got {type(t).__name__}")
-            if tuple(t.shape) != sig.shape or t.dtype != sig.dtype:
-                got = f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
-                raise EngineInputError(
-                    f"input '{sig.source}' was lowered for {sig.describe()}, got {got}; "
-                    "lower the model again with inputs of this shape"
-                )
+            check_input("", sig, t)

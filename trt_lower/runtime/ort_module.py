@@ -12,8 +12,9 @@ from trt_lower.runtime.signature import TensorSig, check_inputs
 class OrtEngineModule(torch.nn.Module):
     """Runs the segment's ONNX bytes with I/O bound to torch tensors' memory (CPU).
 
-    Outputs are allocated by torch in the shapes/dtypes the segment was built for, and ONNX
-    Runtime writes into them, so no copies are made on either side.
+    Static outputs are allocated by torch and ONNX Runtime writes into them. Outputs whose shape
+    varies with the inputs, and calls with empty tensors (which have no address to bind), go
+    through ONNX Runtime's own allocation and are copied into torch tensors.
     """
 
     def __init__(self, name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...],
@@ -26,18 +27,29 @@ class OrtEngineModule(torch.nn.Module):
         self.tuple_output = tuple_output
         self._session = create_session(onnx_bytes)
         self._np_types = {s.name: np.dtype(numpy_type(s.dtype)) for s in inputs + outputs}
+        self._static_outputs = all(s.is_static for s in outputs) and all(0 not in s.shape for s in outputs)
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         check_inputs(self.name, self.inputs, tensors, "cpu")
+        if any(t.numel() == 0 for t in tensors):
+            feeds = {sig.name: t.numpy() for sig, t in zip(self.inputs, tensors)}
+            results = tuple(torch.from_numpy(a) for a in self._session.run(None, feeds))
+            return results if self.tuple_output else results[0]
         binding = self._session.io_binding()
         # Keep the contiguous copies alive until the run has read them.
         args = [t.contiguous() for t in tensors]
         for sig, t in zip(self.inputs, args):
-            binding.bind_input(sig.name, "cpu", 0, self._np_types[sig.name], sig.shape, t.data_ptr())
-        results = tuple(torch.empty(sig.shape, dtype=sig.dtype) for sig in self.outputs)
-        for sig, t in zip(self.outputs, results):
-            binding.bind_output(sig.name, "cpu", 0, self._np_types[sig.name], sig.shape, t.data_ptr())
-        self._session.run_with_iobinding(binding)
+            binding.bind_input(sig.name, "cpu", 0, self._np_types[sig.name], tuple(t.shape), t.data_ptr())
+        if self._static_outputs:
+            results = tuple(torch.empty(sig.shape, dtype=sig.dtype) for sig in self.outputs)
+            for sig, t in zip(self.outputs, results):
+                binding.bind_output(sig.name, "cpu", 0, self._np_types[sig.name], sig.shape, t.data_ptr())
+            self._session.run_with_iobinding(binding)
+        else:
+            for sig in self.outputs:
+                binding.bind_output(sig.name, "cpu")
+            self._session.run_with_iobinding(binding)
+            results = tuple(torch.from_numpy(v.numpy()) for v in binding.get_outputs())
         return results if self.tuple_output else results[0]
 
     def extra_repr(self) -> str:
