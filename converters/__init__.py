@@ -13,6 +13,7 @@ from converters import (  # noqa: F401  (imported for their registrations)
     pooling,
     reduce,
     shape,
+    symbolic,
 )
 from converters.graph import segment_to_onnx
 from converters.registry import lookup, supported_ops

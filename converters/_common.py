@@ -19,7 +19,8 @@ def promoted_dtype(a: Value | int | float | bool, b: Value | int | float | bool)
     """torch's type promotion for two operands (0-d tensors and Python scalars count less)."""
 
     def probe(x: Value | int | float | bool) -> Any:
-        return torch.empty(x.shape, dtype=x.dtype, device="meta") if isinstance(x, Value) else x
+        # Promotion looks at dtype and whether the tensor is 0-d, not at the sizes.
+        return torch.empty([1] * len(x.shape), dtype=x.dtype, device="meta") if isinstance(x, Value) else x
 
     return torch.result_type(probe(a), probe(b))
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, Union
 
 import numpy as np
 import onnx
@@ -47,14 +47,28 @@ def numpy_type(dtype: torch.dtype) -> type:
     return _NUMPY_TYPE[dtype]
 
 
+Dim = Union[int, torch.SymInt]
+
+
+def dim_param(d: Dim) -> int | str:
+    """A dim for an ONNX value info: the int, or the symbol's expression (e.g. "s0", "2*s0")."""
+    return d if isinstance(d, int) else str(d)
+
+
+def is_static(shape: Sequence[Dim]) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
 @dataclass(frozen=True)
 class Value:
     """A named ONNX value. dtype/shape are known for values that stand for FX nodes and for
-    values the builder derives them for; converters rely on them only for their own inputs."""
+    values the builder derives them for; converters rely on them only for their own inputs.
+    A dim that varies at run time is a torch.SymInt: compare dims only after isinstance(d, int).
+    """
 
     name: str
     dtype: torch.dtype | None = None
-    shape: tuple[int, ...] | None = None
+    shape: tuple[Dim, ...] | None = None
 
     @property
     def rank(self) -> int:
@@ -96,16 +110,16 @@ class GraphBuilder:
         return self.node.meta["val"]
 
     # -- graph I/O ---------------------------------------------------------------------------
-    def add_input(self, name: str, dtype: torch.dtype, shape: Sequence[int]) -> Value:
+    def add_input(self, name: str, dtype: torch.dtype, shape: Sequence[Dim]) -> Value:
         name = self.fresh(name)
-        self.inputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), list(shape)))
+        self.inputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), [dim_param(d) for d in shape]))
         return Value(name, dtype, tuple(shape))
 
-    def add_output(self, value: Value, name: str, dtype: torch.dtype, shape: Sequence[int]) -> str:
+    def add_output(self, value: Value, name: str, dtype: torch.dtype, shape: Sequence[Dim]) -> str:
         # A graph output must be produced by a node under its own, unique name.
         name = self.fresh(name)
         self.nodes.append(helper.make_node("Identity", [value.name], [name], name=f"{name}/output"))
-        self.outputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), list(shape)))
+        self.outputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), [dim_param(d) for d in shape]))
         return name
 
     # -- constants ---------------------------------------------------------------------------
@@ -134,6 +148,16 @@ class GraphBuilder:
         """An int64 1-D constant (shapes, axes, starts/ends)."""
         return self.const(list(values) if isinstance(values, Sequence) else [values], torch.int64)
 
+    def shape_tensor(self, dims: Sequence[int | Value]) -> Value:
+        """A 1-D int64 shape from ints and 0-d int64 values (sizes known only at run time)."""
+        if all(isinstance(d, int) for d in dims):
+            return self.ints(dims)  # type: ignore[arg-type]
+        parts = [
+            self.ints([d]) if isinstance(d, int) else self.op("Unsqueeze", d, self.ints([0]), dtype=torch.int64)
+            for d in dims
+        ]
+        return self.op("Concat", *parts, axis=0, dtype=torch.int64, shape=(len(dims),))
+
     def scalar_like(self, value: float | int | bool, like: Value) -> Value:
         """A 0-d constant of `like`'s dtype, for Scalar overloads."""
         assert like.dtype is not None
@@ -154,12 +178,17 @@ class GraphBuilder:
         `dtype`/`shape` annotate the result for later converters that need them.
         """
         prefix = self.node.name if self.node is not None else self.graph_name
+        # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
+        # fusions (Conv+BatchNormalization+Relu) only match the short form.
+        inputs_list = list(inputs)
+        while inputs_list and inputs_list[-1] is None:
+            inputs_list.pop()
         out_names = [self.fresh(f"{prefix}_{op_type.lower()}") for _ in range(outputs)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         self.nodes.append(
             helper.make_node(
                 op_type,
-                ["" if v is None else v.name for v in inputs],
+                ["" if v is None else v.name for v in inputs_list],
                 out_names,
                 name=self.fresh(f"{prefix}/{op_type}"),
                 **attrs,

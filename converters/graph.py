@@ -22,9 +22,12 @@ class ConversionError(RuntimeError):
 
 
 def _described(name: str, meta: Any) -> Any:
-    """Attach the FX node's dtype/shape to the value(s) a converter returned."""
+    """Attach the FX node's dtype/shape to the value(s) a converter returned. Sizes computed at
+    run time (SymInt nodes) are 0-d int64 values."""
     if isinstance(meta, torch.Tensor):
-        return Value(name, meta.dtype, tuple(int(d) for d in meta.shape))
+        return Value(name, meta.dtype, tuple(meta.shape))
+    if isinstance(meta, (int, torch.SymInt)):
+        return Value(name, torch.int64, ())
     return Value(name)
 
 

@@ -20,15 +20,15 @@ Capability = Callable[[torch.fx.Node], Optional[str]]
 
 @dataclass(frozen=True)
 class Converter:
-    target: OpOverload
+    target: Any  # an OpOverload, or an `operator` function on sizes
     fn: ConverterFn
     capability: Capability | None
 
 
-_REGISTRY: dict[OpOverload, Converter] = {}
+_REGISTRY: dict[Any, Converter] = {}
 
 
-def converter(*targets: OpOverload, capability: Capability | None = None) -> Callable[[ConverterFn], ConverterFn]:
+def converter(*targets: Any, capability: Capability | None = None) -> Callable[[ConverterFn], ConverterFn]:
     """Register `fn` as the converter of each of `targets` (overloads that share a body)."""
 
     def register(fn: ConverterFn) -> ConverterFn:
@@ -46,8 +46,8 @@ def lookup(target: Any) -> Converter | None:
 
 
 def supported_ops() -> frozenset[OpOverload]:
-    """The ATen overloads that have a converter."""
-    return frozenset(_REGISTRY)
+    """The ATen overloads that have a converter (not counting Python's size arithmetic)."""
+    return frozenset(t for t in _REGISTRY if isinstance(t, OpOverload))
 
 
 def run(builder: GraphBuilder, node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -5,7 +5,7 @@ import operator
 from dataclasses import dataclass
 
 import torch
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
 from splitter.support import ConverterSupport
@@ -40,7 +40,46 @@ ENGINE_PREFIX = "engine_"
 
 
 def is_compute(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target not in NON_COMPUTE
+    return node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node)
+
+
+def is_size(node: torch.fx.Node) -> bool:
+    """A size computed at run time (sym_size, arithmetic on sizes): an int, not a tensor."""
+    return node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
+
+
+def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: dict[torch.fx.Node, object],
+               into: Partition | None, before: torch.fx.Node) -> torch.fx.Node:
+    """A copy of size node `node` placed inside partition `into` (or outside any, if None), with
+    its own size inputs copied along when they sit on the other side of the boundary."""
+
+    def arg(a: torch.fx.Node) -> torch.fx.Node:
+        if is_size(a) and ((a in inside) != (into is not None)):
+            return _copy_size(gm, a, inside, into, before)
+        return a
+
+    with gm.graph.inserting_before(before):
+        copy = gm.graph.node_copy(node, arg)
+    copy.meta = dict(node.meta)
+    if into is not None:
+        into.add_node(copy)
+    return copy
+
+
+def _keep_sizes_local(gm: torch.fx.GraphModule, partitions: list[Partition]) -> None:
+    """Engines exchange tensors only: a size crossing a segment boundary is recomputed on the
+    other side from the tensors it derives from (a Shape op inside an engine, a Python int
+    outside), which is also how TensorRT wants shape arithmetic."""
+    for p in partitions:
+        for node in list(p.nodes):
+            for a in node.all_input_nodes:
+                if is_size(a) and a not in p.nodes:
+                    node.replace_input_with(a, _copy_size(gm, a, p.nodes, p, node))
+            outside_users = [u for u in node.users if u not in p.nodes]
+            if is_size(node) and outside_users:
+                copy = _copy_size(gm, node, p.nodes, None, outside_users[0])
+                for u in outside_users:
+                    u.replace_input_with(node, copy)
 
 
 @dataclass
@@ -80,6 +119,7 @@ def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: i
         fallbacks.setdefault(node, reason)
     fallbacks = {n: r for n, r in fallbacks.items() if is_compute(n) and not _in(kept, n)}
     kept.sort(key=lambda p: min(order[n] for n in p.nodes))
+    _keep_sizes_local(gm, kept)
     fuse_by_partitions(gm, [p.nodes for p in kept], prefix=ENGINE_PREFIX)
     return Split(gm, [f"{ENGINE_PREFIX}{i}" for i in range(len(kept))], fallbacks)
 

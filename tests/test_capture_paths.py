@@ -147,3 +147,37 @@ def test_torchscript_that_cannot_convert_says_why() -> None:
         assert "TorchScript" in str(e) and "eager nn.Module" in str(e)
     else:  # the converter handled it: then the result must be right
         torch.testing.assert_close(lowered(torch.randn(2, 3) * 0 + 1), Weird()(torch.ones(2, 3)))
+
+
+def test_torch_compile_with_dynamic_shapes_stays_correct(caplog: pytest.LogCaptureFixture) -> None:
+    torch._dynamo.reset()
+    model = SmallCNN().eval()
+    compiled = torch.compile(model, backend="trt_lower", dynamic=True, options={"backend": "onnxruntime"})
+    with torch.no_grad(), caplog.at_level("WARNING", logger="trt_lower"):
+        for n in (2, 3, 5):
+            x = torch.randn(n, 3, 16, 16)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+    assert "dynamic shapes" in caplog.text
+
+
+class WithCond(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.lin(x)) * 2 + 1
+        z = torch.cond(y.sum() > 0, lambda t: t * 3 - 1, lambda t: torch.sigmoid(t), (y,))
+        return torch.tanh(self.lin(z)) + 0.5
+
+
+def test_torch_cond_runs_eagerly_with_a_reason() -> None:
+    model = WithCond().eval()
+    x = torch.randn(2, 4)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    assert reasons.get("cond") == "no converter for cond", str(lowered.report)
+    assert len(lowered.report.engines) == 2, str(lowered.report)
+    with torch.no_grad():
+        for sign in (1, -1):  # both branches
+            torch.testing.assert_close(lowered(x * sign), model(x * sign))

@@ -6,6 +6,7 @@ from trt_lower.engine.errors import EngineBuildError
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import LoweringReport
 from trt_lower.runtime import EngineInputError
+from trt_lower.spec import TensorSpec
 from trt_lower import dynamo_backend
 
 dynamo_backend.register()
@@ -17,6 +18,7 @@ __all__ = [
     "EngineInputError",
     "LoweredModule",
     "LoweringReport",
+    "TensorSpec",
     "UnsupportedOpsError",
     "check_accuracy",
     "lower_to_trt",

@@ -42,14 +42,21 @@ def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[t
     return tuple(g if isinstance(g, torch.Tensor) else s.example() for s, g in zip(specs, given))
 
 
-def _dynamic_shapes(specs: Sequence[TensorSpec]) -> tuple[dict[int, Any] | None, ...] | None:
+def _dynamic_shapes(model: torch.nn.Module, specs: Sequence[TensorSpec]) -> dict[str, Any] | tuple[Any, ...] | None:
+    """torch.export's dynamic_shapes, keyed by forward's parameter names (which also covers
+    a `*args` forward)."""
     if not any(s.dynamic_dims for s in specs):
         return None
     # DYNAMIC (not AUTO): if the model forces a declared-dynamic dim static, export says so.
-    return tuple(
-        {i: Dim.DYNAMIC(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
-        for s in specs
-    )
+    dims = [{i: Dim.DYNAMIC(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None for s in specs]
+    try:
+        bound = inspect.signature(model.forward).bind(*dims)
+    except (TypeError, ValueError):  # no Python signature: export matches positionally
+        return tuple(dims)
+    return {
+        name: tuple(value) if bound.signature.parameters[name].kind is inspect.Parameter.VAR_POSITIONAL else value
+        for name, value in bound.arguments.items()
+    }
 
 
 def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor, ...]) -> torch.nn.Module:
@@ -82,7 +89,7 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
         if isinstance(model, torch.jit.ScriptModule):
             # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
             source = _from_torchscript(model, tuple(inputs))
-        program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(specs), strict=False)
+        program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs), strict=False)
         return program.run_decompositions(decomposition_table())
     except CaptureError:
         raise

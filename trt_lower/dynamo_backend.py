@@ -27,6 +27,18 @@ def _is_weight(node: torch.fx.Node, example: Any) -> bool:
     return source is not None and "._buffers[" in source.name
 
 
+def _is_dynamic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Whether Dynamo made some size symbolic (sizes as inputs, or symbolic placeholder shapes)."""
+    if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+        return True
+    for node in gm.graph.nodes:
+        val = node.meta.get("example_value", node.meta.get("val"))
+        if node.op == "placeholder" and isinstance(val, torch.Tensor):
+            if not all(isinstance(d, int) for d in val.shape):
+                return True
+    return False
+
+
 def _freeze_weights(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[torch.fx.GraphModule, list[int]]:
     """A copy of `gm` with weight placeholders turned into get_attr constants, and the positions
     of the inputs that remain."""
@@ -53,6 +65,10 @@ def _freeze_weights(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> 
 def trt_lower_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                       options: dict[str, Any] | None = None) -> Callable[..., Any]:
     """Options are lower_to_trt's keyword arguments: `options={"backend": "onnxruntime"}`."""
+    if _is_dynamic(gm, example_inputs):
+        log.warning("trt_lower: Dynamo handed over a graph with dynamic shapes; it stays eager. Compile "
+                    "with torch.compile(..., dynamic=False), or use lower_to_trt with trt_lower.TensorSpec")
+        return gm.forward
     frozen, runtime = _freeze_weights(gm, example_inputs)
     inputs = [example_inputs[i] for i in runtime]
     try:

@@ -544,6 +544,7 @@ class ICudaEngine(_ICudaEngine):
         proto = onnx.load_from_string(model)
         self._logger = logger
         self._session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
         # TensorRT 8.6 casts INT64 to INT32, engine I/O included.
         narrow = _version()[0] < 9
@@ -607,7 +608,24 @@ class IExecutionContext(_IExecutionContext):
         return True
 
     def get_tensor_shape(self, name: str) -> Dims:
-        return Dims(self._shapes.get(name, self._engine._tensors[name].shape))
+        tensor = self._engine._tensors[name]
+        if tensor.mode == "OUTPUT" and -1 in tensor.shape:
+            return Dims(self._output_shapes()[name])
+        return Dims(self._shapes.get(name, tensor.shape))
+
+    def _output_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Output shapes for the input shapes set, as TensorRT infers them: here by running the
+        engine once on zeros of those shapes (cached per shapes)."""
+        inputs = {n: t for n, t in self._engine._tensors.items() if t.mode == "INPUT"}
+        key = tuple(self._shapes.get(n, t.shape) for n, t in inputs.items())
+        if key not in self._engine._shape_cache:
+            feeds: dict[str, Any] = {
+                n: np.zeros(shape, dtype=_NUMPY[t.onnx_type]) for (n, t), shape in zip(inputs.items(), key)
+            }
+            outputs = [t.name for t in self._engine._tensors.values() if t.mode == "OUTPUT"]
+            values = self._engine._session.run(outputs, feeds)
+            self._engine._shape_cache[key] = {n: tuple(v.shape) for n, v in zip(outputs, values)}
+        return self._engine._shape_cache[key]
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         missing = [n for n in self._engine._tensors if n not in self._addresses]

@@ -1,0 +1,123 @@
+"""Inputs declared with TensorSpec(min, opt, max): one lowering serves every shape in range."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torchvision
+
+import trt_lower
+from harness import Fn, engine_ops
+from test_pipeline import mystery  # noqa: F401  (registers an op without converter)
+
+aten = torch.ops.aten
+
+
+def _check_sizes(model: torch.nn.Module, lowered: torch.nn.Module, shapes: list[tuple[int, ...]],
+                 make: object) -> None:
+    with torch.no_grad():
+        for shape in shapes:
+            x = make(shape)  # type: ignore[operator]
+            torch.testing.assert_close(lowered(x), model(x), rtol=1e-4, atol=1e-4, msg=lambda m: f"{shape}: {m}")
+
+
+def test_bert_with_dynamic_batch_and_sequence() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
+    )
+    model = transformers.BertModel(config).eval()
+    spec = trt_lower.TensorSpec(min_shape=(1, 4), opt_shape=(4, 16), max_shape=(16, 32), dtype=torch.int64)
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime")
+    assert len(lowered.report.engines) == 1 and lowered.report.coverage >= 0.95, str(lowered.report)
+    assert lowered.report.engines[0].input_shapes == [(-1, -1)]
+    _check_sizes(model, lowered, [(1, 4), (4, 16), (16, 32), (3, 7), (16, 5)],
+                 lambda s: torch.randint(0, config.vocab_size, s))
+    with pytest.raises(trt_lower.EngineInputError,
+                       match=r"input 'input_ids' was lowered for the range \(1\.\.16, 4\.\.32\) int64, got \(17, 8\)"):
+        lowered(torch.randint(0, 500, (17, 8)))
+    with pytest.raises(trt_lower.EngineInputError, match=r"got \(2, 3\)"):
+        lowered(torch.randint(0, 500, (2, 3)))
+
+
+def test_cnn_with_dynamic_batch() -> None:
+    model = torchvision.models.resnet18(weights=None).eval()
+    spec = trt_lower.TensorSpec((1, 3, 32, 32), (4, 3, 32, 32), (16, 3, 32, 32))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime")
+    assert len(lowered.report.engines) == 1 and lowered.report.coverage == 1.0
+    _check_sizes(model, lowered, [(1, 3, 32, 32), (5, 3, 32, 32), (16, 3, 32, 32)], torch.randn)
+    with pytest.raises(trt_lower.EngineInputError, match=r"\(1\.\.16, 3, 32, 32\) float32, got \(2, 3, 64, 64\)"):
+        lowered(torch.randn(2, 3, 64, 64))
+
+
+def test_a_given_tensor_beside_a_spec_is_static() -> None:
+    model = Fn(lambda x, bias: torch.relu(x @ x.transpose(0, 1)) + bias.sum())
+    spec = trt_lower.TensorSpec((2, 4), (8, 4), (32, 4))
+    lowered = trt_lower.lower_to_trt(model, (spec, torch.randn(3)), backend="onnxruntime", min_block_size=1)
+    bias = torch.randn(3)
+    for n in (2, 9, 32):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(lowered(x, bias), model(x, bias))
+    with pytest.raises(trt_lower.EngineInputError, match="input 'args_1' was lowered for \\(3,\\) float32"):
+        lowered(torch.randn(2, 4), torch.randn(4))
+
+
+def test_sizes_cross_an_eager_fallback() -> None:
+    """Sizes used on both sides of an eager op are recomputed on each side."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(x).reshape(x.shape[0], -1) * 2
+        z = torch.ops.trt_lower_test.mystery(y)
+        return (z + 1).reshape(x.shape[0], x.shape[1], -1).sum(-1) + torch.arange(x.shape[1])
+
+    model = Fn(fn)
+    spec = trt_lower.TensorSpec((1, 2, 4), (3, 5, 4), (8, 9, 4))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
+    assert len(lowered.report.engines) == 2, str(lowered.report)
+    assert [f.op for f in lowered.report.fallbacks] == ["trt_lower_test.mystery.default"]
+    _check_sizes(model, lowered, [(1, 2, 4), (3, 5, 4), (8, 9, 4)], torch.randn)
+
+
+def test_shape_ops_under_dynamic_dims() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a, b = x.split([2, x.shape[1] - 2], dim=1)
+        first, rest = x.split(3, dim=0)[0], x[3:]
+        full = torch.full((x.shape[0], 2), 1.5) + torch.zeros(x.shape[0], 1)
+        return a.expand(x.shape[0], 2, 3) * 2, b[:, -1:], first.flatten(), rest[-1].unsqueeze(0), full
+
+    model = Fn(fn)
+    spec = trt_lower.TensorSpec((4, 3, 3), (6, 5, 3), (10, 7, 3))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", require_full=True, min_block_size=1)
+    ran = engine_ops(lowered)
+    assert {"aten.split_with_sizes.default", "aten.full.default", "aten.zeros.default"} <= ran
+    for shape in [(4, 3, 3), (6, 5, 3), (10, 7, 3)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(lowered(x), model(x))
+
+
+@pytest.mark.parametrize("args, message", [
+    (((1, 2), (2,), (3, 2)), "one rank"),
+    (((4, 2), (2, 2), (8, 2)), "min <= opt <= max"),
+    (((1, 2), (2, 2), (3, 2), "float"), "dtype must be a torch.dtype"),
+])
+def test_bad_tensor_spec_is_named(args: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        trt_lower.TensorSpec(*args)
+
+
+def test_model_that_forces_a_declared_dynamic_dim_static_says_so() -> None:
+    model = Fn(lambda x: x.reshape(4, 2) * 2)
+    with pytest.raises(trt_lower.CaptureError, match="torch.export could not capture"):
+        trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 2), (4, 2), (8, 2)),), backend="onnxruntime")
+
+
+def test_dynamic_engine_on_tensorrt_gets_one_profile_per_input(trt_double: object) -> None:
+    """Against the TensorRT double: the profile is the spec's range, any shape in it runs."""
+    model = Fn(lambda x: torch.softmax(x @ x.transpose(-1, -2), dim=-1).reshape(x.shape[0], -1).sum(-1))
+    spec = trt_lower.TensorSpec((1, 2, 4), (4, 6, 4), (8, 9, 4))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="tensorrt", min_block_size=1)
+    assert lowered.report.backend == "tensorrt" and len(lowered.report.engines) == 1, str(lowered.report)
+    for shape in [(1, 2, 4), (4, 6, 4), (8, 9, 4), (3, 3, 4)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(lowered(x), model(x))
+    with pytest.raises(trt_lower.EngineInputError, match=r"\(1\.\.8, 2\.\.9, 4\) float32, got \(9, 2, 4\)"):
+        lowered(torch.randn(9, 2, 4))
