@@ -5,7 +5,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from converters.builder import GraphBuilder, Value
+from converters.builder import GraphBuilder, Value, onnx_type
 
 
 def as_operand(b: GraphBuilder, x: Value | int | float | bool, dtype: torch.dtype) -> Value:
@@ -31,6 +31,17 @@ def normalize_dim(dim: int, rank: int) -> int:
 
 def static_shape(node: torch.fx.Node) -> tuple[int, ...]:
     return tuple(int(d) for d in node.meta["val"].shape)
+
+
+def nan_propagated(b: GraphBuilder, x: Value, reduced: Value, axes: Sequence[int], keepdim: bool) -> Value:
+    """A float ReduceMax/ReduceMin result as torch computes it: NaN wherever the reduced slice
+    holds a NaN (ONNX leaves that open; ONNX Runtime's answer depends on where the NaN sits)."""
+    dtype = x.dtype
+    assert dtype is not None
+    nans = b.op("Cast", b.op("IsNaN", x), to=onnx_type(dtype), dtype=dtype)
+    any_nan = b.op("ReduceMax", nans, axes=list(axes), keepdims=int(keepdim), dtype=dtype)
+    return b.op("Where", b.op("Greater", any_nan, b.const(0, dtype)), b.const(float("nan"), dtype), reduced,
+                dtype=dtype)
 
 
 # -- capability checks -----------------------------------------------------------------------

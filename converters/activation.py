@@ -71,9 +71,9 @@ def hardswish(b: GraphBuilder, x: Value) -> Value:
     return b.op("HardSwish", x, dtype=x.dtype)
 
 
-@converter(aten.hardtanh.default, capability=float_inputs)
+@converter(aten.hardtanh.default)
 def hardtanh(b: GraphBuilder, x: Value, min_val: float = -1.0, max_val: float = 1.0) -> Value:
-    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor  (integers: Max/Min)"""
     return clamp_between(b, x, min_val, max_val)
 
 
@@ -99,13 +99,23 @@ def elu(b: GraphBuilder, x: Value, alpha: float = 1.0, scale: float = 1.0, input
     return y if scale == 1 else b.op("Mul", y, b.const(scale, dtype), dtype=dtype)
 
 
+def _along(b: GraphBuilder, op_type: str, x: Value, dim: int) -> Value:
+    """Softmax/LogSoftmax along `dim`; a 0-d input as one element (ONNX wants rank >= 1)."""
+    dtype = b.out.dtype
+    x = b.cast(x, dtype)
+    if x.rank == 0:
+        one = b.op(op_type, b.op("Unsqueeze", x, b.ints([0])), axis=0)
+        return b.op("Squeeze", one, b.ints([0]), dtype=dtype)
+    return b.op(op_type, x, axis=dim, dtype=dtype)
+
+
 @converter(aten._softmax.default, capability=float_inputs)
 def softmax(b: GraphBuilder, x: Value, dim: int, half_to_float: bool) -> Value:
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    return b.op("Softmax", b.cast(x, b.out.dtype), axis=dim, dtype=b.out.dtype)
+    return _along(b, "Softmax", x, dim)
 
 
 @converter(aten._log_softmax.default, capability=float_inputs)
 def log_softmax(b: GraphBuilder, x: Value, dim: int, half_to_float: bool) -> Value:
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    return b.op("LogSoftmax", b.cast(x, b.out.dtype), axis=dim, dtype=b.out.dtype)
+    return _along(b, "LogSoftmax", x, dim)

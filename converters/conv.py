@@ -44,5 +44,27 @@ def convolution(
         kernel_shape=list(weight.shape[2:]),  # type: ignore[index]
     )
     if transposed:
-        return b.op("ConvTranspose", x, weight, bias, output_padding=ints(output_padding, n), dtype=x.dtype, **attrs)
+        return _conv_transpose(b, x, weight, bias, ints(output_padding, n), attrs)
     return b.op("Conv", x, weight, bias, dtype=x.dtype, **attrs)
+
+
+def _conv_transpose(b: GraphBuilder, x: Value, weight: Value, bias: Value | None, output_padding: list[int],
+                    attrs: dict) -> Value:
+    """ConvTranspose. torch allows output_padding < max(stride, dilation), ONNX Runtime only
+    < stride. Output padding only lengthens the output at the end of each dim, so past that
+    limit crop less at the end instead (asymmetric pads); where that is not enough, the positions
+    past the end of the full transposed convolution (no kernel tap reaches them) hold the bias."""
+    if all(o < s for o, s in zip(output_padding, attrs["strides"])):
+        return b.op("ConvTranspose", x, weight, bias, output_padding=output_padding, dtype=x.dtype, **attrs)
+    n = len(output_padding)
+    begin = attrs["pads"][:n]
+    end = [p - o for p, o in zip(begin, output_padding)]
+    grow = [max(-e, 0) for e in end]
+    attrs = {**attrs, "pads": begin + [max(e, 0) for e in end]}
+    if not any(grow):
+        return b.op("ConvTranspose", x, weight, bias, dtype=x.dtype, **attrs)
+    y = b.op("ConvTranspose", x, weight, None, **attrs)
+    y = b.op("Pad", y, b.ints([0] * (n + 2) + [0, 0] + grow), dtype=x.dtype)
+    if bias is None:
+        return y
+    return b.op("Add", y, b.op("Reshape", bias, b.ints([-1] + [1] * n)), dtype=x.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from converters._common import as_operand, float_inputs, promoted_dtype
+from converters._where import where as select_where
 from converters.builder import GraphBuilder, Value, onnx_type
 from converters.registry import converter
 
@@ -142,18 +143,20 @@ def fmod(b: GraphBuilder, x: Operand, y: Operand) -> Value:
 
 
 # -- unary math ------------------------------------------------------------------------------
-def _unary(op_type: str, target: torch._ops.OpOverload, float_only: bool = False) -> None:
+def _unary(op_type: str, target: torch._ops.OpOverload, rounding: bool = False) -> None:
     def convert(b: GraphBuilder, x: Value) -> Value:
+        if rounding and x.dtype is not None and not x.dtype.is_floating_point:
+            return b.op("Identity", x, dtype=x.dtype)  # integers are already whole (torch returns them)
         return b.op(op_type, b.cast(x, b.out.dtype), dtype=b.out.dtype)
 
     convert.__name__ = target.__name__.split(".")[0]
     convert.__doc__ = f"{target._schema}  ->  ONNX {op_type}"
-    converter(target, capability=float_inputs if float_only else None)(convert)
+    converter(target)(convert)
 
 
-# One ONNX op each; float_only where torch promotes integers to float (the result dtype covers
-# that) or where TensorRT lacks integer kernels.
-for _op_type, _target, _float_only in [
+# One ONNX op each (torch promotes integers to float where the op needs it: the result dtype
+# covers that); `rounding` ops are the identity on integers (TensorRT has no integer Floor etc.).
+for _op_type, _target, _rounding in [
     ("Neg", aten.neg.default, False),
     ("Abs", aten.abs.default, False),
     ("Sign", aten.sign.default, False),
@@ -178,7 +181,7 @@ for _op_type, _target, _float_only in [
     ("Round", aten.round.default, True),
     ("Not", aten.logical_not.default, False),
 ]:
-    _unary(_op_type, _target, _float_only)
+    _unary(_op_type, _target, _rounding)
 
 
 @converter(aten.rsqrt.default)
@@ -187,17 +190,20 @@ def rsqrt(b: GraphBuilder, x: Value) -> Value:
     return b.op("Reciprocal", b.op("Sqrt", b.cast(x, b.out.dtype)), dtype=b.out.dtype)
 
 
-@converter(aten.trunc.default, capability=float_inputs)
+@converter(aten.trunc.default)
 def trunc(b: GraphBuilder, x: Value) -> Value:
-    """trunc(Tensor self) -> Tensor"""
+    """trunc(Tensor self) -> Tensor  (the identity on integers)"""
+    if x.dtype is not None and not x.dtype.is_floating_point:
+        return b.op("Identity", x, dtype=x.dtype)
     return _trunc(b, x)
 
 
 # -- comparisons and logic -------------------------------------------------------------------
 def _compare(b: GraphBuilder, op_type: str, x: Operand, y: Operand) -> Value:
     dtype = promoted_dtype(x, y)
-    if dtype == torch.bool and op_type != "Equal":
-        dtype = torch.int32  # ONNX orders numbers only; False < True as 0 < 1
+    if dtype == torch.bool:
+        # ONNX orders numbers only (False < True as 0 < 1); TensorRT compares no bools, not even Equal.
+        dtype = torch.int32
     return b.op(op_type, as_operand(b, x, dtype), as_operand(b, y, dtype), dtype=torch.bool)
 
 
@@ -264,14 +270,14 @@ def logical_xor(b: GraphBuilder, x: Value, y: Value) -> Value:
 def where(b: GraphBuilder, condition: Value, x: Value, y: Value) -> Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     dtype = b.out.dtype
-    return b.op("Where", b.cast(condition, torch.bool), b.cast(x, dtype), b.cast(y, dtype), dtype=dtype)
+    return select_where(b, b.cast(condition, torch.bool), b.cast(x, dtype), b.cast(y, dtype), dtype)
 
 
 @converter(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def masked_fill(b: GraphBuilder, x: Value, mask: Value, value: Operand) -> Value:
     """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
     dtype = b.out.dtype
-    return b.op("Where", b.cast(mask, torch.bool), as_operand(b, value, dtype), b.cast(x, dtype), dtype=dtype)
+    return select_where(b, b.cast(mask, torch.bool), as_operand(b, value, dtype), b.cast(x, dtype), dtype)
 
 
 # -- clamping --------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from converters._common import normalize_dim
+from converters._common import nan_propagated, normalize_dim
 from converters.builder import GraphBuilder, Value
 from converters.registry import converter
 
@@ -31,8 +31,14 @@ def _reduce(b: GraphBuilder, op_type: str, x: Value, dim: int | Sequence[int] | 
         out = b.op("Identity", x)
     elif op_type == "ReduceSum":
         out = b.op(op_type, x, b.ints(axes), keepdims=int(keepdim))
+    elif op_type == "ReduceMean" and any(x.shape[a] == 0 for a in axes):  # type: ignore[index]
+        # torch's mean of no elements is NaN (0 / 0), ONNX Runtime's ReduceMean gives 0.
+        total = b.op("ReduceSum", x, b.ints(axes), keepdims=int(keepdim))
+        out = b.op("Div", total, b.const(0, compute_dtype))
     else:
-        out = b.op(op_type, x, axes=axes, keepdims=int(keepdim))
+        out = b.op(op_type, x, axes=axes, keepdims=int(keepdim), dtype=compute_dtype)
+        if op_type in ("ReduceMax", "ReduceMin") and compute_dtype.is_floating_point:
+            out = nan_propagated(b, x, out, axes, keepdim)
     return b.cast(Value(out.name, compute_dtype), b.out.dtype)
 
 

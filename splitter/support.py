@@ -1,18 +1,26 @@
 """The support oracle: for each node, supported inside an engine or a human reason why not."""
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Iterable, Mapping, Optional
 
+import numpy as np
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
+from converters import target
 
-# Dtypes an engine may carry. float64 has no TensorRT kernels; bf16 is not on V100.
-ENGINE_DTYPES = frozenset(
-    {torch.float32, torch.float16, torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool}
-)
+# Dtypes an engine may carry (README "Precision and dtypes"). float64 is computed as float32
+# (TensorRT has no float64 kernels; converters/float64.py). bf16 is not on V100 and no precision
+# mode emits it; int8 is only a quantized type to TensorRT 10; int16 and the rest it has not.
+ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
+# uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
+CAST_ONLY_DTYPES = frozenset({torch.uint8})
+_INT32 = np.iinfo(np.int32)
+# Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing.
+_CLAMPED_ARGS = {torch.ops.aten.slice.Tensor: (2, 3)}
 
 
 def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
@@ -21,6 +29,40 @@ def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
     val = node.meta.get("val")
     for i, v in enumerate(val if isinstance(val, (tuple, list)) else (val,)):
         yield f"output {i}", v
+
+
+def _dtype_reason(node: torch.fx.Node) -> Optional[str]:
+    for where, val in _tensor_vals(node):
+        if isinstance(val, torch.Tensor):
+            if val.dtype in CAST_ONLY_DTYPES and node.target is not torch.ops.aten._to_copy.default:
+                return f"dtype {str(val.dtype).removeprefix('torch.')} only crosses the engine boundary ({where})"
+            if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES:
+                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where})"
+            if val.device.type != "cpu" and val.device.type != "cuda":
+                return f"device {val.device} unsupported ({where})"
+        elif val is not None and not isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat)):
+            if not (isinstance(val, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in val)):
+                return f"{where} is a {type(val).__name__}, not a tensor"
+    return None
+
+
+def _int32_reason(node: torch.fx.Node) -> Optional[str]:
+    """On TensorRT 8.6, which computes int64 as int32 (clamping): int constants that do not fit."""
+    goal = target.current()
+    if goal.int64_native:
+        return None
+    clamped = _CLAMPED_ARGS.get(node.target, ())  # type: ignore[call-overload]
+    args = [a for i, a in enumerate(node.args) if i not in clamped] + list(node.kwargs.values())
+    for arg in args:
+        for value in arg if isinstance(arg, (tuple, list)) else (arg,):
+            if isinstance(value, int) and not isinstance(value, bool) and not _INT32.min <= value <= _INT32.max:
+                return f"int value {value} does not fit int32, which {goal.label} computes int64 in"
+            if isinstance(value, torch.fx.Node) and value.op == "get_attr":
+                weight = functools.reduce(getattr, str(value.target).split("."), node.graph.owning_module)
+                if (isinstance(weight, torch.Tensor) and weight.dtype == torch.int64 and weight.numel()
+                        and (weight.min() < _INT32.min or weight.max() > _INT32.max)):
+                    return f"int64 constant {value.name} does not fit int32, which {goal.label} computes int64 in"
+    return None
 
 
 def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
@@ -36,18 +78,10 @@ def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
     conv = converters.lookup(node.target)
     if conv is None:
         return f"no converter for {node.target}"
-    for where, val in _tensor_vals(node):
-        if isinstance(val, torch.Tensor):
-            if val.dtype not in ENGINE_DTYPES:
-                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where})"
-            if val.device.type != "cpu" and val.device.type != "cuda":
-                return f"device {val.device} unsupported ({where})"
-        elif val is not None and not isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat)):
-            if not (isinstance(val, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in val)):
-                return f"{where} is a {type(val).__name__}, not a tensor"
-    if conv.capability is not None:
-        return conv.capability(node)
-    return None
+    reason = _dtype_reason(node) or _int32_reason(node)
+    if reason is None and conv.capability is not None:
+        reason = conv.capability(node)
+    return reason
 
 
 class ConverterSupport(OperatorSupportBase):

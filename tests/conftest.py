@@ -8,6 +8,23 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from support_audit import SupportAudit  # noqa: E402  (needs the sys.path entry above)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def support_audit() -> Iterator[SupportAudit]:
+    """Every engine's ONNX the suite produces is checked against the support table of the
+    TensorRT version it was lowered for; the session fails (at its last teardown) if any broke
+    it. Tests that make violations on purpose take theirs back with `audit.take()`."""
+    import trt_lower.lowered
+
+    audit = SupportAudit()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(trt_lower.lowered, "segment_onnx", audit.wrap(trt_lower.lowered.segment_onnx))
+        yield audit
+    assert not audit.found, f"{len(audit.found)} emitted ONNX node(s) break their TensorRT version's table:\n" + \
+        "\n".join(audit.found)
+
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:

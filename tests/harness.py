@@ -7,6 +7,7 @@ import onnx
 import torch
 
 import trt_lower
+from converters import trt_support
 
 
 class Fn(torch.nn.Module):
@@ -25,9 +26,13 @@ def engine_ops(lowered: trt_lower.LoweredModule) -> set[str]:
 
 
 def check_onnx(lowered: trt_lower.LoweredModule) -> None:
+    """Each engine's ONNX passes onnx.checker and the support table of the TensorRT it targets."""
     for name, module in lowered.named_children():
         if name.startswith("engine_"):
-            onnx.checker.check_model(onnx.load_from_string(module.onnx_bytes), full_check=True)
+            model = onnx.load_from_string(module.onnx_bytes)
+            onnx.checker.check_model(model, full_check=True)
+            problems = trt_support.violations(model, lowered.report.trt_version)
+            assert not problems, f"{name}: " + "; ".join(map(str, problems))
 
 
 def lower_and_compare(

@@ -1,6 +1,7 @@
 """Inputs declared with TensorSpec(min, opt, max): one lowering serves every shape in range."""
 from __future__ import annotations
 
+import onnx
 import pytest
 import torch
 import torchvision
@@ -89,6 +90,10 @@ def test_shape_ops_under_dynamic_dims() -> None:
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", require_full=True, min_block_size=1)
     ran = engine_ops(lowered)
     assert {"aten.split_with_sizes.default", "aten.full.default", "aten.zeros.default"} <= ran
+    # Sizes are computed inside the engine, not handed to it from Python.
+    engine = onnx.load_from_string(lowered.engine_0.onnx_bytes)
+    assert any(n.name.startswith("sym_size") for n in engine.graph.node)
+    assert not any(n.target is aten.sym_size.int for n in lowered.graph.nodes)
     for shape in [(4, 3, 3), (6, 5, 3), (10, 7, 3)]:
         x = torch.randn(shape)
         torch.testing.assert_close(lowered(x), model(x))

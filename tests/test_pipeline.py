@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 
+import onnx
 import pytest
 import torch
 
@@ -78,13 +79,17 @@ def test_min_block_size_keeps_small_segments_eager() -> None:
     torch.testing.assert_close(lowered(*inputs), model(*inputs))
 
 
-def test_float64_falls_back_with_reason() -> None:
-    model = Fn(lambda x: (x.double() * 3).sin().float() + 1)
-    inputs = (torch.randn(4),)
-    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1)
-    reasons = [f.reason for f in lowered.report.fallbacks]
-    assert any("dtype float64 unsupported" in r for r in reasons), reasons
-    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+def test_float64_runs_as_float32_with_a_note() -> None:
+    model = Fn(lambda x, y: ((x.double() * 3).sin().float() + 1, y * 2 + 0.1))
+    inputs = (torch.randn(4), torch.randn(3, dtype=torch.float64))
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, require_full=True)
+    notes = " ".join(lowered.report.notes)
+    assert "computes float64 as float32" in notes and "sin" in notes, lowered.report.notes
+    onnx_types = {v.type.tensor_type.elem_type for v in onnx.load_from_string(lowered.engine_0.onnx_bytes).graph.input}
+    assert onnx.TensorProto.DOUBLE not in onnx_types
+    first, second = lowered(*inputs)
+    assert second.dtype == torch.float64  # the boundary keeps the model's dtypes
+    torch.testing.assert_close((first, second), model(*inputs), rtol=1e-6, atol=1e-6)
 
 
 def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch,

@@ -8,13 +8,15 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from converters import target
 from converters.graph import ConversionError
 from splitter import ConverterSupport, split
 from trt_lower import capture
 from trt_lower.engine import tensorrt as trt_engine
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.lowered import LoweredModule, stitch
-from trt_lower.settings import LoweringSettings
+from trt_lower.settings import LoweringSettings, installed_tensorrt
+from trt_lower.spec import TensorSpec
 
 log = logging.getLogger("trt_lower")
 
@@ -35,6 +37,15 @@ def _resolve_backend(backend: str) -> str:
     return "onnxruntime"
 
 
+def _check_target(trt_version: str) -> None:
+    """Engines built here must parse with the TensorRT installed here: no newer target."""
+    installed = installed_tensorrt()
+    if installed is not None and not target.Target(target.for_installed(installed)).at_least(trt_version):
+        raise ValueError(f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
+                         f"its ONNX parser may reject what that version allows; use "
+                         f"trt_version={target.for_installed(installed)!r} (or leave it unset)")
+
+
 def lower_to_trt(
     model: torch.nn.Module,
     inputs: Sequence[torch.Tensor],
@@ -46,6 +57,7 @@ def lower_to_trt(
     require_full: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     cuda_graphs: bool = False,
+    trt_version: str | None = None,
 ) -> LoweredModule:
     """Lower `model` for `inputs`: TensorRT-capable regions become engines, the rest stays eager.
 
@@ -54,19 +66,41 @@ def lower_to_trt(
     require_full: raise UnsupportedOpsError listing every unsupported node instead of falling back.
     cache_dir: where TensorRT engines are cached (default $TRT_LOWER_CACHE_DIR, else ~/.cache/trt_lower).
     cuda_graphs: replay TensorRT engines from CUDA graphs (static shapes; ignored on ONNX Runtime).
+    precision: "fp32", or "fp16" (fp16 engines, with softmax/normalizations/reductions/exp/log/pow
+        kept fp32 inside; inputs and outputs keep their dtypes).
+    trt_version: the TensorRT whose ONNX parser limits the converters respect: "8.6", "10.4" or
+        "latest" (10.12+, 11.x). Default: the installed TensorRT's, else "10.4" (last with V100).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     settings = LoweringSettings.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
+        trt_version=trt_version,
     )
     specs = capture.check_inputs(model, inputs)
     resolved = _resolve_backend(settings.backend)
+    if resolved == "tensorrt":
+        _check_target(settings.trt_version)
     start = time.perf_counter()
     program = capture.export(model, capture.example_inputs(specs, inputs), specs)
     captured = time.perf_counter()
 
+    with target.targeting(settings.trt_version):
+        lowered = _split_and_convert(program, specs, settings, resolved)
+    session = lowered.report.timings.get("session", 0.0)  # stitch timed the engine builds
+    lowered.report.timings = {
+        "capture": captured - start,
+        "convert": time.perf_counter() - captured - session,
+        "session": session,
+    }
+    return lowered
+
+
+def _split_and_convert(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],
+                       settings: LoweringSettings, resolved: str) -> LoweredModule:
+    """Split into engine segments and convert them, retrying with a node kept eager whenever a
+    converter or TensorRT fails on it."""
     failed: dict[str, str] = {}
     while True:
         parts = split(capture.graph_module(program), ConverterSupport(settings.fallback_ops, failed),
@@ -93,10 +127,4 @@ def lower_to_trt(
             log.warning("trt_lower: %s; running %s in eager PyTorch", e, which)
             failed.update(e.nodes)
             continue
-        session = lowered.report.timings.get("session", 0.0)  # stitch timed the engine builds
-        lowered.report.timings = {
-            "capture": captured - start,
-            "convert": time.perf_counter() - captured - session,
-            "session": session,
-        }
         return lowered

@@ -30,7 +30,8 @@ def demo(args: argparse.Namespace) -> int:
     print(f"lowering {args.model} (batch {args.batch}, random weights) ...", flush=True)
     start = time.perf_counter()
     lowered = trt_lower.lower_to_trt(
-        model, inputs, backend=args.backend, min_block_size=args.min_block_size,
+        model, inputs, backend=args.backend, precision=args.precision, trt_version=args.trt_version,
+        min_block_size=args.min_block_size,
         fallback_ops=args.fallback_op or (),
     )
     print(f"lowered in {time.perf_counter() - start:.1f} s\n")
@@ -55,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default="resnet50", choices=sorted(demo_models.MODELS))
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "onnxruntime"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    p.add_argument("--trt-version", default=None, choices=["8.6", "10.4", "latest"],
+                   help="TensorRT version to target (default: the installed one, else 10.4)")
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
     p.add_argument("--iters", type=int, default=20)

@@ -6,10 +6,14 @@ import time
 from collections import Counter
 from typing import Sequence
 
+import onnx
 import sympy
 import torch
 
+from converters import target, trt_support
+from converters.float64 import narrow_float64
 from converters.graph import ConversionError, segment_to_onnx
+from converters.precision import to_fp16
 from splitter.partition import Split, is_compute
 from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
@@ -63,10 +67,59 @@ def _call_node(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
     return next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == name)
 
 
+class UnsupportedOnnx(Exception):
+    """A segment's ONNX breaks the target TensorRT's parser limits (converters/trt_support.py)."""
+
+
+def segment_onnx(sub: torch.fx.GraphModule, name: str, constants: dict[str, torch.Tensor],
+                 precision: str) -> onnx.ModelProto:
+    """The ONNX an engine is built from: the converters' output, float64 computed as float32
+    (TensorRT has none), and with precision="fp16" the fp16 rewrite."""
+    model = narrow_float64(segment_to_onnx(sub, name, constants))
+    return to_fp16(model) if precision == "fp16" else model
+
+
+def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto) -> None:
+    """Raise ConversionError, blaming the FX node whose ONNX breaks the target's limits: that
+    node then runs in eager, as after any converter failure."""
+    goal = target.current()
+    problems = trt_support.violations(model, goal.version)
+    if not problems:
+        return
+    nodes = {n.name: n for n in sub.graph.nodes if n.op == "call_function"}
+    blamed = nodes.get(problems[0].node.split("/")[0]) or next(iter(nodes.values()))
+    raise ConversionError(blamed, UnsupportedOnnx(f"{goal.label}'s ONNX parser would reject {problems[0]}"))
+
+
+def _dtypes(node: torch.fx.Node) -> set[torch.dtype]:
+    vals = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    flat = [v for val in vals for v in (val if isinstance(val, (tuple, list)) else (val,))]
+    return {v.dtype for v in flat if isinstance(v, torch.Tensor)}
+
+
+def _dtype_notes(sub: torch.fx.GraphModule, name: str) -> list[str]:
+    """What an engine computes in a narrower dtype than the FX graph says (README "Precision and
+    dtypes"): float64 always, int64 on TensorRT 8.6."""
+    compute = [n for n in sub.graph.nodes if is_compute(n)]
+    notes = []
+    wide = [n.name for n in compute if torch.float64 in _dtypes(n)]
+    if wide:
+        notes.append(f"{name} computes float64 as float32 (TensorRT has no float64): {', '.join(wide)}")
+    goal = target.current()
+    if not goal.int64_native:
+        val = {n: n.meta.get("val") for n in compute}
+        ints = [n.name for n, v in val.items() if isinstance(v, torch.Tensor) and v.dtype == torch.int64]
+        if ints:
+            notes.append(f"{name} computes int64 as int32 on {goal.label} (results beyond int32 would not fit): "
+                         f"{', '.join(ints)}")
+    return notes
+
+
 def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: LoweringSettings,
-                  symbols: SymbolRanges) -> tuple[torch.nn.Module, EngineReport, float]:
+                  symbols: SymbolRanges) -> tuple[torch.nn.Module, EngineReport, float, list[str]]:
     """Convert one fused segment; its weights (get_attr args) become ONNX initializers.
-    Also returns the seconds spent building the engine (session) from the ONNX bytes."""
+    Also returns the seconds spent building the engine (session) from the ONNX bytes, and the
+    report's notes on dtypes the engine narrows."""
     sub: torch.fx.GraphModule = getattr(gm, name)
     call = _call_node(gm, name)
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
@@ -79,7 +132,8 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: L
             runtime_args.append(arg)
             runtime_placeholders.append(ph)
 
-    model = segment_to_onnx(sub, name, constants)
+    model = segment_onnx(sub, name, constants, settings.precision)
+    _check_support(sub, model)
     out_node = next(n for n in sub.graph.nodes if n.op == "output")
     results = out_node.args[0]
     tuple_output = isinstance(results, (tuple, list))
@@ -104,7 +158,7 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: L
         backend=backend,
         cache_hit=cache_hit,
     )
-    return module, report, session_s
+    return module, report, session_s, _dtype_notes(sub, name)
 
 
 def stitch(split: Split, backend: str, settings: LoweringSettings, specs: Sequence[TensorSpec]) -> LoweredModule:
@@ -113,11 +167,12 @@ def stitch(split: Split, backend: str, settings: LoweringSettings, specs: Sequen
     fallbacks = [
         Fallback(node.name, str(node.target), reason) for node, reason in split.fallbacks.items()
     ]
-    engines = []
+    engines, notes = [], []
     session_s = 0.0
     for name in split.engines:
-        module, report, seconds = _build_engine(gm, name, backend, settings, symbols)
+        module, report, seconds, engine_notes = _build_engine(gm, name, backend, settings, symbols)
         session_s += seconds
+        notes += engine_notes
         gm.delete_submodule(name)
         gm.add_submodule(name, module)
         engines.append(report)
@@ -134,6 +189,8 @@ def stitch(split: Split, backend: str, settings: LoweringSettings, specs: Sequen
         fallbacks=fallbacks,
         backend=backend,
         precision=settings.precision,
+        trt_version=settings.trt_version,
+        notes=notes,
         timings={"session": session_s},
     )
     return LoweredModule(gm, gm.graph, report)

@@ -31,6 +31,9 @@ class LoweringReport:
     fallbacks: list[Fallback] = field(default_factory=list)
     backend: str = ""
     precision: str = "fp32"
+    # The TensorRT version whose ONNX parser limits the engines respect (the trt_version setting).
+    trt_version: str = ""
+    # Where engines compute in a narrower dtype than the model (float64, and int64 on 8.6).
     notes: list[str] = field(default_factory=list)
     # Wall seconds per lowering phase: capture (torch.export + decompositions), convert (split,
     # ONNX conversion, stitching), session (engine build / ONNX Runtime session creation).
@@ -38,7 +41,7 @@ class LoweringReport:
 
     def __str__(self) -> str:
         lines = [
-            f"trt_lower report: backend={self.backend} precision={self.precision} "
+            f"trt_lower report: backend={self.backend} precision={self.precision} trt_version={self.trt_version} "
             f"coverage={self.coverage:.1%} engines={len(self.engines)} fallbacks={len(self.fallbacks)}"
         ]
         for e in self.engines:

@@ -1,13 +1,17 @@
 """User-facing lowering options, validated once."""
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from converters import target
+
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
-PRECISIONS = ("fp32",)
+PRECISIONS = ("fp32", "fp16")
+TRT_VERSIONS = target.VERSIONS
 
 
 def _op_name(op: Any) -> str:
@@ -18,6 +22,24 @@ def _op_name(op: Any) -> str:
     if not name.startswith("aten.") and hasattr(op, "_schema"):
         name = f"aten.{op._schema.name.split('::')[-1]}"
     return name
+
+
+def installed_tensorrt() -> str | None:
+    """The installed TensorRT's version, or None when `tensorrt` is absent or does not import."""
+    if importlib.util.find_spec("tensorrt") is None:
+        return None
+    try:
+        import tensorrt
+    except (ImportError, OSError):  # e.g. a wheel whose CUDA/TensorRT libraries do not load
+        return None
+    version = getattr(tensorrt, "__version__", None)  # tensorrt-stubs alone: a bare namespace
+    return version if isinstance(version, str) else None
+
+
+def default_trt_version() -> str:
+    """The installed TensorRT's target, else 10.4 (the last TensorRT that runs on V100s)."""
+    installed = installed_tensorrt()
+    return target.DEFAULT if installed is None else target.for_installed(installed)
 
 
 @dataclass(frozen=True)
@@ -31,11 +53,13 @@ class LoweringSettings:
     cache_dir: Path | None = None
     # Replay each TensorRT engine from a CUDA graph (static shapes).
     cuda_graphs: bool = False
+    # What the converters may emit: the TensorRT version's ONNX parser limits (converters/target.py).
+    trt_version: str = target.DEFAULT
 
     @classmethod
     def create(cls, *, backend: str, precision: str, min_block_size: int, fallback_ops: Iterable[Any],
                require_full: bool, cache_dir: str | os.PathLike[str] | None = None,
-               cuda_graphs: bool = False) -> "LoweringSettings":
+               cuda_graphs: bool = False, trt_version: str | None = None) -> "LoweringSettings":
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if precision not in PRECISIONS:
@@ -46,7 +70,11 @@ class LoweringSettings:
             raise ValueError(f"cache_dir must be a path or None, got {type(cache_dir).__name__}")
         if not isinstance(cuda_graphs, bool):
             raise ValueError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
+        if trt_version is not None and trt_version not in TRT_VERSIONS:
+            raise ValueError(f"trt_version must be one of {TRT_VERSIONS} or None (the installed TensorRT's), "
+                             f"got {trt_version!r}")
         if isinstance(fallback_ops, str):
             fallback_ops = [fallback_ops]
         return cls(backend, precision, min_block_size, frozenset(_op_name(op) for op in fallback_ops), require_full,
-                   None if cache_dir is None else Path(cache_dir).expanduser(), cuda_graphs)
+                   None if cache_dir is None else Path(cache_dir).expanduser(), cuda_graphs,
+                   default_trt_version() if trt_version is None else trt_version)

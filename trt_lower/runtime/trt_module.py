@@ -23,6 +23,11 @@ _TORCH_DTYPES = {
 }
 
 
+# (engine dtype, segment dtype) pairs cast at the engine boundary.
+_NARROWED = {(torch.int32, torch.int64), (torch.float32, torch.float64)}
+_INT32 = torch.iinfo(torch.int32)
+
+
 class PlanLoadError(RuntimeError):
     """TensorRT could not deserialize a plan, or it does not fit the segment it was built for."""
 
@@ -36,8 +41,9 @@ class TRTEngineModule(torch.nn.Module):
     tensors' memory: inputs are made contiguous, outputs are allocated by torch in the engine's
     shapes and dtypes, and TensorRT reads and writes them in place.
 
-    TensorRT 8.6 turns INT64 engine I/O into INT32: such inputs are cast down before the engine
-    and outputs cast back up after it, so callers always see the segment's own dtypes.
+    TensorRT 8.6 turns INT64 engine I/O into INT32, and float64 runs as float32 everywhere: such
+    inputs are cast down before the engine (an int64 input outside int32 is refused, never
+    wrapped) and outputs cast back up after it, so callers always see the segment's own dtypes.
     With `cuda_graphs`, the first call records the enqueue into a CUDA graph on static I/O
     buffers; later calls copy inputs in, replay, and return copies of the outputs.
     """
@@ -79,7 +85,7 @@ class TRTEngineModule(torch.nn.Module):
             raise PlanLoadError(f"the engine's I/O tensors {sorted(io)} are not the segment's {sorted(wanted)}")
         for sig in self.inputs + self.outputs:
             got = _TORCH_DTYPES.get(engine.get_tensor_dtype(sig.name).name)
-            if got != sig.dtype and not (got == torch.int32 and sig.dtype == torch.int64):
+            if got != sig.dtype and (got, sig.dtype) not in _NARROWED:
                 raise PlanLoadError(f"engine tensor '{sig.name}' is {got}, the segment's is {sig.dtype}")
 
     def _profile_range(self, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -96,6 +102,10 @@ class TRTEngineModule(torch.nn.Module):
                 raise EngineInputError(f"{where} must be a tensor, got {type(t).__name__}")
             if t.dtype != sig.dtype:
                 raise EngineInputError(f"{where} must be {sig.dtype}, got {t.dtype}")
+            if self._dtypes[sig.name] == torch.int32 and t.dtype == torch.int64 and t.numel() and (
+                    t.min() < _INT32.min or t.max() > _INT32.max):
+                raise EngineInputError(f"{where} holds values outside int32, and TensorRT "
+                                       f"{trt.__version__} engines take int64 as int32")
             low, high = self._ranges[sig.name]
             shape = tuple(t.shape)
             if len(shape) != len(low) or not all(lo <= d <= hi for d, lo, hi in zip(shape, low, high)):

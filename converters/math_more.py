@@ -1,0 +1,386 @@
+"""More elementwise math: other log/exp bases, float predicates, two-operand functions (atan2,
+hypot, copysign, logaddexp, xlogy, lerp, addcmul/addcdiv, fmax/fmin) and where/clamp with scalar
+operands.
+
+Opset 17 has no single op for most of these, so each is a short formula. torch promotes integer
+inputs of the float-valued ones; casting to the node's result dtype first does the same.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from converters._common import as_operand, float_inputs
+from converters._where import where
+from converters.builder import GraphBuilder, Value
+from converters.elementwise import clamp_between
+from converters.registry import converter
+
+aten = torch.ops.aten
+Operand = Value | int | float | bool
+
+
+def _as_out(b: GraphBuilder, x: Operand) -> Value:
+    return as_operand(b, x, b.out.dtype)
+
+
+def _trunc(b: GraphBuilder, x: Value) -> Value:
+    return b.op("Where", b.op("Less", x, b.const(0, x.dtype)), b.op("Ceil", x), b.op("Floor", x), dtype=x.dtype)  # type: ignore[arg-type]
+
+
+def _fill_like(b: GraphBuilder, x: Value, value: bool) -> Value:
+    """A bool tensor of x's runtime shape (float predicates of integer tensors are constant)."""
+    return b.op("Expand", b.const(value, torch.bool), b.op("Shape", x), dtype=torch.bool)
+
+
+# -- logs and exps ---------------------------------------------------------------------------
+@converter(aten.log2.default)
+def log2(b: GraphBuilder, x: Value) -> Value:
+    """log2(Tensor self) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Div", b.op("Log", _as_out(b, x)), b.const(math.log(2), dtype), dtype=dtype)
+
+
+@converter(aten.log10.default)
+def log10(b: GraphBuilder, x: Value) -> Value:
+    """log10(Tensor self) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Div", b.op("Log", _as_out(b, x)), b.const(math.log(10), dtype), dtype=dtype)
+
+
+@converter(aten.log1p.default)
+def log1p(b: GraphBuilder, x: Value) -> Value:
+    """log1p(Tensor self) -> Tensor
+
+    log(1 + x): near 0 the absolute error is one rounding of 1 + x (~6e-8 in fp32).
+    """
+    dtype = b.out.dtype
+    return b.op("Log", b.op("Add", _as_out(b, x), b.const(1, dtype)), dtype=dtype)
+
+
+@converter(aten.expm1.default)
+def expm1(b: GraphBuilder, x: Value) -> Value:
+    """expm1(Tensor self) -> Tensor  (exp(x) - 1; absolute error ~6e-8 near 0 in fp32)"""
+    dtype = b.out.dtype
+    return b.op("Sub", b.op("Exp", _as_out(b, x)), b.const(1, dtype), dtype=dtype)
+
+
+@converter(aten.exp2.default)
+def exp2(b: GraphBuilder, x: Value) -> Value:
+    """exp2(Tensor self) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Pow", b.const(2, dtype), _as_out(b, x), dtype=dtype)
+
+
+@converter(aten.erfc.default)
+def erfc(b: GraphBuilder, x: Value) -> Value:
+    """erfc(Tensor self) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Sub", b.const(1, dtype), b.op("Erf", _as_out(b, x)), dtype=dtype)
+
+
+# -- other unary -----------------------------------------------------------------------------
+@converter(aten.square.default)
+def square(b: GraphBuilder, x: Value) -> Value:
+    """square(Tensor self) -> Tensor"""
+    xv = _as_out(b, x)
+    return b.op("Mul", xv, xv, dtype=b.out.dtype)
+
+
+@converter(aten.frac.default, capability=float_inputs)
+def frac(b: GraphBuilder, x: Value) -> Value:
+    """frac(Tensor self) -> Tensor  (x - trunc(x))"""
+    return b.op("Sub", x, _trunc(b, x), dtype=x.dtype)
+
+
+@converter(aten.deg2rad.default)
+def deg2rad(b: GraphBuilder, x: Value) -> Value:
+    """deg2rad(Tensor self) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Mul", _as_out(b, x), b.const(math.pi / 180, dtype), dtype=dtype)
+
+
+@converter(aten.rad2deg.default)
+def rad2deg(b: GraphBuilder, x: Value) -> Value:
+    """rad2deg(Tensor self) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Mul", _as_out(b, x), b.const(180 / math.pi, dtype), dtype=dtype)
+
+
+@converter(aten.sinc.default)
+def sinc(b: GraphBuilder, x: Value) -> Value:
+    """sinc(Tensor self) -> Tensor  (sin(pi x) / (pi x), 1 at 0)"""
+    dtype = b.out.dtype
+    xv = _as_out(b, x)
+    px = b.op("Mul", xv, b.const(math.pi, dtype))
+    ratio = b.op("Div", b.op("Sin", px), px)
+    return b.op("Where", b.op("Equal", xv, b.const(0, dtype)), b.const(1, dtype), ratio, dtype=dtype)
+
+
+def _signbit(b: GraphBuilder, x: Value) -> Value:
+    """x < 0, counting -0.0 as negative (1 / -0.0 is -inf)."""
+    assert x.dtype is not None
+    zero = b.const(0, x.dtype)
+    if not x.dtype.is_floating_point:
+        return b.op("Less", x, zero, dtype=torch.bool)
+    negative_zero = b.op("And", b.op("Equal", x, zero), b.op("Less", b.op("Reciprocal", x), zero))
+    return b.op("Or", b.op("Less", x, zero), negative_zero, dtype=torch.bool)
+
+
+@converter(aten.signbit.default)
+def signbit(b: GraphBuilder, x: Value) -> Value:
+    """signbit(Tensor self) -> Tensor"""
+    return _signbit(b, b.cast(x, torch.int32) if x.dtype == torch.bool else x)
+
+
+# -- float predicates ------------------------------------------------------------------------
+@converter(aten.isnan.default)
+def isnan(b: GraphBuilder, x: Value) -> Value:
+    """isnan(Tensor self) -> Tensor"""
+    if not x.dtype.is_floating_point:  # type: ignore[union-attr]
+        return _fill_like(b, x, False)
+    return b.op("IsNaN", x, dtype=torch.bool)
+
+
+@converter(aten.isinf.default)
+def isinf(b: GraphBuilder, x: Value) -> Value:
+    """isinf(Tensor self) -> Tensor
+
+    |x| == inf rather than IsInf, which TensorRT 8.6's parser lacks.
+    """
+    if not x.dtype.is_floating_point:  # type: ignore[union-attr]
+        return _fill_like(b, x, False)
+    return b.op("Equal", b.op("Abs", x), b.const(math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
+
+
+@converter(aten.isposinf.default)
+def isposinf(b: GraphBuilder, x: Value) -> Value:
+    """isposinf(Tensor self) -> Tensor"""
+    if not x.dtype.is_floating_point:  # type: ignore[union-attr]
+        return _fill_like(b, x, False)
+    return b.op("Equal", x, b.const(math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
+
+
+@converter(aten.isneginf.default)
+def isneginf(b: GraphBuilder, x: Value) -> Value:
+    """isneginf(Tensor self) -> Tensor"""
+    if not x.dtype.is_floating_point:  # type: ignore[union-attr]
+        return _fill_like(b, x, False)
+    return b.op("Equal", x, b.const(-math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
+
+
+@converter(aten.isfinite.default)
+def isfinite(b: GraphBuilder, x: Value) -> Value:
+    """isfinite(Tensor self) -> Tensor  (|x| < inf is false for inf and NaN alike)"""
+    if not x.dtype.is_floating_point:  # type: ignore[union-attr]
+        return _fill_like(b, x, True)
+    return b.op("Less", b.op("Abs", x), b.const(math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
+
+
+@converter(aten.nan_to_num.default)
+def nan_to_num(b: GraphBuilder, x: Value, nan: float | None = None, posinf: float | None = None,
+               neginf: float | None = None) -> Value:
+    """nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
+    dtype = x.dtype
+    assert dtype is not None
+    if not dtype.is_floating_point:
+        return b.op("Identity", x, dtype=dtype)
+    info = torch.finfo(dtype)
+    y = b.op("Where", b.op("IsNaN", x), b.const(0.0 if nan is None else nan, dtype), x)
+    y = b.op("Where", b.op("Equal", x, b.const(math.inf, dtype)), b.const(info.max if posinf is None else posinf, dtype), y)
+    return b.op("Where", b.op("Equal", x, b.const(-math.inf, dtype)),
+                b.const(info.min if neginf is None else neginf, dtype), y, dtype=dtype)
+
+
+# -- two operands ----------------------------------------------------------------------------
+@converter(aten.atan2.default)
+def atan2(b: GraphBuilder, y: Value, x: Value) -> Value:
+    """atan2(Tensor self, Tensor other) -> Tensor  (the angle of the point (other, self))"""
+    dtype = b.out.dtype
+    yv, xv = _as_out(b, y), _as_out(b, x)
+    zero, pi = b.const(0, dtype), b.const(math.pi, dtype)
+    angle = b.op("Atan", b.op("Div", yv, xv))
+    # Left half-plane: atan(y/x) is off by pi, towards y's side.
+    shifted = b.op("Where", b.op("GreaterOrEqual", yv, zero), b.op("Add", angle, pi), b.op("Sub", angle, pi))
+    angle = b.op("Where", b.op("Less", xv, zero), shifted, angle)
+    # On the y axis y/x is ±inf or NaN (also for x = -0.0): the angle is sign(y) * pi/2.
+    on_axis = b.op("Mul", b.op("Sign", yv), b.const(math.pi / 2, dtype))
+    return b.op("Where", b.op("Equal", xv, zero), on_axis, angle, dtype=dtype)
+
+
+@converter(aten.hypot.default)
+def hypot(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """hypot(Tensor self, Tensor other) -> Tensor  (overflows where x² does: |x| > 1.8e19 in fp32)"""
+    dtype = b.out.dtype
+    xv, yv = _as_out(b, x), _as_out(b, y)
+    return b.op("Sqrt", b.op("Add", b.op("Mul", xv, xv), b.op("Mul", yv, yv)), dtype=dtype)
+
+
+@converter(aten.copysign.Tensor)
+def copysign(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
+    magnitude = b.op("Abs", _as_out(b, x))
+    return b.op("Where", _signbit(b, _as_out(b, y)), b.op("Neg", magnitude), magnitude, dtype=b.out.dtype)
+
+
+@converter(aten.copysign.Scalar)
+def copysign_scalar(b: GraphBuilder, x: Value, y: float) -> Value:
+    """copysign.Scalar(Tensor self, Scalar other) -> Tensor"""
+    magnitude = b.op("Abs", _as_out(b, x), dtype=b.out.dtype)
+    return b.op("Neg", magnitude, dtype=b.out.dtype) if math.copysign(1, y) < 0 else magnitude
+
+
+def _logaddexp(b: GraphBuilder, x: Value, y: Value, base: float) -> Value:
+    """max + log_base(1 + base^-|x - y|); |x - y| is taken as 0 where x == y so that equal
+    infinities give that infinity instead of NaN."""
+    dtype = b.out.dtype
+    xv, yv = _as_out(b, x), _as_out(b, y)
+    zero, one = b.const(0, dtype), b.const(1, dtype)
+    gap = b.op("Where", b.op("Equal", xv, yv), zero, b.op("Abs", b.op("Sub", xv, yv)))
+    if base == math.e:
+        tail = b.op("Log", b.op("Add", one, b.op("Exp", b.op("Neg", gap))))
+    else:
+        tail = b.op("Log", b.op("Add", one, b.op("Pow", b.const(base, dtype), b.op("Neg", gap))))
+        tail = b.op("Div", tail, b.const(math.log(base), dtype))
+    return b.op("Add", b.op("Max", xv, yv), tail, dtype=dtype)
+
+
+@converter(aten.logaddexp.default)
+def logaddexp(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """logaddexp(Tensor self, Tensor other) -> Tensor"""
+    return _logaddexp(b, x, y, math.e)
+
+
+@converter(aten.logaddexp2.default)
+def logaddexp2(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """logaddexp2(Tensor self, Tensor other) -> Tensor"""
+    return _logaddexp(b, x, y, 2.0)
+
+
+@converter(aten.xlogy.Tensor, aten.xlogy.Scalar_Other)
+def xlogy(b: GraphBuilder, x: Value, y: Operand) -> Value:
+    """xlogy.Tensor(Tensor self, Tensor other) -> Tensor; xlogy.Scalar_Other(Tensor self, Scalar other)
+
+    x * log(y), 0 where x == 0, NaN where y is NaN.
+    """
+    dtype = b.out.dtype
+    xv, yv = _as_out(b, x), _as_out(b, y)
+    product = b.op("Mul", xv, b.op("Log", yv))
+    out = b.op("Where", b.op("Equal", xv, b.const(0, dtype)), b.const(0, dtype), product)
+    return b.op("Where", b.op("IsNaN", yv), b.const(math.nan, dtype), out, dtype=dtype)
+
+
+def _not_bool(node: torch.fx.Node) -> Optional[str]:
+    for arg in node.all_input_nodes:
+        if arg.meta["val"].dtype == torch.bool:
+            return f"{node.target} of bool tensors (ONNX compares numbers only)"
+    return None
+
+
+@converter(aten.heaviside.default, capability=_not_bool)
+def heaviside(b: GraphBuilder, x: Value, values: Value) -> Value:
+    """heaviside(Tensor self, Tensor values) -> Tensor  (NaN counts as negative, as in torch)"""
+    dtype = b.out.dtype
+    xv = _as_out(b, x)
+    zero = b.const(0, dtype)
+    below = b.op("Less", xv, zero)
+    if dtype.is_floating_point:
+        below = b.op("Or", below, b.op("IsNaN", xv))
+    steps = b.op("Where", below, zero, b.const(1, dtype))
+    return b.op("Where", b.op("Equal", xv, zero), _as_out(b, values), steps, dtype=dtype)
+
+
+@converter(aten.lerp.Scalar, aten.lerp.Tensor)
+def lerp(b: GraphBuilder, start: Value, end: Value, weight: Operand) -> Value:
+    """lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor;
+    lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor
+
+    torch's two-sided form (from `end` where |weight| >= 0.5), which is exact at weight 1.
+    """
+    dtype = b.out.dtype
+    s, e = _as_out(b, start), _as_out(b, end)
+    diff = b.op("Sub", e, s)
+    if not isinstance(weight, Value):
+        far = abs(weight) >= 0.5
+        coeff = b.const(weight - 1 if far else weight, dtype)
+        return b.op("Add", b.op("Mul", coeff, diff), e if far else s, dtype=dtype)
+    w = _as_out(b, weight)
+    far = b.op("GreaterOrEqual", b.op("Abs", w), b.const(0.5, dtype))
+    coeff = b.op("Where", far, b.op("Sub", w, b.const(1, dtype)), w)
+    return b.op("Add", b.op("Mul", coeff, diff), b.op("Where", far, e, s), dtype=dtype)
+
+
+@converter(aten.addcmul.default)
+def addcmul(b: GraphBuilder, x: Value, t1: Value, t2: Value, *, value: float = 1) -> Value:
+    """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    dtype = b.out.dtype
+    scaled = _as_out(b, t1) if value == 1 else b.op("Mul", b.const(value, dtype), _as_out(b, t1))
+    return b.op("Add", _as_out(b, x), b.op("Mul", scaled, _as_out(b, t2)), dtype=dtype)
+
+
+@converter(aten.addcdiv.default, capability=float_inputs)
+def addcdiv(b: GraphBuilder, x: Value, t1: Value, t2: Value, *, value: float = 1) -> Value:
+    """addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor"""
+    dtype = b.out.dtype
+    scaled = _as_out(b, t1) if value == 1 else b.op("Mul", b.const(value, dtype), _as_out(b, t1))
+    return b.op("Add", _as_out(b, x), b.op("Div", scaled, _as_out(b, t2)), dtype=dtype)
+
+
+def _nan_ignoring(b: GraphBuilder, op_type: str, bool_op: str, x: Value, y: Value) -> Value:
+    dtype = b.out.dtype
+    xv, yv = _as_out(b, x), _as_out(b, y)
+    if dtype == torch.bool:
+        return b.op(bool_op, xv, yv, dtype=dtype)
+    out = b.op(op_type, xv, yv, dtype=dtype)
+    if not dtype.is_floating_point:
+        return out
+    out = b.op("Where", b.op("IsNaN", yv), xv, out)
+    return b.op("Where", b.op("IsNaN", xv), yv, out, dtype=dtype)
+
+
+@converter(aten.fmax.default)
+def fmax(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """fmax(Tensor self, Tensor other) -> Tensor  (a NaN loses to a number)"""
+    return _nan_ignoring(b, "Max", "Or", x, y)
+
+
+@converter(aten.fmin.default)
+def fmin(b: GraphBuilder, x: Value, y: Value) -> Value:
+    """fmin(Tensor self, Tensor other) -> Tensor  (a NaN loses to a number)"""
+    return _nan_ignoring(b, "Min", "And", x, y)
+
+
+# -- where and clamp with scalar or tensor bounds ---------------------------------------------
+@converter(aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def where_scalar(b: GraphBuilder, condition: Value, x: Operand, y: Operand) -> Value:
+    """where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor;
+    where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor;
+    where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor"""
+    dtype = b.out.dtype
+    return where(b, b.cast(condition, torch.bool), _as_out(b, x), _as_out(b, y), dtype)
+
+
+@converter(aten.clamp_min.Tensor)
+def clamp_min_tensor(b: GraphBuilder, x: Value, min: Value) -> Value:
+    """clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
+    return clamp_between(b, x, min, None)
+
+
+@converter(aten.clamp_max.Tensor)
+def clamp_max_tensor(b: GraphBuilder, x: Value, max: Value) -> Value:
+    """clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
+    return clamp_between(b, x, None, max)
+
+
+@converter(aten.round.decimals, capability=float_inputs)
+def round_decimals(b: GraphBuilder, x: Value, *, decimals: int = 0) -> Value:
+    """round.decimals(Tensor self, *, int decimals) -> Tensor
+
+    As torch: round(x * 10**d) / 10**d, or round(x / 10**-d) * 10**-d for negative d (half to even).
+    """
+    dtype = x.dtype
+    scale = b.const(10.0 ** abs(decimals), dtype)  # type: ignore[arg-type]
+    up, down = ("Mul", "Div") if decimals >= 0 else ("Div", "Mul")
+    return b.op(down, b.op("Round", b.op(up, x, scale)), scale, dtype=dtype)

@@ -1,0 +1,21 @@
+"""The demo CLI prints the report, the accuracy and the latency comparison."""
+from __future__ import annotations
+
+import pytest
+
+from trt_lower import cli
+
+
+def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["demo", "--model", "mobilenet_v3_small", "--backend", "onnxruntime", "--iters", "2",
+                     "--warmup", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "trt_lower report: backend=onnxruntime" in out
+    assert "accuracy vs eager" in out and "PASS" in out
+    assert "eager PyTorch" in out and "x eager" in out
+
+
+def test_demo_rejects_an_unknown_model() -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--model", "nope"])

@@ -1,0 +1,108 @@
+"""PyTorch's OpInfo samples as an independent corpus for the converters (issue 3, item 2).
+
+Every covered OpInfo's first TRT_LOWER_OPINFO_SAMPLES (default 8) samples per dtype (float32,
+int64) are lowered with require_full=True, run on ONNX Runtime and compared with eager; what
+"covered", "refused" and the tolerances mean is in opinfo_corpus.py, shared with
+bench/opinfo_sweep.py (the per-op table, a full run: --full).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import opinfo_corpus as corpus
+import trt_lower
+from harness import Fn, check_onnx
+from support_audit import SupportAudit
+
+MAX_SAMPLES = int(os.environ.get("TRT_LOWER_OPINFO_SAMPLES", "8")) or None
+TARGET = 0.95
+
+
+@pytest.fixture(scope="module")
+def sweep(support_audit: SupportAudit) -> corpus.Sweep:
+    """The sweep; the suite-wide ONNX audit's findings during it are kept on it as `violations`
+    (a sample whose ONNX breaks the TensorRT table already counts as crashed, so they are
+    asserted here, not at the session's end)."""
+    before = support_audit.take()
+    run = corpus.sweep(max_samples=MAX_SAMPLES)
+    run.violations = support_audit.take()  # type: ignore[attr-defined]
+    support_audit.found += before
+    return run
+
+
+def _listing(results: list[corpus.SampleResult]) -> str:
+    return "\n".join(f"  {r.op} [{r.dtype} #{r.index}] {r.kind}: {r.detail}" for r in results)
+
+
+def test_pass_rate(sweep: corpus.Sweep) -> None:
+    table = corpus.rows(sweep.results)
+    total = corpus.totals(table)
+    failed = [r for r in sweep.results if r.outcome == "failed"]
+    assert total.passed + total.failed > 0
+    assert total.pass_rate is not None and total.pass_rate >= TARGET, (
+        f"{100 * (total.pass_rate or 0):.1f}% of non-refused OpInfo samples pass (target {100 * TARGET:.0f}%)\n"
+        + corpus.format_table(table) + "\nfailed:\n" + _listing(failed)
+    )
+
+
+def test_no_sample_crashes(sweep: corpus.Sweep) -> None:
+    """Lowering either works or refuses with a reason: no ConversionError, ONNX Runtime error or
+    other exception (a converter that can't handle its arguments must say so in its capability)."""
+    assert all(r.outcome in corpus.OUTCOMES for r in sweep.results)
+    crashes = [r for r in sweep.results if r.outcome == "failed" and r.kind == "crash"]
+    violations = sweep.violations  # type: ignore[attr-defined]
+    assert not crashes and not violations, f"{len(crashes)} sample(s) crashed:\n" + _listing(crashes) + \
+        "\nemitted ONNX the targeted TensorRT would reject:\n" + "\n".join(violations)
+
+
+def test_refusals_give_reasons(sweep: corpus.Sweep) -> None:
+    silent = [r for r in sweep.results if r.outcome == "refused" and not r.detail.split(":", 1)[-1].strip()]
+    assert not silent, _listing(silent)
+
+
+def test_sweep_reaches_the_converters(sweep: corpus.Sweep) -> None:
+    """The corpus is not trivially small (a broken pre-filter or capture would empty it)."""
+    assert len(sweep.covered) >= 150, sorted(sweep.covered)
+    assert corpus.totals(corpus.rows(sweep.results)).passed >= 1000
+
+
+# Samples the sweep found converters getting wrong (some beyond the CI cap of 8 per OpInfo).
+aten = torch.ops.aten
+REGRESSIONS = {
+    "addmm-empty-inner-dim": (lambda b, x, y: torch.addmm(b, x, y, beta=0.2, alpha=0.6),
+                              lambda: (torch.randn(5, 10), torch.randn(5, 0), torch.randn(0, 10))),
+    "softmax-0d": (lambda x: torch.softmax(x, 0), lambda: (torch.tensor(1.5),)),
+    "log-softmax-0d": (lambda x: torch.log_softmax(x, 0), lambda: (torch.tensor(1.5),)),
+    "conv-transpose-output-padding-past-stride": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(3, 2), padding=(1, 2), output_padding=(2, 3),
+                                           groups=2, dilation=(4, 4)),
+        lambda: (torch.randn(2, 2, 4, 4), torch.randn(2, 2, 4, 5), torch.randn(4))),
+    "conv-transpose-output-padding-within-padding": (
+        lambda x, w: F.conv_transpose1d(x, w, stride=1, padding=3, output_padding=2, dilation=3),
+        lambda: (torch.randn(1, 2, 6), torch.randn(2, 3, 3))),
+    "gather-from-0d": (lambda x, i: torch.gather(x, 0, i), lambda: (torch.tensor(2.0), torch.tensor([0, 0]))),
+    "index-select-from-0d": (lambda x, i: torch.index_select(x, 0, i), lambda: (torch.tensor(2.0), torch.tensor([0]))),
+    "mean-of-nothing": (lambda x: x.mean(0), lambda: (torch.randn(0, 5),)),
+    "var-mean-of-nothing": (lambda x: torch.var_mean(x, 0, correction=0), lambda: (torch.randn(0, 5),)),
+    "vector-norm-0d": (lambda x: torch.linalg.vector_norm(x, 2), lambda: (torch.tensor(-3.0),)),
+    "amax-nan": (lambda x: x.amax(0), lambda: (torch.tensor([[float("nan"), 1.0], [2.0, float("nan")], [0.0, 3.0]]),)),
+    "amin-nan": (lambda x: x.amin(-1), lambda: (torch.tensor([[float("nan"), 1.0], [2.0, float("nan")], [0.0, 3.0]]),)),
+    "logit-crossed-eps": (lambda x: torch.logit(x, 0.6), lambda: (torch.rand(4, 5),)),
+    "prelu-0d": (lambda x, w: F.prelu(x, w), lambda: (torch.tensor(-2.0), torch.tensor([0.25]))),
+    "pixel-shuffle-int": (lambda x: F.pixel_shuffle(x, 2), lambda: (torch.randint(-9, 9, (1, 8, 2, 3)),)),
+    "pixel-unshuffle-empty": (lambda x: F.pixel_unshuffle(x, 1), lambda: (torch.randn(1, 1, 1, 0),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_found_by_the_sweep(name: str) -> None:
+    fn, make_inputs = REGRESSIONS[name]
+    module, inputs = Fn(fn), make_inputs()
+    lowered = trt_lower.lower_to_trt(module, inputs, backend="onnxruntime", require_full=True, min_block_size=1)
+    check_onnx(lowered)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(*inputs), module(*inputs), rtol=1e-4, atol=1e-5, equal_nan=True)
