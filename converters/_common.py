@@ -7,18 +7,20 @@ import torch
 
 from converters.builder import GraphBuilder, Value, onnx_type
 
+Operand = Value | int | float | bool  # a tensor, or a Python scalar of a Scalar overload
 
-def as_operand(b: GraphBuilder, x: Value | int | float | bool, dtype: torch.dtype) -> Value:
+
+def as_operand(b: GraphBuilder, x: Operand, dtype: torch.dtype) -> Value:
     """`x` as an ONNX value of `dtype`: a cast tensor or a constant scalar."""
     if isinstance(x, Value):
         return b.cast(x, dtype)
     return b.const(x, dtype)
 
 
-def promoted_dtype(a: Value | int | float | bool, b: Value | int | float | bool) -> torch.dtype:
+def promoted_dtype(a: Operand, b: Operand) -> torch.dtype:
     """torch's type promotion for two operands (0-d tensors and Python scalars count less)."""
 
-    def probe(x: Value | int | float | bool) -> Any:
+    def probe(x: Operand) -> Any:
         # Promotion looks at dtype and whether the tensor is 0-d, not at the sizes.
         return torch.empty([1] * len(x.shape), dtype=x.dtype, device="meta") if isinstance(x, Value) else x
 

@@ -1,16 +1,18 @@
-"""Tensor creation ops.
+"""Tensor creation ops, fill, copy and type_as.
 
 Ops whose arguments are all Python values produce the same tensor on every call: it is stored
 as a constant (TensorRT folds it further). Ops shaped like another tensor, or sized by a size
-known only at run time, use Expand over that shape.
+known only at run time, use Expand over that shape. The new_* ops expand a scalar over their
+static size, so no initializer is as large as the tensor.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
 
+from converters._dims import node_arg
 from converters.builder import GraphBuilder, Value
 from converters.registry import converter
 
@@ -44,11 +46,30 @@ def scalar_tensor(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
     return _computed(b, *args, **kwargs)
 
 
+def _python_args(node: torch.fx.Node) -> Optional[str]:
+    if node.all_input_nodes:
+        return f"{node.target} with a tensor or dynamic argument"
+    return None
+
+
+@converter(aten.linspace.default, aten.eye.default, aten.eye.m, capability=_python_args)
+def constant_grid(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
+    """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, ...) -> Tensor;
+    eye(SymInt n, *, ...) -> Tensor; eye.m(SymInt n, SymInt m, *, ...) -> Tensor"""
+    return _computed(b, *args, **kwargs)
+
+
+# -- filled tensors --------------------------------------------------------------------------
+def _expanded(b: GraphBuilder, shape: Value, fill: Any) -> Value:
+    """`fill` broadcast over `shape` (a 1-D int64 value)."""
+    return b.op("Expand", b.const(fill, b.out.dtype), shape, dtype=b.out.dtype)
+
+
 def _filled(b: GraphBuilder, size: Sequence[int | Value], fill: Any) -> Value:
     """`fill` in the shape `size`: a constant when the size is known, else expanded at run time."""
     if all(isinstance(d, int) for d in size):
         return b.const(np.full(list(size), fill), b.out.dtype)
-    return b.op("Expand", b.const(fill, b.out.dtype), b.shape_tensor(size), dtype=b.out.dtype)
+    return _expanded(b, b.shape_tensor(size), fill)
 
 
 @converter(aten.full.default)
@@ -72,25 +93,93 @@ def ones(b: GraphBuilder, size: Sequence[int | Value], **kwargs: Any) -> Value:
     return _filled(b, size, 1)
 
 
-def _filled_like(b: GraphBuilder, x: Value, fill: Any) -> Value:
-    dtype = b.out.dtype
-    return b.op("Expand", b.const(fill, dtype), b.op("Shape", x), dtype=dtype)
-
-
-@converter(aten.full_like.default)
+@converter(aten.full_like.default, aten.fill.Scalar)
 def full_like(b: GraphBuilder, x: Value, fill_value: Any, **kwargs: Any) -> Value:
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None,
-    Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"""
-    return _filled_like(b, x, fill_value)
+    Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor;
+    fill.Scalar(Tensor self, Scalar value) -> Tensor"""
+    return _expanded(b, b.op("Shape", x), fill_value)
 
 
 @converter(aten.zeros_like.default, aten.empty_like.default)
 def zeros_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Value:
     """zeros_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor  (empty_like: zeros too)"""
-    return _filled_like(b, x, 0)
+    return full_like(b, x, 0)
 
 
 @converter(aten.ones_like.default)
 def ones_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Value:
     """ones_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return _filled_like(b, x, 1)
+    return full_like(b, x, 1)
+
+
+def _static_size(at: int) -> Any:
+    """Capability: the size argument at position `at` has no dynamic dim."""
+
+    def check(node: torch.fx.Node) -> Optional[str]:
+        if not all(isinstance(d, int) for d in node_arg(node, at, "size")):  # type: ignore[union-attr]
+            return "size depends on a dynamic dimension"
+        return None
+
+    return check
+
+
+@converter(aten.new_zeros.default, capability=_static_size(1))
+def new_zeros(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Value:
+    """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None,
+    Device? device=None, bool? pin_memory=None) -> Tensor"""
+    return _expanded(b, b.ints(size), 0)
+
+
+@converter(aten.new_ones.default, capability=_static_size(1))
+def new_ones(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Value:
+    """new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
+    return _expanded(b, b.ints(size), 1)
+
+
+@converter(aten.new_full.default, capability=_static_size(1))
+def new_full(b: GraphBuilder, x: Value, size: Sequence[int], fill_value: Any, **kwargs: Any) -> Value:
+    """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
+    return _expanded(b, b.ints(size), fill_value)
+
+
+@converter(aten.new_empty.default, capability=_static_size(1))
+def new_empty(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Value:
+    """new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor  (zeros: contents are unspecified)"""
+    return _expanded(b, b.ints(size), 0)
+
+
+@converter(aten.empty_strided.default, capability=_static_size(0))
+def empty_strided(b: GraphBuilder, size: Sequence[int], stride: Sequence[int], **kwargs: Any) -> Value:
+    """empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, ...) -> Tensor
+
+    Zeros; strides are a memory layout, meaningless for an engine's dense outputs.
+    """
+    return _expanded(b, b.ints(size), 0)
+
+
+# -- one-hot, copies and casts ---------------------------------------------------------------
+def _known_classes(node: torch.fx.Node) -> Optional[str]:
+    if node_arg(node, 1, "num_classes", -1) == -1:
+        return "one_hot without num_classes (the width would depend on the data)"
+    return None
+
+
+@converter(aten.one_hot.default, capability=_known_classes)
+def one_hot(b: GraphBuilder, x: Value, num_classes: int = -1) -> Value:
+    """one_hot(Tensor self, int num_classes=-1) -> Tensor"""
+    values = b.const([0, 1], torch.int64)
+    return b.op("OneHot", x, b.ints([num_classes]), values, axis=-1, dtype=torch.int64)
+
+
+@converter(aten.copy.default, aten.fill.Tensor)
+def copy(b: GraphBuilder, x: Value, src: Value, non_blocking: bool = False) -> Value:
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor; fill.Tensor(Tensor self,
+    Tensor value) -> Tensor  (src broadcast to self, in self's dtype; a fill value is 0-d)"""
+    return b.op("Expand", b.cast(src, x.dtype), b.op("Shape", x), dtype=x.dtype)  # type: ignore[arg-type]
+
+
+@converter(aten.type_as.default)
+def type_as(b: GraphBuilder, x: Value, other: Value) -> Value:
+    """type_as(Tensor self, Tensor other) -> Tensor"""
+    return b.op("Identity", b.cast(x, other.dtype), dtype=other.dtype)  # type: ignore[arg-type]

@@ -1,15 +1,19 @@
-"""Elementwise arithmetic, math, comparison and logical ops."""
+"""Elementwise arithmetic, comparisons, logic, where and clamping.
+
+Math functions (exp/log, trigonometry, rounding, float predicates, atan2, lerp, fmax, …) are in
+math_functions.py.
+"""
 from __future__ import annotations
 
 import torch
 
-from converters._common import as_operand, float_inputs, promoted_dtype
+from converters._common import Operand, as_operand, float_inputs, promoted_dtype
 from converters._where import where as select_where
 from converters.builder import GraphBuilder, Value, onnx_type
+from converters.math_functions import trunc
 from converters.registry import converter
 
 aten = torch.ops.aten
-Operand = Value | int | float | bool
 
 
 # torch computes add/mul/maximum/minimum of bools as logic; ONNX's arithmetic has no bool type.
@@ -89,12 +93,7 @@ def div_mode(b: GraphBuilder, x: Operand, y: Operand, *, rounding_mode: str | No
     q = b.op("Div", xv, yv, dtype=dtype)
     if rounding_mode == "floor":
         return b.op("Floor", q, dtype=dtype)
-    return _trunc(b, q)
-
-
-def _trunc(b: GraphBuilder, x: Value) -> Value:
-    negative = b.op("Less", x, b.const(0, x.dtype))  # type: ignore[arg-type]
-    return b.op("Where", negative, b.op("Ceil", x), b.op("Floor", x), dtype=x.dtype)
+    return trunc(b, q)
 
 
 @converter(aten.floor_divide.default, aten.floor_divide.Scalar)
@@ -107,9 +106,15 @@ def floor_divide(b: GraphBuilder, x: Operand, y: Operand) -> Value:
 def pow(b: GraphBuilder, x: Operand, y: Operand) -> Value:
     """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
     if y == 2 and isinstance(x, Value):
-        xv = b.cast(x, b.out.dtype)
-        return b.op("Mul", xv, xv, dtype=b.out.dtype)
+        return square(b, x)
     return _binary(b, "Pow", x, y)
+
+
+@converter(aten.square.default)
+def square(b: GraphBuilder, x: Value) -> Value:
+    """square(Tensor self) -> Tensor"""
+    xv = b.cast(x, b.out.dtype)
+    return b.op("Mul", xv, xv, dtype=b.out.dtype)
 
 
 @converter(aten.maximum.default)
@@ -140,62 +145,6 @@ def fmod(b: GraphBuilder, x: Operand, y: Operand) -> Value:
     """fmod.Tensor(Tensor self, Tensor other) -> Tensor  (sign of the dividend)"""
     dtype = b.out.dtype
     return b.op("Mod", as_operand(b, x, dtype), as_operand(b, y, dtype), fmod=1, dtype=dtype)
-
-
-# -- unary math ------------------------------------------------------------------------------
-def _unary(op_type: str, target: torch._ops.OpOverload, rounding: bool = False) -> None:
-    def convert(b: GraphBuilder, x: Value) -> Value:
-        if rounding and x.dtype is not None and not x.dtype.is_floating_point:
-            return b.op("Identity", x, dtype=x.dtype)  # integers are already whole (torch returns them)
-        return b.op(op_type, b.cast(x, b.out.dtype), dtype=b.out.dtype)
-
-    convert.__name__ = target.__name__.split(".")[0]
-    convert.__doc__ = f"{target._schema}  ->  ONNX {op_type}"
-    converter(target)(convert)
-
-
-# One ONNX op each (torch promotes integers to float where the op needs it: the result dtype
-# covers that); `rounding` ops are the identity on integers (TensorRT has no integer Floor etc.).
-for _op_type, _target, _rounding in [
-    ("Neg", aten.neg.default, False),
-    ("Abs", aten.abs.default, False),
-    ("Sign", aten.sign.default, False),
-    ("Exp", aten.exp.default, False),
-    ("Log", aten.log.default, False),
-    ("Sqrt", aten.sqrt.default, False),
-    ("Reciprocal", aten.reciprocal.default, False),
-    ("Erf", aten.erf.default, False),
-    ("Sin", aten.sin.default, False),
-    ("Cos", aten.cos.default, False),
-    ("Tan", aten.tan.default, False),
-    ("Asin", aten.asin.default, False),
-    ("Acos", aten.acos.default, False),
-    ("Atan", aten.atan.default, False),
-    ("Sinh", aten.sinh.default, False),
-    ("Cosh", aten.cosh.default, False),
-    ("Asinh", aten.asinh.default, False),
-    ("Acosh", aten.acosh.default, False),
-    ("Atanh", aten.atanh.default, False),
-    ("Floor", aten.floor.default, True),
-    ("Ceil", aten.ceil.default, True),
-    ("Round", aten.round.default, True),
-    ("Not", aten.logical_not.default, False),
-]:
-    _unary(_op_type, _target, _rounding)
-
-
-@converter(aten.rsqrt.default)
-def rsqrt(b: GraphBuilder, x: Value) -> Value:
-    """rsqrt(Tensor self) -> Tensor"""
-    return b.op("Reciprocal", b.op("Sqrt", b.cast(x, b.out.dtype)), dtype=b.out.dtype)
-
-
-@converter(aten.trunc.default)
-def trunc(b: GraphBuilder, x: Value) -> Value:
-    """trunc(Tensor self) -> Tensor  (the identity on integers)"""
-    if x.dtype is not None and not x.dtype.is_floating_point:
-        return b.op("Identity", x, dtype=x.dtype)
-    return _trunc(b, x)
 
 
 # -- comparisons and logic -------------------------------------------------------------------
@@ -248,6 +197,12 @@ def _logical(b: GraphBuilder, op_type: str, x: Value, y: Value) -> Value:
     return b.cast(out, b.out.dtype)
 
 
+@converter(aten.logical_not.default)
+def logical_not(b: GraphBuilder, x: Value) -> Value:
+    """logical_not(Tensor self) -> Tensor"""
+    return b.op("Not", b.cast(x, b.out.dtype), dtype=b.out.dtype)
+
+
 @converter(aten.logical_and.default)
 def logical_and(b: GraphBuilder, x: Value, y: Value) -> Value:
     """logical_and(Tensor self, Tensor other) -> Tensor"""
@@ -266,11 +221,14 @@ def logical_xor(b: GraphBuilder, x: Value, y: Value) -> Value:
     return _logical(b, "Xor", x, y)
 
 
-@converter(aten.where.self)
-def where(b: GraphBuilder, condition: Value, x: Value, y: Value) -> Value:
-    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+@converter(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
+def where(b: GraphBuilder, condition: Value, x: Operand, y: Operand) -> Value:
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor;
+    where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor;
+    where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor;
+    where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor"""
     dtype = b.out.dtype
-    return select_where(b, b.cast(condition, torch.bool), b.cast(x, dtype), b.cast(y, dtype), dtype)
+    return select_where(b, b.cast(condition, torch.bool), as_operand(b, x, dtype), as_operand(b, y, dtype), dtype)
 
 
 @converter(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
@@ -302,13 +260,13 @@ def clamp(b: GraphBuilder, x: Value, min: Operand | None = None, max: Operand | 
     return clamp_between(b, x, min, max)
 
 
-@converter(aten.clamp_min.default)
+@converter(aten.clamp_min.default, aten.clamp_min.Tensor)
 def clamp_min(b: GraphBuilder, x: Value, min: Operand) -> Value:
-    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    """clamp_min(Tensor self, Scalar min) -> Tensor; clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
     return clamp_between(b, x, min, None)
 
 
-@converter(aten.clamp_max.default)
+@converter(aten.clamp_max.default, aten.clamp_max.Tensor)
 def clamp_max(b: GraphBuilder, x: Value, max: Operand) -> Value:
-    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    """clamp_max(Tensor self, Scalar max) -> Tensor; clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
     return clamp_between(b, x, None, max)

@@ -1,4 +1,10 @@
-"""Max/average pooling and adaptive pooling."""
+"""Max/average pooling in 1d, 2d and 3d, and adaptive pooling.
+
+TensorRT pools 2-D and 3-D windows only, so 1d pooling runs as 2-D over (N, C, 1, L). Unbatched
+(C, *) inputs get a batch dim for the ONNX op. With ceil_mode, ONNX keeps a last window that
+starts inside the right padding where torch drops it; the extra output is sliced off, which needs
+static spatial sizes.
+"""
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -6,101 +12,158 @@ from typing import Any, Optional, Sequence
 import torch
 
 from converters._common import all_of, float_inputs, ints, only_first_output_used
+from converters._dims import is_static, node_arg
 from converters.builder import GraphBuilder, Value
 from converters.registry import converter
 
 aten = torch.ops.aten
 
 
-def _pool_attrs(n: int, kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int] | int,
-                ceil_mode: bool) -> dict[str, object]:
+def _attrs(n: int, kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int] | int,
+           ceil_mode: bool) -> dict[str, Any]:
     kernel = ints(kernel_size, n)
     pads = ints(padding, n)
-    return dict(
-        kernel_shape=kernel,
-        strides=ints(stride, n) if stride else kernel,
-        pads=pads + pads,
-        ceil_mode=int(ceil_mode),
-    )
+    return dict(kernel_shape=kernel, strides=ints(stride, n) if stride else kernel, pads=pads + pads,
+                ceil_mode=int(ceil_mode))
 
 
-def _pool(b: GraphBuilder, op_type: str, x: Value, out_shape: Sequence[int], **attrs: Any) -> Value:
-    """`op_type` over the last two dims of a (N, C, H, W) or unbatched (C, H, W) input."""
-    unbatched = x.rank == 3
-    if unbatched:  # torch pools (C, H, W) too; ONNX needs the batch dim
-        x = b.op("Unsqueeze", x, b.ints([0]), dtype=x.dtype, shape=(1, *x.shape))  # type: ignore[misc]
-    y = b.op(op_type, x, dtype=x.dtype, **attrs)
+def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
+    """1d attributes as 2-D ones over a leading spatial dim of size 1."""
+    out = dict(attrs)
+    for key in ("kernel_shape", "strides"):
+        if key in attrs:
+            out[key] = [1, *attrs[key]]
+    if "pads" in attrs:
+        out["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+    return out
+
+
+def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]) -> Value:
+    """`op_type` over the last n dims of a batched (N, C, *) or unbatched (C, *) input."""
+    assert x.shape is not None
+    out_spatial = list(b.out[0].shape if isinstance(b.out, (tuple, list)) else b.out.shape)[-n:]
+    in_spatial = list(x.shape[-n:])
+    squeeze = []
+    y = x
+    if x.rank == n + 1:
+        y = b.op("Unsqueeze", y, b.ints([0]))
+        squeeze.append(0)
+    if n == 1:
+        y = b.op("Unsqueeze", y, b.ints([2]))
+        squeeze.append(2)
+        attrs, in_spatial, out_spatial = _lift_1d(attrs), [1, *in_spatial], [1, *out_spatial]
+    y = b.op(op_type, y, **attrs)
     if attrs.get("ceil_mode"):
-        y = _drop_window_in_padding(b, y, x, attrs, out_shape)
-    return b.op("Squeeze", y, b.ints([0]), dtype=x.dtype) if unbatched else y
+        y = _drop_windows_in_padding(b, y, in_spatial, out_spatial, attrs)
+    if squeeze:
+        y = b.op("Squeeze", y, b.ints(sorted(squeeze)))
+    return Value(y.name, x.dtype)
 
 
-def _drop_window_in_padding(b: GraphBuilder, y: Value, x: Value, attrs: dict[str, Any],
-                            out_shape: Sequence[int]) -> Value:
-    """With ceil_mode, ONNX (and TensorRT) keep a last window that starts inside the right
-    padding; torch drops it. The other windows coincide, so slice the extra one off."""
-    in_shape = x.shape[2:]  # type: ignore[index]
+def _drop_windows_in_padding(b: GraphBuilder, y: Value, in_spatial: list[int], out_spatial: list[int],
+                             attrs: dict[str, Any]) -> Value:
     onnx_out = [
         -(-(i + 2 * p - k) // s) + 1
-        for i, p, k, s in zip(in_shape, attrs["pads"], attrs["kernel_shape"], attrs["strides"])
+        for i, p, k, s in zip(in_spatial, attrs["pads"], attrs["kernel_shape"], attrs["strides"])
     ]
-    want = [int(d) for d in out_shape[-2:]]
+    want = [int(d) for d in out_spatial]
     if onnx_out == want:
         return y
-    return b.op("Slice", y, b.ints([0, 0]), b.ints(want), b.ints([2, 3]), dtype=y.dtype)
+    axes = list(range(2, 2 + len(want)))
+    return b.op("Slice", y, b.ints([0] * len(axes)), b.ints(want), b.ints(axes))
 
 
-def _unit_dilation(node: torch.fx.Node) -> Optional[str]:
-    dilation = node.args[4] if len(node.args) > 4 else 1
-    if any(d != 1 for d in ints(dilation, 2)):  # type: ignore[arg-type]
-        return "TensorRT 10 pools only with dilation 1"
-    return None
+# -- capability checks, by argument position -------------------------------------------------
+def _unit_dilation(n: int, at: int) -> Any:
+    def check(node: torch.fx.Node) -> Optional[str]:
+        if any(d != 1 for d in ints(node_arg(node, at, "dilation", 1), n)):  # type: ignore[arg-type]
+            return "TensorRT 10 pools only with dilation 1"
+        return None
+
+    return check
+
+
+def _no_divisor_override(at: int) -> Any:
+    def check(node: torch.fx.Node) -> Optional[str]:
+        if node_arg(node, at, "divisor_override") is not None:
+            return "divisor_override has no ONNX equivalent"
+        return None
+
+    return check
+
+
+def _static_ceil_mode(n: int, at: int) -> Any:
+    def check(node: torch.fx.Node) -> Optional[str]:
+        x = node.args[0].meta["val"]  # type: ignore[union-attr]
+        if node_arg(node, at, "ceil_mode", False) and not all(is_static(d) for d in x.shape[-n:]):
+            return "ceil_mode over dynamic spatial dims"
+        return None
+
+    return check
+
+
+# -- max pooling (values only: TensorRT's MaxPool has no Indices output) ---------------------
+@converter(
+    aten.max_pool2d_with_indices.default,
+    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4)),
+)
+def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                            padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+                            ceil_mode: bool = False) -> tuple[Value, None]:
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
+    int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _pool(b, "MaxPool", x, 2, _attrs(2, kernel_size, stride, padding, ceil_mode)), None
 
 
 @converter(
-    aten.max_pool2d_with_indices.default,
-    capability=all_of(float_inputs, only_first_output_used, _unit_dilation),
+    aten.max_pool3d_with_indices.default,
+    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _static_ceil_mode(3, at=5)),
 )
-def max_pool2d_with_indices(
-    b: GraphBuilder,
-    x: Value,
-    kernel_size: Sequence[int],
-    stride: Sequence[int] = (),
-    padding: Sequence[int] = (0,),
-    dilation: Sequence[int] = (1,),
-    ceil_mode: bool = False,
-) -> tuple[Value, None]:
-    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
-    int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
-
-    Only the values: TensorRT's MaxPool has no Indices output (checked in the capability).
-    """
-    return _pool(b, "MaxPool", x, b.out[0].shape, **_pool_attrs(2, kernel_size, stride, padding, ceil_mode)), None
+def max_pool3d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+                            padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
+                            ceil_mode: bool = False) -> tuple[Value, None]:
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0,
+    int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _pool(b, "MaxPool", x, 3, _attrs(3, kernel_size, stride, padding, ceil_mode)), None
 
 
-def _no_divisor_override(node: torch.fx.Node) -> Optional[str]:
-    if len(node.args) > 6 and node.args[6] is not None:
-        return "divisor_override has no ONNX equivalent"
-    return None
+# -- average pooling -------------------------------------------------------------------------
+def _avg_pool(b: GraphBuilder, x: Value, n: int, kernel_size: Sequence[int], stride: Sequence[int],
+              padding: Sequence[int], ceil_mode: bool, count_include_pad: bool) -> Value:
+    attrs = _attrs(n, kernel_size, stride, padding, ceil_mode)
+    return _pool(b, "AveragePool", x, n, dict(attrs, count_include_pad=int(count_include_pad)))
 
 
-@converter(aten.avg_pool2d.default, capability=all_of(float_inputs, _no_divisor_override))
-def avg_pool2d(
-    b: GraphBuilder,
-    x: Value,
-    kernel_size: Sequence[int],
-    stride: Sequence[int] = (),
-    padding: Sequence[int] = (0,),
-    ceil_mode: bool = False,
-    count_include_pad: bool = True,
-    divisor_override: int | None = None,
-) -> Value:
+@converter(aten.avg_pool1d.default, capability=all_of(float_inputs, _static_ceil_mode(1, at=4)))
+def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True) -> Value:
+    """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False,
+    bool count_include_pad=True) -> Tensor"""
+    return _avg_pool(b, x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+@converter(aten.avg_pool2d.default, capability=all_of(float_inputs, _no_divisor_override(at=6)))
+def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Value:
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
     bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
-    attrs = _pool_attrs(2, kernel_size, stride, padding, ceil_mode)
-    return _pool(b, "AveragePool", x, b.out.shape, count_include_pad=int(count_include_pad), **attrs)
+    return _avg_pool(b, x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
+@converter(
+    aten.avg_pool3d.default,
+    capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(3, at=4)),
+)
+def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
+               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Value:
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False,
+    bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(b, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+# -- adaptive pooling: even windows only -----------------------------------------------------
 def _adaptive_divisible(node: torch.fx.Node) -> Optional[str]:
     in_shape = node.args[0].meta["val"].shape[-2:]  # type: ignore[union-attr]
     out_size = node.args[1]
@@ -110,13 +173,55 @@ def _adaptive_divisible(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
+def _even_windows(n: int) -> Any:
+    def check(node: torch.fx.Node) -> Optional[str]:
+        in_shape = node.args[0].meta["val"].shape[-n:]  # type: ignore[union-attr]
+        out_size = ints(node.args[1], n)  # type: ignore[arg-type]
+        if all(o == 1 for o in out_size):
+            return None
+        if not all(is_static(i) and i % o == 0 for i, o in zip(in_shape, out_size)):
+            return f"adaptive pooling from {tuple(in_shape)} to {tuple(out_size)} has uneven windows"
+        return None
+
+    return check
+
+
+def _adaptive(b: GraphBuilder, op_type: str, x: Value, n: int, output_size: Sequence[int]) -> Value:
+    """Even windows are a plain pool (a global one for output size 1)."""
+    out = ints(output_size, n)
+    if all(o == 1 for o in out):
+        return _pool(b, f"Global{op_type}", x, n, {})
+    kernel = [i // o for i, o in zip(x.shape[-n:], out)]  # type: ignore[index,operator]
+    return _pool(b, op_type, x, n, dict(kernel_shape=kernel, strides=kernel))
+
+
+@converter(aten.adaptive_avg_pool1d.default, capability=all_of(float_inputs, _even_windows(1)))
+def adaptive_avg_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
+    """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
+    return _adaptive(b, "AveragePool", x, 1, output_size)
+
+
 @converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _adaptive_divisible))
 def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
-    """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
+    """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    return _adaptive(b, "AveragePool", x, 2, output_size)
 
-    Uneven windows are refused; even ones are a plain AveragePool (Global for 1x1).
-    """
-    if all(o == 1 for o in output_size):
-        return _pool(b, "GlobalAveragePool", x, b.out.shape)
-    kernel = [i // o for i, o in zip(x.shape[-2:], output_size)]  # type: ignore[index]
-    return _pool(b, "AveragePool", x, b.out.shape, kernel_shape=kernel, strides=kernel)
+
+@converter(aten._adaptive_avg_pool3d.default, capability=all_of(float_inputs, _even_windows(3)))
+def adaptive_avg_pool3d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    return _adaptive(b, "AveragePool", x, 3, output_size)
+
+
+@converter(aten.adaptive_max_pool1d.default,
+           capability=all_of(float_inputs, only_first_output_used, _even_windows(1)))
+def adaptive_max_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Value, None]:
+    """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)  (values only)"""
+    return _adaptive(b, "MaxPool", x, 1, output_size), None
+
+
+@converter(aten.adaptive_max_pool2d.default,
+           capability=all_of(float_inputs, only_first_output_used, _even_windows(2)))
+def adaptive_max_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Value, None]:
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)  (values only)"""
+    return _adaptive(b, "MaxPool", x, 2, output_size), None

@@ -293,7 +293,7 @@ CASES: list[Case] = [
     Case(aten.full_like.default, lambda x: x * torch.full_like(x, 2.5), lambda: (r(2, 3),)),
     Case(aten.zeros_like.default, lambda x: torch.maximum(x, torch.zeros_like(x)), lambda: (ri(3),)),
     Case(aten.ones_like.default, lambda x: x + torch.ones_like(x, dtype=torch.bool), lambda: (r(3),), id="dtype"),
-    # -- more elementwise math (math_more.py) ---------------------------------------------------
+    # -- more elementwise math (math_functions.py) ----------------------------------------------
     Case(aten.log2.default, torch.log2, lambda: (rp(4),)),
     Case(aten.log2.default, torch.log2, lambda: (torch.tensor([1, 2, 8]),), id="int"),
     Case(aten.log10.default, torch.log10, lambda: (rp(4),)),
@@ -345,7 +345,7 @@ CASES: list[Case] = [
     Case(aten.where.Scalar, lambda x: torch.where(x > 0, 1.0, 0.0), lambda: (r(2, 3),)),
     Case(aten.clamp_min.Tensor, torch.clamp_min, lambda: (r(2, 3), r(3))),
     Case(aten.clamp_max.Tensor, torch.clamp_max, lambda: (ri(6), ri(6)), id="int"),
-    # -- more activations (activation_more.py) -------------------------------------------------
+    # -- more activations (activation.py) ------------------------------------------------------
     Case(aten.softplus.default, F.softplus, lambda: (r(8) * 30,)),
     Case(aten.softplus.default, lambda x: F.softplus(x, 2.0, 5.0), lambda: (r(8) * 5,), id="beta-threshold"),
     Case(aten.mish.default, F.mish, lambda: (r(8) * 5,)),
@@ -376,7 +376,7 @@ CASES: list[Case] = [
     Case(aten.__rshift__.Scalar, lambda x: x >> 63, lambda: (ri(8),), id="sign"),
     Case(aten.bitwise_left_shift.Tensor_Scalar, lambda x: torch.bitwise_left_shift(x, 1), lambda: (ri(6),)),
     Case(aten.bitwise_right_shift.Tensor_Scalar, lambda x: torch.bitwise_right_shift(x, 1), lambda: (ri(6),)),
-    # -- more reductions (reduce_more.py) ------------------------------------------------------
+    # -- more reductions (reduce.py) -----------------------------------------------------------
     Case(aten.prod.default, torch.prod, lambda: (rp(2, 3) + 0.5,)),
     Case(aten.prod.default, torch.prod, lambda: (rb(4),), id="bool"),
     Case(aten.prod.dim_int, lambda x: x.prod(-1, keepdim=True), lambda: (ri(2, 3, high=3),), id="int-keepdim"),
@@ -450,7 +450,7 @@ CASES: list[Case] = [
     Case(aten.hstack.default, lambda x, y: torch.hstack([x, y]), lambda: (r(2, 3), r(2, 1))),
     Case(aten.hstack.default, lambda x, y: torch.hstack([x, y]), lambda: (r(2), ri(3)), id="1d-promote"),
     Case(aten.vstack.default, lambda x, y: torch.vstack([x, y]), lambda: (r(3), r(2, 3))),
-    # -- more creation (creation_more.py) ------------------------------------------------------
+    # -- more creation (creation.py) -----------------------------------------------------------
     Case(aten.new_zeros.default, lambda x: x + x.new_zeros(2, 3), lambda: (r(3),)),
     Case(aten.new_ones.default, lambda x: x + x.new_ones((2, 1), dtype=torch.int32), lambda: (ri(3),)),
     Case(aten.new_full.default, lambda x: x * x.new_full((3,), 2.5), lambda: (r(2, 3),)),
@@ -464,7 +464,7 @@ CASES: list[Case] = [
     Case(aten.one_hot.default, lambda i: F.one_hot(i, 5), lambda: (torch.tensor([[0, 3], [4, 1]]),)),
     Case(aten.copy.default, lambda x, y: aten.copy.default(x, y), lambda: (r(2, 3), ri(3))),
     Case(aten.type_as.default, lambda x, y: x.type_as(y) + y, lambda: (r(3) * 5, ri(3))),
-    # -- pooling in 1d/3d, adaptive max (pooling_more.py) ---------------------------------------
+    # -- pooling in 1d/3d, adaptive max (pooling.py) --------------------------------------------
     Case(aten.max_pool3d_with_indices.default, lambda x: F.max_pool3d(x, 2), lambda: (r(1, 2, 4, 4, 4),)),
     Case(aten.max_pool3d_with_indices.default, lambda x: F.max_pool3d(x, 3, 2, 1, ceil_mode=True),
          lambda: (r(2, 5, 5, 6),), id="unbatched-ceil"),
@@ -483,7 +483,7 @@ CASES: list[Case] = [
     Case(aten.adaptive_max_pool2d.default, lambda x: F.adaptive_max_pool2d(x, 1), lambda: (r(2, 3, 5),),
          id="unbatched-global"),
     Case(aten.adaptive_max_pool1d.default, lambda x: F.adaptive_max_pool1d(x, 3), lambda: (r(2, 3, 9),)),
-    # -- group/instance/RMS norm, batch statistics (normalization_more.py) ----------------------
+    # -- group/instance/RMS norm, batch statistics (normalization.py) ---------------------------
     Case(aten.group_norm.default, torch.nn.GroupNorm(2, 4), lambda: (r(2, 4, 3, 3),)),
     Case(aten.group_norm.default, lambda x: F.group_norm(x, 3), lambda: (r(2, 6, 5),), id="no-affine"),
     Case(aten.native_group_norm.default, lambda x, w, b: aten.native_group_norm.default(x, w, b, 2, 4, 9, 2, 1e-5)[0],
@@ -612,7 +612,7 @@ CASES: list[Case] = [
          lambda: (r(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 3 - 1.5), id="reflection"),
     Case(aten.grid_sampler_2d.default, lambda x, g: F.grid_sample(x, g, "bicubic", "zeros", align_corners=False),
          lambda: (r(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1), id="bicubic"),
-    # -- integer and bool ordering (reduce_more.py, sort.py) -----------------------------------
+    # -- integer and bool ordering (reduce.py, sort.py) ----------------------------------------
     Case(aten.argmax.default, lambda x: x.argmax(0), lambda: (torch.randperm(12).view(3, 4),), id="int"),
     Case(aten.max.dim, lambda x: x.max(1), lambda: (torch.tensor([[True, False], [False, False]]),), id="bool"),
     Case(aten.topk.default, lambda x: x.topk(2), lambda: (torch.randperm(12).view(2, 6).int(),), id="int32"),

@@ -1,8 +1,8 @@
-"""More elementwise math: other log/exp bases, float predicates, two-operand functions (atan2,
-hypot, copysign, logaddexp, xlogy, lerp, addcmul/addcdiv, fmax/fmin) and where/clamp with scalar
-operands.
+"""Elementwise math functions: exp/log and trigonometry, rounding, float predicates, and functions
+of two operands (atan2, hypot, copysign, logaddexp, xlogy, heaviside, lerp, addcmul/addcdiv,
+fmax/fmin).
 
-Opset 17 has no single op for most of these, so each is a short formula. torch promotes integer
+Opset 17 has no single op for many of these, so they are short formulas. torch promotes integer
 inputs of the float-valued ones; casting to the node's result dtype first does the same.
 """
 from __future__ import annotations
@@ -12,27 +12,90 @@ from typing import Optional
 
 import torch
 
-from converters._common import as_operand, float_inputs
-from converters._where import where
+from converters._common import Operand, as_operand, float_inputs
 from converters.builder import GraphBuilder, Value
-from converters.elementwise import clamp_between
+from converters.creation import full_like
 from converters.registry import converter
 
 aten = torch.ops.aten
-Operand = Value | int | float | bool
 
 
 def _as_out(b: GraphBuilder, x: Operand) -> Value:
     return as_operand(b, x, b.out.dtype)
 
 
-def _trunc(b: GraphBuilder, x: Value) -> Value:
-    return b.op("Where", b.op("Less", x, b.const(0, x.dtype)), b.op("Ceil", x), b.op("Floor", x), dtype=x.dtype)  # type: ignore[arg-type]
+# -- one ONNX op each, and rounding ----------------------------------------------------------
+def _unary(op_type: str, target: torch._ops.OpOverload, rounding: bool = False) -> None:
+    def convert(b: GraphBuilder, x: Value) -> Value:
+        if rounding and x.dtype is not None and not x.dtype.is_floating_point:
+            return b.op("Identity", x, dtype=x.dtype)  # integers are already whole (torch returns them)
+        return b.op(op_type, b.cast(x, b.out.dtype), dtype=b.out.dtype)
+
+    convert.__name__ = target.__name__.split(".")[0]
+    convert.__doc__ = f"{target._schema}  ->  ONNX {op_type}"
+    converter(target)(convert)
 
 
-def _fill_like(b: GraphBuilder, x: Value, value: bool) -> Value:
-    """A bool tensor of x's runtime shape (float predicates of integer tensors are constant)."""
-    return b.op("Expand", b.const(value, torch.bool), b.op("Shape", x), dtype=torch.bool)
+# One ONNX op each (torch promotes integers to float where the op needs it: the result dtype
+# covers that); `rounding` ops are the identity on integers (TensorRT has no integer Floor etc.).
+for _op_type, _target, _rounding in [
+    ("Neg", aten.neg.default, False),
+    ("Abs", aten.abs.default, False),
+    ("Sign", aten.sign.default, False),
+    ("Exp", aten.exp.default, False),
+    ("Log", aten.log.default, False),
+    ("Sqrt", aten.sqrt.default, False),
+    ("Reciprocal", aten.reciprocal.default, False),
+    ("Erf", aten.erf.default, False),
+    ("Sin", aten.sin.default, False),
+    ("Cos", aten.cos.default, False),
+    ("Tan", aten.tan.default, False),
+    ("Asin", aten.asin.default, False),
+    ("Acos", aten.acos.default, False),
+    ("Atan", aten.atan.default, False),
+    ("Sinh", aten.sinh.default, False),
+    ("Cosh", aten.cosh.default, False),
+    ("Asinh", aten.asinh.default, False),
+    ("Acosh", aten.acosh.default, False),
+    ("Atanh", aten.atanh.default, False),
+    ("Floor", aten.floor.default, True),
+    ("Ceil", aten.ceil.default, True),
+    ("Round", aten.round.default, True),
+]:
+    _unary(_op_type, _target, _rounding)
+
+
+@converter(aten.rsqrt.default)
+def rsqrt(b: GraphBuilder, x: Value) -> Value:
+    """rsqrt(Tensor self) -> Tensor"""
+    return b.op("Reciprocal", b.op("Sqrt", b.cast(x, b.out.dtype)), dtype=b.out.dtype)
+
+
+@converter(aten.trunc.default)
+def trunc(b: GraphBuilder, x: Value) -> Value:
+    """trunc(Tensor self) -> Tensor  (the identity on integers)"""
+    if x.dtype is not None and not x.dtype.is_floating_point:
+        return b.op("Identity", x, dtype=x.dtype)
+    negative = b.op("Less", x, b.const(0, x.dtype))  # type: ignore[arg-type]
+    return b.op("Where", negative, b.op("Ceil", x), b.op("Floor", x), dtype=x.dtype)
+
+
+@converter(aten.frac.default, capability=float_inputs)
+def frac(b: GraphBuilder, x: Value) -> Value:
+    """frac(Tensor self) -> Tensor  (x - trunc(x))"""
+    return b.op("Sub", x, trunc(b, x), dtype=x.dtype)
+
+
+@converter(aten.round.decimals, capability=float_inputs)
+def round_decimals(b: GraphBuilder, x: Value, *, decimals: int = 0) -> Value:
+    """round.decimals(Tensor self, *, int decimals) -> Tensor
+
+    As torch: round(x * 10**d) / 10**d, or round(x / 10**-d) * 10**-d for negative d (half to even).
+    """
+    dtype = x.dtype
+    scale = b.const(10.0 ** abs(decimals), dtype)  # type: ignore[arg-type]
+    up, down = ("Mul", "Div") if decimals >= 0 else ("Div", "Mul")
+    return b.op(down, b.op("Round", b.op(up, x, scale)), scale, dtype=dtype)
 
 
 # -- logs and exps ---------------------------------------------------------------------------
@@ -82,19 +145,6 @@ def erfc(b: GraphBuilder, x: Value) -> Value:
 
 
 # -- other unary -----------------------------------------------------------------------------
-@converter(aten.square.default)
-def square(b: GraphBuilder, x: Value) -> Value:
-    """square(Tensor self) -> Tensor"""
-    xv = _as_out(b, x)
-    return b.op("Mul", xv, xv, dtype=b.out.dtype)
-
-
-@converter(aten.frac.default, capability=float_inputs)
-def frac(b: GraphBuilder, x: Value) -> Value:
-    """frac(Tensor self) -> Tensor  (x - trunc(x))"""
-    return b.op("Sub", x, _trunc(b, x), dtype=x.dtype)
-
-
 @converter(aten.deg2rad.default)
 def deg2rad(b: GraphBuilder, x: Value) -> Value:
     """deg2rad(Tensor self) -> Tensor"""
@@ -135,12 +185,12 @@ def signbit(b: GraphBuilder, x: Value) -> Value:
     return _signbit(b, b.cast(x, torch.int32) if x.dtype == torch.bool else x)
 
 
-# -- float predicates ------------------------------------------------------------------------
+# -- float predicates (constant for integer tensors) -----------------------------------------
 @converter(aten.isnan.default)
 def isnan(b: GraphBuilder, x: Value) -> Value:
     """isnan(Tensor self) -> Tensor"""
     if not x.dtype.is_floating_point:  # type: ignore[union-attr]
-        return _fill_like(b, x, False)
+        return full_like(b, x, False)
     return b.op("IsNaN", x, dtype=torch.bool)
 
 
@@ -151,7 +201,7 @@ def isinf(b: GraphBuilder, x: Value) -> Value:
     |x| == inf rather than IsInf, which TensorRT 8.6's parser lacks.
     """
     if not x.dtype.is_floating_point:  # type: ignore[union-attr]
-        return _fill_like(b, x, False)
+        return full_like(b, x, False)
     return b.op("Equal", b.op("Abs", x), b.const(math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
 
 
@@ -159,7 +209,7 @@ def isinf(b: GraphBuilder, x: Value) -> Value:
 def isposinf(b: GraphBuilder, x: Value) -> Value:
     """isposinf(Tensor self) -> Tensor"""
     if not x.dtype.is_floating_point:  # type: ignore[union-attr]
-        return _fill_like(b, x, False)
+        return full_like(b, x, False)
     return b.op("Equal", x, b.const(math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
 
 
@@ -167,7 +217,7 @@ def isposinf(b: GraphBuilder, x: Value) -> Value:
 def isneginf(b: GraphBuilder, x: Value) -> Value:
     """isneginf(Tensor self) -> Tensor"""
     if not x.dtype.is_floating_point:  # type: ignore[union-attr]
-        return _fill_like(b, x, False)
+        return full_like(b, x, False)
     return b.op("Equal", x, b.const(-math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
 
 
@@ -175,7 +225,7 @@ def isneginf(b: GraphBuilder, x: Value) -> Value:
 def isfinite(b: GraphBuilder, x: Value) -> Value:
     """isfinite(Tensor self) -> Tensor  (|x| < inf is false for inf and NaN alike)"""
     if not x.dtype.is_floating_point:  # type: ignore[union-attr]
-        return _fill_like(b, x, True)
+        return full_like(b, x, True)
     return b.op("Less", b.op("Abs", x), b.const(math.inf, x.dtype), dtype=torch.bool)  # type: ignore[arg-type]
 
 
@@ -350,37 +400,3 @@ def fmax(b: GraphBuilder, x: Value, y: Value) -> Value:
 def fmin(b: GraphBuilder, x: Value, y: Value) -> Value:
     """fmin(Tensor self, Tensor other) -> Tensor  (a NaN loses to a number)"""
     return _nan_ignoring(b, "Min", "And", x, y)
-
-
-# -- where and clamp with scalar or tensor bounds ---------------------------------------------
-@converter(aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar)
-def where_scalar(b: GraphBuilder, condition: Value, x: Operand, y: Operand) -> Value:
-    """where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor;
-    where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor;
-    where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor"""
-    dtype = b.out.dtype
-    return where(b, b.cast(condition, torch.bool), _as_out(b, x), _as_out(b, y), dtype)
-
-
-@converter(aten.clamp_min.Tensor)
-def clamp_min_tensor(b: GraphBuilder, x: Value, min: Value) -> Value:
-    """clamp_min.Tensor(Tensor self, Tensor min) -> Tensor"""
-    return clamp_between(b, x, min, None)
-
-
-@converter(aten.clamp_max.Tensor)
-def clamp_max_tensor(b: GraphBuilder, x: Value, max: Value) -> Value:
-    """clamp_max.Tensor(Tensor self, Tensor max) -> Tensor"""
-    return clamp_between(b, x, None, max)
-
-
-@converter(aten.round.decimals, capability=float_inputs)
-def round_decimals(b: GraphBuilder, x: Value, *, decimals: int = 0) -> Value:
-    """round.decimals(Tensor self, *, int decimals) -> Tensor
-
-    As torch: round(x * 10**d) / 10**d, or round(x / 10**-d) * 10**-d for negative d (half to even).
-    """
-    dtype = x.dtype
-    scale = b.const(10.0 ** abs(decimals), dtype)  # type: ignore[arg-type]
-    up, down = ("Mul", "Div") if decimals >= 0 else ("Div", "Mul")
-    return b.op(down, b.op("Round", b.op(up, x, scale)), scale, dtype=dtype)
