@@ -9,6 +9,8 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from converters import weights
+
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
 # rejects the IR the `onnx` package stamps by default. See shared/TRT_FACTS.md.
 OPSET = 17
@@ -87,6 +89,7 @@ class GraphBuilder:
         self.graph_name = graph_name
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self.weights: dict[str, np.ndarray] = {}  # of the initializers kept apart (weights.py)
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
         self.node: torch.fx.Node | None = None
@@ -126,8 +129,8 @@ class GraphBuilder:
     def initializer(self, name: str, tensor: torch.Tensor) -> Value:
         """A weight: stored as an initializer under (a unique form of) its module path."""
         name = self.fresh(name)
-        array = tensor.detach().cpu().contiguous().numpy()
-        self.initializers.append(numpy_helper.from_array(array, name))
+        array = tensor.detach().cpu().contiguous().numpy()  # a view: weights are not copied
+        self.initializers.append(weights.initializer(name, array, self.weights))
         return Value(name, tensor.dtype, tuple(tensor.shape))
 
     def const(self, value: Any, dtype: torch.dtype) -> Value:
@@ -203,13 +206,14 @@ class GraphBuilder:
         return self.op("Cast", value, to=onnx_type(dtype), dtype=dtype, shape=value.shape)
 
     # -- result ------------------------------------------------------------------------------
-    def model(self) -> onnx.ModelProto:
+    def segment(self) -> weights.OnnxSegment:
         graph = helper.make_graph(
             self.nodes, self.graph_name, self.inputs, self.outputs, self.initializers
         )
-        return helper.make_model(
+        model = helper.make_model(
             graph,
             opset_imports=[helper.make_opsetid("", OPSET)],
             ir_version=IR_VERSION,
             producer_name="trt_lower",
         )
+        return weights.OnnxSegment(model, self.weights)

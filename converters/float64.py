@@ -9,29 +9,31 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
+
+from converters.weights import OnnxSegment
 
 _DTYPE_ATTRIBUTES = ("to", "dtype")  # Cast, EyeLike / RandomUniformLike ...
 
 
-def _narrowed(tensor: onnx.TensorProto) -> onnx.TensorProto:
+def _narrow(segment: OnnxSegment, tensor: onnx.TensorProto) -> None:
     with np.errstate(over="ignore"):
-        return numpy_helper.from_array(numpy_helper.to_array(tensor).astype(np.float32), tensor.name)
+        segment.assign(tensor, segment.values(tensor).astype(np.float32))
 
 
-def narrow_float64(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with every DOUBLE retyped FLOAT (in place; returned for chaining)."""
-    graph = model.graph
+def narrow_float64(segment: OnnxSegment) -> OnnxSegment:
+    """`segment` with every DOUBLE retyped FLOAT (in place; returned for chaining)."""
+    graph = segment.model.graph
     for value in (*graph.input, *graph.output, *graph.value_info):
         if value.type.tensor_type.elem_type == TensorProto.DOUBLE:
             value.type.tensor_type.elem_type = TensorProto.FLOAT
-    for i, init in enumerate(graph.initializer):
+    for init in graph.initializer:
         if init.data_type == TensorProto.DOUBLE:
-            graph.initializer[i].CopyFrom(_narrowed(init))
+            _narrow(segment, init)
     for node in graph.node:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE:
                 a.i = TensorProto.FLOAT
             elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.DOUBLE:
-                a.t.CopyFrom(_narrowed(a.t))
-    return model
+                _narrow(segment, a.t)
+    return segment

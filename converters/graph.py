@@ -4,12 +4,12 @@ from __future__ import annotations
 import operator
 from typing import Any, Mapping
 
-import onnx
 import torch
 from torch.fx.node import map_arg
 
 from converters import registry
 from converters.builder import GraphBuilder, Value
+from converters.weights import OnnxSegment
 
 
 class ConversionError(RuntimeError):
@@ -41,8 +41,9 @@ def _wrap(result: Any, meta: Any) -> Any:
 
 def segment_to_onnx(
     gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor]
-) -> onnx.ModelProto:
-    """Convert `gm`; placeholders named in `constants` become initializers (weights)."""
+) -> OnnxSegment:
+    """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
+    ones kept beside the model (converters/weights.py)."""
     b = GraphBuilder(name)
     env: dict[torch.fx.Node, Any] = {}
     for node in gm.graph.nodes:
@@ -71,4 +72,4 @@ def segment_to_onnx(
                 b.add_output(env[out], out.name, val.dtype, val.shape)
         else:
             raise NotImplementedError(f"{node.op} node {node.name} inside an engine segment")
-    return b.model()
+    return b.segment()

@@ -20,7 +20,8 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
     graph = model.graph
     small, large = [], []
     for init in graph.initializer:
-        (large if math.prod(init.dims) > _INLINE_ELEMENTS else small).append(init)
+        apart = init.data_location == onnx.TensorProto.EXTERNAL  # no values here to copy
+        (large if apart or math.prod(init.dims) > _INLINE_ELEMENTS else small).append(init)
     light = helper.make_model(
         helper.make_graph(
             graph.node, graph.name,

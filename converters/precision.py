@@ -20,6 +20,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from converters.onnx_types import elem_types
+from converters.weights import OnnxSegment
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
 
@@ -41,12 +42,10 @@ _DTYPE_ATTRIBUTES = ("to", "dtype", "output_datatype")
 _FP16_MAX = float(np.finfo(np.float16).max)
 
 
-def _half(tensor: onnx.TensorProto, name: str) -> onnx.TensorProto:
-    """`tensor` as float16; finite values beyond fp16's range saturate (e.g. a -3.4e38 mask
+def _half(array: np.ndarray) -> np.ndarray:
+    """`array` as float16; finite values beyond fp16's range saturate (e.g. a -3.4e38 mask
     value stays a large finite negative rather than becoming -inf)."""
-    array = numpy_helper.to_array(tensor)
-    array = np.where(np.isfinite(array), np.clip(array, -_FP16_MAX, _FP16_MAX), array)
-    return numpy_helper.from_array(array.astype(np.float16), name)
+    return np.where(np.isfinite(array), np.clip(array, -_FP16_MAX, _FP16_MAX), array).astype(np.float16)
 
 
 def _wants_fp32(node: onnx.NodeProto, index: int) -> bool:
@@ -59,7 +58,7 @@ def _retype_to_fp16(node: onnx.NodeProto) -> None:
         if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRIBUTES and a.i == FLOAT:
             a.i = FLOAT16
         elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == FLOAT:
-            a.t.CopyFrom(_half(a.t, a.t.name))
+            a.t.CopyFrom(numpy_helper.from_array(_half(numpy_helper.to_array(a.t)), a.t.name))
 
 
 def _retypable(node: onnx.NodeProto) -> bool:
@@ -81,10 +80,10 @@ class _Names:
         return name
 
 
-def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` (float32) with fp16 compute as described above (in place; returned for chaining)."""
-    graph = model.graph
-    types = elem_types(model)
+def to_fp16(segment: OnnxSegment) -> OnnxSegment:
+    """`segment` (float32) with fp16 compute as described above (in place; returned for chaining)."""
+    graph = segment.model.graph
+    types = elem_types(segment.model)
     names = _Names(graph)
     graph_outputs = {v.name for v in graph.output}
     initializers = {i.name: i for i in graph.initializer}
@@ -131,11 +130,12 @@ def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
         name_of[name, FLOAT] = name_of[name, FLOAT16] = name
         if FLOAT16 not in needs.get(name, set()):
             continue
+        half = _half(segment.values(init))
         if FLOAT in needs[name]:
             name_of[name, FLOAT16] = names.fresh(f"{name}_fp16")
-            graph.initializer.append(_half(init, name_of[name, FLOAT16]))
+            graph.initializer.append(segment.initializer(name_of[name, FLOAT16], half))
         else:
-            init.CopyFrom(_half(init, name))
+            segment.assign(init, half)
 
     nodes = casts_after([v.name for v in graph.input])
     for node in graph.node:
@@ -153,5 +153,5 @@ def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.node[:]
     graph.node.extend(nodes)
     del graph.value_info[:]
-    return model
+    return segment
 

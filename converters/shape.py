@@ -108,9 +108,10 @@ def select(b: GraphBuilder, x: Value, dim: int, index: int) -> Value:
 def cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
     """cat(Tensor[] tensors, int dim=0) -> Tensor"""
     dtype = b.out.dtype
-    # torch skips legacy empty 1-D tensors in cat; ONNX would reject their rank.
-    parts = [b.cast(t, dtype) for t in tensors if t.shape != (0,)]
-    return b.op("Concat", *parts, axis=normalize_dim(dim, len(b.out.shape)), dtype=dtype)
+    # torch skips legacy empty 1-D tensors beside higher-rank ones; ONNX would reject their rank.
+    rank = len(b.out.shape)
+    parts = [b.cast(t, dtype) for t in tensors if t.shape != (0,) or rank == 1]
+    return b.op("Concat", *parts, axis=normalize_dim(dim, rank), dtype=dtype)
 
 
 @converter(aten.clone.default, aten.alias.default, aten.detach.default)

@@ -8,34 +8,47 @@ and compared with eager PyTorch. Each sample ends as one of:
 
   passed        the lowered module ran and matched eager
   refused       a capability check (or the splitter's dtype check) refused a node, with a reason
-  failed        wrong answer, ConversionError, EngineBuildError, ONNX Runtime error, any crash
-  uncapturable  torch.export cannot capture the sample (CaptureError)           - not counted
-  not_covered   the captured graph holds an op with no converter at all          - not counted
-  skipped       eager PyTorch itself raises, or the output is random / not tensors - not counted
+  failed        wrong answer ("wrong"), or ConversionError, EngineBuildError, ONNX Runtime error,
+                any other exception ("crash")
+  uncapturable  torch.export cannot capture the sample (CaptureError), or the captured program
+                run by PyTorch itself already differs from eager (a decomposition bug) - not counted
+  not_covered   the captured graph holds an op with no converter at all (or no op) - not counted
+  skipped       eager PyTorch raises on the sample, or its output is random (two eager runs
+                differ), complex, sparse or not tensors                          - not counted
 
 Pass rate = passed / (passed + failed): refusals are principled "no", not answers.
 
 Which OpInfos are covered. An OpInfo is covered when at least one of its samples is: its
 captured graph (after trt_lower's decompositions) has at least one node and a converter for every
 node. That is decided by capturing the samples; to avoid capturing all ~700 OpInfos, a cheap
-eager pre-filter picks the candidates: run the samples eagerly under a dispatch mode recording
-the ATen overloads they reach, and keep the OpInfo if (a) its name / aten_name / an alias names a
-packet that has a converter, or (b) every recorded overload has a converter, is decomposed at
-capture (trt_lower's decomposition table), or is one export drops. The pre-filter only narrows
-what is captured; coverage itself is always read from the captured graph. (`exhaustive=True`
-skips the pre-filter, to check it.)
+eager pre-filter picks the candidates: run the float32 samples eagerly under a dispatch mode
+recording the ATen overloads they reach, and keep the OpInfo if (a) its name / aten_name / an
+alias names a packet that has a converter, or (b) every recorded overload has a converter, is
+decomposed at capture (trt_lower's decomposition table), or is one export drops. The pre-filter
+only narrows what is captured; coverage itself is always read from the captured graph.
+(`exhaustive=True`, bench --exhaustive, skips the pre-filter, to check it.)
 
-Tolerances. Floating outputs compare with the looser of rtol=1e-4/atol=1e-5 and the loosest
+Comparison. Floating outputs compare with the looser of rtol=1e-4/atol=1e-5 and the loosest
 float32 tolerance the OpInfo declares for CPU tests (toleranceOverride / precisionOverride in its
-decorators); those are tolerances between two CPU implementations, like ours. Integer and bool
-outputs compare exactly; NaNs compare equal; dtypes must match.
+decorators): those are tolerances between two CPU implementations, like ours. Integer and bool
+outputs compare exactly; NaNs compare equal; dtypes and shapes must match. Two things torch
+leaves unspecified are not compared: the contents of torch.empty and kin (UNSPECIFIED_VALUES:
+shape and dtype only), and which index topk/sort/kthvalue/median/mode return among equal values
+(_TIED_INDICES: the indices must select the same input elements as eager's).
 
-Batching. A capture costs ~0.3 s (run_decompositions), so samples are lowered in batches of
-`batch_size` (across OpInfos and dtypes): one module whose child `s{k}` runs sample k; node ->
-sample comes from the nodes' nn_module_stack. Refusals and missing converters are read per sample
-from the captured graph and the other samples lowered again together; a batch that fails in any
-other way is halved until the culprit is alone, and a wrong answer is retried alone: only a
-sample's own lowering marks it failed or uncapturable (`batch_size=1` lowers each sample alone).
+Batching. A capture costs ~0.5 s of fixed overhead (run_decompositions), so samples are lowered
+in batches of `batch_size` (across OpInfos and dtypes): one module whose child `s{k}` runs sample
+k, lowered with require_full=False; every node's sample is known (inputs by position, nodes by
+nn_module_stack). A sample with a node that has no converter or that a capability refuses is
+classified from the captured graph (the splitter's own oracle, `unsupported_reason`); a sample
+with a node that fell back for another reason (a converter or engine failure), or with a wrong
+answer, is lowered again alone with require_full=True, and only that lowering marks a sample
+failed or uncapturable. A batch that raises is split (the samples the error names go alone, else
+halves). A sample whose graph has an unconvertible node with a non-tensor result (.item()'s
+scalar, which the splitter would take for a size) is classified right after the batch's capture
+and the batch lowered without it. lower_to_trt's retries are bounded by the node count, so a
+converter that keeps failing ends as a crash, not a hang. `batch_size=1` lowers every sample
+alone, as the corpus is defined.
 """
 from __future__ import annotations
 
@@ -337,21 +350,62 @@ def _reaches_only_convertible(recorded: set[Any]) -> bool:
 
 
 # -- lowering ----------------------------------------------------------------------------------
+class _Screened(Exception):
+    """Raised right after a batch's capture: some sample has an op with no converter that the
+    splitter would not keep eager (an int/float result such as .item()'s, which it treats as a
+    size), so those samples are classified from the graph and the rest lowered without them."""
+
+    def __init__(self, verdicts: dict[int, tuple[str, str]]) -> None:
+        super().__init__("samples to take out first")
+        self.verdicts = verdicts
+
+
+class _Stuck(RuntimeError):
+    """lower_to_trt went on retrying conversions past one retry per node."""
+
+
+def _unconvertible_scalar(node: torch.fx.Node) -> bool:
+    return (node.op == "call_function" and node.target is not operator.getitem
+            and converters.lookup(node.target) is None and not isinstance(node.meta.get("val"), torch.Tensor))
+
+
 @contextlib.contextmanager
-def _spy_export() -> Iterator[list[Any]]:
-    """Record the programs lower_to_trt captures (so a refusal needs no second capture)."""
+def _watch(group: Sequence[_Prepared]) -> Iterator[list[Any]]:
+    """Within: the programs lower_to_trt captures are recorded (so a refusal needs no second
+    capture), a batch is screened (_Screened), and conversion retries are bounded (_Stuck)."""
+    import trt_lower.api as api
+
     programs: list[Any] = []
-    export = capture.export
+    export, stitch = capture.export, getattr(api, "stitch", None)
+    budget = [0]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        programs.append(export(*args, **kwargs))
-        return programs[-1]
+        program = export(*args, **kwargs)
+        programs.append(program)
+        budget[0] = len(program.graph.nodes) + 3
+        if len(group) > 1 and any(_unconvertible_scalar(n) for n in program.graph.nodes):
+            gm = capture.graph_module(program)  # without export's asserts (no converter either)
+            if any(_unconvertible_scalar(n) for n in gm.graph.nodes):
+                verdicts = _graph_verdicts(gm, group)
+                if verdicts is not None and any(kind != "ok" for kind, _ in verdicts.values()):
+                    raise _Screened(verdicts)
+        return program
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Stuck("lower_to_trt keeps retrying the conversion (a retry per node exceeded)")
+        return stitch(*args, **kwargs)  # type: ignore[misc]
 
     capture.export = spy  # type: ignore[assignment]
+    if stitch is not None:
+        api.stitch = bounded  # type: ignore[attr-defined]
     try:
         yield programs
     finally:
         capture.export = export  # type: ignore[assignment]
+        if stitch is not None:
+            api.stitch = stitch  # type: ignore[attr-defined]
 
 
 def _owners(gm: torch.fx.GraphModule, group: Sequence[_Prepared]) -> dict[torch.fx.Node, int]:
@@ -506,10 +560,15 @@ class Sweep:
         module = _Batch(group)
         inputs = [t for p in group for t in _clones(p.tensors)]
         self.lowerings += 1
-        with _spy_export() as programs:
+        with _watch(group) as programs:
             try:
                 lowered = trt_lower.lower_to_trt(module, inputs, backend="onnxruntime", require_full=solo,
                                                  min_block_size=1)
+            except _Screened as e:
+                for p in group:
+                    if e.verdicts[p.key][0] != "ok":
+                        self._result(p, *e.verdicts[p.key])
+                return self._lower([p for p in group if e.verdicts[p.key][0] == "ok"])
             except trt_lower.CaptureError as e:
                 if not solo:
                     return self._retry(group, "capture")
@@ -521,9 +580,14 @@ class Sweep:
                     return self._result(group[0], "failed", f"refused, but no node is: {_crash(e)}", "crash")
                 return self._result(group[0], kind, reason)
             except Exception as e:  # ConversionError, EngineBuildError, ONNX Runtime, anything
+                gm = capture.graph_module(programs[-1]) if programs else None
                 if not solo:
-                    gm = capture.graph_module(programs[-1]) if programs else None
                     return self._retry(group, type(e).__name__, e, gm)
+                verdicts = _graph_verdicts(gm, group) if gm is not None else None
+                if verdicts is not None and verdicts[group[0].key][0] == "not_covered":
+                    # An op without converter that the splitter put in an engine anyway.
+                    kind, reason = verdicts[group[0].key]
+                    return self._result(group[0], kind, f"{reason} (lowering raised {_crash(e)})")
                 return self._result(group[0], "failed", _crash(e), "crash")
         gm = capture.graph_module(programs[-1])
         verdicts = _graph_verdicts(gm, group)

@@ -6,6 +6,7 @@ from typing import Any, Callable
 import onnx
 
 from converters import target, trt_support
+from converters.weights import OnnxSegment
 
 
 class SupportAudit:
@@ -23,11 +24,11 @@ class SupportAudit:
         self.found += problems
         return problems
 
-    def wrap(self, segment_onnx: Callable[..., onnx.ModelProto]) -> Callable[..., onnx.ModelProto]:
-        def audited(*args: Any, **kwargs: Any) -> onnx.ModelProto:
-            model = segment_onnx(*args, **kwargs)
-            self.check(model)
-            return model
+    def wrap(self, segment_onnx: Callable[..., OnnxSegment]) -> Callable[..., OnnxSegment]:
+        def audited(*args: Any, **kwargs: Any) -> OnnxSegment:
+            segment = segment_onnx(*args, **kwargs)
+            self.check(segment.model)
+            return segment
 
         return audited
 

@@ -95,6 +95,13 @@ REGRESSIONS = {
     "prelu-0d": (lambda x, w: F.prelu(x, w), lambda: (torch.tensor(-2.0), torch.tensor([0.25]))),
     "pixel-shuffle-int": (lambda x: F.pixel_shuffle(x, 2), lambda: (torch.randint(-9, 9, (1, 8, 2, 3)),)),
     "pixel-unshuffle-empty": (lambda x: F.pixel_unshuffle(x, 1), lambda: (torch.randn(1, 1, 1, 0),)),
+    "cat-all-empty": (lambda x, y: torch.cat([x, y]), lambda: (torch.randn(0), torch.randn(0))),
+    "cat-skips-legacy-empty": (lambda x, y: torch.cat([x, y], 1), lambda: (torch.randn(0), torch.randn(2, 3))),
+    # Were refused as float-only; rounding an integer is the identity, clamping one is Max/Min.
+    "floor-int": (torch.floor, lambda: (torch.randint(-9, 9, (5,)),)),
+    "round-int": (torch.round, lambda: (torch.randint(-9, 9, (5,)),)),
+    "trunc-int": (torch.trunc, lambda: (torch.randint(-9, 9, (5,)),)),
+    "hardtanh-int": (lambda x: F.hardtanh(x, -2, 3), lambda: (torch.randint(-9, 9, (5,)),)),
 }
 
 

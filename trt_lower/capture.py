@@ -6,6 +6,8 @@ import warnings
 from typing import Any, Sequence
 
 import torch
+from torch.export import _unlift
+from torch.export.graph_signature import InputKind, OutputKind
 
 from trt_lower.decompositions import decomposition_table
 from trt_lower.spec import TensorSpec
@@ -110,10 +112,42 @@ _ASSERTS = frozenset({
 })
 
 
+def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
+    """program.module(), less what lowering does not use: that deep-copies the graph, FakeTensor
+    metadata included, and records every node's provenance, about half of lowering's own time on
+    ResNet-50. A shallow copy of the nodes does here (their metadata is only read). Programs that
+    mutate state or carry effect tokens or script objects take the full way."""
+    sig = program.graph_signature
+    if (sig.input_tokens or sig.output_tokens or sig.lifted_custom_objs
+            or any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs)):
+        return program.module(check_guards=False)
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(program.graph, copies))
+    lifted = {s.arg.name: s.target for s in sig.input_specs
+              if s.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)}
+    for old in program.graph.find_nodes(op="placeholder"):
+        if old.name in lifted:
+            node = copies[old]
+            with graph.inserting_after(node):
+                attr = graph.get_attr(lifted[old.name])
+            attr.meta = node.meta
+            node.replace_all_uses_with(attr)
+            graph.erase_node(node)
+    call = program.module_call_graph[0].signature
+    graph._codegen = _unlift._get_codegen(program.call_spec.in_spec, program.call_spec.out_spec,
+                                          call.forward_arg_names if call else None)
+    root = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+    for name, child in program.graph_module.named_children():  # torch.cond's branches...
+        root.add_module(name, child)
+    _unlift._register_attrs_to_new_gm(root, sig, program.state_dict, program.constants)
+    return torch.fx.GraphModule(root, graph)
+
+
 def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """A fresh GraphModule of `program` (weights as get_attr), without export's runtime checks
     (`_guards_fn` and assertion nodes): stitching installs an InputGuard instead."""
-    gm = program.module(check_guards=False)
+    gm = _unlifted(program)
     for node in reversed(gm.graph.nodes):
         if node.target in _ASSERTS:
             gm.graph.erase_node(node)

@@ -14,6 +14,7 @@ from converters import target, trt_support
 from converters.float64 import narrow_float64
 from converters.graph import ConversionError, segment_to_onnx
 from converters.precision import to_fp16
+from converters.weights import OnnxSegment
 from splitter.partition import Split, is_compute
 from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
@@ -72,11 +73,11 @@ class UnsupportedOnnx(Exception):
 
 
 def segment_onnx(sub: torch.fx.GraphModule, name: str, constants: dict[str, torch.Tensor],
-                 precision: str) -> onnx.ModelProto:
+                 precision: str) -> OnnxSegment:
     """The ONNX an engine is built from: the converters' output, float64 computed as float32
     (TensorRT has none), and with precision="fp16" the fp16 rewrite."""
-    model = narrow_float64(segment_to_onnx(sub, name, constants))
-    return to_fp16(model) if precision == "fp16" else model
+    segment = narrow_float64(segment_to_onnx(sub, name, constants))
+    return to_fp16(segment) if precision == "fp16" else segment
 
 
 def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto) -> None:
@@ -132,7 +133,8 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: L
             runtime_args.append(arg)
             runtime_placeholders.append(ph)
 
-    model = segment_onnx(sub, name, constants, settings.precision)
+    onnx_segment = segment_onnx(sub, name, constants, settings.precision)
+    model = onnx_segment.model
     _check_support(sub, model)
     out_node = next(n for n in sub.graph.nodes if n.op == "output")
     results = out_node.args[0]
@@ -141,10 +143,9 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: L
     inputs = tuple(TensorSig.of(vi.name, ph, symbols) for vi, ph in zip(model.graph.input, runtime_placeholders))
     outputs = tuple(TensorSig.of(vi.name, n, symbols) for vi, n in zip(model.graph.output, out_nodes))
 
-    onnx_bytes = model.SerializeToString()
     segment_nodes = [n.name for n in sub.graph.nodes if n.op == "call_function"]
     start = time.perf_counter()
-    module, cache_hit = engine_module(name, onnx_bytes, inputs, outputs, tuple_output, backend=backend,
+    module, cache_hit = engine_module(name, onnx_segment, inputs, outputs, tuple_output, backend=backend,
                                       nodes=segment_nodes, settings=settings)
     session_s = time.perf_counter() - start
     call.args = tuple(runtime_args)

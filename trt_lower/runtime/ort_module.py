@@ -1,10 +1,9 @@
-"""OrtEngineModule: one engine segment executed by ONNX Runtime, zero-copy on torch tensors."""
+"""OrtEngineModule: one engine segment executed by ONNX Runtime on torch tensors' memory."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from converters.builder import numpy_type
+from converters.weights import OnnxSegment
 from trt_lower.engine.onnxruntime import create_session
 from trt_lower.runtime.signature import TensorSig, check_inputs
 
@@ -19,53 +18,46 @@ _ORT_DTYPES = {
 }
 
 
-class OrtEngineModule(torch.nn.Module):
-    """Runs the segment's ONNX bytes with I/O bound to torch tensors' memory (CPU).
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
 
-    Static outputs are allocated by torch and ONNX Runtime writes into them. Outputs whose shape
-    varies with the inputs, and calls with empty tensors (which have no address to bind), go
-    through ONNX Runtime's own allocation and are copied into torch tensors. Where the engine's
-    I/O dtype differs from the segment's (float64 runs as float32), tensors are cast on the way
-    in and back on the way out.
+
+class OrtEngineModule(torch.nn.Module):
+    """Runs the segment's ONNX bytes on torch tensors (CPU) without copying them.
+
+    Inputs go to ONNX Runtime as numpy views of the tensors' memory; ONNX Runtime allocates the
+    outputs and hands their buffers over to numpy, which torch.from_numpy wraps. (`run` costs
+    less per call than an IOBinding: ~0.1 ms against ~0.3 ms with its Python wrapper.) Where the
+    engine's I/O dtype differs from the segment's (float64 runs as float32), tensors are cast on
+    the way in and back on the way out.
     """
 
-    def __init__(self, name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...],
+    def __init__(self, name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...],
                  outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
         super().__init__()
         self.name = name
-        self.onnx_bytes = onnx_bytes
+        self.segment = segment
         self.inputs = inputs
         self.outputs = outputs
         self.tuple_output = tuple_output
-        self._session = create_session(onnx_bytes)
+        self._session = create_session(segment.model.SerializeToString(), segment.weights)
         self._dtypes = {a.name: _ORT_DTYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
-        self._np_types = {name: np.dtype(numpy_type(dtype)) for name, dtype in self._dtypes.items()}
-        self._static_outputs = all(s.is_static for s in outputs) and all(0 not in s.shape for s in outputs)
+        self._output_names = [sig.name for sig in outputs]
+
+    @property
+    def onnx_bytes(self) -> bytes:
+        """The engine's ONNX, self-contained (serialized with its weights on each access)."""
+        return self.segment.to_bytes()
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         check_inputs(self.name, self.inputs, tensors, "cpu")
-        # Keep the contiguous copies alive until the run has read them.
-        args = [t.to(self._dtypes[sig.name]).contiguous() for sig, t in zip(self.inputs, tensors)]
-        if any(t.numel() == 0 for t in args):
-            feeds = {sig.name: t.numpy() for sig, t in zip(self.inputs, args)}
-            return self._results(tuple(torch.from_numpy(a) for a in self._session.run(None, feeds)))
-        binding = self._session.io_binding()
-        for sig, t in zip(self.inputs, args):
-            binding.bind_input(sig.name, "cpu", 0, self._np_types[sig.name], tuple(t.shape), t.data_ptr())
-        if self._static_outputs:
-            results = tuple(torch.empty(sig.shape, dtype=self._dtypes[sig.name]) for sig in self.outputs)
-            for sig, t in zip(self.outputs, results):
-                binding.bind_output(sig.name, "cpu", 0, self._np_types[sig.name], sig.shape, t.data_ptr())
-            self._session.run_with_iobinding(binding)
-        else:
-            for sig in self.outputs:
-                binding.bind_output(sig.name, "cpu")
-            self._session.run_with_iobinding(binding)
-            results = tuple(torch.from_numpy(v.numpy()) for v in binding.get_outputs())
-        return self._results(results)
+        # The numpy views keep the (cast, contiguous) tensors alive until the run has read them.
+        feeds = {sig.name: _as(t, self._dtypes[sig.name]).contiguous().numpy() for sig, t in zip(self.inputs, tensors)}
+        results = self._session.run(self._output_names, feeds)
+        return self._results(tuple(torch.from_numpy(a) for a in results))
 
     def _results(self, results: tuple[torch.Tensor, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        results = tuple(t.to(sig.dtype) for sig, t in zip(self.outputs, results))
+        results = tuple(_as(t, sig.dtype) for sig, t in zip(self.outputs, results))
         return results if self.tuple_output else results[0]
 
     def extra_repr(self) -> str:
