@@ -105,7 +105,7 @@ def _static_ceil_mode(n: int, at: int) -> Any:
 # -- max pooling (values only: TensorRT's MaxPool has no Indices output) ---------------------
 @converter(
     aten.max_pool2d_with_indices.default,
-    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4)),
+    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _static_ceil_mode(2, at=5)),
 )
 def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
@@ -142,7 +142,8 @@ def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
     return _avg_pool(b, x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-@converter(aten.avg_pool2d.default, capability=all_of(float_inputs, _no_divisor_override(at=6)))
+@converter(aten.avg_pool2d.default,
+           capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(2, at=4)))
 def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Value:
@@ -164,15 +165,6 @@ def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 
 # -- adaptive pooling: even windows only -----------------------------------------------------
-def _adaptive_divisible(node: torch.fx.Node) -> Optional[str]:
-    in_shape = node.args[0].meta["val"].shape[-2:]  # type: ignore[union-attr]
-    out_size = node.args[1]
-    for i, o in zip(in_shape, out_size):  # type: ignore[arg-type]
-        if o != 1 and i % o:
-            return f"adaptive pooling from {tuple(in_shape)} to {tuple(out_size)} has uneven windows"  # type: ignore[arg-type]
-    return None
-
-
 def _even_windows(n: int) -> Any:
     def check(node: torch.fx.Node) -> Optional[str]:
         in_shape = node.args[0].meta["val"].shape[-n:]  # type: ignore[union-attr]
@@ -201,7 +193,7 @@ def adaptive_avg_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -
     return _adaptive(b, "AveragePool", x, 1, output_size)
 
 
-@converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _adaptive_divisible))
+@converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _even_windows(2)))
 def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
     """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 2, output_size)

@@ -99,6 +99,22 @@ def test_shape_ops_under_dynamic_dims() -> None:
         torch.testing.assert_close(lowered(x), model(x))
 
 
+@pytest.mark.parametrize("pool", [
+    lambda x: torch.nn.functional.max_pool2d(x, 3, 2, ceil_mode=True),
+    lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True),
+    lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)),
+], ids=["max_pool2d-ceil", "avg_pool2d-ceil", "adaptive_avg_pool2d"])
+def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: object) -> None:
+    """ceil_mode's dropped last window and adaptive windows are computed from the spatial sizes."""
+    model = Fn(lambda x: torch.relu(pool(x)) + 1)  # type: ignore[operator]
+    spec = trt_lower.TensorSpec((1, 2, 6, 6), (2, 2, 9, 12), (4, 2, 12, 12))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
+    reasons = [f.reason for f in lowered.report.fallbacks if "pool" in f.op]
+    assert reasons and all("ceil_mode over dynamic" in r or "uneven windows" in r for r in reasons), \
+        str(lowered.report)
+    _check_sizes(model, lowered, [(1, 2, 6, 6), (2, 2, 9, 12), (3, 2, 12, 7)], torch.randn)
+
+
 @pytest.mark.parametrize("args, message", [
     (((1, 2), (2,), (3, 2)), "one rank"),
     (((4, 2), (2, 2), (8, 2)), "min <= opt <= max"),
