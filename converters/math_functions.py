@@ -262,10 +262,20 @@ def atan2(b: GraphBuilder, y: Value, x: Value) -> Value:
 
 @converter(aten.hypot.default)
 def hypot(b: GraphBuilder, x: Value, y: Value) -> Value:
-    """hypot(Tensor self, Tensor other) -> Tensor  (overflows where x² does: |x| > 1.8e19 in fp32)"""
+    """hypot(Tensor self, Tensor other) -> Tensor
+
+    As big * sqrt(1 + (small / big)²), which does not overflow where x² would; as C's hypot, an
+    infinite operand wins over a NaN one.
+    """
     dtype = b.out.dtype
-    xv, yv = _as_out(b, x), _as_out(b, y)
-    return b.op("Sqrt", b.op("Add", b.op("Mul", xv, xv), b.op("Mul", yv, yv)), dtype=dtype)
+    ax, ay = b.op("Abs", _as_out(b, x)), b.op("Abs", _as_out(b, y))
+    big, small = b.op("Max", ax, ay), b.op("Min", ax, ay)
+    ratio = b.op("Div", small, big)
+    out = b.op("Mul", big, b.op("Sqrt", b.op("Add", b.const(1, dtype), b.op("Mul", ratio, ratio))))
+    out = b.op("Where", b.op("Equal", big, b.const(0, dtype)), b.const(0, dtype), out)  # not 0 / 0
+    out = b.op("Where", b.op("Or", b.op("IsNaN", ax), b.op("IsNaN", ay)), b.const(math.nan, dtype), out)
+    inf = b.const(math.inf, dtype)
+    return b.op("Where", b.op("Or", b.op("Equal", ax, inf), b.op("Equal", ay, inf)), inf, out, dtype=dtype)
 
 
 @converter(aten.copysign.Tensor)

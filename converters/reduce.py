@@ -201,15 +201,21 @@ def _orderable(node: torch.fx.Node) -> Optional[str]:
 
 
 def _arg(b: GraphBuilder, op_type: str, x: Value, dim: int | None, keepdim: bool) -> Value:
-    """The first index of the extreme (select_last_index=0, as torch documents)."""
+    """The first index of the extreme (select_last_index=0, as torch documents). A NaN is the
+    extreme of a float slice for both, as in torch: ONNX leaves where NaNs go open."""
     x = b.cast(x, _ordered(x))
-    if dim is None or x.rank == 0:
-        flat = b.op("Reshape", x, b.ints([-1]))
-        index = b.op(op_type, flat, axis=0, keepdims=0, dtype=torch.int64)
-        if keepdim and x.rank > 0:
-            index = b.op("Reshape", index, b.ints([1] * x.rank), dtype=torch.int64)
-        return index
-    return b.op(op_type, x, axis=normalize_dim(dim, x.rank), keepdims=int(keepdim), dtype=torch.int64)
+    flat = dim is None or x.rank == 0
+    v = b.op("Reshape", x, b.ints([-1])) if flat else x
+    axis, keep = (0, 0) if flat else (normalize_dim(dim, x.rank), int(keepdim))  # type: ignore[arg-type]
+    index = b.op(op_type, v, axis=axis, keepdims=keep, dtype=torch.int64)
+    if x.dtype is not None and x.dtype.is_floating_point:
+        nans = b.op("Cast", b.op("IsNaN", v), to=onnx_type(x.dtype), dtype=x.dtype)
+        first_nan = b.op("ArgMax", nans, axis=axis, keepdims=keep)
+        any_nan = b.op("Greater", b.op("ReduceMax", nans, axes=[axis], keepdims=keep), b.const(0, x.dtype))
+        index = b.op("Where", any_nan, first_nan, index, dtype=torch.int64)
+    if flat and keepdim and x.rank > 0:
+        index = b.op("Reshape", index, b.ints([1] * x.rank), dtype=torch.int64)
+    return index
 
 
 @converter(aten.argmax.default, capability=_orderable)

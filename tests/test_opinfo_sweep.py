@@ -7,6 +7,7 @@ bench/opinfo_sweep.py (the per-op table, a full run: --full).
 """
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -97,6 +98,13 @@ REGRESSIONS = {
     "pixel-unshuffle-empty": (lambda x: F.pixel_unshuffle(x, 1), lambda: (torch.randn(1, 1, 1, 0),)),
     "cat-all-empty": (lambda x, y: torch.cat([x, y]), lambda: (torch.randn(0), torch.randn(0))),
     "cat-skips-legacy-empty": (lambda x, y: torch.cat([x, y], 1), lambda: (torch.randn(0), torch.randn(2, 3))),
+    # From the full sweep (beyond the CI cap): overflow-free hypot, NaN as the argmax/argmin.
+    "hypot-extremes": (torch.hypot, lambda: (torch.tensor([3.4e38, 1.0, 3.4e38, -3.4e38, 1.0, math.inf, -math.inf, 0.0, 3.0]),
+                                             torch.tensor([1.0, 3.4e38, 3.4e38, 1.0, -3.4e38, math.nan, math.nan, 0.0, 4.0]))),
+    "argmax-nan": (lambda x: (x.argmax(0, keepdim=True), x.argmax(-1), x.argmax()),
+                   lambda: (torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.nan, math.nan], [0.0, 5.0, -1.0]]),)),
+    "argmin-nan": (lambda x: (x.argmin(0), x.argmin(-1, keepdim=True), x.argmin()),
+                   lambda: (torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.nan, math.nan], [0.0, 5.0, -1.0]]),)),
     # Were refused as float-only; rounding an integer is the identity, clamping one is Max/Min.
     "floor-int": (torch.floor, lambda: (torch.randint(-9, 9, (5,)),)),
     "round-int": (torch.round, lambda: (torch.randint(-9, 9, (5,)),)),
