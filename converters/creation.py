@@ -59,6 +59,43 @@ def constant_grid(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
     return _computed(b, *args, **kwargs)
 
 
+def _linspace_capability(node: torch.fx.Node) -> Optional[str]:
+    steps = node_arg(node, 2, "steps")
+    if not isinstance(steps, int):
+        return "linspace with a dynamic number of steps"
+    if not node.meta["val"].dtype.is_floating_point:
+        # torch computes integer linspace in float64: in float32, 0..7 in 50 steps gives
+        # 3.9999998 at i=28, truncated to 3 where torch gives 4.
+        return "integer linspace with run-time bounds (torch computes it in float64, TensorRT has none)"
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dim() != 0:
+            return f"linspace bound {arg.name} is not 0-d"
+    return None
+
+
+@converter(aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
+           capability=_linspace_capability)
+def linspace_tensor(b: GraphBuilder, start: Value | float, end: Value | float, steps: int, **kwargs: Any) -> Value:
+    """linspace.Tensor_Tensor(Tensor start, Tensor end, int steps, *, ScalarType? dtype=None, ...) -> Tensor
+    (and the .Tensor_Scalar / .Scalar_Tensor mixes: 0-d bounds known at run time)
+
+    torch's symmetric formula in the result dtype: step = (end - start) / (steps - 1), element i
+    is start + i * step for i < steps // 2 and end - (steps - 1 - i) * step after.
+    """
+    dtype = b.out.dtype
+    start = b.cast(start, dtype) if isinstance(start, Value) else b.const(start, dtype)
+    end = b.cast(end, dtype) if isinstance(end, Value) else b.const(end, dtype)
+    if steps <= 1:
+        return b.op("Reshape", start, b.ints([1]), dtype=dtype, shape=(1,)) if steps else b.const(np.zeros([0]), dtype)
+    step = b.op("Div", b.op("Sub", end, start, dtype=dtype), b.const(steps - 1, dtype), dtype=dtype)
+    half = steps // 2
+    head = b.op("Add", start, b.op("Mul", step, b.const(np.arange(half), dtype), dtype=dtype), dtype=dtype)
+    back = b.const(np.arange(steps - 1 - half, -1, -1), dtype)
+    tail = b.op("Sub", end, b.op("Mul", step, back, dtype=dtype), dtype=dtype)
+    return b.op("Concat", head, tail, axis=0, dtype=dtype, shape=(steps,))
+
+
 # -- filled tensors --------------------------------------------------------------------------
 def _expanded(b: GraphBuilder, shape: Value, fill: Any) -> Value:
     """`fill` broadcast over `shape` (a 1-D int64 value)."""

@@ -56,6 +56,8 @@ def roll(b: GraphBuilder, x: Value, shifts: Sequence[int], dims: Sequence[int] =
     assert x.shape is not None
     if not dims:
         numel = static_numel(x.shape)
+        if not numel or shifts[0] % numel == 0:  # empty or a whole turn: nothing moves
+            return b.op("Identity", x, dtype=x.dtype)
         flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype, shape=(numel,))
         rolled = _roll_one(b, flat, shifts[0], 0, numel)  # type: ignore[arg-type]
         return b.op("Reshape", rolled, b.op("Shape", x), dtype=x.dtype)

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import torch
 
 from converters._common import all_of, constant_args, float_inputs, only_first_output_used
-from converters._dims import node_arg
+from converters._dims import node_arg, static_numel
 from converters.builder import GraphBuilder, Value
 from converters.registry import converter
 
@@ -83,8 +83,15 @@ def _per_channel(b: GraphBuilder, y: Value, rank: int, weight: Value | None, bia
 
 def _group_norm(b: GraphBuilder, x: Value, groups: int, weight: Value | None, bias: Value | None,
                 eps: float) -> Value:
-    """Statistics over (C/groups, *) per sample and group: (N, C, *) -> (N, groups, rest)."""
-    grouped = b.op("Reshape", x, b.ints([0, groups, -1]), dtype=x.dtype)  # 0: keep N
+    """Statistics over (C/groups, *) per sample and group: (N, C, *) -> (N, groups, rest).
+
+    The target shape names `rest` rather than -1 where it is static: ONNX cannot infer a -1 when
+    another dim is 0 (an empty batch). The 0 copies N, empty or not (no allowzero needed).
+    """
+    assert x.shape is not None
+    rest = static_numel(x.shape[1:])  # never 0: torch requires C > 0 and HxW > 0
+    target = [0, groups, -1 if rest is None else rest // groups]
+    grouped = b.op("Reshape", x, b.ints(target), dtype=x.dtype)  # 0: keep N
     normalized = b.op("Reshape", _standardize(b, grouped, [2], eps), b.op("Shape", x), dtype=x.dtype)
     return _per_channel(b, normalized, x.rank, weight, bias)
 

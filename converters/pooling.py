@@ -1,9 +1,14 @@
 """Max/average pooling in 1d, 2d and 3d, and adaptive pooling.
 
 TensorRT pools 2-D and 3-D windows only, so 1d pooling runs as 2-D over (N, C, 1, L). Unbatched
-(C, *) inputs get a batch dim for the ONNX op. With ceil_mode, ONNX keeps a last window that
-starts inside the right padding where torch drops it; the extra output is sliced off, which needs
-static spatial sizes.
+(C, *) inputs get a batch dim for the ONNX op.
+
+ceil_mode (static spatial sizes needed): ONNX's keeps a last window that starts inside the right
+padding where torch drops it, and ONNX Runtime's kernels drop it while its shape inference keeps
+it, which breaks its memory planning in larger graphs. Where the two counts differ, the pool runs
+in floor mode with the right padding extended to torch's count: exact for max pooling and for
+averages without padding in the divisor; an average that counts padding is refused when the
+extension would reach its divisor.
 """
 from __future__ import annotations
 
@@ -52,25 +57,33 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
         y = b.op("Unsqueeze", y, b.ints([2]))
         squeeze.append(2)
         attrs, in_spatial, out_spatial = _lift_1d(attrs), [1, *in_spatial], [1, *out_spatial]
+    if attrs.get("ceil_mode") and _onnx_ceil_count(attrs, in_spatial) != [int(o) for o in out_spatial]:
+        attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, in_spatial, out_spatial))
     y = b.op(op_type, y, **attrs)
-    if attrs.get("ceil_mode"):
-        y = _drop_windows_in_padding(b, y, in_spatial, out_spatial, attrs)
     if squeeze:
         y = b.op("Squeeze", y, b.ints(sorted(squeeze)))
     return Value(y.name, x.dtype)
 
 
-def _drop_windows_in_padding(b: GraphBuilder, y: Value, in_spatial: list[int], out_spatial: list[int],
-                             attrs: dict[str, Any]) -> Value:
-    onnx_out = [
-        -(-(i + 2 * p - k) // s) + 1
-        for i, p, k, s in zip(in_spatial, attrs["pads"], attrs["kernel_shape"], attrs["strides"])
-    ]
-    want = [int(d) for d in out_spatial]
-    if onnx_out == want:
-        return y
-    axes = list(range(2, 2 + len(want)))
-    return b.op("Slice", y, b.ints([0] * len(axes)), b.ints(want), b.ints(axes))
+def _onnx_ceil_count(attrs: dict[str, Any], in_spatial: Sequence[int]) -> list[int]:
+    """The window counts ONNX's ceil_mode shape inference gives."""
+    return [-(-(int(i) + p + q - k) // s) + 1 for i, p, q, k, s in
+            zip(in_spatial, attrs["pads"], attrs["pads"][len(in_spatial):], attrs["kernel_shape"], attrs["strides"])]
+
+
+def _floor_pads(attrs: dict[str, Any], in_spatial: Sequence[int], out_spatial: Sequence[int]) -> list[int]:
+    """Pads with which floor mode yields torch's ceil_mode window counts `out_spatial`."""
+    n = len(in_spatial)
+    pads = list(attrs["pads"])
+    for d, (i, o, k, s) in enumerate(zip(in_spatial, out_spatial, attrs["kernel_shape"], attrs["strides"])):
+        pads[n + d] = max(pads[n + d], _end_pad_needed(int(i), int(o), k, s, pads[d]))
+    return pads
+
+
+def _end_pad_needed(size: int, out: int, kernel: int, stride: int, begin_pad: int) -> int:
+    """The right padding that makes `out` windows fit in floor mode (the last one starts at
+    (out - 1) * stride - begin_pad, before the input's end, so this stays below `kernel`)."""
+    return (out - 1) * stride + kernel - size - begin_pad
 
 
 # -- capability checks, by argument position -------------------------------------------------
@@ -97,6 +110,31 @@ def _static_ceil_mode(n: int, at: int) -> Any:
         x = node.args[0].meta["val"]  # type: ignore[union-attr]
         if node_arg(node, at, "ceil_mode", False) and not all(is_static(d) for d in x.shape[-n:]):
             return "ceil_mode over dynamic spatial dims"
+        return None
+
+    return check
+
+
+def _ceil_within_padding(n: int) -> Any:
+    """avg_pool's ceil_mode with count_include_pad, where ONNX's count is not torch's: the last
+    window must end within the padding (torch's divisor counts only up to `padding`, the extended
+    padding of floor mode would be counted)."""
+    def check(node: torch.fx.Node) -> Optional[str]:
+        if not (node_arg(node, 4, "ceil_mode", False) and node_arg(node, 5, "count_include_pad", True)):
+            return None
+        x = node.args[0].meta["val"]  # type: ignore[union-attr]
+        out = node.meta["val"]
+        if not all(is_static(d) for d in (*x.shape[-n:], *out.shape[-n:])):
+            return None  # _static_ceil_mode refuses it
+        attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),  # type: ignore[arg-type]
+                       node_arg(node, 3, "padding", 0), True)  # type: ignore[arg-type]
+        if _onnx_ceil_count(attrs, x.shape[-n:]) == [int(o) for o in out.shape[-n:]]:
+            return None
+        pads = attrs["pads"][:n]
+        for i, o, k, s, p in zip(x.shape[-n:], out.shape[-n:], attrs["kernel_shape"], attrs["strides"], pads):
+            if _end_pad_needed(int(i), int(o), k, s, p) > p:
+                return ("ceil_mode with count_include_pad=True whose last window reaches past the padding "
+                        "(ONNX would count the extra positions in its divisor)")
         return None
 
     return check
@@ -134,7 +172,8 @@ def _avg_pool(b: GraphBuilder, x: Value, n: int, kernel_size: Sequence[int], str
     return _pool(b, "AveragePool", x, n, dict(attrs, count_include_pad=int(count_include_pad)))
 
 
-@converter(aten.avg_pool1d.default, capability=all_of(float_inputs, _static_ceil_mode(1, at=4)))
+@converter(aten.avg_pool1d.default,
+           capability=all_of(float_inputs, _static_ceil_mode(1, at=4), _ceil_within_padding(1)))
 def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True) -> Value:
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False,
@@ -143,7 +182,8 @@ def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 
 @converter(aten.avg_pool2d.default,
-           capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(2, at=4)))
+           capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(2, at=4),
+                              _ceil_within_padding(2)))
 def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Value:
@@ -154,7 +194,8 @@ def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 @converter(
     aten.avg_pool3d.default,
-    capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(3, at=4)),
+    capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(3, at=4),
+                      _ceil_within_padding(3)),
 )
 def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import converters
-from harness import engine_ops, lower_and_compare
+import trt_lower
+from harness import Fn, engine_ops, lower_and_compare
 from trt_lower import capture
 
 aten = torch.ops.aten
@@ -431,6 +432,7 @@ CASES: list[Case] = [
     Case(aten.roll.default, lambda x: x.roll(1, -1), lambda: (r(2, 5),)),
     Case(aten.roll.default, lambda x: x.roll((-2, 7), (0, 1)), lambda: (ri(3, 4),), id="two-dims-wrap"),
     Case(aten.roll.default, lambda x: x.roll(4), lambda: (r(2, 3),), id="flat"),
+    Case(aten.roll.default, lambda x: x.roll(2), lambda: (r(0, 0, 0),), id="flat-empty"),
     Case(aten.stack.default, lambda x, y: torch.stack([x, y], 1), lambda: (r(2, 3), r(2, 3))),
     Case(aten.stack.default, lambda x, y: torch.stack([x, y], -1), lambda: (ri(2), ri(2)), id="int-last"),
     Case(aten.unbind.int, lambda x: [t * 2 for t in x.unbind(1)], lambda: (r(2, 3, 4),)),
@@ -459,6 +461,10 @@ CASES: list[Case] = [
     Case(aten.fill.Scalar, lambda x: x.clone().fill_(2.0) * x, lambda: (r(2, 3),)),
     Case(aten.fill.Tensor, lambda x, v: x.clone().fill_(v), lambda: (ri(2, 3), r(())), id="cast"),
     Case(aten.linspace.default, lambda x: x + torch.linspace(0, 1, 6), lambda: (r(6),)),
+    Case(aten.linspace.Tensor_Tensor, lambda s, e: torch.linspace(s, e, 51),
+         lambda: (torch.tensor(-83.0), torch.tensor(22.0))),
+    Case(aten.linspace.Tensor_Scalar, lambda s: torch.linspace(s, 3, 9), lambda: (torch.tensor(-4.7),)),
+    Case(aten.linspace.Scalar_Tensor, lambda e: torch.linspace(-2.5, e, 7), lambda: (torch.tensor(4),)),
     Case(aten.eye.default, lambda x: x + torch.eye(3), lambda: (r(3, 3),)),
     Case(aten.eye.m, lambda x: x * torch.eye(2, 3, dtype=torch.int64), lambda: (ri(2, 3),)),
     Case(aten.one_hot.default, lambda i: F.one_hot(i, 5), lambda: (torch.tensor([[0, 3], [4, 1]]),)),
@@ -486,6 +492,8 @@ CASES: list[Case] = [
     # -- group/instance/RMS norm, batch statistics (normalization.py) ---------------------------
     Case(aten.group_norm.default, torch.nn.GroupNorm(2, 4), lambda: (r(2, 4, 3, 3),)),
     Case(aten.group_norm.default, lambda x: F.group_norm(x, 3), lambda: (r(2, 6, 5),), id="no-affine"),
+    Case(aten.group_norm.default, lambda x, w, b: F.group_norm(x, 1, w, b), lambda: (r(0, 2), r(2), r(2)),
+         id="empty-batch"),
     Case(aten.native_group_norm.default, lambda x, w, b: aten.native_group_norm.default(x, w, b, 2, 4, 9, 2, 1e-5)[0],
          lambda: (r(2, 4, 3, 3), r(4), r(4))),
     Case(aten.instance_norm.default, torch.nn.InstanceNorm2d(3, affine=True), lambda: (r(2, 3, 4, 4),)),
@@ -698,3 +706,13 @@ def test_every_converter_has_a_case() -> None:
     covered = {c.op for c in CASES} | COVERED_BY_DYNAMIC_SHAPE_TESTS
     missing = sorted(str(op) for op in converters.supported_ops() - covered)
     assert not missing, f"converters without a test case: {missing}"
+
+
+def test_integer_linspace_with_runtime_bounds_is_refused() -> None:
+    """torch computes it in float64; float32 would truncate 0..7 in 50 steps to 3 at i=28."""
+    fn = Fn(lambda s, e: torch.linspace(s, e, 50, dtype=torch.int64))
+    inputs = (torch.tensor(0), torch.tensor(7))
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.linspace.Tensor_Tensor"]
+    assert "integer linspace with run-time bounds" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
