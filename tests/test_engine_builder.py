@@ -44,11 +44,15 @@ def test_network_flags_per_version(trt_double: ModuleType, flags: int) -> None:
     assert trt_double.Runtime(logger).deserialize_cuda_engine(plan) is not None
 
 
-@pytest.mark.parametrize("trt_double, fp16_flag", [("8.6.1", True), ("10.4.0", True), ("11.0.0", False)],
+@pytest.mark.parametrize("trt_double, fp16_flag, network_flags",
+                         [("8.6.1", True, 1 << 0), ("10.4.0", False, 1 << 1), ("11.0.0", False, 0)],
                          indirect=["trt_double"])
-def test_fp16_is_a_builder_flag_up_to_10_and_strong_typing_on_11(trt_double: ModuleType, fp16_flag: bool) -> None:
+def test_fp16_is_a_builder_flag_on_8_6_and_strong_typing_after(trt_double: ModuleType, fp16_flag: bool,
+                                                               network_flags: int) -> None:
+    """8.6: EXPLICIT_BATCH network + FP16 flag; 10.x: STRONGLY_TYPED network; 11.x: always strong."""
     _builder().build_plan(_onnx(), PROFILES, BuildSettings(precision="fp16"), b"")
     assert bool(trt_double.state.last_build.builder_flags & 1 << 0) == fp16_flag
+    assert trt_double.state.last_build.network_flags == network_flags
 
 
 @pytest.mark.parametrize("trt_double", VERSIONS, indirect=True)

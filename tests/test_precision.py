@@ -111,10 +111,13 @@ def test_fp16_shares_constants_and_casts_correctly() -> None:
 
 @pytest.mark.parametrize("trt_double", ["10.4.0", "11.0.0"], indirect=True)
 def test_fp16_engine_on_tensorrt(trt_double: ModuleType) -> None:
-    """Through the TensorRT path: fp16 ONNX with float32 engine I/O; the FP16 flag up to 10.x."""
+    """Through the TensorRT path: fp16 ONNX with float32 engine I/O, built strongly typed (10.x
+    by the network flag, 11.x always), never with the FP16 builder flag."""
     model, x = Fn(lambda x: torch.softmax(torch.relu(x @ x.T) * 2, -1)), torch.randn(4, 8)
     lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", precision="fp16", min_block_size=1)
-    assert bool(trt_double.state.last_build.builder_flags & 1) == trt_double.__version__.startswith("10.")
+    assert not trt_double.state.last_build.builder_flags & 1
+    strongly_typed = trt_double.state.last_build.network_flags == 1 << 1
+    assert strongly_typed == trt_double.__version__.startswith("10.")
     torch.testing.assert_close(lowered(x), model(x), **FP16_TOL)
 
 

@@ -182,6 +182,8 @@ class NetworkDefinitionCreationFlag(_Enum, _NetworkDefinitionCreationFlag):
 
 NetworkDefinitionCreationFlag._define(EXPLICIT_BATCH=0, STRONGLY_TYPED=1)
 _EXPLICIT_BATCH = 1 << 0
+_STRONGLY_TYPED = 1 << 1
+_FP16 = 1 << 0  # BuilderFlag.FP16's bit in IBuilderConfig.flags
 
 
 # -- logging and plain data -------------------------------------------------------------------
@@ -444,6 +446,8 @@ class Builder(_Builder):
             return "the network is empty (was the ONNX parsed?)"
         if state.build_failure is not None:
             return state.build_failure
+        if network.flags & _STRONGLY_TYPED and config.flags & _FP16:
+            return "precision builder flags (FP16) are not allowed on a strongly typed network"
         inputs = {v.name: _static_shape(v) for v in _graph_inputs(network.model)}
         for profile in config.profiles:
             for name, (low, best, high) in profile.shapes.items():

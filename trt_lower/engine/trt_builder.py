@@ -3,8 +3,10 @@
 Version branches (shared/TRT_FACTS.md):
 - network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
   create_network(0); 11.x removed it.
-- fp16: the FP16 builder flag up to 10.x; 11.x removed the flag (every network is strongly
-  typed), so there fp16 must be in the ONNX itself.
+- fp16: the ONNX is typed fp16 with float32 islands (converters/precision.py). 10.x builds it
+  as a STRONGLY_TYPED network, so the islands stay float32 (the FP16 builder flag would let
+  TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing, only
+  the FP16 flag.
 """
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ class BuildFailure(Exception):
         self.fx_node = fx_node
 
 
-def network_flags(major: int) -> int:
+def network_flags(major: int, precision: str) -> int:
     if major < 10:
         return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    if major == 10 and precision == "fp16":
+        return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     return 0
 
 
@@ -78,7 +82,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     major, _ = version_tuple(trt.__version__)
     logger = TrtLogger()
     builder = trt.Builder(logger)
-    network = builder.create_network(network_flags(major))
+    network = builder.create_network(network_flags(major, settings.precision))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):
         raise _parse_failure(parser, onnx_bytes)
@@ -86,7 +90,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, settings.workspace_bytes)
     config.builder_optimization_level = settings.optimization_level
-    if settings.precision == "fp16" and major < 11:  # 11.x: the fp16 is in the (strongly typed) ONNX
+    if settings.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
         config.set_flag(trt.BuilderFlag.FP16)
     _use_timing_cache(config, timing_cache, logger)
     profile = builder.create_optimization_profile()
