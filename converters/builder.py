@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any, Iterable, Sequence, Union
 
 import numpy as np
 import onnx
@@ -78,6 +78,21 @@ class Value:
         return len(self.shape)
 
 
+class Names:
+    """Unique names within one graph: `fresh(hint)` is `hint`, else `hint_<i>` for the first free i."""
+
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self.used = set(taken)
+
+    def fresh(self, hint: str) -> str:
+        name, i = hint, 0
+        while name in self.used:
+            i += 1
+            name = f"{hint}_{i}"
+        self.used.add(name)
+        return name
+
+
 class GraphBuilder:
     """Accumulates the nodes, initializers and I/O of one ONNX graph.
 
@@ -93,17 +108,12 @@ class GraphBuilder:
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
         self.node: torch.fx.Node | None = None
-        self._used_names: set[str] = set()
+        self._names = Names()
         self._constants: dict[tuple[Any, ...], Value] = {}
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:
-        name, i = hint, 0
-        while name in self._used_names:
-            i += 1
-            name = f"{hint}_{i}"
-        self._used_names.add(name)
-        return name
+        return self._names.fresh(hint)
 
     # -- the FX node being converted -----------------------------------------------------------
     @property

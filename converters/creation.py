@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from converters._common import as_operand
 from converters._dims import node_arg
 from converters.builder import GraphBuilder, Value
 from converters.registry import converter
@@ -84,8 +85,7 @@ def linspace_tensor(b: GraphBuilder, start: Value | float, end: Value | float, s
     is start + i * step for i < steps // 2 and end - (steps - 1 - i) * step after.
     """
     dtype = b.out.dtype
-    start = b.cast(start, dtype) if isinstance(start, Value) else b.const(start, dtype)
-    end = b.cast(end, dtype) if isinstance(end, Value) else b.const(end, dtype)
+    start, end = as_operand(b, start, dtype), as_operand(b, end, dtype)
     if steps <= 1:
         return b.op("Reshape", start, b.ints([1]), dtype=dtype, shape=(1,)) if steps else b.const(np.zeros([0]), dtype)
     step = b.op("Div", b.op("Sub", end, start, dtype=dtype), b.const(steps - 1, dtype), dtype=dtype)

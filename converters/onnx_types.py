@@ -6,6 +6,8 @@ import math
 import onnx
 from onnx import helper
 
+from converters.weights import is_external
+
 # Weights above this many elements are handed to inference as typed graph inputs instead: their
 # values never decide a type or a shape, and copying them would cost more than inferring.
 _INLINE_ELEMENTS = 4096
@@ -20,8 +22,7 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
     graph = model.graph
     small, large = [], []
     for init in graph.initializer:
-        apart = init.data_location == onnx.TensorProto.EXTERNAL  # no values here to copy
-        (large if apart or math.prod(init.dims) > _INLINE_ELEMENTS else small).append(init)
+        (large if is_external(init) or math.prod(init.dims) > _INLINE_ELEMENTS else small).append(init)
     light = helper.make_model(
         helper.make_graph(
             graph.node, graph.name,

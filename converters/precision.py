@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from converters.builder import Names
 from converters.onnx_types import elem_types
 from converters.weights import OnnxSegment
 
@@ -66,25 +67,12 @@ def _retypable(node: onnx.NodeProto) -> bool:
     return node.op_type in ("Cast", "Constant", "ConstantOfShape")
 
 
-class _Names:
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        self.used = {n for node in graph.node for n in (*node.input, *node.output)}
-        self.used |= {v.name for v in (*graph.input, *graph.output, *graph.initializer)}
-
-    def fresh(self, hint: str) -> str:
-        name, i = hint, 0
-        while name in self.used:
-            i += 1
-            name = f"{hint}_{i}"
-        self.used.add(name)
-        return name
-
-
 def to_fp16(segment: OnnxSegment) -> OnnxSegment:
     """`segment` (float32) with fp16 compute as described above (in place; returned for chaining)."""
     graph = segment.model.graph
     types = elem_types(segment.model)
-    names = _Names(graph)
+    names = Names({n for node in graph.node for n in (*node.input, *node.output)}
+                  | {v.name for v in (*graph.input, *graph.output, *graph.initializer)})
     graph_outputs = {v.name for v in graph.output}
     initializers = {i.name: i for i in graph.initializer}
 

@@ -102,8 +102,8 @@ class TRTEngineModule(torch.nn.Module):
                 raise EngineInputError(f"{where} must be a tensor, got {type(t).__name__}")
             if t.dtype != sig.dtype:
                 raise EngineInputError(f"{where} must be {sig.dtype}, got {t.dtype}")
-            if self._dtypes[sig.name] == torch.int32 and t.dtype == torch.int64 and t.numel() and (
-                    t.min() < _INT32.min or t.max() > _INT32.max):
+            if self._dtypes[sig.name] == torch.int32 and t.dtype == torch.int64 and t.numel() and not (
+                    _INT32.min <= (bounds := t.aminmax()).min and bounds.max <= _INT32.max):
                 raise EngineInputError(f"{where} holds values outside int32, and TensorRT "
                                        f"{trt.__version__} engines take int64 as int32")
             low, high = self._ranges[sig.name]
