@@ -1,8 +1,8 @@
-"""The TensorRT version the converters emit for, visible to capability checks.
+"""TensorRT-version policy: the versions converters emit for, how an installed TensorRT's
+version maps to one, and what each allows (docs/tensorrt.md has the facts behind it).
 
-lower_to_trt sets it (the `trt_version` setting) around splitting and conversion; a capability
-check that depends on the version reads `current()` instead of taking it as an argument, so
-capability functions keep their one-argument signature.
+lower_to_trt sets the target (the `trt_version` setting) around splitting and conversion; a
+capability check that depends on the version reads `current()`.
 """
 from __future__ import annotations
 
@@ -19,8 +19,15 @@ VERSIONS = ("8.6", "10.4", "latest")
 # Without TensorRT installed: the newest version every GPU generation still has (V100 included).
 DEFAULT = "10.4"
 
-# Highest ONNX opset each version's parser reads (shared/TRT_FACTS.md); we emit opset 17.
+# Highest ONNX opset each version's parser reads (docs/tensorrt.md); we emit opset 17.
 _MAX_OPSET = {"8.6": 17, "10.4": 20, "latest": 24}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def parse_version(version: str) -> tuple[int, int]:
+    """(major, minor) of a TensorRT version string such as '10.4.0.26'; (0, 0) if it has none."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
 @dataclass(frozen=True)
@@ -47,11 +54,18 @@ class Target:
     def max_opset(self) -> int:
         return _MAX_OPSET[self.version]
 
+    def int32_reason(self, what: str, low: int, high: int) -> str | None:
+        """Why integer values in [low, high] (`what`) cannot be computed as they are: on a
+        target without native int64 (8.6 computes int64 as int32, clamping) when they do not
+        fit int32; None when they can."""
+        if self.int64_native or _INT32_MIN <= low <= high <= _INT32_MAX:
+            return None
+        return f"{what} does not fit int32, which {self.label} computes int64 in"
+
 
 def for_installed(version: str) -> str:
     """The target matching an installed TensorRT's `__version__` (e.g. '10.4.0.26' -> '10.4')."""
-    match = re.match(r"(\d+)\.(\d+)", version)
-    major, minor = (int(match[1]), int(match[2])) if match else (0, 0)
+    major, minor = parse_version(version)
     if major < 10:
         return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
     return "10.4" if (major, minor) < (10, 12) else "latest"

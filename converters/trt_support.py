@@ -1,6 +1,6 @@
 """What TensorRT's ONNX parser accepts, per target version, and a checker for emitted models.
 
-Sources: shared/TRT_FACTS.md (authoritative), onnx-tensorrt's docs/operators.md (10.15) and its
+Sources: docs/tensorrt.md, onnx-tensorrt's docs/operators.md (10.15) and its
 Changelog for when each op arrived (8.5: Mod, NonZero, Trilu, GridSample; 8.6: LayerNormalization,
 IsInf, INT32 ArgMax/TopK; 9.0: INT64 kept as INT64; 9.2: Hardmax; 10.0: ScatterElements
 `reduction`; 10.4: window ops; 10.5: STFT; 10.12: Einsum ellipsis). Only opset-17 ops are listed:
@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -28,7 +27,6 @@ F = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 I = frozenset({TensorProto.INT32, TensorProto.INT64})
 B = frozenset({TensorProto.BOOL})
 ANY = F | I | B
-_INT32 = np.iinfo(np.int32)
 # TopK's K must stay below this (operators.md).
 TOPK_MAX_K = 3840
 
@@ -270,12 +268,13 @@ def _int64_overflow(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> l
         if tensor.data_type != TensorProto.INT64 or not uses:
             continue
         values = numpy_helper.to_array(tensor)
-        if values.size == 0 or (values.min() >= _INT32.min and values.max() <= _INT32.max):
+        reason = values.size and target.int32_reason(f"int64 constant '{tensor.name}'", int(values.min()),
+                                                     int(values.max()))
+        if not reason:
             continue
         for node, index in uses:
             if not (node.op_type == "Slice" and index in (1, 2)):
-                found.append(Violation(node.name, node.op_type, f"int64 constant '{tensor.name}' holds values "
-                                       f"outside int32, which {target.label} computes int64 in"))
+                found.append(Violation(node.name, node.op_type, reason))
                 break
     return found
 

@@ -5,12 +5,11 @@ import functools
 import operator
 from typing import Iterable, Mapping, Optional
 
-import numpy as np
 import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
-from converters import target
+from converters.target import Target
 
 # Dtypes an engine may carry (README "Precision and dtypes"). float64 is computed as float32
 # (TensorRT has no float64 kernels; converters/float64.py). bf16 is not on V100 and no precision
@@ -18,7 +17,6 @@ from converters import target
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
-_INT32 = np.iinfo(np.int32)
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing.
 _CLAMPED_ARGS = {torch.ops.aten.slice.Tensor: (2, 3)}
 
@@ -46,29 +44,31 @@ def _dtype_reason(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
-def _int32_reason(node: torch.fx.Node) -> Optional[str]:
-    """On TensorRT 8.6, which computes int64 as int32 (clamping): int constants that do not fit."""
-    goal = target.current()
+def _int32_reason(node: torch.fx.Node, goal: Target) -> Optional[str]:
+    """Int arguments and int64 constants the target cannot compute as they are (8.6: int32)."""
     if goal.int64_native:
         return None
     clamped = _CLAMPED_ARGS.get(node.target, ())  # type: ignore[call-overload]
     args = [a for i, a in enumerate(node.args) if i not in clamped] + list(node.kwargs.values())
     for arg in args:
         for value in arg if isinstance(arg, (tuple, list)) else (arg,):
-            if isinstance(value, int) and not isinstance(value, bool) and not _INT32.min <= value <= _INT32.max:
-                return f"int value {value} does not fit int32, which {goal.label} computes int64 in"
-            if isinstance(value, torch.fx.Node) and value.op == "get_attr":
+            reason = None
+            if isinstance(value, int) and not isinstance(value, bool):
+                reason = goal.int32_reason(f"int value {value}", value, value)
+            elif isinstance(value, torch.fx.Node) and value.op == "get_attr":
                 weight = functools.reduce(getattr, str(value.target).split("."), node.graph.owning_module)
-                if (isinstance(weight, torch.Tensor) and weight.dtype == torch.int64 and weight.numel()
-                        and (weight.min() < _INT32.min or weight.max() > _INT32.max)):
-                    return f"int64 constant {value.name} does not fit int32, which {goal.label} computes int64 in"
+                if isinstance(weight, torch.Tensor) and weight.dtype == torch.int64 and weight.numel():
+                    low, high = weight.aminmax()
+                    reason = goal.int32_reason(f"int64 constant {value.name}", int(low), int(high))
+            if reason:
+                return reason
     return None
 
 
-def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
+def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str], goal: Target,
                        failed: Mapping[str, str] = {}) -> Optional[str]:
-    """None if `node` can run inside an engine, else why not. `failed` holds nodes whose
-    conversion already failed once, by name, with the reason."""
+    """None if `node` can run inside an engine for TensorRT `goal`, else why not. `failed` holds
+    nodes whose conversion already failed once, by name, with the reason."""
     if node.target is operator.getitem:
         return None
     if node.name in failed:
@@ -78,7 +78,7 @@ def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
     conv = converters.lookup(node.target)
     if conv is None:
         return f"no converter for {node.target}"
-    reason = _dtype_reason(node) or _int32_reason(node)
+    reason = _dtype_reason(node) or _int32_reason(node, goal)
     if reason is None and conv.capability is not None:
         reason = conv.capability(node)
     return reason
@@ -87,15 +87,16 @@ def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
 class ConverterSupport(OperatorSupportBase):
     """Feeds the fx partitioner; remembers every refusal reason for the report."""
 
-    def __init__(self, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
+    def __init__(self, fallback_ops: frozenset[str], goal: Target, failed: Mapping[str, str]) -> None:
         self.fallback_ops = fallback_ops
+        self.goal = goal
         self.failed = failed
         self.reasons: dict[torch.fx.Node, str] = {}
 
     def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
-        reason = unsupported_reason(node, self.fallback_ops, self.failed)
+        reason = unsupported_reason(node, self.fallback_ops, self.goal, self.failed)
         if reason is not None:
             self.reasons[node] = reason
         return reason is None

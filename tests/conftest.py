@@ -16,12 +16,14 @@ def support_audit() -> Iterator[SupportAudit]:
     """Every engine's ONNX the suite produces is checked against the support table of the
     TensorRT version it was lowered for; the session fails (at its last teardown) if any broke
     it. Tests that make violations on purpose take theirs back with `audit.take()`."""
-    import trt_lower.lowered
+    from trt_lower import convert
 
     audit = SupportAudit()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(trt_lower.lowered, "segment_onnx", audit.wrap(trt_lower.lowered.segment_onnx))
+    convert.ON_SEGMENT.append(audit.check)
+    try:
         yield audit
+    finally:
+        convert.ON_SEGMENT.remove(audit.check)
     assert not audit.found, f"{len(audit.found)} emitted ONNX node(s) break their TensorRT version's table:\n" + \
         "\n".join(audit.found)
 

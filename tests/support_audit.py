@@ -1,36 +1,26 @@
 """The suite-wide audit of emitted ONNX against converters/trt_support.py (see conftest.py)."""
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import onnx
 
-from converters import target, trt_support
-from converters.weights import OnnxSegment
+from converters import trt_support
+from converters.target import Target
 
 
 class SupportAudit:
-    """Wraps the function that makes each engine's final ONNX; checks every model it returns
-    against the table of the version being lowered for, and keeps what breaks it."""
+    """Registered with the convert stage (trt_lower.convert.ON_SEGMENT): checks every segment's
+    final ONNX against the table of the version being lowered for, and keeps what breaks it."""
 
     def __init__(self) -> None:
         self.models = 0
         self.found: list[str] = []
 
-    def check(self, model: onnx.ModelProto) -> list[str]:
-        version = target.current().version
+    def check(self, model: onnx.ModelProto, goal: Target) -> list[str]:
         self.models += 1
-        problems = [f"{model.graph.name} for TensorRT {version}: {v}" for v in trt_support.violations(model, version)]
+        problems = [f"{model.graph.name} for TensorRT {goal.version}: {v}"
+                    for v in trt_support.violations(model, goal.version)]
         self.found += problems
         return problems
-
-    def wrap(self, segment_onnx: Callable[..., OnnxSegment]) -> Callable[..., OnnxSegment]:
-        def audited(*args: Any, **kwargs: Any) -> OnnxSegment:
-            segment = segment_onnx(*args, **kwargs)
-            self.check(segment.model)
-            return segment
-
-        return audited
 
     def take(self) -> list[str]:
         """The violations found so far, forgotten (for tests that cause them on purpose)."""

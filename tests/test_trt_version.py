@@ -17,7 +17,8 @@ from converters import target, trt_support
 from converters.builder import IR_VERSION, OPSET
 from harness import Fn, check_onnx, engine_ops
 from support_audit import SupportAudit
-from trt_lower.settings import default_trt_version, installed_tensorrt
+from trt_lower.engine.tensorrt import installed_version
+from trt_lower.settings import default_trt_version
 
 aten = torch.ops.aten
 VERSIONS = target.VERSIONS
@@ -31,7 +32,7 @@ def test_trt_version_spellings_are_validated(version: Any) -> None:
 
 
 def test_default_without_tensorrt_is_10_4() -> None:
-    if installed_tensorrt() is not None:
+    if installed_version() is not None:
         pytest.skip("a tensorrt module is installed here")
     assert default_trt_version() == "10.4"
     lowered = trt_lower.lower_to_trt(Fn(lambda x: x * 2), (torch.ones(2),), backend="onnxruntime", min_block_size=1)
@@ -198,7 +199,7 @@ BAD = {
         [X, ("scale", FX, [2])], [("y", FX, [1, 2, 8, 8])],
         [numpy_helper.from_array(np.zeros(2, dtype=np.float32), "b")]), ("8.6",), "scale and B must be initializers"),
     # int64 on 8.6, the model itself
-    "int64 beyond int32 on 8.6": (_int64_constant("Add"), ("8.6",), "holds values outside int32"),
+    "int64 beyond int32 on 8.6": (_int64_constant("Add"), ("8.6",), "does not fit int32"),
     "opset 18 on 8.6": (_model([helper.make_node("Abs", ["x"], ["y"], name="n/Abs")], [("x", FX, [2])],
                                [("y", FX, [2])], opset=18), ("8.6",), "opset 18 is above 17"),
 }

@@ -1,22 +1,26 @@
-"""lower_to_trt: the one call users make."""
+"""lower_to_trt: the one call users make, and the pipeline it runs:
+capture -> split -> convert -> build -> stitch."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
 from converters import target
 from converters.graph import ConversionError
 from splitter import ConverterSupport, split
-from trt_lower import capture
+from trt_lower.build import build
+from trt_lower.capture import capture, check_inputs
+from trt_lower.convert import convert
 from trt_lower.engine import tensorrt as trt_engine
 from trt_lower.engine.errors import EngineBuildError
-from trt_lower.lowered import LoweredModule, stitch
-from trt_lower.settings import LoweringSettings, installed_tensorrt
-from trt_lower.spec import TensorSpec
+from trt_lower.lowered import LoweredModule
+from trt_lower.settings import LoweringSettings
+from trt_lower.stitch import stitch
 
 log = logging.getLogger("trt_lower")
 
@@ -39,7 +43,7 @@ def _resolve_backend(backend: str) -> str:
 
 def _check_target(trt_version: str) -> None:
     """Engines built here must parse with the TensorRT installed here: no newer target."""
-    installed = installed_tensorrt()
+    installed = trt_engine.installed_version()
     if installed is not None and not target.Target(target.for_installed(installed)).at_least(trt_version):
         raise ValueError(f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
                          f"its ONNX parser may reject what that version allows; use "
@@ -78,53 +82,61 @@ def lower_to_trt(
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
         trt_version=trt_version,
     )
-    specs = capture.check_inputs(model, inputs)
+    specs = check_inputs(model, inputs)
     resolved = _resolve_backend(settings.backend)
     if resolved == "tensorrt":
         _check_target(settings.trt_version)
-    start = time.perf_counter()
-    program = capture.export(model, capture.example_inputs(specs, inputs), specs)
-    captured = time.perf_counter()
-
+    # Wall seconds per phase (LoweringReport.timings), summed over retries.
+    timings = dict.fromkeys(("capture", "convert", "session"), 0.0)
+    with _timed(timings, "capture"):
+        captured = capture(model, inputs, specs)
+    goal = target.Target(settings.trt_version)
+    failed: dict[str, str] = {}
+    # Capability checks read the target from the context (converters/target.py).
     with target.targeting(settings.trt_version):
-        lowered = _split_and_convert(program, specs, settings, resolved)
-    session = lowered.report.timings.get("session", 0.0)  # stitch timed the engine builds
-    lowered.report.timings = {
-        "capture": captured - start,
-        "convert": time.perf_counter() - captured - session,
-        "session": session,
-    }
+        while True:
+            try:
+                with _timed(timings, "convert"):
+                    parts = split(captured.graph_module(), ConverterSupport(settings.fallback_ops, goal, failed),
+                                  settings.min_block_size)
+                    _require_full(parts.fallbacks, settings)
+                    segments = convert(parts, goal, settings.precision, captured.symbols)
+                with _timed(timings, "session"):
+                    engines = build(segments, resolved, settings)
+                with _timed(timings, "convert"):
+                    lowered = stitch(parts, engines, captured.symbols, resolved, settings)
+                break
+            except (ConversionError, EngineBuildError) as e:
+                failed.update(_keep_eager(e, settings))
+    lowered.report.timings = timings
     return lowered
 
 
-def _split_and_convert(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],
-                       settings: LoweringSettings, resolved: str) -> LoweredModule:
-    """Split into engine segments and convert them, retrying with a node kept eager whenever a
-    converter or TensorRT fails on it."""
-    failed: dict[str, str] = {}
-    while True:
-        parts = split(capture.graph_module(program), ConverterSupport(settings.fallback_ops, failed),
-                      settings.min_block_size)
-        if settings.require_full and parts.fallbacks:
-            listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in parts.fallbacks.items())
-            raise UnsupportedOpsError(
-                f"require_full=True but {len(parts.fallbacks)} node(s) cannot run in an engine:\n{listing}"
-            )
-        try:
-            lowered = stitch(parts, resolved, settings, specs)
-        except ConversionError as e:
-            if settings.require_full:
-                raise
-            # A converter bug must not cost the user their model: keep that node eager, retry.
-            log.warning("trt_lower: %s; running it in eager PyTorch", e)
-            failed[e.node_name] = e.reason
-            continue
-        except EngineBuildError as e:
-            if settings.require_full:
-                raise
-            # Same for a segment TensorRT cannot build: its nodes (or the one it names) go eager.
-            which = f"node {next(iter(e.nodes))}" if len(e.nodes) == 1 else f"its {len(e.nodes)} nodes"
-            log.warning("trt_lower: %s; running %s in eager PyTorch", e, which)
-            failed.update(e.nodes)
-            continue
-        return lowered
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[phase] += time.perf_counter() - start
+
+
+def _require_full(fallbacks: dict[torch.fx.Node, str], settings: LoweringSettings) -> None:
+    if settings.require_full and fallbacks:
+        listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in fallbacks.items())
+        raise UnsupportedOpsError(
+            f"require_full=True but {len(fallbacks)} node(s) cannot run in an engine:\n{listing}"
+        )
+
+
+def _keep_eager(error: ConversionError | EngineBuildError, settings: LoweringSettings) -> dict[str, str]:
+    """The nodes to keep eager on the next try, so that a converter bug or a segment TensorRT
+    cannot build does not cost the user their model; under require_full, the error itself."""
+    if settings.require_full:
+        raise error
+    if isinstance(error, ConversionError):
+        log.warning("trt_lower: %s; running it in eager PyTorch", error)
+        return {error.node_name: error.reason}
+    which = f"node {next(iter(error.nodes))}" if len(error.nodes) == 1 else f"its {len(error.nodes)} nodes"
+    log.warning("trt_lower: %s; running %s in eager PyTorch", error, which)
+    return error.nodes

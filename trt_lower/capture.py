@@ -1,18 +1,19 @@
-"""Model + example inputs -> an ATen FX GraphModule (weights as get_attr constants)."""
+"""Stage 1, capture: model + example inputs -> an ATen graph (weights as get_attr constants)."""
 from __future__ import annotations
 
 import inspect
 import warnings
+from dataclasses import dataclass
 from typing import Any, Sequence
 
+import sympy
 import torch
 from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 
 from trt_lower.decompositions import decomposition_table
+from trt_lower.runtime.signature import SymbolRanges
 from trt_lower.spec import TensorSpec
-
-Dim = torch.export.Dim
 
 
 class CaptureError(RuntimeError):
@@ -50,7 +51,8 @@ def _dynamic_shapes(model: torch.nn.Module, specs: Sequence[TensorSpec]) -> dict
     if not any(s.dynamic_dims for s in specs):
         return None
     # DYNAMIC (not AUTO): if the model forces a declared-dynamic dim static, export says so.
-    dims = [{i: Dim.DYNAMIC(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None for s in specs]
+    dims = [{i: torch.export.Dim.DYNAMIC(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
+            for s in specs]
     try:
         bound = inspect.signature(model.forward).bind(*dims)
     except (TypeError, ValueError):  # no Python signature: export matches positionally
@@ -114,8 +116,7 @@ _ASSERTS = frozenset({
 
 def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """program.module(), less what lowering does not use: that deep-copies the graph, FakeTensor
-    metadata included, and records every node's provenance, about half of lowering's own time on
-    ResNet-50. A shallow copy of the nodes does here (their metadata is only read). Programs that
+    metadata included, and records every node's provenance. A shallow copy of the nodes does here (their metadata is only read). Programs that
     mutate state or carry effect tokens or script objects take the full way."""
     sig = program.graph_signature
     if (sig.input_tokens or sig.output_tokens or sig.lifted_custom_objs
@@ -146,7 +147,7 @@ def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
 
 def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """A fresh GraphModule of `program` (weights as get_attr), without export's runtime checks
-    (`_guards_fn` and assertion nodes): stitching installs an InputGuard instead."""
+    (`_guards_fn` and assertion nodes): stitch installs an InputGuard instead."""
     gm = _unlifted(program)
     for node in reversed(gm.graph.nodes):
         if node.target in _ASSERTS:
@@ -154,3 +155,39 @@ def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     gm.graph.eliminate_dead_code()  # the asserts' now unused inputs (shape arithmetic)
     gm.recompile()
     return gm
+
+
+def _symbol_ranges(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec]) -> SymbolRanges:
+    """Each shape symbol of the graph -> (min, opt, max), read off the specs of the inputs whose
+    dynamic dims introduced it."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    inputs = [n for n in program.graph.find_nodes(op="placeholder")
+              if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
+    ranges: dict[sympy.Symbol, tuple[int, int, int]] = {}
+    for node, spec in zip(inputs, specs):
+        for i in spec.dynamic_dims:
+            dim = node.meta["val"].shape[i]
+            if isinstance(dim, torch.SymInt) and isinstance(dim.node.expr, sympy.Symbol):
+                ranges.setdefault(dim.node.expr, (spec.min_shape[i], spec.opt_shape[i], spec.max_shape[i]))
+    return ranges
+
+
+@dataclass(frozen=True)
+class CapturedGraph:
+    """The captured program, and the range of each shape symbol its dynamic input dims introduced."""
+
+    program: torch.export.ExportedProgram
+    symbols: SymbolRanges
+
+    def graph_module(self) -> torch.fx.GraphModule:
+        """A fresh GraphModule to split (splitting rewrites it in place)."""
+        return graph_module(self.program)
+
+
+def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec]) -> CapturedGraph:
+    """Stage 1. In: the model, the user's inputs (tensors and/or TensorSpecs) and their specs
+    (`check_inputs`). Out: the model as a core-ATen program, traced with the user's tensors where
+    given (else an example made from the spec), dynamic where the specs say; CaptureError if
+    torch cannot capture it."""
+    program = export(model, example_inputs(specs, inputs), specs)
+    return CapturedGraph(program, _symbol_ranges(program, specs))

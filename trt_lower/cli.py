@@ -11,6 +11,7 @@ import torch
 
 import trt_lower
 from trt_lower import demo_models
+from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
 
 def median_ms(fn: Callable[[], object], iters: int, warmup: int) -> float:
@@ -55,9 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("demo", help="lower a model and compare it with eager PyTorch")
     p.add_argument("--model", default="resnet50", choices=sorted(demo_models.MODELS))
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "onnxruntime"])
-    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
-    p.add_argument("--trt-version", default=None, choices=["8.6", "10.4", "latest"],
+    p.add_argument("--backend", default="auto", choices=BACKENDS)
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS,
                    help="TensorRT version to target (default: the installed one, else 10.4)")
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")

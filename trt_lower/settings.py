@@ -1,16 +1,16 @@
 """User-facing lowering options, validated once."""
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 from converters import target
+from trt_lower.engine.build_settings import PRECISIONS
+from trt_lower.engine.tensorrt import installed_version
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
-PRECISIONS = ("fp32", "fp16")
 TRT_VERSIONS = target.VERSIONS
 
 
@@ -24,21 +24,9 @@ def _op_name(op: Any) -> str:
     return name
 
 
-def installed_tensorrt() -> str | None:
-    """The installed TensorRT's version, or None when `tensorrt` is absent or does not import."""
-    if importlib.util.find_spec("tensorrt") is None:
-        return None
-    try:
-        import tensorrt
-    except (ImportError, OSError):  # e.g. a wheel whose CUDA/TensorRT libraries do not load
-        return None
-    version = getattr(tensorrt, "__version__", None)  # tensorrt-stubs alone: a bare namespace
-    return version if isinstance(version, str) else None
-
-
 def default_trt_version() -> str:
     """The installed TensorRT's target, else 10.4 (the last TensorRT that runs on V100s)."""
-    installed = installed_tensorrt()
+    installed = installed_version()
     return target.DEFAULT if installed is None else target.for_installed(installed)
 
 

@@ -1,9 +1,10 @@
-"""Whether backend='tensorrt' can run here, and what to install when it cannot."""
+"""Whether backend='tensorrt' can run here, and what to install when it cannot: the one probe of
+the installed TensorRT."""
 from __future__ import annotations
 
 import importlib.util
-import re
 
+from converters.target import parse_version
 from trt_lower import device as devices
 
 INSTALL_HINT = (
@@ -14,10 +15,24 @@ INSTALL_HINT = (
 MIN_VERSION = (8, 6)
 
 
-def version_tuple(version: str) -> tuple[int, int]:
-    """(major, minor) of a TensorRT version string such as '10.4.0.26'."""
-    match = re.match(r"(\d+)\.(\d+)", version)
-    return (int(match[1]), int(match[2])) if match else (0, 0)
+def _probe() -> tuple[str | None, str]:
+    """The installed TensorRT's version, or None and why there is none."""
+    if importlib.util.find_spec("tensorrt") is None:
+        return None, "the `tensorrt` module is not installed"
+    try:
+        import tensorrt as trt
+    except (ImportError, OSError) as e:  # e.g. a wheel whose CUDA/TensorRT libraries do not load
+        return None, f"the `tensorrt` module does not import ({type(e).__name__}: {e})"
+    version = getattr(trt, "__version__", None)
+    if not isinstance(version, str):
+        # With only tensorrt-stubs installed, `tensorrt` imports as an empty namespace package.
+        return None, "the `tensorrt` module found has no TensorRT in it (type stubs only?)"
+    return version, ""
+
+
+def installed_version() -> str | None:
+    """The installed TensorRT's version, or None when `tensorrt` is absent or does not import."""
+    return _probe()[0]
 
 
 def unavailable_reason() -> str | None:
@@ -25,16 +40,9 @@ def unavailable_reason() -> str | None:
     reason = devices.current().unavailable_reason()
     if reason is not None:
         return reason
-    if importlib.util.find_spec("tensorrt") is None:
-        return f"the `tensorrt` module is not installed; {INSTALL_HINT}"
-    try:
-        import tensorrt as trt
-    except (ImportError, OSError) as e:  # e.g. a wheel whose CUDA/TensorRT libraries do not load
-        return f"the `tensorrt` module does not import ({type(e).__name__}: {e}); {INSTALL_HINT}"
-    version = getattr(trt, "__version__", None)
-    if not isinstance(version, str):
-        # With only tensorrt-stubs installed, `tensorrt` imports as an empty namespace package.
-        return f"the `tensorrt` module found has no TensorRT in it (type stubs only?); {INSTALL_HINT}"
-    if version_tuple(version) < MIN_VERSION:
+    version, missing = _probe()
+    if version is None:
+        return f"{missing}; {INSTALL_HINT}"
+    if parse_version(version) < MIN_VERSION:
         return f"TensorRT {version} is older than {MIN_VERSION[0]}.{MIN_VERSION[1]}; {INSTALL_HINT}"
     return None

@@ -1,6 +1,6 @@
 """ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, one optimization profile.
 
-Version branches (shared/TRT_FACTS.md):
+Version branches (docs/tensorrt.md):
 - network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
   create_network(0); 11.x removed it.
 - fp16: the ONNX is typed fp16 with float32 islands (converters/precision.py). 10.x builds it
@@ -16,8 +16,8 @@ from typing import Sequence
 import onnx
 import tensorrt as trt
 
+from converters.target import parse_version
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
-from trt_lower.engine.tensorrt import version_tuple
 from trt_lower.engine.trt_logger import TrtLogger
 
 log = logging.getLogger("trt_lower")
@@ -79,7 +79,7 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
 def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings,
                timing_cache: bytes) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings."""
-    major, _ = version_tuple(trt.__version__)
+    major, _ = parse_version(trt.__version__)
     logger = TrtLogger()
     builder = trt.Builder(logger)
     network = builder.create_network(network_flags(major, settings.precision))

@@ -1,0 +1,45 @@
+"""Stage 4, build: each converted segment -> the module that runs its engine, on one backend."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from trt_lower.convert import ConvertedSegment
+from trt_lower.engine.build_settings import BuildSettings
+from trt_lower.runtime.ort_module import OrtEngineModule
+from trt_lower.settings import LoweringSettings
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A segment's engine, ready to be swapped into the graph."""
+
+    segment: ConvertedSegment
+    module: torch.nn.Module
+    # TensorRT: True when the engine was loaded from the engine cache, False when built; else None.
+    cache_hit: bool | None
+
+
+def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings) -> Engine:
+    if backend == "onnxruntime":
+        module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output)
+        return Engine(segment, module, None)
+    # Imports tensorrt, so only here: backend resolution has checked that it is usable.
+    from trt_lower.engine.trt_engines import load_engine
+
+    # TensorRT parses (and the cache keys on) the self-contained model, weights embedded.
+    trt_module, cache_hit = load_engine(
+        segment.name, segment.onnx.to_bytes(), segment.inputs, segment.outputs, segment.tuple_output,
+        nodes=segment.nodes, build=BuildSettings(precision=settings.precision), cache_dir=settings.cache_dir,
+        cuda_graphs=settings.cuda_graphs)
+    return Engine(segment, trt_module, cache_hit)
+
+
+def build(segments: list[ConvertedSegment], backend: str, settings: LoweringSettings) -> list[Engine]:
+    """Stage 4. In: the converted segments, the resolved backend ("tensorrt" or "onnxruntime")
+    and the settings (precision, engine cache directory, CUDA graphs). Out: one Engine per
+    segment, in order: an ONNX Runtime session, or a TensorRT engine loaded from the engine cache
+    or built (and cached). Raises EngineBuildError naming the FX nodes to run eagerly instead
+    when TensorRT cannot build a segment."""
+    return [_engine(segment, backend, settings) for segment in segments]
