@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
 from trt_lower.decompositions import decomposition_table  # noqa: E402
-from trt_lower.engine.onnxruntime import create_session  # noqa: E402
+from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
 TARGETS = {"lowered_vs_ort_speed": 0.97, "lowered_vs_eager_speed": 2.0, "lowering_vs_bare_export": 1.15}
 

@@ -18,7 +18,7 @@ import tensorrt as trt
 
 from converters.target import parse_version
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
-from trt_lower.engine.trt_logger import TrtLogger
+from trt_lower.runtime.trt_logger import TrtLogger
 
 log = logging.getLogger("trt_lower")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from converters.weights import OnnxSegment
-from trt_lower.engine.onnxruntime import create_session
+from trt_lower.runtime.ort_session import create_session
 from trt_lower.runtime.signature import TensorSig, check_inputs
 
 # ONNX Runtime's names of the engine I/O element types.

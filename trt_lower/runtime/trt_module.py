@@ -7,7 +7,7 @@ import tensorrt as trt
 import torch
 
 from trt_lower import device as devices
-from trt_lower.engine.trt_logger import TrtLogger
+from trt_lower.runtime.trt_logger import TrtLogger
 from trt_lower.runtime.signature import EngineInputError, TensorSig
 
 # By name: DataType members differ across versions (INT64 and BF16 arrived after 8.6).
