@@ -7,7 +7,7 @@
 Prints a per-op table (samples counted = passed + refused + failed; pass rate = passed over
 the non-refused), the totals and the overall pass rate. Uncapturable samples, samples whose graph
 has an op with no converter, and samples eager PyTorch rejects are shown but not counted.
-The sweep itself (what is covered, tolerances, batching) lives in tests/opinfo_corpus.py, shared
+The sweep itself (what is covered, tolerances, batching) lives in bench/opinfo_corpus.py, shared
 with tests/test_opinfo_sweep.py; see its docstring. TRT_LOWER_OPINFO_FULL=1 is the same as --full.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+# The checkout this script is in, when trt_lower is not installed from it (opinfo_corpus sits
+# beside this script, on the path already).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 

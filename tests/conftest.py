@@ -1,4 +1,3 @@
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
@@ -6,9 +5,7 @@ from typing import Iterator
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from support_audit import SupportAudit  # noqa: E402  (needs the sys.path entry above)
+from support_audit import SupportAudit
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,7 +2,7 @@
 
 Every covered OpInfo's first TRT_LOWER_OPINFO_SAMPLES (default 8) samples per dtype (float32,
 int64) are lowered with require_full=True, run on ONNX Runtime and compared with eager; what
-"covered", "refused" and the tolerances mean is in opinfo_corpus.py, shared with
+"covered", "refused" and the tolerances mean is in bench/opinfo_corpus.py, shared with
 bench/opinfo_sweep.py (the per-op table, a full run: --full).
 """
 from __future__ import annotations

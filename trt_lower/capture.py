@@ -94,7 +94,8 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
             # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
             source = _from_torchscript(model, tuple(inputs))
         program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs), strict=False)
-        return program.run_decompositions(decomposition_table())
+        decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
+        return decomposed
     except CaptureError:
         raise
     except Exception as e:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 import onnx
 import torch
@@ -41,14 +41,20 @@ class UnsupportedOnnx(Exception):
     """A segment's ONNX breaks the target TensorRT's parser limits (converters/trt_support.py)."""
 
 
-def is_constant(arg: Any) -> bool:
+def is_constant(arg: object) -> TypeGuard[torch.fx.Node]:
     """A segment argument that is a weight: it becomes an ONNX initializer, not an engine input."""
     return isinstance(arg, torch.fx.Node) and arg.op == "get_attr"
 
 
 def call_node(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
     """The node of `gm` that calls submodule `name`."""
-    return next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == name)
+    node: torch.fx.Node = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == name)
+    return node
+
+
+def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    """The module attribute a get_attr node names (a dotted path)."""
+    return functools.reduce(getattr, target.split("."), gm)
 
 
 def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto, goal: Target) -> None:
@@ -93,7 +99,7 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
     runtime_placeholders = []
     for ph, arg in zip(placeholders, call_node(gm, name).args):
         if is_constant(arg):
-            constants[str(ph.target)] = functools.reduce(getattr, str(arg.target).split("."), gm)  # type: ignore[union-attr]
+            constants[str(ph.target)] = _attr(gm, str(arg.target))
         else:
             runtime_placeholders.append(ph)
 
@@ -107,7 +113,7 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
 
     results = next(n for n in sub.graph.nodes if n.op == "output").args[0]
     tuple_output = isinstance(results, (tuple, list))
-    out_nodes = list(results) if tuple_output else [results]  # type: ignore[arg-type, list-item]
+    out_nodes = list(results) if tuple_output else [results]
     graph = segment.model.graph
     return ConvertedSegment(
         name=name,

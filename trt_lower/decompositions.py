@@ -15,8 +15,8 @@ import converters
 
 @functools.cache
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
-    """Built once (it takes a fifth of a small model's capture); run_decompositions copies it."""
-    table = torch.export.default_decompositions()
+    """Built once; run_decompositions copies it."""
+    table: dict[Any, Callable[..., Any]] = dict(torch.export.default_decompositions())
     for op in converters.supported_ops():
         table.pop(op, None)
-    return dict(table)
+    return table

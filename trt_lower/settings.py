@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from converters import target
-from trt_lower.engine.build_settings import PRECISIONS
+from trt_lower.engine.build_settings import PRECISIONS as PRECISIONS  # the one list; the CLI's too
 from trt_lower.engine.tensorrt import installed_version
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")

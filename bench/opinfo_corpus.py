@@ -69,6 +69,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import converters
 import trt_lower
+from converters import target
 from splitter.support import unsupported_reason
 from trt_lower import capture
 from trt_lower.decompositions import decomposition_table
@@ -376,7 +377,7 @@ def _watch(group: Sequence[_Prepared]) -> Iterator[list[Any]]:
     import trt_lower.api as api
 
     programs: list[Any] = []
-    export, stitch = capture.export, getattr(api, "stitch", None)
+    export, convert = capture.export, api.convert
     budget = [0]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
@@ -395,17 +396,15 @@ def _watch(group: Sequence[_Prepared]) -> Iterator[list[Any]]:
         budget[0] -= 1
         if budget[0] < 0:
             raise _Stuck("lower_to_trt keeps retrying the conversion (a retry per node exceeded)")
-        return stitch(*args, **kwargs)  # type: ignore[misc]
+        return convert(*args, **kwargs)
 
     capture.export = spy  # type: ignore[assignment]
-    if stitch is not None:
-        api.stitch = bounded  # type: ignore[attr-defined]
+    api.convert = bounded  # type: ignore[assignment]  # called once per conversion attempt
     try:
         yield programs
     finally:
         capture.export = export  # type: ignore[assignment]
-        if stitch is not None:
-            api.stitch = stitch  # type: ignore[attr-defined]
+        api.convert = convert  # type: ignore[assignment]
 
 
 def _owners(gm: torch.fx.GraphModule, group: Sequence[_Prepared]) -> dict[torch.fx.Node, int]:
@@ -450,7 +449,7 @@ def _graph_verdicts(gm: torch.fx.GraphModule, group: Sequence[_Prepared]) -> dic
         if converters.lookup(node.target) is None:
             missing.setdefault(k, f"no converter for {node.target}")
             continue
-        reason = unsupported_reason(node, frozenset())
+        reason = unsupported_reason(node, frozenset(), target.current())
         if reason is not None:
             refused.setdefault(k, f"{node.target}: {reason}")
     verdict = {}
