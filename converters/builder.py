@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from converters import weights
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
-# rejects the IR the `onnx` package stamps by default. See shared/TRT_FACTS.md.
+# rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md.
 OPSET = 17
 IR_VERSION = 8
 

@@ -55,11 +55,6 @@ class TensorSpec:
             return torch.randn(shape).to(self.dtype)
         return torch.zeros(shape, dtype=self.dtype)
 
-    def contains(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.min_shape) and all(
-            lo <= d <= hi for d, lo, hi in zip(shape, self.min_shape, self.max_shape)
-        )
-
     def describe(self) -> str:
         dims = ", ".join(str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in zip(self.min_shape, self.max_shape))
         return f"({dims}) {str(self.dtype).removeprefix('torch.')}"
