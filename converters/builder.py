@@ -10,43 +10,12 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from converters import weights
+from converters.dtypes import numpy_type as numpy_type, onnx_type as onnx_type  # converters use them from here
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
 # rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md.
 OPSET = 17
 IR_VERSION = 8
-
-_ONNX_TYPE = {
-    torch.float32: TensorProto.FLOAT,
-    torch.float16: TensorProto.FLOAT16,
-    torch.bfloat16: TensorProto.BFLOAT16,
-    torch.float64: TensorProto.DOUBLE,
-    torch.int64: TensorProto.INT64,
-    torch.int32: TensorProto.INT32,
-    torch.int16: TensorProto.INT16,
-    torch.int8: TensorProto.INT8,
-    torch.uint8: TensorProto.UINT8,
-    torch.bool: TensorProto.BOOL,
-}
-_NUMPY_TYPE = {
-    torch.float32: np.float32,
-    torch.float16: np.float16,
-    torch.float64: np.float64,
-    torch.int64: np.int64,
-    torch.int32: np.int32,
-    torch.int16: np.int16,
-    torch.int8: np.int8,
-    torch.uint8: np.uint8,
-    torch.bool: np.bool_,
-}
-
-
-def onnx_type(dtype: torch.dtype) -> int:
-    return _ONNX_TYPE[dtype]
-
-
-def numpy_type(dtype: torch.dtype) -> type:
-    return _NUMPY_TYPE[dtype]
 
 
 Dim = Union[int, torch.SymInt]

@@ -17,20 +17,20 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from converters.dtypes import FLOAT_WEIGHTS
+
 EXTERNAL_MIN_BYTES = 4096
-_FLOATS = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
-           np.dtype(np.float64): TensorProto.DOUBLE}
 # add_external_initializers only checks that a location is given; nothing is read from it.
 _LOCATION = "trt_lower:weights"
 
 
 def _kept_apart(array: np.ndarray) -> bool:
-    return array.dtype in _FLOATS and array.nbytes >= EXTERNAL_MIN_BYTES
+    return array.dtype in FLOAT_WEIGHTS and array.nbytes >= EXTERNAL_MIN_BYTES
 
 
 def _declare(name: str, array: np.ndarray) -> TensorProto:
     """An initializer that only names its type and dims; the values are `array`, kept apart."""
-    tensor = TensorProto(name=name, data_type=_FLOATS[array.dtype], dims=array.shape,
+    tensor = TensorProto(name=name, data_type=FLOAT_WEIGHTS[array.dtype], dims=array.shape,
                          data_location=TensorProto.EXTERNAL)
     tensor.external_data.add(key="location", value=_LOCATION)
     return tensor

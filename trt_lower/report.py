@@ -35,8 +35,9 @@ class LoweringReport:
     trt_version: str = ""
     # Where engines compute in a narrower dtype than the model (float64, and int64 on 8.6).
     notes: list[str] = field(default_factory=list)
-    # Wall seconds per lowering phase: capture (torch.export + decompositions), convert (split,
-    # ONNX conversion, stitching), session (engine build / ONNX Runtime session creation).
+    # Wall seconds per lowering phase, over all retries (api.py records them): capture (the
+    # capture stage), convert (the split, convert and stitch stages), session (the build stage:
+    # TensorRT engine builds or cache loads, ONNX Runtime session creation).
     timings: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:

@@ -3,19 +3,10 @@ from __future__ import annotations
 
 import torch
 
+from converters.dtypes import ORT_TYPES
 from converters.weights import OnnxSegment
 from trt_lower.runtime.ort_session import create_session
 from trt_lower.runtime.signature import TensorSig, check_inputs
-
-# ONNX Runtime's names of the engine I/O element types.
-_ORT_DTYPES = {
-    "tensor(float)": torch.float32,
-    "tensor(float16)": torch.float16,
-    "tensor(int64)": torch.int64,
-    "tensor(int32)": torch.int32,
-    "tensor(uint8)": torch.uint8,
-    "tensor(bool)": torch.bool,
-}
 
 
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -41,7 +32,7 @@ class OrtEngineModule(torch.nn.Module):
         self.outputs = outputs
         self.tuple_output = tuple_output
         self._session = create_session(segment.model.SerializeToString(), segment.weights)
-        self._dtypes = {a.name: _ORT_DTYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
+        self._dtypes = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
         self._output_names = [sig.name for sig in outputs]
 
     @property

@@ -6,21 +6,10 @@ from typing import Callable
 import tensorrt as trt
 import torch
 
+from converters.dtypes import TRT_TYPES
 from trt_lower import device as devices
 from trt_lower.runtime.trt_logger import TrtLogger
 from trt_lower.runtime.signature import EngineInputError, TensorSig
-
-# By name: DataType members differ across versions (INT64 and BF16 arrived after 8.6).
-_TORCH_DTYPES = {
-    "FLOAT": torch.float32,
-    "HALF": torch.float16,
-    "BF16": torch.bfloat16,
-    "INT8": torch.int8,
-    "UINT8": torch.uint8,
-    "INT32": torch.int32,
-    "INT64": torch.int64,
-    "BOOL": torch.bool,
-}
 
 
 # (engine dtype, segment dtype) pairs cast at the engine boundary.
@@ -67,7 +56,7 @@ class TRTEngineModule(torch.nn.Module):
             raise PlanLoadError(self._logger.take_errors() or "deserialize_cuda_engine returned no engine")
         self._engine = engine
         self._check_io()
-        self._dtypes = {s.name: _TORCH_DTYPES[engine.get_tensor_dtype(s.name).name] for s in inputs + outputs}
+        self._dtypes = {s.name: TRT_TYPES[engine.get_tensor_dtype(s.name).name] for s in inputs + outputs}
         self._ranges = {s.name: self._profile_range(s.name) for s in inputs}
         if cuda_graphs and any(lo != hi for lo, hi in self._ranges.values()):
             raise ValueError(f"{name}: cuda_graphs=True needs static input shapes")
@@ -84,7 +73,7 @@ class TRTEngineModule(torch.nn.Module):
         if io != wanted:
             raise PlanLoadError(f"the engine's I/O tensors {sorted(io)} are not the segment's {sorted(wanted)}")
         for sig in self.inputs + self.outputs:
-            got = _TORCH_DTYPES.get(engine.get_tensor_dtype(sig.name).name)
+            got = TRT_TYPES.get(engine.get_tensor_dtype(sig.name).name)
             if got != sig.dtype and (got, sig.dtype) not in _NARROWED:
                 raise PlanLoadError(f"engine tensor '{sig.name}' is {got}, the segment's is {sig.dtype}")
 
