@@ -101,8 +101,10 @@ class _Partitioner(CapabilityBasedPartitioner):
 
 
 def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: int) -> Split:
-    """Partition `gm` in place. Segments with fewer than `min_block_size` compute ops stay eager:
-    an engine boundary costs more than such a segment saves."""
+    """Stage 2. In: the captured graph (partitioned in place), the support oracle and
+    min_block_size. Out: a Split: the graph with each engine segment fused into an `engine_<k>`
+    submodule, and why each other compute node stays eager. Segments with fewer than
+    `min_block_size` compute ops stay eager: an engine boundary costs more than they save."""
     partitioner = _Partitioner(gm, support, allows_single_node_partition=True)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     kept = []
