@@ -22,8 +22,8 @@ def _bert(batch: int) -> ModelAndInputs:
     from transformers import BertConfig, BertModel
 
     config = BertConfig()  # bert-base-uncased's architecture
-    model = BertModel(config).eval()
-    return model, (torch.randint(0, config.vocab_size, (batch, 128)),)
+    model: torch.nn.Module = BertModel(config)
+    return model.eval(), (torch.randint(0, config.vocab_size, (batch, 128)),)
 
 
 MODELS: dict[str, Callable[[int], ModelAndInputs]] = {
