@@ -10,10 +10,10 @@ import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
-from converters import target
+from converters.core import target
 
 # Dtypes an engine may carry (README "Precision and dtypes"). float64 is computed as float32
-# (TensorRT has no float64 kernels; converters/float64.py). bf16 is not on V100 and no precision
+# (TensorRT has no float64 kernels; converters/passes/float64.py). bf16 is not on V100 and no precision
 # mode emits it; int8 is only a quantized type to TensorRT 10; int16 and the rest it has not.
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.

@@ -1,12 +1,13 @@
-"""The suite-wide audit of emitted ONNX against converters/trt_support.py (see conftest.py)."""
+"""The suite-wide audit of emitted ONNX against converters/passes/trt_support.py (see conftest.py)."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import onnx
 
-from converters import target, trt_support
-from converters.weights import OnnxSegment
+from converters.core import target
+from converters.passes import trt_support
+from converters.passes.weights import OnnxSegment
 
 
 class SupportAudit:

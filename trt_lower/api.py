@@ -8,8 +8,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from converters import target
-from converters.graph import ConversionError
+from converters.core import target
+from converters.core.interpreter import ConversionError
 from splitter import ConverterSupport, split
 from trt_lower import capture
 from trt_lower.engine import tensorrt as trt_engine

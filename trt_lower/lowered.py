@@ -10,11 +10,12 @@ import onnx
 import sympy
 import torch
 
-from converters import target, trt_support
-from converters.float64 import narrow_float64
-from converters.graph import ConversionError, segment_to_onnx
-from converters.precision import to_fp16
-from converters.weights import OnnxSegment
+from converters.core import target
+from converters.passes import trt_support
+from converters.passes.float64 import narrow_float64
+from converters.core.interpreter import ConversionError, segment_to_onnx
+from converters.passes.precision import to_fp16
+from converters.passes.weights import OnnxSegment
 from splitter.partition import Split, is_compute
 from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
@@ -69,7 +70,7 @@ def _call_node(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
 
 
 class UnsupportedOnnx(Exception):
-    """A segment's ONNX breaks the target TensorRT's parser limits (converters/trt_support.py)."""
+    """A segment's ONNX breaks the target TensorRT's parser limits (converters/passes/trt_support.py)."""
 
 
 def segment_onnx(sub: torch.fx.GraphModule, name: str, constants: dict[str, torch.Tensor],

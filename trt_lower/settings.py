@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from converters import target
+from converters.core import target
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
 PRECISIONS = ("fp32", "fp16")
@@ -53,7 +53,7 @@ class LoweringSettings:
     cache_dir: Path | None = None
     # Replay each TensorRT engine from a CUDA graph (static shapes).
     cuda_graphs: bool = False
-    # What the converters may emit: the TensorRT version's ONNX parser limits (converters/target.py).
+    # What the converters may emit: the TensorRT version's ONNX parser limits (converters/core/target.py).
     trt_version: str = target.DEFAULT
 
     @classmethod

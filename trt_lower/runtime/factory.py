@@ -5,7 +5,7 @@ from typing import Sequence
 
 import torch
 
-from converters.weights import OnnxSegment
+from converters.passes.weights import OnnxSegment
 from trt_lower.engine.build_settings import BuildSettings
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.runtime.signature import TensorSig

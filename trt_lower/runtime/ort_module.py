@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from converters.weights import OnnxSegment
+from converters.passes.weights import OnnxSegment
 from trt_lower.engine.onnxruntime import create_session
 from trt_lower.runtime.signature import TensorSig, check_inputs
 

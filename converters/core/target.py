@@ -1,0 +1,74 @@
+"""The TensorRT version the converters emit for, visible to capability checks.
+
+lower_to_trt sets it (the `trt_version` setting) around splitting and conversion; a capability
+check that depends on the version reads `current()` instead of taking it as an argument, so
+capability functions keep their one-argument signature.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Iterator
+
+# Oldest first. "10.4" is the last TensorRT with Volta (V100) support and stands for 10.0-10.11:
+# what its table allows, all of those parse alike, since every axes/K operand we emit is an
+# initializer. "latest" is 10.12 and newer, 11.x included (Einsum ellipsis/diagonal from 10.12).
+VERSIONS = ("8.6", "10.4", "latest")
+# Without TensorRT installed: the newest version every GPU generation still has (V100 included).
+DEFAULT = "10.4"
+
+# Highest ONNX opset each version's parser reads (docs/tensorrt.md); we emit opset 17.
+_MAX_OPSET = {"8.6": 17, "10.4": 20, "latest": 24}
+
+
+@dataclass(frozen=True)
+class Target:
+    version: str
+
+    def __post_init__(self) -> None:
+        if self.version not in VERSIONS:
+            raise ValueError(f"trt_version must be one of {VERSIONS}, got {self.version!r}")
+
+    @property
+    def label(self) -> str:
+        return "TensorRT 10.12+" if self.version == "latest" else f"TensorRT {self.version}"
+
+    def at_least(self, version: str) -> bool:
+        return VERSIONS.index(self.version) >= VERSIONS.index(version)
+
+    @property
+    def int64_native(self) -> bool:
+        """9.0+ computes INT64; 8.6's parser casts INT64 to INT32 (clamping), engine I/O included."""
+        return self.at_least("10.4")
+
+    @property
+    def max_opset(self) -> int:
+        return _MAX_OPSET[self.version]
+
+
+def for_installed(version: str) -> str:
+    """The target matching an installed TensorRT's `__version__` (e.g. '10.4.0.26' -> '10.4')."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    major, minor = (int(match[1]), int(match[2])) if match else (0, 0)
+    if major < 10:
+        return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
+    return "10.4" if (major, minor) < (10, 12) else "latest"
+
+
+_current: ContextVar[Target] = ContextVar("trt_lower_target", default=Target(DEFAULT))
+
+
+def current() -> Target:
+    """The target of the lowering in progress (outside one: the default, 10.4)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def targeting(version: str) -> Iterator[Target]:
+    token = _current.set(Target(version))
+    try:
+        yield _current.get()
+    finally:
+        _current.reset(token)
