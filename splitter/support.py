@@ -10,7 +10,7 @@ import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
-from converters.core import target
+from converters.core.target import Target
 
 # Dtypes an engine may carry (README "Precision and dtypes"). float64 is computed as float32
 # (TensorRT has no float64 kernels; converters/passes/float64.py). bf16 is not on V100 and no precision
@@ -46,29 +46,28 @@ def _dtype_reason(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
-def _int32_reason(node: torch.fx.Node) -> Optional[str]:
+def _int32_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
     """On TensorRT 8.6, which computes int64 as int32 (clamping): int constants that do not fit."""
-    goal = target.current()
-    if goal.int64_native:
+    if target.int64_native:
         return None
     clamped = _CLAMPED_ARGS.get(node.target, ())  # type: ignore[call-overload]
     args = [a for i, a in enumerate(node.args) if i not in clamped] + list(node.kwargs.values())
     for arg in args:
         for value in arg if isinstance(arg, (tuple, list)) else (arg,):
             if isinstance(value, int) and not isinstance(value, bool) and not _INT32.min <= value <= _INT32.max:
-                return f"int value {value} does not fit int32, which {goal.label} computes int64 in"
+                return f"int value {value} does not fit int32, which {target.label} computes int64 in"
             if isinstance(value, torch.fx.Node) and value.op == "get_attr":
                 weight = functools.reduce(getattr, str(value.target).split("."), node.graph.owning_module)
                 if (isinstance(weight, torch.Tensor) and weight.dtype == torch.int64 and weight.numel()
                         and (weight.min() < _INT32.min or weight.max() > _INT32.max)):
-                    return f"int64 constant {value.name} does not fit int32, which {goal.label} computes int64 in"
+                    return f"int64 constant {value.name} does not fit int32, which {target.label} computes int64 in"
     return None
 
 
-def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
+def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozenset[str],
                        failed: Mapping[str, str] = {}) -> Optional[str]:
-    """None if `node` can run inside an engine, else why not. `failed` holds nodes whose
-    conversion already failed once, by name, with the reason."""
+    """None if `node` can run inside an engine built for `target`, else why not. `failed` holds
+    nodes whose conversion already failed once, by name, with the reason."""
     if node.target is operator.getitem:
         return None
     if node.name in failed:
@@ -78,16 +77,17 @@ def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str],
     conv = converters.lookup(node.target)
     if conv is None:
         return f"no converter for {node.target}"
-    reason = _dtype_reason(node) or _int32_reason(node)
+    reason = _dtype_reason(node) or _int32_reason(node, target)
     if reason is None and conv.capability is not None:
-        reason = conv.capability(node)
+        reason = conv.capability(node, target)
     return reason
 
 
 class ConverterSupport(OperatorSupportBase):
     """Feeds the fx partitioner; remembers every refusal reason for the report."""
 
-    def __init__(self, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
+    def __init__(self, target: Target, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
+        self.target = target
         self.fallback_ops = fallback_ops
         self.failed = failed
         self.reasons: dict[torch.fx.Node, str] = {}
@@ -95,7 +95,7 @@ class ConverterSupport(OperatorSupportBase):
     def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
-        reason = unsupported_reason(node, self.fallback_ops, self.failed)
+        reason = unsupported_reason(node, self.target, self.fallback_ops, self.failed)
         if reason is not None:
             self.reasons[node] = reason
         return reason is None

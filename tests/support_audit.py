@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 import onnx
 
-from converters.core import target
+from converters.core.target import Target
 from converters.passes import trt_support
 from converters.passes.weights import OnnxSegment
 
@@ -18,8 +18,7 @@ class SupportAudit:
         self.models = 0
         self.found: list[str] = []
 
-    def check(self, model: onnx.ModelProto) -> list[str]:
-        version = target.current().version
+    def check(self, model: onnx.ModelProto, version: str) -> list[str]:
         self.models += 1
         problems = [f"{model.graph.name} for TensorRT {version}: {v}" for v in trt_support.violations(model, version)]
         self.found += problems
@@ -28,7 +27,9 @@ class SupportAudit:
     def wrap(self, segment_onnx: Callable[..., OnnxSegment]) -> Callable[..., OnnxSegment]:
         def audited(*args: Any, **kwargs: Any) -> OnnxSegment:
             segment = segment_onnx(*args, **kwargs)
-            self.check(segment.model)
+            goal = kwargs.get("target", args[-1])
+            assert isinstance(goal, Target)
+            self.check(segment.model, goal.version)
             return segment
 
         return audited

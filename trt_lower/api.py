@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from converters.core import target
+from converters.core.target import Target
 from converters.core.interpreter import ConversionError
 from splitter import ConverterSupport, split
 from trt_lower import capture
@@ -86,8 +87,7 @@ def lower_to_trt(
     program = capture.export(model, capture.example_inputs(specs, inputs), specs)
     captured = time.perf_counter()
 
-    with target.targeting(settings.trt_version):
-        lowered = _split_and_convert(program, specs, settings, resolved)
+    lowered = _split_and_convert(program, specs, settings, resolved)
     session = lowered.report.timings.get("session", 0.0)  # stitch timed the engine builds
     lowered.report.timings = {
         "capture": captured - start,
@@ -103,7 +103,7 @@ def _split_and_convert(program: torch.export.ExportedProgram, specs: Sequence[Te
     converter or TensorRT fails on it."""
     failed: dict[str, str] = {}
     while True:
-        parts = split(capture.graph_module(program), ConverterSupport(settings.fallback_ops, failed),
+        parts = split(capture.graph_module(program), ConverterSupport(Target(settings.trt_version), settings.fallback_ops, failed),
                       settings.min_block_size)
         if settings.require_full and parts.fallbacks:
             listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in parts.fallbacks.items())

@@ -10,7 +10,7 @@ import onnx
 import sympy
 import torch
 
-from converters.core import target
+from converters.core.target import Target
 from converters.passes import trt_support
 from converters.passes.float64 import narrow_float64
 from converters.core.interpreter import ConversionError, segment_to_onnx
@@ -74,17 +74,17 @@ class UnsupportedOnnx(Exception):
 
 
 def segment_onnx(sub: torch.fx.GraphModule, name: str, constants: dict[str, torch.Tensor],
-                 precision: str) -> OnnxSegment:
+                 precision: str, target: Target) -> OnnxSegment:
     """The ONNX an engine is built from: the converters' output, float64 computed as float32
-    (TensorRT has none), and with precision="fp16" the fp16 rewrite."""
+    (TensorRT has none), and with precision="fp16" the fp16 rewrite. `target` is the TensorRT
+    whose limits it keeps to (the support audit of the tests reads it)."""
     segment = narrow_float64(segment_to_onnx(sub, name, constants))
     return to_fp16(segment) if precision == "fp16" else segment
 
 
-def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto) -> None:
+def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto, goal: Target) -> None:
     """Raise ConversionError, blaming the FX node whose ONNX breaks the target's limits: that
     node then runs in eager, as after any converter failure."""
-    goal = target.current()
     problems = trt_support.violations(model, goal.version)
     if not problems:
         return
@@ -99,7 +99,7 @@ def _dtypes(node: torch.fx.Node) -> set[torch.dtype]:
     return {v.dtype for v in flat if isinstance(v, torch.Tensor)}
 
 
-def _dtype_notes(sub: torch.fx.GraphModule, name: str) -> list[str]:
+def _dtype_notes(sub: torch.fx.GraphModule, name: str, goal: Target) -> list[str]:
     """What an engine computes in a narrower dtype than the FX graph says (README "Precision and
     dtypes"): float64 always, int64 on TensorRT 8.6."""
     compute = [n for n in sub.graph.nodes if is_compute(n)]
@@ -107,7 +107,6 @@ def _dtype_notes(sub: torch.fx.GraphModule, name: str) -> list[str]:
     wide = [n.name for n in compute if torch.float64 in _dtypes(n)]
     if wide:
         notes.append(f"{name} computes float64 as float32 (TensorRT has no float64): {', '.join(wide)}")
-    goal = target.current()
     if not goal.int64_native:
         val = {n: n.meta.get("val") for n in compute}
         ints = [n.name for n, v in val.items() if isinstance(v, torch.Tensor) and v.dtype == torch.int64]
@@ -134,9 +133,10 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: L
             runtime_args.append(arg)
             runtime_placeholders.append(ph)
 
-    onnx_segment = segment_onnx(sub, name, constants, settings.precision)
+    goal = Target(settings.trt_version)
+    onnx_segment = segment_onnx(sub, name, constants, settings.precision, goal)
     model = onnx_segment.model
-    _check_support(sub, model)
+    _check_support(sub, model, goal)
     out_node = next(n for n in sub.graph.nodes if n.op == "output")
     results = out_node.args[0]
     tuple_output = isinstance(results, (tuple, list))
@@ -160,7 +160,7 @@ def _build_engine(gm: torch.fx.GraphModule, name: str, backend: str, settings: L
         backend=backend,
         cache_hit=cache_hit,
     )
-    return module, report, session_s, _dtype_notes(sub, name)
+    return module, report, session_s, _dtype_notes(sub, name, goal)
 
 
 def stitch(split: Split, backend: str, settings: LoweringSettings, specs: Sequence[TensorSpec]) -> LoweredModule:

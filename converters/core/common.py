@@ -5,6 +5,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.builder import GraphBuilder, Value, onnx_type
 
 Operand = Value | int | float | bool  # a tensor, or a Python scalar of a Scalar overload
@@ -43,7 +44,7 @@ def nan_propagated(b: GraphBuilder, x: Value, reduced: Value, axes: Sequence[int
 
 
 # -- capability checks -----------------------------------------------------------------------
-def only_first_output_used(node: torch.fx.Node) -> Optional[str]:
+def only_first_output_used(node: torch.fx.Node, target: Target) -> Optional[str]:
     """For multi-output ops whose ONNX form yields only the first output."""
     for user in node.users:
         if user.target.__name__ != "getitem" or user.args[1] != 0:  # type: ignore[union-attr]
@@ -54,7 +55,7 @@ def only_first_output_used(node: torch.fx.Node) -> Optional[str]:
 def constant_args(*positions: int) -> Any:
     """Capability: the tensor arguments at `positions` must be weights (get_attr), not activations."""
 
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         for i in positions:
             if i < len(node.args) and isinstance(node.args[i], torch.fx.Node) and node.args[i].op != "get_attr":  # type: ignore[union-attr]
                 return f"argument {i} must be constant"
@@ -63,7 +64,7 @@ def constant_args(*positions: int) -> Any:
     return check
 
 
-def float_inputs(node: torch.fx.Node) -> Optional[str]:
+def float_inputs(node: torch.fx.Node, target: Target) -> Optional[str]:
     """Capability: TensorRT runs this op on floating-point tensors only."""
     for arg in node.all_input_nodes:
         val = arg.meta.get("val")
@@ -73,9 +74,9 @@ def float_inputs(node: torch.fx.Node) -> Optional[str]:
 
 
 def all_of(*checks: Any) -> Any:
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         for c in checks:
-            reason = c(node)
+            reason = c(node, target)
             if reason:
                 return reason
         return None

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.builder import GraphBuilder, Value
 
 INT64_MAX = 2**63 - 1
@@ -60,7 +61,7 @@ def static_numel(shape: Sequence[object]) -> int | None:
     return n
 
 
-def empty_input(node: torch.fx.Node) -> Optional[str]:
+def empty_input(node: torch.fx.Node, target: Target) -> Optional[str]:
     """Capability: a tensor input with a static 0-size dim. ONNX Runtime (1.31) gives reductions
     over empty tensors the input's shape, ignoring keepdims=0."""
     for arg in node.all_input_nodes:

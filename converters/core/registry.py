@@ -2,7 +2,8 @@
 
 The decorator is the registration: `@converter(aten.relu.default)` above a function that turns
 one ATen overload into ONNX nodes. An optional `capability` function sits beside it and returns
-a human reason when it refuses a particular node (the splitter shows that reason to the user).
+a human reason when it refuses a particular node (the splitter shows that reason to the user);
+it is given the TensorRT target, whose ONNX parser limits what a converter may emit.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import torch
 from torch._ops import OpOverload
 
 from converters.core.builder import GraphBuilder
+from converters.core.target import Target
 
 ConverterFn = Callable[..., Any]
-Capability = Callable[[torch.fx.Node], Optional[str]]
+Capability = Callable[[torch.fx.Node, Target], Optional[str]]
 
 
 @dataclass(frozen=True)

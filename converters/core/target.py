@@ -1,16 +1,11 @@
-"""The TensorRT version the converters emit for, visible to capability checks.
+"""The TensorRT version the converters emit for: every capability check is given it.
 
-lower_to_trt sets it (the `trt_version` setting) around splitting and conversion; a capability
-check that depends on the version reads `current()` instead of taking it as an argument, so
-capability functions keep their one-argument signature.
+lower_to_trt makes it from the `trt_version` setting and passes it to splitting and conversion.
 """
 from __future__ import annotations
 
-import contextlib
 import re
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator
 
 # Oldest first. "10.4" is the last TensorRT with Volta (V100) support and stands for 10.0-10.11:
 # what its table allows, all of those parse alike, since every axes/K operand we emit is an
@@ -55,20 +50,3 @@ def for_installed(version: str) -> str:
     if major < 10:
         return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
     return "10.4" if (major, minor) < (10, 12) else "latest"
-
-
-_current: ContextVar[Target] = ContextVar("trt_lower_target", default=Target(DEFAULT))
-
-
-def current() -> Target:
-    """The target of the lowering in progress (outside one: the default, 10.4)."""
-    return _current.get()
-
-
-@contextlib.contextmanager
-def targeting(version: str) -> Iterator[Target]:
-    token = _current.set(Target(version))
-    try:
-        yield _current.get()
-    finally:
-        _current.reset(token)

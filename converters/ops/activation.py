@@ -10,6 +10,7 @@ from typing import Optional
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import all_of, float_inputs, normalize_dim, only_first_output_used
 from converters.core.dims import INT64_MAX, dim_size, node_arg
 from converters.core.builder import GraphBuilder, Value
@@ -95,7 +96,7 @@ def leaky_relu(b: GraphBuilder, x: Value, negative_slope: float = 0.01) -> Value
     return b.op("LeakyRelu", x, alpha=float(negative_slope), dtype=x.dtype)
 
 
-def _eval_mode(node: torch.fx.Node) -> Optional[str]:
+def _eval_mode(node: torch.fx.Node, target: Target) -> Optional[str]:
     if node_arg(node, 3, "training", False):
         return "rrelu in training mode draws random slopes"
     return None

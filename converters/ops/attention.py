@@ -12,13 +12,14 @@ from typing import Optional
 import torch
 
 from converters.core.dims import arg_val, dim_size_scalar, node_arg
+from converters.core.target import Target
 from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
 
 aten = torch.ops.aten
 
 
-def _sdpa_capability(node: torch.fx.Node) -> Optional[str]:
+def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     q, k, v = (arg_val(node, i) for i in range(3))
     for name, val in (("query", q), ("key", k), ("value", v)):
         if val is None or not val.dtype.is_floating_point:

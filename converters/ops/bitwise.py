@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from converters.core import target
+from converters.core.target import Target
 from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
 
@@ -19,7 +19,7 @@ aten = torch.ops.aten
 Operand = Value | int | bool
 
 
-def _bools_only(node: torch.fx.Node) -> Optional[str]:
+def _bools_only(node: torch.fx.Node, target: Target) -> Optional[str]:
     for arg in node.all_input_nodes:
         if arg.meta["val"].dtype != torch.bool:
             return f"{node.target} on {arg.meta['val'].dtype}: ONNX opset 17 and TensorRT have bitwise ops for bool only"
@@ -61,15 +61,15 @@ def bitwise_not(b: GraphBuilder, x: Value) -> Value:
 _BITS = {torch.int32: 32, torch.int64: 64}
 
 
-def _constant_shift(node: torch.fx.Node) -> Optional[str]:
+def _constant_shift(node: torch.fx.Node, target: Target) -> Optional[str]:
     dtype = node.args[0].meta["val"].dtype  # type: ignore[union-attr]
     if dtype not in _BITS:
         return f"shifts of {dtype} (TensorRT computes on int32/int64 only)"
     shift = node.args[1]
     # TensorRT 8.6 computes int64 as int32, where 2**31 does not fit.
-    limit = _BITS[dtype] if dtype == torch.int32 or target.current().int64_native else 31
+    limit = _BITS[dtype] if dtype == torch.int32 or target.int64_native else 31
     if not isinstance(shift, int) or not 0 <= shift < limit:
-        return f"shift of {dtype} by {shift!r}: only a constant in [0, {limit}) on {target.current().label}"
+        return f"shift of {dtype} by {shift!r}: only a constant in [0, {limit}) on {target.label}"
     return None
 
 

@@ -5,6 +5,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import all_of, float_inputs, per_spatial_dim
 from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
@@ -12,7 +13,7 @@ from converters.core.registry import converter
 aten = torch.ops.aten
 
 
-def _conv_capability(node: torch.fx.Node) -> Optional[str]:
+def _conv_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     rank = len(node.args[0].meta["val"].shape)  # type: ignore[union-attr]
     if rank not in (3, 4, 5):
         return f"only 1d/2d/3d convolution (batched input), got a rank-{rank} input"

@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from converters.core.target import Target
 from converters.core.common import as_operand
 from converters.core.dims import node_arg
 from converters.core.builder import GraphBuilder, Value
@@ -47,7 +48,7 @@ def scalar_tensor(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
     return _computed(b, *args, **kwargs)
 
 
-def _python_args(node: torch.fx.Node) -> Optional[str]:
+def _python_args(node: torch.fx.Node, target: Target) -> Optional[str]:
     if node.all_input_nodes:
         return f"{node.target} with a tensor or dynamic argument"
     return None
@@ -60,7 +61,7 @@ def constant_grid(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
     return _computed(b, *args, **kwargs)
 
 
-def _linspace_capability(node: torch.fx.Node) -> Optional[str]:
+def _linspace_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     steps = node_arg(node, 2, "steps")
     if not isinstance(steps, int):
         return "linspace with a dynamic number of steps"
@@ -153,7 +154,7 @@ def ones_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Value:
 def _static_size(at: int) -> Any:
     """Capability: the size argument at position `at` has no dynamic dim."""
 
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if not all(isinstance(d, int) for d in node_arg(node, at, "size")):  # type: ignore[union-attr]
             return "size depends on a dynamic dimension"
         return None
@@ -196,7 +197,7 @@ def empty_strided(b: GraphBuilder, size: Sequence[int], stride: Sequence[int], *
 
 
 # -- one-hot, copies and casts ---------------------------------------------------------------
-def _known_classes(node: torch.fx.Node) -> Optional[str]:
+def _known_classes(node: torch.fx.Node, target: Target) -> Optional[str]:
     if node_arg(node, 1, "num_classes", -1) == -1:
         return "one_hot without num_classes (the width would depend on the data)"
     return None

@@ -5,6 +5,7 @@ from typing import Optional
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import normalize_dim
 from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
@@ -20,7 +21,7 @@ def embedding(b: GraphBuilder, weight: Value, indices: Value, padding_idx: int =
     return b.op("Gather", weight, indices, axis=0, dtype=weight.dtype)
 
 
-def _not_0d(node: torch.fx.Node) -> Optional[str]:
+def _not_0d(node: torch.fx.Node, target: Target) -> Optional[str]:
     """A 0-d source is gathered from as a 1-element 1-D one, then reshaped to the static result shape."""
     if node.args[0].meta["val"].dim() == 0 and not all(isinstance(d, int) for d in node.meta["val"].shape):  # type: ignore[union-attr]
         return "gathering from a 0-d tensor into a dynamic shape"

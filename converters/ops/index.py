@@ -16,6 +16,7 @@ import torch
 
 from converters.core.dims import INT64_MAX, dim_size_scalar, same_static_shape, static_numel
 from converters.core.where import where
+from converters.core.target import Target
 from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
 
@@ -29,7 +30,7 @@ def _index_vals(node: torch.fx.Node) -> list[torch.Tensor]:
     return [i.meta["val"] for i in node.args[1] if i is not None]  # type: ignore[union-attr]
 
 
-def _int_indices(node: torch.fx.Node) -> Optional[str]:
+def _int_indices(node: torch.fx.Node, target: Target) -> Optional[str]:
     if node.args[0].meta["val"].dim() == 0:  # type: ignore[union-attr]
         return "indexing a 0-d tensor"
     for val in _index_vals(node):
@@ -91,7 +92,7 @@ def index(b: GraphBuilder, x: Value, indices: Indices) -> Value:
     return b.op("Transpose", out, perm=order, dtype=x.dtype) if order else out
 
 
-def _index_put_capability(node: torch.fx.Node) -> Optional[str]:
+def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = node.args[0].meta["val"]  # type: ignore[union-attr]
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     if accumulate:

@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import normalize_dim
 from converters.core.dims import INT64_MIN, dim_size, is_static_dim, shape_of, static_numel
 from converters.core.builder import GraphBuilder, Value
@@ -25,7 +26,7 @@ def flip(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
     return b.op("Slice", x, b.ints([-1] * n), b.ints([INT64_MIN] * n), b.ints(axes), b.ints([-1] * n), dtype=x.dtype)
 
 
-def _static_rolled_dims(node: torch.fx.Node) -> Optional[str]:
+def _static_rolled_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = node.args[0].meta["val"]  # type: ignore[union-attr]
     dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", ())
     sizes = [x.shape[normalize_dim(d, x.dim())] for d in dims] if dims else list(x.shape)  # type: ignore[union-attr]
@@ -87,7 +88,7 @@ def unbind(b: GraphBuilder, x: Value, dim: int = 0) -> tuple[Value, ...]:
     return tuple(b.op("Squeeze", p, b.ints([axis]), dtype=x.dtype) for p in pieces)
 
 
-def _constant_repeats(node: torch.fx.Node) -> Optional[str]:
+def _constant_repeats(node: torch.fx.Node, target: Target) -> Optional[str]:
     if not all(isinstance(r, int) for r in node.args[1]):  # type: ignore[union-attr]
         return "repeat counts that are not constants"
     return None
@@ -113,7 +114,7 @@ def tile(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
     return _tiled(b, x, [1] * (x.rank - len(dims)) + list(dims))
 
 
-def _nchw(node: torch.fx.Node) -> Optional[str]:
+def _nchw(node: torch.fx.Node, target: Target) -> Optional[str]:
     rank = node.args[0].meta["val"].dim()  # type: ignore[union-attr]
     if rank != 4:
         return f"only (N, C, H, W) inputs, got rank {rank}"
@@ -176,7 +177,7 @@ def pixel_unshuffle(b: GraphBuilder, x: Value, downscale_factor: int) -> Value:
     return b.op("Reshape", moved, shape_of(b, [n, b.ints([-1]), h, w]), dtype=x.dtype)
 
 
-def _channel_groups(node: torch.fx.Node) -> Optional[str]:
+def _channel_groups(node: torch.fx.Node, target: Target) -> Optional[str]:
     rank = node.args[0].meta["val"].dim()  # type: ignore[union-attr]
     if rank < 3:
         return f"channel shuffle of a rank-{rank} tensor (needs (N, C, *))"
@@ -194,7 +195,7 @@ def channel_shuffle(b: GraphBuilder, x: Value, groups: int) -> Value:
     return b.op("Reshape", swapped, b.op("Shape", x), dtype=x.dtype)
 
 
-def _matrix(node: torch.fx.Node) -> Optional[str]:
+def _matrix(node: torch.fx.Node, target: Target) -> Optional[str]:
     rank = node.args[0].meta["val"].dim()  # type: ignore[union-attr]
     if rank < 2:
         return f"triangle of a rank-{rank} tensor"
@@ -235,7 +236,7 @@ def vstack(b: GraphBuilder, tensors: Sequence[Value]) -> Value:
     return b.op("Concat", *[_at_least(b, t, 2, dtype) for t in tensors], axis=0, dtype=dtype)
 
 
-def _static_windows(node: torch.fx.Node) -> Optional[str]:
+def _static_windows(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = node.args[0].meta["val"]  # type: ignore[union-attr]
     if x.dim() == 0:
         return "unfold of a 0-d tensor"

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import all_of, float_inputs, normalize_dim
 from converters.core.dims import empty_input, same_static_shape
 from converters.core.builder import GraphBuilder, Value
@@ -53,7 +54,7 @@ def outer(b: GraphBuilder, x: Value, vec2: Value) -> Value:
     return b.op("Mul", column, b.cast(vec2, dtype), dtype=dtype)
 
 
-def _einsum_capability(node: torch.fx.Node) -> Optional[str]:
+def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     """TensorRT before 10.12: no ellipsis, no diagonal (a label repeated in one operand), no
     broadcasting between operands; labels as ONNX spells them (letters)."""
     equation = node.args[0].replace(" ", "")  # type: ignore[union-attr]
@@ -84,7 +85,7 @@ def einsum(b: GraphBuilder, equation: str, tensors: Sequence[Value], *, path: Se
     return b.op("Einsum", *[b.cast(t, dtype) for t in tensors], equation=equation.replace(" ", ""), dtype=dtype)
 
 
-def _vectors(node: torch.fx.Node) -> Optional[str]:
+def _vectors(node: torch.fx.Node, target: Target) -> Optional[str]:
     if any(arg.meta["val"].dim() == 0 for arg in node.all_input_nodes):
         return "cosine similarity of 0-d tensors"
     return None
@@ -111,8 +112,8 @@ def cosine_similarity(b: GraphBuilder, x1: Value, x2: Value, dim: int = 1, eps: 
     return b.op("ReduceSum", b.op("Mul", unit(x1), unit(x2)), b.ints([axis]), keepdims=0, dtype=dtype)
 
 
-def _cdist_capability(node: torch.fx.Node) -> Optional[str]:
-    reason = float_inputs(node) or empty_input(node)
+def _cdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    reason = float_inputs(node, target) or empty_input(node, target)
     if reason:
         return reason
     p = node.args[2] if len(node.args) > 2 else node.kwargs.get("p", 2.0)

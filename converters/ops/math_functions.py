@@ -12,6 +12,7 @@ from typing import Optional
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import Operand, as_operand, float_inputs
 from converters.core.builder import GraphBuilder, Value
 from converters.ops.creation import full_like
@@ -415,7 +416,7 @@ def xlogy(b: GraphBuilder, x: Value, y: Operand) -> Value:
     return b.op("Where", b.op("IsNaN", yv), b.const(math.nan, dtype), out, dtype=dtype)
 
 
-def _not_bool(node: torch.fx.Node) -> Optional[str]:
+def _not_bool(node: torch.fx.Node, target: Target) -> Optional[str]:
     for arg in node.all_input_nodes:
         if arg.meta["val"].dtype == torch.bool:
             return f"{node.target} of bool tensors (ONNX compares numbers only)"

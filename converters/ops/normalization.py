@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import all_of, constant_args, float_inputs, only_first_output_used
 from converters.core.dims import node_arg, static_numel
 from converters.core.builder import GraphBuilder, Value
@@ -112,7 +113,7 @@ def group_norm(b: GraphBuilder, x: Value, num_groups: int, weight: Value | None 
     return _group_norm(b, x, num_groups, weight, bias, eps)
 
 
-def _input_stats(node: torch.fx.Node) -> Optional[str]:
+def _input_stats(node: torch.fx.Node, target: Target) -> Optional[str]:
     if not node_arg(node, 5, "use_input_stats"):
         return "instance norm with running statistics (track_running_stats in eval mode)"
     if node.args[0].meta["val"].dim() < 3:  # type: ignore[union-attr]

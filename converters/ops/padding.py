@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
 
@@ -23,7 +24,7 @@ def _onnx_pads(rank: int, pad: Sequence[int]) -> list[int]:
     return begins + ends
 
 
-def _pad_capability(node: torch.fx.Node) -> Optional[str]:
+def _pad_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = node.args[0].meta["val"]  # type: ignore[union-attr]
     if x.dtype == torch.bool:
         return "TensorRT's Pad takes no bool tensors"

@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import all_of, float_inputs, per_spatial_dim, only_first_output_used
 from converters.core.dims import is_static_dim, node_arg
 from converters.core.builder import GraphBuilder, Value
@@ -88,7 +89,7 @@ def _end_pad_needed(size: int, out: int, kernel: int, stride: int, begin_pad: in
 
 # -- capability checks, by argument position -------------------------------------------------
 def _unit_dilation(n: int, at: int) -> Any:
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if any(d != 1 for d in per_spatial_dim(node_arg(node, at, "dilation", 1), n)):  # type: ignore[arg-type]
             return "TensorRT 10 pools only with dilation 1"
         return None
@@ -97,7 +98,7 @@ def _unit_dilation(n: int, at: int) -> Any:
 
 
 def _no_divisor_override(at: int) -> Any:
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if node_arg(node, at, "divisor_override") is not None:
             return "divisor_override has no ONNX equivalent"
         return None
@@ -106,7 +107,7 @@ def _no_divisor_override(at: int) -> Any:
 
 
 def _static_ceil_mode(n: int, at: int) -> Any:
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         x = node.args[0].meta["val"]  # type: ignore[union-attr]
         if node_arg(node, at, "ceil_mode", False) and not all(is_static_dim(d) for d in x.shape[-n:]):
             return "ceil_mode over dynamic spatial dims"
@@ -119,7 +120,7 @@ def _ceil_within_padding(n: int) -> Any:
     """avg_pool's ceil_mode with count_include_pad, where ONNX's count is not torch's: the last
     window must end within the padding (torch's divisor counts only up to `padding`, the extended
     padding of floor mode would be counted)."""
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if not (node_arg(node, 4, "ceil_mode", False) and node_arg(node, 5, "count_include_pad", True)):
             return None
         x = node.args[0].meta["val"]  # type: ignore[union-attr]
@@ -207,7 +208,7 @@ def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 # -- adaptive pooling: even windows only -----------------------------------------------------
 def _even_windows(n: int) -> Any:
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         in_shape = node.args[0].meta["val"].shape[-n:]  # type: ignore[union-attr]
         out_size = per_spatial_dim(node.args[1], n)  # type: ignore[arg-type]
         if all(o == 1 for o in out_size):

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import float_inputs, nan_propagated, normalize_dim
 from converters.core.dims import is_static_dim, static_numel
 from converters.core.builder import GraphBuilder, Value, onnx_type
@@ -191,7 +192,7 @@ def std_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float |
 
 
 # -- arg reductions and max/min with indices --------------------------------------------------
-def _orderable(node: torch.fx.Node) -> Optional[str]:
+def _orderable(node: torch.fx.Node, target: Target) -> Optional[str]:
     """TensorRT's ArgMax/ArgMin/ReduceMax take float, int32 and int64 (int8/uint8 are quantized
     types there); bools are ordered as int32."""
     dtype = node.args[0].meta["val"].dtype  # type: ignore[union-attr]
@@ -266,7 +267,7 @@ def logsumexp(b: GraphBuilder, x: Value, dim: Sequence[int], keepdim: bool = Fal
     return b.op("Add", b.op("Log", total), peak, dtype=dtype)
 
 
-def _float_out(node: torch.fx.Node) -> Optional[str]:
+def _float_out(node: torch.fx.Node, target: Target) -> Optional[str]:
     dtype = node.meta["val"].dtype
     if not dtype.is_floating_point:
         return f"TensorRT's CumSum runs on floating-point tensors only, the result here is {dtype}"

@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import all_of, float_inputs
 from converters.core.dims import dim_size, is_static_dim, node_arg, shape_of
 from converters.core.builder import GraphBuilder, Value
@@ -44,7 +45,7 @@ def _capability(first_scale_at: int | None) -> Any:
     both given), scales must be all absent or all given and agree with the output size, since
     Resize takes one or the other."""
 
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         x = node.args[0].meta["val"]  # type: ignore[union-attr]
         output_size = node_arg(node, 1, "output_size")
         if output_size is not None and not all(isinstance(d, int) for d in output_size):  # type: ignore[union-attr]

@@ -10,6 +10,7 @@ from typing import Optional
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import normalize_dim
 from converters.core.dims import INT64_MAX, dim_size_scalar, node_arg, same_static_shape
 from converters.core.where import where
@@ -20,7 +21,7 @@ aten = torch.ops.aten
 _SCATTER_DTYPES = (torch.float32, torch.float16, torch.int32, torch.int64)  # TensorRT's ScatterElements
 
 
-def _scatter_capability(node: torch.fx.Node) -> Optional[str]:
+def _scatter_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = node.args[0].meta["val"]  # type: ignore[union-attr]
     if x.dim() == 0:
         return "scatter into a 0-d tensor"
@@ -52,7 +53,7 @@ def _static_bounds(*bounds: tuple[int, str]) -> object:
     """The scattered dim must have a static size and the bounds (position, name) must be constants:
     they place the pieces."""
 
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         x = node.args[0].meta["val"]  # type: ignore[union-attr]
         if x.dim() == 0:
             return "scatter into a 0-d tensor"
@@ -121,7 +122,7 @@ def select_scatter(b: GraphBuilder, x: Value, src: Value, dim: int, index: int) 
 
 
 # -- index_fill / index_copy: whole slices along one dim -------------------------------------
-def _slices_capability(node: torch.fx.Node) -> Optional[str]:
+def _slices_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = node.args[0].meta["val"]  # type: ignore[union-attr]
     index = node.args[2].meta["val"]  # type: ignore[union-attr]
     if x.dim() == 0:

@@ -9,6 +9,7 @@ from typing import Optional
 
 import torch
 
+from converters.core.target import Target
 from converters.core.common import normalize_dim, promoted_dtype
 from converters.core.dims import dim_size_scalar, empty_input, node_arg, static_numel
 from converters.core.builder import GraphBuilder, Value
@@ -31,14 +32,14 @@ def _check_k(node: torch.fx.Node, k: object) -> Optional[str]:
     return None
 
 
-def _topk_capability(node: torch.fx.Node) -> Optional[str]:
+def _topk_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _check_k(node, node_arg(node, 1, "k"))
 
 
 def _sort_capability(dim_at: int) -> object:
     """For sort/argsort: K is the sorted dim's size; `dim_at` is dim's position (-1: keyword only)."""
 
-    def check(node: torch.fx.Node) -> Optional[str]:
+    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if node.kwargs.get("stable"):
             return "stable sort: TensorRT's TopK does not promise an order among equal elements"
         x = node.args[0].meta["val"]  # type: ignore[union-attr]
@@ -101,15 +102,15 @@ def _dim_size(node: torch.fx.Node, dim: object) -> object:
     return x.shape[normalize_dim(dim, x.dim())] if x.dim() else 1  # type: ignore[arg-type]
 
 
-def _kthvalue_capability(node: torch.fx.Node) -> Optional[str]:
+def _kthvalue_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _check_k(node, node_arg(node, 1, "k"))
 
 
-def _median_dim_capability(node: torch.fx.Node) -> Optional[str]:
+def _median_dim_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _check_k(node, _lower_median_k(_dim_size(node, node_arg(node, 1, "dim"))))
 
 
-def _median_capability(node: torch.fx.Node) -> Optional[str]:
+def _median_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _check_k(node, _lower_median_k(static_numel(node.args[0].meta["val"].shape)))  # type: ignore[union-attr]
 
 
@@ -143,8 +144,8 @@ def median(b: GraphBuilder, x: Value) -> Value:
 
 
 # -- searching sorted boundaries: count the boundaries below each value --------------------------
-def _search_capability(node: torch.fx.Node) -> Optional[str]:
-    reason = empty_input(node)
+def _search_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    reason = empty_input(node, target)
     if reason:
         return reason
     if node.kwargs.get("sorter") is not None:
