@@ -20,7 +20,7 @@ ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.in
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
 _INT32 = np.iinfo(np.int32)
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing.
-_CLAMPED_ARGS = {torch.ops.aten.slice.Tensor: (2, 3)}
+_CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2, 3)}
 
 
 def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
@@ -50,7 +50,7 @@ def _int32_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
     """On TensorRT 8.6, which computes int64 as int32 (clamping): int constants that do not fit."""
     if target.int64_native:
         return None
-    clamped = _CLAMPED_ARGS.get(node.target, ())  # type: ignore[call-overload]
+    clamped = _CLAMPED_ARGS.get(node.target, ())
     args = [a for i, a in enumerate(node.args) if i not in clamped] + list(node.kwargs.values())
     for arg in args:
         for value in arg if isinstance(arg, (tuple, list)) else (arg,):

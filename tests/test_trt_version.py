@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 import converters
 import trt_lower
 from converters.core import target
-from converters.passes import trt_support
 from converters.core.builder import IR_VERSION, OPSET
+from converters.passes import trt_support
 from harness import Fn, check_onnx, engine_ops
 from support_audit import SupportAudit
 from trt_lower.settings import default_trt_version, installed_tensorrt

@@ -9,8 +9,8 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from converters.core import target
-from converters.core.target import Target
 from converters.core.interpreter import ConversionError
+from converters.core.target import Target
 from splitter import ConverterSupport, split
 from trt_lower import capture
 from trt_lower.engine import tensorrt as trt_engine

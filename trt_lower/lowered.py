@@ -10,10 +10,10 @@ import onnx
 import sympy
 import torch
 
+from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.core.target import Target
 from converters.passes import trt_support
 from converters.passes.float64 import narrow_float64
-from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
 from converters.passes.weights import OnnxSegment
 from splitter.partition import Split, is_compute

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, Union
+from typing import Any, Iterable, Sequence, TypeGuard, Union, overload
 
 import numpy as np
+from numpy.typing import NDArray
 import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
@@ -57,24 +58,32 @@ def dim_param(d: ShapeDim) -> int | str:
     return d if isinstance(d, int) else str(d)
 
 
-def is_static_shape(shape: Sequence[ShapeDim]) -> bool:
+def is_static_shape(shape: Sequence[object]) -> TypeGuard[Sequence[int]]:
     return all(isinstance(d, int) for d in shape)
 
 
 @dataclass(frozen=True)
-class Value:
-    """A named ONNX value. dtype/shape are known for values that stand for FX nodes and for
-    values the builder derives them for; converters rely on them only for their own inputs.
-    A dim that varies at run time is a torch.SymInt: compare dims only after isinstance(d, int).
-    """
+class Ref:
+    """A named ONNX value, as a converter emits it: dtype/shape are there where it said them
+    (GraphBuilder.op's `dtype`/`shape`); a later converter sees it as a `Value` again, typed from
+    the FX node it stands for (core/interpreter.py)."""
 
     name: str
     dtype: torch.dtype | None = None
     shape: tuple[ShapeDim, ...] | None = None
 
+
+@dataclass(frozen=True)
+class Value(Ref):
+    """A tensor whose dtype and shape are known: what converters receive for their tensor
+    arguments (FX nodes, weights, constants). A dim that varies at run time is a torch.SymInt:
+    compare dims only after isinstance(d, int)."""
+
+    dtype: torch.dtype
+    shape: tuple[ShapeDim, ...]
+
     @property
     def rank(self) -> int:
-        assert self.shape is not None, f"rank of {self.name} is unknown"
         return len(self.shape)
 
 
@@ -104,7 +113,7 @@ class GraphBuilder:
         self.graph_name = graph_name
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
-        self.weights: dict[str, np.ndarray] = {}  # of the initializers kept apart (weights.py)
+        self.weights: dict[str, NDArray[Any]] = {}  # of the initializers kept apart (weights.py)
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
         self.node: torch.fx.Node | None = None
@@ -117,10 +126,16 @@ class GraphBuilder:
 
     # -- the FX node being converted -----------------------------------------------------------
     @property
+    def converting(self) -> torch.fx.Node:
+        """The FX node being converted (set only while its converter runs)."""
+        if self.node is None:
+            raise RuntimeError("no FX node is being converted")
+        return self.node
+
+    @property
     def out(self) -> Any:
         """The FakeTensor (or tuple of them) the current FX node produces."""
-        assert self.node is not None
-        return self.node.meta["val"]
+        return self.converting.meta["val"]
 
     # -- graph I/O ---------------------------------------------------------------------------
     def add_input(self, name: str, dtype: torch.dtype, shape: Sequence[ShapeDim]) -> Value:
@@ -149,7 +164,7 @@ class GraphBuilder:
         Initializers rather than Constant nodes: TensorRT wants several operands (Slice axes,
         reduction axes, Pad pads) as initializers on older versions.
         """
-        array = np.asarray(value, dtype=numpy_type(dtype))
+        array: NDArray[Any] = np.asarray(value, dtype=numpy_type(dtype))
         key = (dtype, array.shape, array.tobytes())
         if key not in self._constants:
             name = self.fresh("const")
@@ -161,10 +176,11 @@ class GraphBuilder:
         """An int64 1-D constant (shapes, axes, starts/ends)."""
         return self.const(list(values) if isinstance(values, Sequence) else [values], torch.int64)
 
-    def shape_tensor(self, dims: Sequence[int | Value]) -> Value:
+    def shape_tensor(self, dims: Sequence[int | Ref]) -> Value:
         """A 1-D int64 shape from ints and 0-d int64 values (sizes known only at run time)."""
-        if all(isinstance(d, int) for d in dims):
-            return self.ints(dims)  # type: ignore[arg-type]
+        static = [d for d in dims if isinstance(d, int)]
+        if len(static) == len(dims):
+            return self.ints(static)
         parts = [
             self.ints([d]) if isinstance(d, int) else self.op("Unsqueeze", d, self.ints([0]), dtype=torch.int64)
             for d in dims
@@ -172,19 +188,27 @@ class GraphBuilder:
         return self.op("Concat", *parts, axis=0, dtype=torch.int64, shape=(len(dims),))
 
     # -- nodes -------------------------------------------------------------------------------
-    def op(
-        self,
-        op_type: str,
-        *inputs: Value | None,
-        outputs: int = 1,
-        dtype: torch.dtype | None = None,
-        shape: tuple[int, ...] | None = None,
-        **attrs: Any,
-    ) -> Any:
-        """Emit one ONNX node; returns its Value (or a tuple when outputs > 1).
+    @overload
+    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype, shape: tuple[ShapeDim, ...],
+           **attrs: Any) -> Value: ...
 
-        `dtype`/`shape` annotate the result for later converters that need them.
-        """
+    @overload
+    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None, shape: None = None,
+           **attrs: Any) -> Ref: ...
+
+    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None,
+           shape: tuple[ShapeDim, ...] | None = None, **attrs: Any) -> Ref:
+        """Emit one ONNX node of one output; `dtype`/`shape` annotate it for later converters
+        that need them (both given: a `Value`)."""
+        (name,) = self._emit(op_type, inputs, 1, attrs)
+        return Value(name, dtype, shape) if dtype is not None and shape is not None else Ref(name, dtype, shape)
+
+    def op_outputs(self, op_type: str, *inputs: Ref | None, outputs: int, dtype: torch.dtype | None = None,
+                   **attrs: Any) -> tuple[Ref, ...]:
+        """Emit one ONNX node of `outputs` outputs."""
+        return tuple(Ref(name, dtype) for name in self._emit(op_type, inputs, outputs, attrs))
+
+    def _emit(self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any]) -> list[str]:
         prefix = self.node.name if self.node is not None else self.graph_name
         # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
         # fusions (Conv+BatchNormalization+Relu) only match the short form.
@@ -202,10 +226,15 @@ class GraphBuilder:
                 **attrs,
             )
         )
-        values = tuple(Value(n, dtype, shape) for n in out_names)
-        return values[0] if outputs == 1 else values
+        return out_names
 
-    def cast(self, value: Value, dtype: torch.dtype) -> Value:
+    @overload
+    def cast(self, value: Value, dtype: torch.dtype) -> Value: ...
+
+    @overload
+    def cast(self, value: Ref, dtype: torch.dtype) -> Ref: ...
+
+    def cast(self, value: Ref, dtype: torch.dtype) -> Ref:
         if value.dtype == dtype:
             return value
         return self.op("Cast", value, to=onnx_type(dtype), dtype=dtype, shape=value.shape)

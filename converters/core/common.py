@@ -5,15 +5,16 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
+from converters.core.registry import Capability
 from converters.core.target import Target
-from converters.core.builder import GraphBuilder, Value, onnx_type
 
-Operand = Value | int | float | bool  # a tensor, or a Python scalar of a Scalar overload
+Operand = Ref | int | float | bool  # a tensor, or a Python scalar of a Scalar overload
 
 
-def as_operand(b: GraphBuilder, x: Operand, dtype: torch.dtype) -> Value:
+def as_operand(b: GraphBuilder, x: Operand, dtype: torch.dtype) -> Ref:
     """`x` as an ONNX value of `dtype`: a cast tensor or a constant scalar."""
-    if isinstance(x, Value):
+    if isinstance(x, Ref):
         return b.cast(x, dtype)
     return b.const(x, dtype)
 
@@ -32,11 +33,10 @@ def normalize_dim(dim: int, rank: int) -> int:
     return dim + rank if dim < 0 else dim
 
 
-def nan_propagated(b: GraphBuilder, x: Value, reduced: Value, axes: Sequence[int], keepdim: bool) -> Value:
+def nan_propagated(b: GraphBuilder, x: Value, reduced: Ref, axes: Sequence[int], keepdim: bool) -> Ref:
     """A float ReduceMax/ReduceMin result as torch computes it: NaN wherever the reduced slice
     holds a NaN (ONNX leaves that open; ONNX Runtime's answer depends on where the NaN sits)."""
     dtype = x.dtype
-    assert dtype is not None
     nans = b.op("Cast", b.op("IsNaN", x), to=onnx_type(dtype), dtype=dtype)
     any_nan = b.op("ReduceMax", nans, axes=list(axes), keepdims=int(keepdim), dtype=dtype)
     return b.op("Where", b.op("Greater", any_nan, b.const(0, dtype)), b.const(float("nan"), dtype), reduced,
@@ -47,17 +47,18 @@ def nan_propagated(b: GraphBuilder, x: Value, reduced: Value, axes: Sequence[int
 def only_first_output_used(node: torch.fx.Node, target: Target) -> Optional[str]:
     """For multi-output ops whose ONNX form yields only the first output."""
     for user in node.users:
-        if user.target.__name__ != "getitem" or user.args[1] != 0:  # type: ignore[union-attr]
+        if getattr(user.target, "__name__", None) != "getitem" or user.args[1] != 0:
             return f"output {user.args[1] if len(user.args) > 1 else '?'} (training statistics/indices) is used"
     return None
 
 
-def constant_args(*positions: int) -> Any:
+def constant_args(*positions: int) -> Capability:
     """Capability: the tensor arguments at `positions` must be weights (get_attr), not activations."""
 
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         for i in positions:
-            if i < len(node.args) and isinstance(node.args[i], torch.fx.Node) and node.args[i].op != "get_attr":  # type: ignore[union-attr]
+            arg = node.args[i] if i < len(node.args) else None
+            if isinstance(arg, torch.fx.Node) and arg.op != "get_attr":
                 return f"argument {i} must be constant"
         return None
 
@@ -73,7 +74,7 @@ def float_inputs(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def all_of(*checks: Any) -> Any:
+def all_of(*checks: Capability) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         for c in checks:
             reason = c(node, target)

@@ -5,40 +5,45 @@ Dims may be torch.SymInt (dynamic); they are compared only after `isinstance(d, 
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence, TypeGuard
 
 import torch
 
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.target import Target
-from converters.core.builder import GraphBuilder, Value
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 
-def is_static_dim(d: object) -> bool:
+def is_static_dim(d: object) -> TypeGuard[int]:
     return isinstance(d, int)
+
+
+def static(d: object, what: str) -> int:
+    """`d` where a capability check made sure it is a static size."""
+    if not isinstance(d, int):
+        raise ValueError(f"{what} is dynamic ({d})")
+    return d
 
 
 def dim_size(b: GraphBuilder, x: Value, axis: int) -> Value:
     """x.shape[axis] as a 1-D int64 of one element."""
-    assert x.shape is not None
     d = x.shape[axis]
     if is_static_dim(d):
-        return b.ints([d])  # type: ignore[list-item]
+        return b.ints([d])
     return b.op("Gather", b.op("Shape", x), b.ints([axis]), axis=0, dtype=torch.int64, shape=(1,))
 
 
 def dim_size_scalar(b: GraphBuilder, x: Value, axis: int) -> Value:
     """x.shape[axis] as a 0-d int64 (Range and Where operands)."""
-    assert x.shape is not None
     d = x.shape[axis]
     if is_static_dim(d):
         return b.const(d, torch.int64)
     return b.op("Gather", b.op("Shape", x), b.const(axis, torch.int64), axis=0, dtype=torch.int64, shape=())
 
 
-def shape_of(b: GraphBuilder, parts: Sequence[Value | int]) -> Value:
+def shape_of(b: GraphBuilder, parts: Sequence[Ref | int]) -> Ref:
     """A shape vector from 1-D int64 pieces and Python ints (static dims become constants)."""
     values = [b.ints([p]) if isinstance(p, int) else p for p in parts]
     if len(values) == 1:
@@ -57,7 +62,7 @@ def static_numel(shape: Sequence[object]) -> int | None:
     for d in shape:
         if not is_static_dim(d):
             return None
-        n *= d  # type: ignore[operator]
+        n *= d
     return n
 
 
@@ -71,11 +76,21 @@ def empty_input(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def node_arg(node: torch.fx.Node, i: int, name: str, default: object = None) -> object:
-    """The node's argument at position i, or keyword `name`, or `default`."""
-    if i < len(node.args):
+def node_arg(node: torch.fx.Node, i: int | None, name: str, default: object = None) -> Any:
+    """The node's argument at position i (None: keyword only), or keyword `name`, or `default`
+    (Any: FX arguments are whatever the op's schema takes)."""
+    if i is not None and i < len(node.args):
         return node.args[i]
     return node.kwargs.get(name, default)
+
+
+def input_val(node: torch.fx.Node, i: int) -> torch.Tensor:
+    """The FakeTensor of the node's tensor argument at position i."""
+    arg = node.args[i]
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        raise TypeError(f"{node.name}: argument {i} is not a tensor")
+    return val
 
 
 def arg_val(node: torch.fx.Node, i: int, name: str = "") -> torch.Tensor | None:

@@ -8,7 +8,7 @@ import torch
 from torch.fx.node import map_arg
 
 from converters.core import registry
-from converters.core.builder import GraphBuilder, Value
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.passes.weights import OnnxSegment
 
 
@@ -21,14 +21,14 @@ class ConversionError(RuntimeError):
         super().__init__(f"{node.name}: {self.reason}")
 
 
-def _described(name: str, meta: Any) -> Any:
+def _described(name: str, meta: Any) -> Ref:
     """Attach the FX node's dtype/shape to the value(s) a converter returned. Sizes computed at
     run time (SymInt nodes) are 0-d int64 values."""
     if isinstance(meta, torch.Tensor):
         return Value(name, meta.dtype, tuple(meta.shape))
     if isinstance(meta, (int, torch.SymInt)):
         return Value(name, torch.int64, ())
-    return Value(name)
+    return Ref(name)
 
 
 def _wrap(result: Any, meta: Any) -> Any:

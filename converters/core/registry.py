@@ -8,7 +8,7 @@ it is given the TensorRT target, whose ONNX parser limits what a converter may e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import torch
 from torch._ops import OpOverload
@@ -17,6 +17,7 @@ from converters.core.builder import GraphBuilder
 from converters.core.target import Target
 
 ConverterFn = Callable[..., Any]
+Fn = TypeVar("Fn", bound=ConverterFn)
 Capability = Callable[[torch.fx.Node, Target], Optional[str]]
 
 
@@ -30,10 +31,10 @@ class Converter:
 _REGISTRY: dict[Any, Converter] = {}
 
 
-def converter(*targets: Any, capability: Capability | None = None) -> Callable[[ConverterFn], ConverterFn]:
+def converter(*targets: Any, capability: Capability | None = None) -> Callable[[Fn], Fn]:
     """Register `fn` as the converter of each of `targets` (overloads that share a body)."""
 
-    def register(fn: ConverterFn) -> ConverterFn:
+    def register(fn: Fn) -> Fn:
         for target in targets:
             if target in _REGISTRY:
                 raise RuntimeError(f"two converters registered for {target}")
@@ -53,7 +54,7 @@ def supported_ops() -> frozenset[OpOverload]:
 
 
 def run(builder: GraphBuilder, node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    conv = _REGISTRY[node.target]  # type: ignore[index]
+    conv = _REGISTRY[node.target]
     builder.node = node
     try:
         return conv.fn(builder, *args, **kwargs)

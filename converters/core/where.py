@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from converters.core.builder import GraphBuilder, Value
+from converters.core.builder import GraphBuilder, Ref
 
 
-def where(b: GraphBuilder, condition: Value, x: Value, y: Value, dtype: torch.dtype) -> Value:
+def where(b: GraphBuilder, condition: Ref, x: Ref, y: Ref, dtype: torch.dtype) -> Ref:
     """Where(condition, x, y) with x and y already of `dtype`."""
     if dtype != torch.bool:
         return b.op("Where", condition, x, y, dtype=dtype)

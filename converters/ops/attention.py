@@ -11,25 +11,26 @@ from typing import Optional
 
 import torch
 
-from converters.core.dims import arg_val, dim_size_scalar, node_arg
-from converters.core.target import Target
-from converters.core.builder import GraphBuilder, Value
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
 from converters.core.registry import converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 
 
 def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    q, k, v = (arg_val(node, i) for i in range(3))
-    for name, val in (("query", q), ("key", k), ("value", v)):
+    for i, name in enumerate(("query", "key", "value")):
+        val = arg_val(node, i)
         if val is None or not val.dtype.is_floating_point:
             return f"attention with a non-floating-point {name}"
+    q, k = input_val(node, 0), input_val(node, 1)
     if node_arg(node, 4, "dropout_p", 0.0):
         return "attention dropout (training)"
     mask = arg_val(node, 3, "attn_mask")
-    if mask is not None and mask.dtype not in (torch.bool, q.dtype):  # type: ignore[union-attr]
-        return f"a {mask.dtype} attention mask for {q.dtype} queries"  # type: ignore[union-attr]
-    if node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]:  # type: ignore[union-attr]
+    if mask is not None and mask.dtype not in (torch.bool, q.dtype):
+        return f"a {mask.dtype} attention mask for {q.dtype} queries"
+    if node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]:
         return "grouped-query attention (heads of key/value shared by several query heads)"
     return None
 
@@ -37,11 +38,11 @@ def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
 @converter(aten.scaled_dot_product_attention.default, capability=_sdpa_capability)
 def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask: Value | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Value:
+                                 enable_gqa: bool = False) -> Ref:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
     float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
     dtype = q.dtype
-    assert dtype is not None and q.shape is not None
+    factor: Ref
     if scale is not None:
         factor = b.const(scale, dtype)
     elif isinstance(q.shape[-1], int):

@@ -12,38 +12,40 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from converters.core.target import Target
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import as_operand
 from converters.core.dims import node_arg
-from converters.core.builder import GraphBuilder, Value
-from converters.core.registry import converter
+from converters.core.registry import Capability, converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 
 
-def _computed(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
+def _computed(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     """Run the op on its constant arguments; the result is an initializer."""
-    assert b.node is not None
-    value = b.node.target(*args, **{**kwargs, "device": "cpu"})  # type: ignore[operator]
+    op = b.converting.target
+    if not callable(op):
+        raise TypeError(f"{op!r} is not an op to run")
+    value = op(*args, **{**kwargs, "device": "cpu"})
     return b.const(value.numpy(), value.dtype)
 
 
 @converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
-def arange(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
+def arange(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     """arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, ...) -> Tensor
 
     A Range when a bound is a size known only at run time; otherwise a constant.
     """
-    if not any(isinstance(a, Value) for a in args):
+    if not any(isinstance(a, Ref) for a in args):
         return _computed(b, *args, **kwargs)
     start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
     dtype = b.out.dtype
-    bounds = [b.cast(v, dtype) if isinstance(v, Value) else b.const(v, dtype) for v in (start, end, step)]
+    bounds = [b.cast(v, dtype) if isinstance(v, Ref) else b.const(v, dtype) for v in (start, end, step)]
     return b.op("Range", *bounds, dtype=dtype)
 
 
 @converter(aten.scalar_tensor.default)
-def scalar_tensor(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
+def scalar_tensor(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _computed(b, *args, **kwargs)
 
@@ -55,7 +57,7 @@ def _python_args(node: torch.fx.Node, target: Target) -> Optional[str]:
 
 
 @converter(aten.linspace.default, aten.eye.default, aten.eye.m, capability=_python_args)
-def constant_grid(b: GraphBuilder, *args: Any, **kwargs: Any) -> Value:
+def constant_grid(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, ...) -> Tensor;
     eye(SymInt n, *, ...) -> Tensor; eye.m(SymInt n, SymInt m, *, ...) -> Tensor"""
     return _computed(b, *args, **kwargs)
@@ -78,7 +80,7 @@ def _linspace_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
 
 @converter(aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
            capability=_linspace_capability)
-def linspace_tensor(b: GraphBuilder, start: Value | float, end: Value | float, steps: int, **kwargs: Any) -> Value:
+def linspace_tensor(b: GraphBuilder, start: Value | float, end: Value | float, steps: int, **kwargs: Any) -> Ref:
     """linspace.Tensor_Tensor(Tensor start, Tensor end, int steps, *, ScalarType? dtype=None, ...) -> Tensor
     (and the .Tensor_Scalar / .Scalar_Tensor mixes: 0-d bounds known at run time)
 
@@ -86,38 +88,39 @@ def linspace_tensor(b: GraphBuilder, start: Value | float, end: Value | float, s
     is start + i * step for i < steps // 2 and end - (steps - 1 - i) * step after.
     """
     dtype = b.out.dtype
-    start, end = as_operand(b, start, dtype), as_operand(b, end, dtype)
+    first, last = as_operand(b, start, dtype), as_operand(b, end, dtype)
     if steps <= 1:
-        return b.op("Reshape", start, b.ints([1]), dtype=dtype, shape=(1,)) if steps else b.const(np.zeros([0]), dtype)
-    step = b.op("Div", b.op("Sub", end, start, dtype=dtype), b.const(steps - 1, dtype), dtype=dtype)
+        return b.op("Reshape", first, b.ints([1]), dtype=dtype, shape=(1,)) if steps else b.const(np.zeros([0]), dtype)
+    step = b.op("Div", b.op("Sub", last, first, dtype=dtype), b.const(steps - 1, dtype), dtype=dtype)
     half = steps // 2
-    head = b.op("Add", start, b.op("Mul", step, b.const(np.arange(half), dtype), dtype=dtype), dtype=dtype)
+    head = b.op("Add", first, b.op("Mul", step, b.const(np.arange(half), dtype), dtype=dtype), dtype=dtype)
     back = b.const(np.arange(steps - 1 - half, -1, -1), dtype)
-    tail = b.op("Sub", end, b.op("Mul", step, back, dtype=dtype), dtype=dtype)
+    tail = b.op("Sub", last, b.op("Mul", step, back, dtype=dtype), dtype=dtype)
     return b.op("Concat", head, tail, axis=0, dtype=dtype, shape=(steps,))
 
 
 # -- filled tensors --------------------------------------------------------------------------
-def _expanded(b: GraphBuilder, shape: Value, fill: Any) -> Value:
+def _expanded(b: GraphBuilder, shape: Ref, fill: Any) -> Ref:
     """`fill` broadcast over `shape` (a 1-D int64 value)."""
     return b.op("Expand", b.const(fill, b.out.dtype), shape, dtype=b.out.dtype)
 
 
-def _filled(b: GraphBuilder, size: Sequence[int | Value], fill: Any) -> Value:
+def _filled(b: GraphBuilder, size: Sequence[int | Ref], fill: Any) -> Ref:
     """`fill` in the shape `size`: a constant when the size is known, else expanded at run time."""
-    if all(isinstance(d, int) for d in size):
-        return b.const(np.full(list(size), fill), b.out.dtype)
+    static = [d for d in size if isinstance(d, int)]
+    if len(static) == len(size):
+        return b.const(np.full(static, fill), b.out.dtype)
     return _expanded(b, b.shape_tensor(size), fill)
 
 
 @converter(aten.full.default)
-def full(b: GraphBuilder, size: Sequence[int | Value], fill_value: Any, **kwargs: Any) -> Value:
+def full(b: GraphBuilder, size: Sequence[int | Value], fill_value: Any, **kwargs: Any) -> Ref:
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _filled(b, size, fill_value)
 
 
 @converter(aten.zeros.default, aten.empty.memory_format)
-def zeros(b: GraphBuilder, size: Sequence[int | Value], **kwargs: Any) -> Value:
+def zeros(b: GraphBuilder, size: Sequence[int | Value], **kwargs: Any) -> Ref:
     """zeros(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor
 
     `empty` too: its contents are unspecified, zeros are a valid choice.
@@ -126,13 +129,13 @@ def zeros(b: GraphBuilder, size: Sequence[int | Value], **kwargs: Any) -> Value:
 
 
 @converter(aten.ones.default)
-def ones(b: GraphBuilder, size: Sequence[int | Value], **kwargs: Any) -> Value:
+def ones(b: GraphBuilder, size: Sequence[int | Value], **kwargs: Any) -> Ref:
     """ones(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _filled(b, size, 1)
 
 
 @converter(aten.full_like.default, aten.fill.Scalar)
-def full_like(b: GraphBuilder, x: Value, fill_value: Any, **kwargs: Any) -> Value:
+def full_like(b: GraphBuilder, x: Value, fill_value: Any, **kwargs: Any) -> Ref:
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor;
     fill.Scalar(Tensor self, Scalar value) -> Tensor"""
@@ -140,22 +143,22 @@ def full_like(b: GraphBuilder, x: Value, fill_value: Any, **kwargs: Any) -> Valu
 
 
 @converter(aten.zeros_like.default, aten.empty_like.default)
-def zeros_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Value:
+def zeros_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Ref:
     """zeros_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor  (empty_like: zeros too)"""
     return full_like(b, x, 0)
 
 
 @converter(aten.ones_like.default)
-def ones_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Value:
+def ones_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Ref:
     """ones_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_like(b, x, 1)
 
 
-def _static_size(at: int) -> Any:
+def _static_size(at: int) -> Capability:
     """Capability: the size argument at position `at` has no dynamic dim."""
 
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        if not all(isinstance(d, int) for d in node_arg(node, at, "size")):  # type: ignore[union-attr]
+        if not all(isinstance(d, int) for d in node_arg(node, at, "size")):
             return "size depends on a dynamic dimension"
         return None
 
@@ -163,32 +166,32 @@ def _static_size(at: int) -> Any:
 
 
 @converter(aten.new_zeros.default, capability=_static_size(1))
-def new_zeros(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Value:
+def new_zeros(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Ref:
     """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
     return _expanded(b, b.ints(size), 0)
 
 
 @converter(aten.new_ones.default, capability=_static_size(1))
-def new_ones(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Value:
+def new_ones(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Ref:
     """new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _expanded(b, b.ints(size), 1)
 
 
 @converter(aten.new_full.default, capability=_static_size(1))
-def new_full(b: GraphBuilder, x: Value, size: Sequence[int], fill_value: Any, **kwargs: Any) -> Value:
+def new_full(b: GraphBuilder, x: Value, size: Sequence[int], fill_value: Any, **kwargs: Any) -> Ref:
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _expanded(b, b.ints(size), fill_value)
 
 
 @converter(aten.new_empty.default, capability=_static_size(1))
-def new_empty(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Value:
+def new_empty(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Ref:
     """new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor  (zeros: contents are unspecified)"""
     return _expanded(b, b.ints(size), 0)
 
 
 @converter(aten.empty_strided.default, capability=_static_size(0))
-def empty_strided(b: GraphBuilder, size: Sequence[int], stride: Sequence[int], **kwargs: Any) -> Value:
+def empty_strided(b: GraphBuilder, size: Sequence[int], stride: Sequence[int], **kwargs: Any) -> Ref:
     """empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, ...) -> Tensor
 
     Zeros; strides are a memory layout, meaningless for an engine's dense outputs.
@@ -204,20 +207,20 @@ def _known_classes(node: torch.fx.Node, target: Target) -> Optional[str]:
 
 
 @converter(aten.one_hot.default, capability=_known_classes)
-def one_hot(b: GraphBuilder, x: Value, num_classes: int = -1) -> Value:
+def one_hot(b: GraphBuilder, x: Value, num_classes: int = -1) -> Ref:
     """one_hot(Tensor self, int num_classes=-1) -> Tensor"""
     values = b.const([0, 1], torch.int64)
     return b.op("OneHot", x, b.ints([num_classes]), values, axis=-1, dtype=torch.int64)
 
 
 @converter(aten.copy.default, aten.fill.Tensor)
-def copy(b: GraphBuilder, x: Value, src: Value, non_blocking: bool = False) -> Value:
+def copy(b: GraphBuilder, x: Value, src: Value, non_blocking: bool = False) -> Ref:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor; fill.Tensor(Tensor self,
     Tensor value) -> Tensor  (src broadcast to self, in self's dtype; a fill value is 0-d)"""
-    return b.op("Expand", b.cast(src, x.dtype), b.op("Shape", x), dtype=x.dtype)  # type: ignore[arg-type]
+    return b.op("Expand", b.cast(src, x.dtype), b.op("Shape", x), dtype=x.dtype)
 
 
 @converter(aten.type_as.default)
-def type_as(b: GraphBuilder, x: Value, other: Value) -> Value:
+def type_as(b: GraphBuilder, x: Value, other: Value) -> Ref:
     """type_as(Tensor self, Tensor other) -> Tensor"""
-    return b.op("Identity", b.cast(x, other.dtype), dtype=other.dtype)  # type: ignore[arg-type]
+    return b.op("Identity", b.cast(x, other.dtype), dtype=other.dtype)

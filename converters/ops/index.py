@@ -14,11 +14,11 @@ from typing import Optional, Sequence
 
 import torch
 
-from converters.core.dims import INT64_MAX, dim_size_scalar, same_static_shape, static_numel
-from converters.core.where import where
-from converters.core.target import Target
-from converters.core.builder import GraphBuilder, Value
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg, same_static_shape, static_numel
 from converters.core.registry import converter
+from converters.core.target import Target
+from converters.core.where import where
 
 aten = torch.ops.aten
 Indices = Sequence[Optional[Value]]
@@ -27,11 +27,11 @@ _SCATTER_DTYPES = (torch.float32, torch.float16, torch.int32, torch.int64)  # Te
 
 
 def _index_vals(node: torch.fx.Node) -> list[torch.Tensor]:
-    return [i.meta["val"] for i in node.args[1] if i is not None]  # type: ignore[union-attr]
+    return [i.meta["val"] for i in node_arg(node, 1, "indices") if i is not None]
 
 
 def _int_indices(node: torch.fx.Node, target: Target) -> Optional[str]:
-    if node.args[0].meta["val"].dim() == 0:  # type: ignore[union-attr]
+    if input_val(node, 0).dim() == 0:
         return "indexing a 0-d tensor"
     for val in _index_vals(node):
         if val.dtype not in _INDEX_DTYPES:
@@ -39,7 +39,7 @@ def _int_indices(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def _normalized(b: GraphBuilder, x: Value, index: Value, axis: int) -> Value:
+def _normalized(b: GraphBuilder, x: Value, index: Value, axis: int) -> Ref:
     index = b.cast(index, torch.int64)
     negative = b.op("Less", index, b.const(0, torch.int64))
     return b.op("Where", negative, b.op("Add", index, dim_size_scalar(b, x, axis)), index, dtype=torch.int64)
@@ -80,7 +80,7 @@ class _Plan:
 
 
 @converter(aten.index.Tensor, capability=_int_indices)
-def index(b: GraphBuilder, x: Value, indices: Indices) -> Value:
+def index(b: GraphBuilder, x: Value, indices: Indices) -> Ref:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
     given = [(p, i) for p, i in enumerate(indices) if i is not None]
     if len(given) == 1:
@@ -93,7 +93,7 @@ def index(b: GraphBuilder, x: Value, indices: Indices) -> Value:
 
 
 def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    x = node.args[0].meta["val"]  # type: ignore[union-attr]
+    x = input_val(node, 0)
     accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
     if accumulate:
         return "accumulate=True: TensorRT's ScatterND has no reduction"
@@ -101,7 +101,7 @@ def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
         return "indexing a 0-d tensor"
     vals = _index_vals(node)
     if any(v.dtype not in _INDEX_DTYPES for v in vals):
-        values = node.args[2].meta["val"]  # type: ignore[union-attr]
+        values = input_val(node, 2)
         if len(vals) == 1 and vals[0].dtype == torch.bool and static_numel(values.shape) == 1:
             return None  # x[mask] = scalar
         return "boolean-mask assignment of more than one value (which elements get which is data-dependent)"
@@ -110,21 +110,20 @@ def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def _masked_put(b: GraphBuilder, x: Value, indices: Indices, values: Value) -> Value:
+def _masked_put(b: GraphBuilder, x: Value, indices: Indices, values: Value) -> Ref:
     """x[mask] = v (one value): the mask covers the dims from its position on; trailing dims
     broadcast."""
-    position = next(p for p, i in enumerate(indices) if i is not None)
-    mask = indices[position]
-    assert mask is not None
-    trailing = x.rank - position - mask.rank
+    position, given = next((p, i) for p, i in enumerate(indices) if i is not None)
+    trailing = x.rank - position - given.rank
+    mask: Ref = given
     if trailing:
-        mask = b.op("Unsqueeze", mask, b.ints(list(range(mask.rank, mask.rank + trailing))))
-    value = b.op("Reshape", b.cast(values, x.dtype), b.ints([]))  # type: ignore[arg-type]
-    return where(b, mask, value, x, x.dtype)  # type: ignore[arg-type]
+        mask = b.op("Unsqueeze", given, b.ints(list(range(given.rank, given.rank + trailing))))
+    value = b.op("Reshape", b.cast(values, x.dtype), b.ints([]))
+    return where(b, mask, value, x, x.dtype)
 
 
 @converter(aten.index_put.default, capability=_index_put_capability)
-def index_put(b: GraphBuilder, x: Value, indices: Indices, values: Value, accumulate: bool = False) -> Value:
+def index_put(b: GraphBuilder, x: Value, indices: Indices, values: Value, accumulate: bool = False) -> Ref:
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
 
     ScatterND of the values broadcast to the indexed result's shape (reordered like x's dims).
@@ -132,12 +131,13 @@ def index_put(b: GraphBuilder, x: Value, indices: Indices, values: Value, accumu
     if any(i is not None and i.dtype == torch.bool for i in indices):
         return _masked_put(b, x, indices, values)
     plan = _Plan(b, x, indices)
-    updates = b.cast(values, x.dtype)  # type: ignore[arg-type]
+    cast = b.cast(values, x.dtype)
+    updates: Ref = cast
     out_rank = plan.index_rank + len(plan.others)
     order = plan.torch_order(out_rank)
     if order:
-        if updates.rank < out_rank:
-            updates = b.op("Unsqueeze", updates, b.ints(list(range(out_rank - updates.rank))))
+        if cast.rank < out_rank:
+            updates = b.op("Unsqueeze", cast, b.ints(list(range(out_rank - cast.rank))))
         inverse = [order.index(d) for d in range(out_rank)]
         updates = b.op("Transpose", updates, perm=inverse)
     index_dims = b.op("Slice", b.op("Shape", plan.stacked), b.ints([0]), b.ints([-1]), b.ints([0]))

@@ -7,17 +7,17 @@ from typing import Optional, Sequence
 
 import torch
 
-from converters.core.target import Target
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim
-from converters.core.dims import INT64_MIN, dim_size, is_static_dim, shape_of, static_numel
-from converters.core.builder import GraphBuilder, Value
+from converters.core.dims import INT64_MIN, dim_size, input_val, is_static_dim, node_arg, shape_of, static, static_numel
 from converters.core.registry import converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 
 
 @converter(aten.flip.default)
-def flip(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
+def flip(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
     """flip(Tensor self, int[] dims) -> Tensor  (a Slice with step -1 over each dim)"""
     axes = sorted({normalize_dim(d, x.rank) for d in dims})
     if not axes:
@@ -27,12 +27,12 @@ def flip(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
 
 
 def _static_rolled_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
-    x = node.args[0].meta["val"]  # type: ignore[union-attr]
-    dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", ())
-    sizes = [x.shape[normalize_dim(d, x.dim())] for d in dims] if dims else list(x.shape)  # type: ignore[union-attr]
+    x = input_val(node, 0)
+    dims = node_arg(node, 2, "dims", ())
+    sizes = [x.shape[normalize_dim(d, x.dim())] for d in dims] if dims else list(x.shape)
     if static_numel(sizes) is None:
         return "roll over a dynamic dim (the split point depends on its size)"
-    if not all(isinstance(s, int) for s in node.args[1]):  # type: ignore[union-attr]
+    if not all(isinstance(s, int) for s in node_arg(node, 1, "shifts")):
         return "roll by a non-constant shift"
     return None
 
@@ -49,28 +49,27 @@ def _roll_one(b: GraphBuilder, x: Value, shift: int, axis: int, size: int) -> Va
 
 
 @converter(aten.roll.default, capability=_static_rolled_dims)
-def roll(b: GraphBuilder, x: Value, shifts: Sequence[int], dims: Sequence[int] = ()) -> Value:
+def roll(b: GraphBuilder, x: Value, shifts: Sequence[int], dims: Sequence[int] = ()) -> Ref:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor
 
     Without dims torch rolls the flattened tensor and restores the shape.
     """
-    assert x.shape is not None
     if not dims:
         numel = static_numel(x.shape)
         if not numel or shifts[0] % numel == 0:  # empty or a whole turn: nothing moves
             return b.op("Identity", x, dtype=x.dtype)
         flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype, shape=(numel,))
-        rolled = _roll_one(b, flat, shifts[0], 0, numel)  # type: ignore[arg-type]
+        rolled = _roll_one(b, flat, shifts[0], 0, numel)
         return b.op("Reshape", rolled, b.op("Shape", x), dtype=x.dtype)
     out = x
     for shift, d in zip(shifts, dims):
         axis = normalize_dim(d, x.rank)
-        out = _roll_one(b, out, shift, axis, x.shape[axis])  # type: ignore[arg-type]
+        out = _roll_one(b, out, shift, axis, static(x.shape[axis], "the rolled dim"))
     return out if out is not x else b.op("Identity", x, dtype=x.dtype)
 
 
 @converter(aten.stack.default)
-def stack(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
+def stack(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Ref:
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
     dtype = b.out.dtype
     axis = normalize_dim(dim, len(b.out.shape))
@@ -79,50 +78,48 @@ def stack(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
 
 
 @converter(aten.unbind.int)
-def unbind(b: GraphBuilder, x: Value, dim: int = 0) -> tuple[Value, ...]:
+def unbind(b: GraphBuilder, x: Value, dim: int = 0) -> tuple[Ref, ...]:
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     axis = normalize_dim(dim, x.rank)
     n = len(b.out)
-    pieces = b.op("Split", x, b.ints([1] * n), axis=axis, outputs=n) if n > 1 else b.op("Identity", x)
-    pieces = pieces if isinstance(pieces, tuple) else (pieces,)
+    pieces = b.op_outputs("Split", x, b.ints([1] * n), axis=axis, outputs=n) if n > 1 else (b.op("Identity", x),)
     return tuple(b.op("Squeeze", p, b.ints([axis]), dtype=x.dtype) for p in pieces)
 
 
 def _constant_repeats(node: torch.fx.Node, target: Target) -> Optional[str]:
-    if not all(isinstance(r, int) for r in node.args[1]):  # type: ignore[union-attr]
+    if not all(isinstance(r, int) for r in node_arg(node, 1, "repeats")):
         return "repeat counts that are not constants"
     return None
 
 
-def _tiled(b: GraphBuilder, x: Value, repeats: Sequence[int]) -> Value:
+def _tiled(b: GraphBuilder, x: Value, repeats: Sequence[int]) -> Ref:
     """Tile after giving x leading 1-dims up to len(repeats) (torch's repeat rule)."""
     extra = len(repeats) - x.rank
-    if extra > 0:
-        x = b.op("Unsqueeze", x, b.ints(list(range(extra))), dtype=x.dtype)
-    return b.op("Tile", x, b.ints(list(repeats)), dtype=x.dtype)
+    lifted = b.op("Unsqueeze", x, b.ints(list(range(extra))), dtype=x.dtype) if extra > 0 else x
+    return b.op("Tile", lifted, b.ints(list(repeats)), dtype=x.dtype)
 
 
 @converter(aten.repeat.default, capability=_constant_repeats)
-def repeat(b: GraphBuilder, x: Value, repeats: Sequence[int]) -> Value:
+def repeat(b: GraphBuilder, x: Value, repeats: Sequence[int]) -> Ref:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
     return _tiled(b, x, repeats)
 
 
 @converter(aten.tile.default, capability=_constant_repeats)
-def tile(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
+def tile(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
     """tile(Tensor self, SymInt[] dims) -> Tensor  (fewer dims than the rank: leading 1s)"""
     return _tiled(b, x, [1] * (x.rank - len(dims)) + list(dims))
 
 
 def _nchw(node: torch.fx.Node, target: Target) -> Optional[str]:
-    rank = node.args[0].meta["val"].dim()  # type: ignore[union-attr]
+    rank = input_val(node, 0).dim()
     if rank != 4:
         return f"only (N, C, H, W) inputs, got rank {rank}"
     return None
 
 
 @converter(aten.pixel_shuffle.default, capability=_nchw)
-def pixel_shuffle(b: GraphBuilder, x: Value, upscale_factor: int) -> Value:
+def pixel_shuffle(b: GraphBuilder, x: Value, upscale_factor: int) -> Ref:
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor  (DepthToSpace, CRD channel order)
 
     Non-float tensors as (N, C, r, r, H, W) -> (N, C, H, r, W, r) -> (N, C, H·r, W·r): ONNX
@@ -144,24 +141,24 @@ def _empty(x: Value) -> bool:
     return x.shape is not None and any(is_static_dim(d) and d == 0 for d in x.shape)
 
 
-def _reshaped_empty(b: GraphBuilder, x: Value) -> Value:
+def _reshaped_empty(b: GraphBuilder, x: Value) -> Ref:
     """An empty tensor reshaped to the node's (static) shape: -1 and 0 are ambiguous without elements."""
     shape = [int(d) for d in b.out.shape]
     return b.op("Reshape", x, b.ints(shape), allowzero=1, dtype=x.dtype)
 
 
-def _scaled(b: GraphBuilder, x: Value, axis: int, factor: int) -> Value | int:
-    size = x.shape[axis]  # type: ignore[index]
+def _scaled(b: GraphBuilder, x: Value, axis: int, factor: int) -> Ref | int:
+    size = x.shape[axis]
     return size * factor if is_static_dim(size) else b.op("Mul", dim_size(b, x, axis), b.ints([factor]))
 
 
-def _divided(b: GraphBuilder, x: Value, axis: int, factor: int) -> Value | int:
-    size = x.shape[axis]  # type: ignore[index]
+def _divided(b: GraphBuilder, x: Value, axis: int, factor: int) -> Ref | int:
+    size = x.shape[axis]
     return size // factor if is_static_dim(size) else b.op("Div", dim_size(b, x, axis), b.ints([factor]))
 
 
 @converter(aten.pixel_unshuffle.default, capability=_nchw)
-def pixel_unshuffle(b: GraphBuilder, x: Value, downscale_factor: int) -> Value:
+def pixel_unshuffle(b: GraphBuilder, x: Value, downscale_factor: int) -> Ref:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
 
     (N, C, H, W) -> (N, C, H/r, r, W/r, r) -> (N, C, r, r, H/r, W/r) -> (N, C·r², H/r, W/r). SpaceToDepth
@@ -178,14 +175,14 @@ def pixel_unshuffle(b: GraphBuilder, x: Value, downscale_factor: int) -> Value:
 
 
 def _channel_groups(node: torch.fx.Node, target: Target) -> Optional[str]:
-    rank = node.args[0].meta["val"].dim()  # type: ignore[union-attr]
+    rank = input_val(node, 0).dim()
     if rank < 3:
         return f"channel shuffle of a rank-{rank} tensor (needs (N, C, *))"
     return None
 
 
 @converter(aten.channel_shuffle.default, aten.native_channel_shuffle.default, capability=_channel_groups)
-def channel_shuffle(b: GraphBuilder, x: Value, groups: int) -> Value:
+def channel_shuffle(b: GraphBuilder, x: Value, groups: int) -> Ref:
     """channel_shuffle(Tensor self, SymInt groups) -> Tensor
 
     (N, g·k, *) -> (N, g, k, rest) -> (N, k, g, rest) -> (N, g·k, *).
@@ -196,25 +193,25 @@ def channel_shuffle(b: GraphBuilder, x: Value, groups: int) -> Value:
 
 
 def _matrix(node: torch.fx.Node, target: Target) -> Optional[str]:
-    rank = node.args[0].meta["val"].dim()  # type: ignore[union-attr]
+    rank = input_val(node, 0).dim()
     if rank < 2:
         return f"triangle of a rank-{rank} tensor"
     return None
 
 
 @converter(aten.triu.default, capability=_matrix)
-def triu(b: GraphBuilder, x: Value, diagonal: int = 0) -> Value:
+def triu(b: GraphBuilder, x: Value, diagonal: int = 0) -> Ref:
     """triu(Tensor self, int diagonal=0) -> Tensor"""
     return b.op("Trilu", x, b.const(diagonal, torch.int64), upper=1, dtype=x.dtype)
 
 
 @converter(aten.tril.default, capability=_matrix)
-def tril(b: GraphBuilder, x: Value, diagonal: int = 0) -> Value:
+def tril(b: GraphBuilder, x: Value, diagonal: int = 0) -> Ref:
     """tril(Tensor self, int diagonal=0) -> Tensor"""
     return b.op("Trilu", x, b.const(diagonal, torch.int64), upper=0, dtype=x.dtype)
 
 
-def _at_least(b: GraphBuilder, x: Value, rank: int, dtype: torch.dtype) -> Value:
+def _at_least(b: GraphBuilder, x: Value, rank: int, dtype: torch.dtype) -> Ref:
     """torch.atleast_1d/2d: 0-d -> (1,) or (1, 1); 1-D -> (1, n) for rank 2."""
     x = b.cast(x, dtype)
     missing = rank - x.rank
@@ -222,7 +219,7 @@ def _at_least(b: GraphBuilder, x: Value, rank: int, dtype: torch.dtype) -> Value
 
 
 @converter(aten.hstack.default)
-def hstack(b: GraphBuilder, tensors: Sequence[Value]) -> Value:
+def hstack(b: GraphBuilder, tensors: Sequence[Value]) -> Ref:
     """hstack(Tensor[] tensors) -> Tensor  (concatenate along dim 1, or dim 0 for 1-D tensors)"""
     dtype = b.out.dtype
     axis = 0 if len(b.out.shape) == 1 else 1
@@ -230,30 +227,30 @@ def hstack(b: GraphBuilder, tensors: Sequence[Value]) -> Value:
 
 
 @converter(aten.vstack.default)
-def vstack(b: GraphBuilder, tensors: Sequence[Value]) -> Value:
+def vstack(b: GraphBuilder, tensors: Sequence[Value]) -> Ref:
     """vstack(Tensor[] tensors) -> Tensor  (concatenate along dim 0 after atleast_2d)"""
     dtype = b.out.dtype
     return b.op("Concat", *[_at_least(b, t, 2, dtype) for t in tensors], axis=0, dtype=dtype)
 
 
 def _static_windows(node: torch.fx.Node, target: Target) -> Optional[str]:
-    x = node.args[0].meta["val"]  # type: ignore[union-attr]
+    x = input_val(node, 0)
     if x.dim() == 0:
         return "unfold of a 0-d tensor"
-    if not isinstance(x.shape[normalize_dim(node.args[1], x.dim())], int):  # type: ignore[arg-type]
+    if not isinstance(x.shape[normalize_dim(node_arg(node, 1, "dimension"), x.dim())], int):
         return "unfold along a dynamic dim (the window count depends on its size)"
     return None
 
 
 @converter(aten.unfold.default, capability=_static_windows)
-def unfold(b: GraphBuilder, x: Value, dimension: int, size: int, step: int) -> Value:
+def unfold(b: GraphBuilder, x: Value, dimension: int, size: int, step: int) -> Ref:
     """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)
 
     A Gather of every window's positions along the dim, (n, size) in its place; the window axis
     then moves last.
     """
     axis = normalize_dim(dimension, x.rank)
-    count = (x.shape[axis] - size) // step + 1  # type: ignore[index,operator]
+    count = (x.shape[axis] - size) // step + 1
     windows = b.const([[i * step + j for j in range(size)] for i in range(count)], torch.int64)
     gathered = b.op("Gather", x, windows, axis=axis, dtype=x.dtype)
     if axis == x.rank - 1:

@@ -9,17 +9,17 @@ from typing import Optional, Sequence
 
 import torch
 
-from converters.core.target import Target
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs, normalize_dim
-from converters.core.dims import empty_input, same_static_shape
-from converters.core.builder import GraphBuilder, Value
+from converters.core.dims import empty_input, node_arg, same_static_shape
 from converters.core.registry import converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 
 
 @converter(aten.baddbmm.default, capability=float_inputs)
-def baddbmm(b: GraphBuilder, x: Value, batch1: Value, batch2: Value, *, beta: float = 1, alpha: float = 1) -> Value:
+def baddbmm(b: GraphBuilder, x: Value, batch1: Value, batch2: Value, *, beta: float = 1, alpha: float = 1) -> Ref:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 
     beta = 0 ignores self (NaN/inf in it included), as torch does.
@@ -35,19 +35,19 @@ def baddbmm(b: GraphBuilder, x: Value, batch1: Value, batch2: Value, *, beta: fl
 
 
 @converter(aten.mv.default, capability=float_inputs)
-def mv(b: GraphBuilder, x: Value, vec: Value) -> Value:
+def mv(b: GraphBuilder, x: Value, vec: Value) -> Ref:
     """mv(Tensor self, Tensor vec) -> Tensor"""
     return b.op("MatMul", x, vec, dtype=b.out.dtype)
 
 
 @converter(aten.dot.default, capability=float_inputs)
-def dot(b: GraphBuilder, x: Value, other: Value) -> Value:
+def dot(b: GraphBuilder, x: Value, other: Value) -> Ref:
     """dot(Tensor self, Tensor tensor) -> Tensor"""
     return b.op("MatMul", x, other, dtype=b.out.dtype)
 
 
 @converter(aten.outer.default)
-def outer(b: GraphBuilder, x: Value, vec2: Value) -> Value:
+def outer(b: GraphBuilder, x: Value, vec2: Value) -> Ref:
     """outer(Tensor self, Tensor vec2) -> Tensor  (a broadcast product: no MatMul, so any dtype)"""
     dtype = b.out.dtype
     column = b.op("Unsqueeze", b.cast(x, dtype), b.ints([1]))
@@ -57,11 +57,11 @@ def outer(b: GraphBuilder, x: Value, vec2: Value) -> Value:
 def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     """TensorRT before 10.12: no ellipsis, no diagonal (a label repeated in one operand), no
     broadcasting between operands; labels as ONNX spells them (letters)."""
-    equation = node.args[0].replace(" ", "")  # type: ignore[union-attr]
+    equation = node_arg(node, 0, "equation").replace(" ", "")
     if "..." in equation:
         return "einsum with an ellipsis"
     terms = equation.split("->")[0].split(",")
-    vals = [t.meta["val"] for t in node.args[1]]  # type: ignore[union-attr]
+    vals = [t.meta["val"] for t in node_arg(node, 1, "tensors")]
     if any(not v.dtype.is_floating_point for v in vals):
         return "einsum of non-floating-point tensors (TensorRT's Einsum is float-only)"
     sizes: dict[str, object] = {}
@@ -79,7 +79,7 @@ def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
 
 
 @converter(aten.einsum.default, capability=_einsum_capability)
-def einsum(b: GraphBuilder, equation: str, tensors: Sequence[Value], *, path: Sequence[int] | None = None) -> Value:
+def einsum(b: GraphBuilder, equation: str, tensors: Sequence[Value], *, path: Sequence[int] | None = None) -> Ref:
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
     dtype = b.out.dtype
     return b.op("Einsum", *[b.cast(t, dtype) for t in tensors], equation=equation.replace(" ", ""), dtype=dtype)
@@ -92,38 +92,40 @@ def _vectors(node: torch.fx.Node, target: Target) -> Optional[str]:
 
 
 @converter(aten.cosine_similarity.default, capability=all_of(float_inputs, _vectors))
-def cosine_similarity(b: GraphBuilder, x1: Value, x2: Value, dim: int = 1, eps: float = 1e-8) -> Value:
+def cosine_similarity(b: GraphBuilder, x1: Value, x2: Value, dim: int = 1, eps: float = 1e-8) -> Ref:
     """cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor
 
     As torch computes it: both broadcast to a common shape, each divided by its norm clamped to
     eps, then the products summed.
     """
     dtype = b.out.dtype
+    left: Ref = x1
+    right: Ref = x2
     if x1.rank == 0 and x2.rank == 0:  # torch takes two 0-d tensors as 1-element vectors
-        x1, x2 = b.op("Unsqueeze", x1, b.ints([0])), b.op("Unsqueeze", x2, b.ints([0]))
+        left, right = b.op("Unsqueeze", x1, b.ints([0])), b.op("Unsqueeze", x2, b.ints([0]))
     elif not same_static_shape(x1.shape, x2.shape):
-        x1, x2 = b.op("Expand", x1, b.op("Shape", x2)), b.op("Expand", x2, b.op("Shape", x1))
+        left, right = b.op("Expand", x1, b.op("Shape", x2)), b.op("Expand", x2, b.op("Shape", x1))
     axis = normalize_dim(dim, len(b.out.shape) + 1)
     floor = b.const(eps, dtype)
 
-    def unit(x: Value) -> Value:
+    def unit(x: Ref) -> Ref:
         return b.op("Div", x, b.op("Max", b.op("ReduceL2", x, axes=[axis], keepdims=1), floor))
 
-    return b.op("ReduceSum", b.op("Mul", unit(x1), unit(x2)), b.ints([axis]), keepdims=0, dtype=dtype)
+    return b.op("ReduceSum", b.op("Mul", unit(left), unit(right)), b.ints([axis]), keepdims=0, dtype=dtype)
 
 
 def _cdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     reason = float_inputs(node, target) or empty_input(node, target)
     if reason:
         return reason
-    p = node.args[2] if len(node.args) > 2 else node.kwargs.get("p", 2.0)
-    if p < 0:  # type: ignore[operator]
+    p = node_arg(node, 2, "p", 2.0)
+    if p < 0:
         return f"cdist with p = {p}"
     return None
 
 
 @converter(aten.cdist.default, aten._cdist_forward.default, capability=_cdist_capability)
-def cdist(b: GraphBuilder, x1: Value, x2: Value, p: float = 2.0, compute_mode: int | None = None) -> Value:
+def cdist(b: GraphBuilder, x1: Value, x2: Value, p: float = 2.0, compute_mode: int | None = None) -> Ref:
     """cdist(Tensor x1, Tensor x2, float p=2, int? compute_mode=None) -> Tensor;
     _cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
 

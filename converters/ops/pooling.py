@@ -16,11 +16,11 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from converters.core.target import Target
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs, per_spatial_dim, only_first_output_used
-from converters.core.dims import is_static_dim, node_arg
-from converters.core.builder import GraphBuilder, Value
-from converters.core.registry import converter
+from converters.core.dims import input_val, is_static_dim, node_arg, static
+from converters.core.registry import Capability, converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 
@@ -44,13 +44,12 @@ def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]) -> Value:
+def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]) -> Ref:
     """`op_type` over the last n dims of a batched (N, C, *) or unbatched (C, *) input."""
-    assert x.shape is not None
     out_spatial = list(b.out[0].shape if isinstance(b.out, (tuple, list)) else b.out.shape)[-n:]
     in_spatial = list(x.shape[-n:])
     squeeze = []
-    y = x
+    y: Ref = x
     if x.rank == n + 1:
         y = b.op("Unsqueeze", y, b.ints([0]))
         squeeze.append(0)
@@ -58,12 +57,14 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
         y = b.op("Unsqueeze", y, b.ints([2]))
         squeeze.append(2)
         attrs, in_spatial, out_spatial = _lift_1d(attrs), [1, *in_spatial], [1, *out_spatial]
-    if attrs.get("ceil_mode") and _onnx_ceil_count(attrs, in_spatial) != [int(o) for o in out_spatial]:
-        attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, in_spatial, out_spatial))
+    if attrs.get("ceil_mode"):
+        static_in = [static(d, "a pooled dim") for d in in_spatial]
+        if _onnx_ceil_count(attrs, static_in) != [int(o) for o in out_spatial]:
+            attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, static_in, out_spatial))
     y = b.op(op_type, y, **attrs)
     if squeeze:
         y = b.op("Squeeze", y, b.ints(sorted(squeeze)))
-    return Value(y.name, x.dtype)
+    return Ref(y.name, x.dtype)
 
 
 def _onnx_ceil_count(attrs: dict[str, Any], in_spatial: Sequence[int]) -> list[int]:
@@ -88,16 +89,16 @@ def _end_pad_needed(size: int, out: int, kernel: int, stride: int, begin_pad: in
 
 
 # -- capability checks, by argument position -------------------------------------------------
-def _unit_dilation(n: int, at: int) -> Any:
+def _unit_dilation(n: int, at: int) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        if any(d != 1 for d in per_spatial_dim(node_arg(node, at, "dilation", 1), n)):  # type: ignore[arg-type]
+        if any(d != 1 for d in per_spatial_dim(node_arg(node, at, "dilation", 1), n)):
             return "TensorRT 10 pools only with dilation 1"
         return None
 
     return check
 
 
-def _no_divisor_override(at: int) -> Any:
+def _no_divisor_override(at: int) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if node_arg(node, at, "divisor_override") is not None:
             return "divisor_override has no ONNX equivalent"
@@ -106,9 +107,9 @@ def _no_divisor_override(at: int) -> Any:
     return check
 
 
-def _static_ceil_mode(n: int, at: int) -> Any:
+def _static_ceil_mode(n: int, at: int) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        x = node.args[0].meta["val"]  # type: ignore[union-attr]
+        x = input_val(node, 0)
         if node_arg(node, at, "ceil_mode", False) and not all(is_static_dim(d) for d in x.shape[-n:]):
             return "ceil_mode over dynamic spatial dims"
         return None
@@ -123,12 +124,12 @@ def _ceil_within_padding(n: int) -> Any:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if not (node_arg(node, 4, "ceil_mode", False) and node_arg(node, 5, "count_include_pad", True)):
             return None
-        x = node.args[0].meta["val"]  # type: ignore[union-attr]
+        x = input_val(node, 0)
         out = node.meta["val"]
         if not all(is_static_dim(d) for d in (*x.shape[-n:], *out.shape[-n:])):
             return None  # _static_ceil_mode refuses it
-        attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),  # type: ignore[arg-type]
-                       node_arg(node, 3, "padding", 0), True)  # type: ignore[arg-type]
+        attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),
+                       node_arg(node, 3, "padding", 0), True)
         if _onnx_ceil_count(attrs, x.shape[-n:]) == [int(o) for o in out.shape[-n:]]:
             return None
         pads = attrs["pads"][:n]
@@ -148,7 +149,7 @@ def _ceil_within_padding(n: int) -> Any:
 )
 def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
-                            ceil_mode: bool = False) -> tuple[Value, None]:
+                            ceil_mode: bool = False) -> tuple[Ref, None]:
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
     int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     return _pool(b, "MaxPool", x, 2, _attrs(2, kernel_size, stride, padding, ceil_mode)), None
@@ -160,7 +161,7 @@ def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int
 )
 def max_pool3d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
-                            ceil_mode: bool = False) -> tuple[Value, None]:
+                            ceil_mode: bool = False) -> tuple[Ref, None]:
     """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0,
     int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     return _pool(b, "MaxPool", x, 3, _attrs(3, kernel_size, stride, padding, ceil_mode)), None
@@ -168,7 +169,7 @@ def max_pool3d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int
 
 # -- average pooling -------------------------------------------------------------------------
 def _avg_pool(b: GraphBuilder, x: Value, n: int, kernel_size: Sequence[int], stride: Sequence[int],
-              padding: Sequence[int], ceil_mode: bool, count_include_pad: bool) -> Value:
+              padding: Sequence[int], ceil_mode: bool, count_include_pad: bool) -> Ref:
     attrs = _attrs(n, kernel_size, stride, padding, ceil_mode)
     return _pool(b, "AveragePool", x, n, dict(attrs, count_include_pad=int(count_include_pad)))
 
@@ -176,7 +177,7 @@ def _avg_pool(b: GraphBuilder, x: Value, n: int, kernel_size: Sequence[int], str
 @converter(aten.avg_pool1d.default,
            capability=all_of(float_inputs, _static_ceil_mode(1, at=4), _ceil_within_padding(1)))
 def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True) -> Value:
+               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True) -> Ref:
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False,
     bool count_include_pad=True) -> Tensor"""
     return _avg_pool(b, x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -187,7 +188,7 @@ def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
                               _ceil_within_padding(2)))
 def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Value:
+               divisor_override: int | None = None) -> Ref:
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
     bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
     return _avg_pool(b, x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -200,17 +201,17 @@ def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 )
 def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Value:
+               divisor_override: int | None = None) -> Ref:
     """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False,
     bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
     return _avg_pool(b, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
 # -- adaptive pooling: even windows only -----------------------------------------------------
-def _even_windows(n: int) -> Any:
+def _even_windows(n: int) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        in_shape = node.args[0].meta["val"].shape[-n:]  # type: ignore[union-attr]
-        out_size = per_spatial_dim(node.args[1], n)  # type: ignore[arg-type]
+        in_shape = input_val(node, 0).shape[-n:]
+        out_size = per_spatial_dim(node_arg(node, 1, "output_size"), n)
         if all(o == 1 for o in out_size):
             return None
         if not all(is_static_dim(i) and i % o == 0 for i, o in zip(in_shape, out_size)):
@@ -220,42 +221,42 @@ def _even_windows(n: int) -> Any:
     return check
 
 
-def _adaptive(b: GraphBuilder, op_type: str, x: Value, n: int, output_size: Sequence[int]) -> Value:
+def _adaptive(b: GraphBuilder, op_type: str, x: Value, n: int, output_size: Sequence[int]) -> Ref:
     """Even windows are a plain pool (a global one for output size 1)."""
     out = per_spatial_dim(output_size, n)
     if all(o == 1 for o in out):
         return _pool(b, f"Global{op_type}", x, n, {})
-    kernel = [i // o for i, o in zip(x.shape[-n:], out)]  # type: ignore[index,operator]
+    kernel = [i // o for i, o in zip(x.shape[-n:], out)]
     return _pool(b, op_type, x, n, dict(kernel_shape=kernel, strides=kernel))
 
 
 @converter(aten.adaptive_avg_pool1d.default, capability=all_of(float_inputs, _even_windows(1)))
-def adaptive_avg_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
+def adaptive_avg_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 1, output_size)
 
 
 @converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _even_windows(2)))
-def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
+def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 2, output_size)
 
 
 @converter(aten._adaptive_avg_pool3d.default, capability=all_of(float_inputs, _even_windows(3)))
-def adaptive_avg_pool3d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Value:
+def adaptive_avg_pool3d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 3, output_size)
 
 
 @converter(aten.adaptive_max_pool1d.default,
            capability=all_of(float_inputs, only_first_output_used, _even_windows(1)))
-def adaptive_max_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Value, None]:
+def adaptive_max_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 1, output_size), None
 
 
 @converter(aten.adaptive_max_pool2d.default,
            capability=all_of(float_inputs, only_first_output_used, _even_windows(2)))
-def adaptive_max_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Value, None]:
+def adaptive_max_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 2, output_size), None

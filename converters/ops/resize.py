@@ -19,11 +19,11 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from converters.core.target import Target
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs
-from converters.core.dims import dim_size, is_static_dim, node_arg, shape_of
-from converters.core.builder import GraphBuilder, Value
-from converters.core.registry import converter
+from converters.core.dims import dim_size, input_val, is_static_dim, node_arg, shape_of
+from converters.core.registry import Capability, converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 _SCALE_NAMES = {1: ["scales"], 2: ["scales_h", "scales_w"], 3: ["scales_d", "scales_h", "scales_w"]}
@@ -36,19 +36,19 @@ def _named_scales(n: int, positional: Sequence[Any], named: dict[str, Any]) -> l
 
 
 def _scales_of_default(node: torch.fx.Node, first_scale_at: int) -> list[Any]:
-    n = node.args[0].meta["val"].dim() - 2  # type: ignore[union-attr]
+    n = input_val(node, 0).dim() - 2
     return _named_scales(n, node.args[first_scale_at:], dict(node.kwargs))
 
 
-def _capability(first_scale_at: int | None) -> Any:
+def _capability(first_scale_at: int | None) -> Capability:
     """Output sizes must be constants; for the .default overloads (output size and optional scales
     both given), scales must be all absent or all given and agree with the output size, since
     Resize takes one or the other."""
 
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        x = node.args[0].meta["val"]  # type: ignore[union-attr]
+        x = input_val(node, 0)
         output_size = node_arg(node, 1, "output_size")
-        if output_size is not None and not all(isinstance(d, int) for d in output_size):  # type: ignore[union-attr]
+        if output_size is not None and not all(isinstance(d, int) for d in output_size):
             return "output size depends on a dynamic dimension"
         if first_scale_at is None:
             return None
@@ -57,22 +57,25 @@ def _capability(first_scale_at: int | None) -> Any:
             return None
         in_sizes = x.shape[2:]
         if any(s is None for s in scales) or not all(
-            is_static_dim(i) and math.floor(i * s) == o for i, s, o in zip(in_sizes, scales, output_size)  # type: ignore[arg-type]
+            is_static_dim(i) and math.floor(i * s) == o for i, s, o in zip(in_sizes, scales, output_size)
         ):
-            return f"scales {scales} that do not give output size {list(output_size)}"  # type: ignore[arg-type]
+            return f"scales {scales} that do not give output size {list(output_size)}"
         return None
 
     return check
 
 
 def _resize(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, scales: Sequence[float] | None,
-            **attrs: Any) -> Value:
+            **attrs: Any) -> Ref:
     if scales is not None and all(s is not None for s in scales):
         factors = b.const([1.0, 1.0, *[float(s) for s in scales]], torch.float32)
-        return b.op("Resize", x, None, factors, dtype=x.dtype, **attrs)
-    assert output_size is not None
+        by_scales: Ref = b.op("Resize", x, None, factors, dtype=x.dtype, **attrs)
+        return by_scales
+    if output_size is None:
+        raise ValueError("Resize needs an output size or scales")
     sizes = shape_of(b, [dim_size(b, x, 0), dim_size(b, x, 1), *output_size])
-    return b.op("Resize", x, None, None, sizes, dtype=x.dtype, **attrs)
+    by_sizes: Ref = b.op("Resize", x, None, None, sizes, dtype=x.dtype, **attrs)
+    return by_sizes
 
 
 _NEAREST = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
@@ -87,7 +90,7 @@ def _linear(align_corners: bool) -> dict[str, Any]:
 @converter(aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec, aten.upsample_nearest3d.vec,
            capability=all_of(float_inputs, _capability(None)))
 def upsample_nearest_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None,
-                         scale_factors: Sequence[float] | None) -> Value:
+                         scale_factors: Sequence[float] | None) -> Ref:
     """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor (and 1d, 3d)"""
     return _resize(b, x, output_size, scale_factors, **_NEAREST)
 
@@ -95,7 +98,7 @@ def upsample_nearest_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] |
 @converter(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,
            capability=all_of(float_inputs, _capability(2)))
 def upsample_nearest(b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None,
-                     **named: float | None) -> Value:
+                     **named: float | None) -> Ref:
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None)
     -> Tensor (and 1d, 3d)"""
     return _resize(b, x, output_size, _named_scales(len(output_size), scales, named), **_NEAREST)
@@ -104,7 +107,7 @@ def upsample_nearest(b: GraphBuilder, x: Value, output_size: Sequence[int], *sca
 @converter(aten._upsample_nearest_exact1d.vec, aten._upsample_nearest_exact2d.vec, aten._upsample_nearest_exact3d.vec,
            capability=all_of(float_inputs, _capability(None)))
 def upsample_nearest_exact_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None,
-                               scale_factors: Sequence[float] | None) -> Value:
+                               scale_factors: Sequence[float] | None) -> Ref:
     """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
     (and 1d, 3d)"""
     return _resize(b, x, output_size, scale_factors, **_NEAREST_EXACT)
@@ -113,7 +116,7 @@ def upsample_nearest_exact_vec(b: GraphBuilder, x: Value, output_size: Sequence[
 @converter(aten._upsample_nearest_exact1d.default, aten._upsample_nearest_exact2d.default,
            aten._upsample_nearest_exact3d.default, capability=all_of(float_inputs, _capability(2)))
 def upsample_nearest_exact(b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None,
-                           **named: float | None) -> Value:
+                           **named: float | None) -> Ref:
     """_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None,
     float? scales_w=None) -> Tensor (and 1d, 3d)"""
     return _resize(b, x, output_size, _named_scales(len(output_size), scales, named), **_NEAREST_EXACT)
@@ -123,7 +126,7 @@ def upsample_nearest_exact(b: GraphBuilder, x: Value, output_size: Sequence[int]
 @converter(aten.upsample_linear1d.vec, aten.upsample_bilinear2d.vec, aten.upsample_trilinear3d.vec,
            capability=all_of(float_inputs, _capability(None)))
 def upsample_linear_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, align_corners: bool,
-                        scale_factors: Sequence[float] | None) -> Value:
+                        scale_factors: Sequence[float] | None) -> Ref:
     """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors)
     -> Tensor (and linear1d, trilinear3d)"""
     return _resize(b, x, output_size, scale_factors, **_linear(align_corners))
@@ -132,7 +135,7 @@ def upsample_linear_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | 
 # No upsample_bilinear2d.default: torch decomposes it at its Autograd key, so captures never hold it.
 @converter(aten.upsample_linear1d.default, aten.upsample_trilinear3d.default, capability=all_of(float_inputs, _capability(3)))
 def upsample_linear(b: GraphBuilder, x: Value, output_size: Sequence[int], align_corners: bool,
-                    *scales: float | None, **named: float | None) -> Value:
+                    *scales: float | None, **named: float | None) -> Ref:
     """upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None,
     float? scales_h=None, float? scales_w=None) -> Tensor (and linear1d)"""
     return _resize(b, x, output_size, _named_scales(len(output_size), scales, named), **_linear(align_corners))
@@ -148,6 +151,6 @@ def _cubic(align_corners: bool) -> dict[str, Any]:
 
 @converter(aten.upsample_bicubic2d.vec, capability=all_of(float_inputs, _capability(None)))
 def upsample_bicubic2d_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, align_corners: bool,
-                           scale_factors: Sequence[float] | None) -> Value:
+                           scale_factors: Sequence[float] | None) -> Ref:
     """upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     return _resize(b, x, output_size, scale_factors, **_cubic(align_corners))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import float_inputs
-from converters.core.builder import GraphBuilder, Value
 from converters.core.registry import converter
 
 aten = torch.ops.aten
@@ -14,7 +14,7 @@ _PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 @converter(aten.grid_sampler_2d.default, capability=float_inputs)
 def grid_sampler_2d(b: GraphBuilder, x: Value, grid: Value, interpolation_mode: int, padding_mode: int,
-                    align_corners: bool) -> Value:
+                    align_corners: bool) -> Ref:
     """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode,
     bool align_corners) -> Tensor"""
     return b.op("GridSample", x, grid, mode=_MODES[interpolation_mode], padding_mode=_PADDING[padding_mode],

@@ -10,8 +10,8 @@ from typing import Sequence
 
 import torch
 
+from converters.core.builder import GraphBuilder, Ref, Value, is_static_shape
 from converters.core.common import normalize_dim
-from converters.core.builder import GraphBuilder, Value, is_static_shape
 from converters.core.registry import converter
 
 aten = torch.ops.aten
@@ -19,7 +19,7 @@ _INT64_MAX = 2**63 - 1
 
 
 @converter(aten.view.default, aten._unsafe_view.default)
-def view(b: GraphBuilder, x: Value, size: Sequence[int | Value]) -> Value:
+def view(b: GraphBuilder, x: Value, size: Sequence[int | Value]) -> Ref:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
     if not is_static_shape(b.out.shape):
         return b.op("Reshape", x, b.shape_tensor(size), dtype=x.dtype)
@@ -29,13 +29,13 @@ def view(b: GraphBuilder, x: Value, size: Sequence[int | Value]) -> Value:
 
 
 @converter(aten.permute.default)
-def permute(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Value:
+def permute(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
     return b.op("Transpose", x, perm=[normalize_dim(d, x.rank) for d in dims], dtype=x.dtype)
 
 
 @converter(aten.transpose.int)
-def transpose(b: GraphBuilder, x: Value, dim0: int, dim1: int) -> Value:
+def transpose(b: GraphBuilder, x: Value, dim0: int, dim1: int) -> Ref:
     """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
     perm = list(range(x.rank))
     i, j = normalize_dim(dim0, x.rank), normalize_dim(dim1, x.rank)
@@ -44,13 +44,13 @@ def transpose(b: GraphBuilder, x: Value, dim0: int, dim1: int) -> Value:
 
 
 @converter(aten.t.default)
-def t(b: GraphBuilder, x: Value) -> Value:
+def t(b: GraphBuilder, x: Value) -> Ref:
     """t(Tensor(a) self) -> Tensor(a)"""
     return b.op("Transpose", x, perm=list(reversed(range(x.rank))), dtype=x.dtype)
 
 
 @converter(aten.expand.default)
-def expand(b: GraphBuilder, x: Value, size: Sequence[int | Value], *, implicit: bool = False) -> Value:
+def expand(b: GraphBuilder, x: Value, size: Sequence[int | Value], *, implicit: bool = False) -> Ref:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
     if is_static_shape(b.out.shape):
         return b.op("Expand", x, b.ints(list(b.out.shape)), dtype=x.dtype)
@@ -59,7 +59,7 @@ def expand(b: GraphBuilder, x: Value, size: Sequence[int | Value], *, implicit: 
 
 
 @converter(aten.unsqueeze.default)
-def unsqueeze(b: GraphBuilder, x: Value, dim: int) -> Value:
+def unsqueeze(b: GraphBuilder, x: Value, dim: int) -> Ref:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
     return b.op("Unsqueeze", x, b.ints([normalize_dim(dim, x.rank + 1)]), dtype=x.dtype)
 
@@ -70,7 +70,7 @@ def _is_one(d: object) -> bool:
 
 
 @converter(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
-def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -> Value:
+def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -> Ref:
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)
 
     torch ignores listed dims whose size is not 1; ONNX would reject them, so they are dropped.
@@ -78,7 +78,7 @@ def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -
     if x.rank == 0:  # torch accepts dim 0/-1 on a 0-d tensor, a no-op
         return b.op("Identity", x, dtype=x.dtype)
     dims = range(x.rank) if dim is None else [dim] if isinstance(dim, int) else dim
-    axes = [d for d in (normalize_dim(d, x.rank) for d in dims) if _is_one(x.shape[d])]  # type: ignore[index]
+    axes = [d for d in (normalize_dim(d, x.rank) for d in dims) if _is_one(x.shape[d])]
     if not axes:
         return b.op("Identity", x, dtype=x.dtype)
     return b.op("Squeeze", x, b.ints(axes), dtype=x.dtype)
@@ -86,7 +86,7 @@ def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -
 
 @converter(aten.slice.Tensor)
 def slice_(b: GraphBuilder, x: Value, dim: int = 0, start: int | Value | None = None,
-           end: int | Value | None = None, step: int = 1) -> Value:
+           end: int | Value | None = None, step: int = 1) -> Ref:
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
 
     ONNX Slice wraps negative bounds and clamps out-of-range ones exactly as Python slicing does.
@@ -98,14 +98,14 @@ def slice_(b: GraphBuilder, x: Value, dim: int = 0, start: int | Value | None = 
 
 
 @converter(aten.select.int)
-def select(b: GraphBuilder, x: Value, dim: int, index: int) -> Value:
+def select(b: GraphBuilder, x: Value, dim: int, index: int) -> Ref:
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     # Gather counts a negative index from the back, as select does.
     return b.op("Gather", x, b.const(index, torch.int64), axis=normalize_dim(dim, x.rank), dtype=x.dtype)
 
 
 @converter(aten.cat.default)
-def cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
+def cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Ref:
     """cat(Tensor[] tensors, int dim=0) -> Tensor"""
     dtype = b.out.dtype
     # torch skips legacy empty 1-D tensors beside higher-rank ones; ONNX would reject their rank.
@@ -115,31 +115,29 @@ def cat(b: GraphBuilder, tensors: Sequence[Value], dim: int = 0) -> Value:
 
 
 @converter(aten.clone.default, aten.alias.default, aten.detach.default)
-def clone(b: GraphBuilder, x: Value, *, memory_format: torch.memory_format | None = None) -> Value:
+def clone(b: GraphBuilder, x: Value, *, memory_format: torch.memory_format | None = None) -> Ref:
     """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
     return b.op("Identity", x, dtype=x.dtype)
 
 
 @converter(aten._to_copy.default)
-def to_copy(b: GraphBuilder, x: Value, **kwargs: object) -> Value:
+def to_copy(b: GraphBuilder, x: Value, **kwargs: object) -> Ref:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
     return b.op("Identity", b.cast(x, b.out.dtype), dtype=b.out.dtype)
 
 
 @converter(aten.split_with_sizes.default, aten.split.Tensor)
-def split(b: GraphBuilder, x: Value, split_size: int | Sequence[int], dim: int = 0) -> tuple[Value, ...]:
+def split(b: GraphBuilder, x: Value, split_size: int | Sequence[int], dim: int = 0) -> tuple[Ref, ...]:
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[];
     split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     dim = normalize_dim(dim, x.rank)
-    sizes: list[int | Value] = [t.shape[dim] for t in b.out]
-    if not is_static_shape(sizes):  # type: ignore[arg-type]
+    sizes: list[int | Ref] = [t.shape[dim] for t in b.out]
+    if not is_static_shape(sizes):
         if isinstance(split_size, int):  # equal pieces, the last one takes what is left
             rest = b.op("Sub", b.op("Gather", b.op("Shape", x), b.const(dim, torch.int64), axis=0),
                         b.const(split_size * (len(sizes) - 1), torch.int64))
-            sizes = [split_size] * (len(sizes) - 1) + [rest]
+            sizes = [*[split_size] * (len(sizes) - 1), rest]
         else:
             sizes = list(split_size)
-    pieces = b.op("Split", x, b.shape_tensor(sizes), axis=dim, outputs=len(sizes), dtype=x.dtype)
-    # One piece (split_size >= the dim): b.op returns a bare Value, but getitem indexes a tuple.
-    return pieces if len(sizes) > 1 else (pieces,)
+    return b.op_outputs("Split", x, b.shape_tensor(sizes), axis=dim, outputs=len(sizes), dtype=x.dtype)

@@ -9,18 +9,18 @@ from typing import Optional
 
 import torch
 
-from converters.core.target import Target
+from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim, promoted_dtype
-from converters.core.dims import dim_size_scalar, empty_input, node_arg, static_numel
-from converters.core.builder import GraphBuilder, Value
-from converters.core.registry import converter
+from converters.core.dims import dim_size_scalar, empty_input, input_val, node_arg, static, static_numel
+from converters.core.registry import Capability, converter
+from converters.core.target import Target
 
 aten = torch.ops.aten
 _MAX_K = 3839
 
 
 def _check_k(node: torch.fx.Node, k: object) -> Optional[str]:
-    x = node.args[0].meta["val"]  # type: ignore[union-attr]
+    x = input_val(node, 0)
     if not x.dtype.is_floating_point and x.dtype not in (torch.int32, torch.int64, torch.bool):
         return f"TensorRT's TopK takes float, int32 and int64 input, got {x.dtype}"
     if x.dim() == 0:
@@ -36,30 +36,30 @@ def _topk_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _check_k(node, node_arg(node, 1, "k"))
 
 
-def _sort_capability(dim_at: int) -> object:
+def _sort_capability(dim_at: int) -> Capability:
     """For sort/argsort: K is the sorted dim's size; `dim_at` is dim's position (-1: keyword only)."""
 
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         if node.kwargs.get("stable"):
             return "stable sort: TensorRT's TopK does not promise an order among equal elements"
-        x = node.args[0].meta["val"]  # type: ignore[union-attr]
-        dim = node_arg(node, dim_at, "dim", -1) if dim_at >= 0 else node.kwargs.get("dim", -1)
-        size = x.shape[normalize_dim(dim, x.dim())] if x.dim() else None  # type: ignore[arg-type]
+        x = input_val(node, 0)
+        dim = node_arg(node, dim_at if dim_at >= 0 else None, "dim", -1)
+        size = x.shape[normalize_dim(dim, x.dim())] if x.dim() else None
         return _check_k(node, size)
 
     return check
 
 
-def _top(b: GraphBuilder, x: Value, k: int, dim: int, largest: bool) -> tuple[Value, Value]:
+def _top(b: GraphBuilder, x: Value, k: int, dim: int, largest: bool) -> tuple[Ref, Ref]:
     ordered = b.cast(x, torch.int32) if x.dtype == torch.bool else x  # TopK orders numbers only
-    values, indices = b.op("TopK", ordered, b.ints([k]), axis=normalize_dim(dim, x.rank), largest=int(largest),
+    values, indices = b.op_outputs("TopK", ordered, b.ints([k]), axis=normalize_dim(dim, x.rank), largest=int(largest),
                            sorted=1, outputs=2)
-    return b.cast(Value(values.name, ordered.dtype), x.dtype), Value(indices.name, torch.int64)  # type: ignore[arg-type]
+    return b.cast(Ref(values.name, ordered.dtype), x.dtype), Ref(indices.name, torch.int64)
 
 
 @converter(aten.topk.default, capability=_topk_capability)
 def topk(b: GraphBuilder, x: Value, k: int, dim: int = -1, largest: bool = True,
-         sorted: bool = True) -> tuple[Value, Value]:
+         sorted: bool = True) -> tuple[Ref, Ref]:
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
 
     Always sorted (TensorRT's TopK has only that mode): a valid order for sorted=False too.
@@ -68,38 +68,42 @@ def topk(b: GraphBuilder, x: Value, k: int, dim: int = -1, largest: bool = True,
 
 
 @converter(aten.sort.default, capability=_sort_capability(1))
-def sort(b: GraphBuilder, x: Value, dim: int = -1, descending: bool = False) -> tuple[Value, Value]:
+def sort(b: GraphBuilder, x: Value, dim: int = -1, descending: bool = False) -> tuple[Ref, Ref]:
     """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
-    return _top(b, x, x.shape[normalize_dim(dim, x.rank)], dim, descending)  # type: ignore[index,arg-type]
+    return _top(b, x, static(x.shape[normalize_dim(dim, x.rank)], "the sorted dim"), dim, descending)
 
 
 @converter(aten.sort.stable, capability=_sort_capability(-1))
 def sort_stable(b: GraphBuilder, x: Value, *, stable: bool | None = None, dim: int = -1,
-                descending: bool = False) -> tuple[Value, Value]:
+                descending: bool = False) -> tuple[Ref, Ref]:
     """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
     return sort(b, x, dim, descending)
 
 
 @converter(aten.argsort.default, capability=_sort_capability(1))
-def argsort(b: GraphBuilder, x: Value, dim: int = -1, descending: bool = False) -> Value:
+def argsort(b: GraphBuilder, x: Value, dim: int = -1, descending: bool = False) -> Ref:
     """argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor"""
     return sort(b, x, dim, descending)[1]
 
 
 @converter(aten.argsort.stable, capability=_sort_capability(-1))
-def argsort_stable(b: GraphBuilder, x: Value, *, stable: bool, dim: int = -1, descending: bool = False) -> Value:
+def argsort_stable(b: GraphBuilder, x: Value, *, stable: bool, dim: int = -1, descending: bool = False) -> Ref:
     """argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False) -> Tensor"""
     return sort(b, x, dim, descending)[1]
 
 
 # -- order statistics: the k-th smallest is the last of a TopK of the k smallest ---------------
 def _lower_median_k(size: object) -> int | None:
-    return (size - 1) // 2 + 1 if isinstance(size, int) else None
+    return _lower_median(size) if isinstance(size, int) else None
 
 
-def _dim_size(node: torch.fx.Node, dim: object) -> object:
-    x = node.args[0].meta["val"]  # type: ignore[union-attr]
-    return x.shape[normalize_dim(dim, x.dim())] if x.dim() else 1  # type: ignore[arg-type]
+def _lower_median(size: int) -> int:
+    return (size - 1) // 2 + 1
+
+
+def _dim_size(node: torch.fx.Node, dim: int) -> object:
+    x = input_val(node, 0)
+    return x.shape[normalize_dim(dim, x.dim())] if x.dim() else 1
 
 
 def _kthvalue_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
@@ -111,36 +115,36 @@ def _median_dim_capability(node: torch.fx.Node, target: Target) -> Optional[str]
 
 
 def _median_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    return _check_k(node, _lower_median_k(static_numel(node.args[0].meta["val"].shape)))  # type: ignore[union-attr]
+    return _check_k(node, _lower_median_k(static_numel(input_val(node, 0).shape)))
 
 
-def _kth(b: GraphBuilder, x: Value, k: int, dim: int, keepdim: bool) -> tuple[Value, Value]:
+def _kth(b: GraphBuilder, x: Value, k: int, dim: int, keepdim: bool) -> tuple[Ref, Ref]:
     axis = normalize_dim(dim, x.rank)
     values, indices = _top(b, x, k, axis, False)
     picked = [b.op("Slice", v, b.ints([k - 1]), b.ints([k]), b.ints([axis])) for v in (values, indices)]
     if not keepdim:
         picked = [b.op("Squeeze", p, b.ints([axis])) for p in picked]
-    return Value(picked[0].name, x.dtype), Value(picked[1].name, torch.int64)
+    return Ref(picked[0].name, x.dtype), Ref(picked[1].name, torch.int64)
 
 
 @converter(aten.kthvalue.default, capability=_kthvalue_capability)
-def kthvalue(b: GraphBuilder, x: Value, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Value, Value]:
+def kthvalue(b: GraphBuilder, x: Value, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Ref, Ref]:
     """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _kth(b, x, k, dim, keepdim)
 
 
 @converter(aten.median.dim, capability=_median_dim_capability)
-def median_dim(b: GraphBuilder, x: Value, dim: int, keepdim: bool = False) -> tuple[Value, Value]:
+def median_dim(b: GraphBuilder, x: Value, dim: int, keepdim: bool = False) -> tuple[Ref, Ref]:
     """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)  (the lower median)"""
-    return _kth(b, x, _lower_median_k(x.shape[normalize_dim(dim, x.rank)]), dim, keepdim)  # type: ignore[index,arg-type]
+    return _kth(b, x, _lower_median(static(x.shape[normalize_dim(dim, x.rank)], "the median dim")), dim, keepdim)
 
 
 @converter(aten.median.default, capability=_median_capability)
-def median(b: GraphBuilder, x: Value) -> Value:
+def median(b: GraphBuilder, x: Value) -> Ref:
     """median(Tensor self) -> Tensor  (the lower median of all elements)"""
-    n = static_numel(x.shape)  # type: ignore[arg-type]
-    flat = Value(b.op("Reshape", x, b.ints([-1])).name, x.dtype, (n,))  # type: ignore[arg-type]
-    return _kth(b, flat, _lower_median_k(n), 0, False)[0]  # type: ignore[arg-type]
+    n = static(static_numel(x.shape), "the element count")
+    flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype, shape=(n,))
+    return _kth(b, flat, _lower_median(n), 0, False)[0]
 
 
 # -- searching sorted boundaries: count the boundaries below each value --------------------------
@@ -156,11 +160,12 @@ def _search_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def _insertion_points(b: GraphBuilder, sorted_seq: Value, values: Value, right: bool) -> Value:
+def _insertion_points(b: GraphBuilder, sorted_seq: Value, values: Value, right: bool) -> Ref:
     """How many entries of the (last dim of the) sorted sequence lie below each value, or at most
     equal to it with right=True; NaN values go after everything, as torch sorts NaN last."""
     dtype = promoted_dtype(sorted_seq, values)
-    seq, vals = b.cast(sorted_seq, dtype), b.cast(values, dtype)
+    seq: Ref = b.cast(sorted_seq, dtype)
+    vals = b.cast(values, dtype)
     if sorted_seq.rank > 1:  # one sequence per leading index: (..., 1, S) against (..., V, 1)
         seq = b.op("Unsqueeze", seq, b.ints([-2]))
     below = b.op("LessOrEqual" if right else "Less", seq, b.op("Unsqueeze", vals, b.ints([-1])))
@@ -172,14 +177,14 @@ def _insertion_points(b: GraphBuilder, sorted_seq: Value, values: Value, right: 
 
 
 @converter(aten.bucketize.Tensor, capability=_search_capability)
-def bucketize(b: GraphBuilder, x: Value, boundaries: Value, *, out_int32: bool = False, right: bool = False) -> Value:
+def bucketize(b: GraphBuilder, x: Value, boundaries: Value, *, out_int32: bool = False, right: bool = False) -> Ref:
     """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor"""
     return _insertion_points(b, boundaries, x, right)
 
 
 @converter(aten.searchsorted.Tensor, capability=_search_capability)
 def searchsorted(b: GraphBuilder, sorted_sequence: Value, x: Value, *, out_int32: bool = False, right: bool = False,
-                 side: str | None = None, sorter: Value | None = None) -> Value:
+                 side: str | None = None, sorter: Value | None = None) -> Ref:
     """searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False,
     str? side=None, Tensor? sorter=None) -> Tensor"""
     return _insertion_points(b, sorted_sequence, x, right or side == "right")

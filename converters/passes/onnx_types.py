@@ -20,7 +20,8 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
     Raises onnx.shape_inference.InferenceError when the graph's types do not agree.
     """
     graph = model.graph
-    small, large = [], []
+    small: list[onnx.TensorProto] = []
+    large: list[onnx.TensorProto] = []
     for init in graph.initializer:
         (large if is_external(init) or math.prod(init.dims) > _INLINE_ELEMENTS else small).append(init)
     light = helper.make_model(

@@ -16,7 +16,10 @@ both giving models that fail type inference.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import NDArray
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -44,7 +47,7 @@ _DTYPE_ATTRIBUTES = ("to", "dtype", "output_datatype")
 _FP16_MAX = float(np.finfo(np.float16).max)
 
 
-def _half(array: np.ndarray) -> np.ndarray:
+def _half(array: NDArray[Any]) -> NDArray[Any]:
     """`array` as float16; finite values beyond fp16's range saturate (e.g. a -3.4e38 mask
     value stays a large finite negative rather than becoming -inf)."""
     return np.where(np.isfinite(array), np.clip(array, -_FP16_MAX, _FP16_MAX), array).astype(np.float16)

@@ -15,14 +15,14 @@ runs it on every segment before building an engine, and the test suite on every 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from converters.passes.onnx_types import elem_types
 from converters.core.target import Target
+from converters.passes.onnx_types import elem_types
 
 FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 INTS = frozenset({TensorProto.INT32, TensorProto.INT64})
@@ -67,7 +67,7 @@ def _name(elem_type: int) -> str:
     return str(TensorProto.DataType.Name(elem_type))
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+def _attr(node: onnx.NodeProto, name: str, default: object) -> Any:
     for a in node.attribute:
         if a.name == name:
             value = helper.get_attribute_value(a)
@@ -77,10 +77,10 @@ def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
 
 # -- attribute and operand rules ---------------------------------------------------------------
 def _pool(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
-    kernel = list(_attr(node, "kernel_shape", []))  # type: ignore[call-overload]
+    kernel = list(_attr(node, "kernel_shape", []))
     if len(kernel) not in (2, 3):
         return f"TensorRT pools 2D/3D windows only, got a {len(kernel)}D kernel"
-    if any(d != 1 for d in _attr(node, "dilations", [])):  # type: ignore[attr-defined]
+    if any(d != 1 for d in _attr(node, "dilations", [])):
         # TensorRT's pooling layer has no dilation; 10.x's parser says so, 8.6 has no way to run it.
         return "pooling dilations must be 1 (TensorRT's pooling layer has no dilation)"
     if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:

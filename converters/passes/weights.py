@@ -12,8 +12,10 @@ out again, cost more than the rest of lowering after capture put together.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 import onnx
 from onnx import TensorProto, numpy_helper
 
@@ -24,11 +26,11 @@ _FLOATS = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): Tensor
 _LOCATION = "trt_lower:weights"
 
 
-def _kept_apart(array: np.ndarray) -> bool:
+def _kept_apart(array: NDArray[Any]) -> bool:
     return array.dtype in _FLOATS and array.nbytes >= EXTERNAL_MIN_BYTES
 
 
-def _declare(name: str, array: np.ndarray) -> TensorProto:
+def _declare(name: str, array: NDArray[Any]) -> TensorProto:
     """An initializer that only names its type and dims; the values are `array`, kept apart."""
     tensor = TensorProto(name=name, data_type=_FLOATS[array.dtype], dims=array.shape,
                          data_location=TensorProto.EXTERNAL)
@@ -40,7 +42,7 @@ def is_external(tensor: TensorProto) -> bool:
     return tensor.data_location == TensorProto.EXTERNAL
 
 
-def initializer(name: str, array: np.ndarray, weights: dict[str, np.ndarray]) -> TensorProto:
+def initializer(name: str, array: NDArray[Any], weights: dict[str, NDArray[Any]]) -> TensorProto:
     """`array` as an initializer: declared external, its values put in `weights`, when large."""
     if not _kept_apart(array):
         return numpy_helper.from_array(array, name)
@@ -53,16 +55,16 @@ class OnnxSegment:
     """An engine segment's ONNX model and the values of the initializers it declares external."""
 
     model: onnx.ModelProto
-    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: dict[str, NDArray[Any]] = field(default_factory=dict)
 
-    def values(self, tensor: TensorProto) -> np.ndarray:
+    def values(self, tensor: TensorProto) -> NDArray[Any]:
         """The values of an initializer or constant tensor of the model."""
         return self.weights[tensor.name] if is_external(tensor) else numpy_helper.to_array(tensor)
 
-    def initializer(self, name: str, array: np.ndarray) -> TensorProto:
+    def initializer(self, name: str, array: NDArray[Any]) -> TensorProto:
         return initializer(name, array, self.weights)
 
-    def assign(self, tensor: TensorProto, array: np.ndarray) -> None:
+    def assign(self, tensor: TensorProto, array: NDArray[Any]) -> None:
         """Make `tensor` (an initializer or a node attribute's) hold `array`, in a new dtype say;
         it stays external if it was."""
         if is_external(tensor):
@@ -74,7 +76,7 @@ class OnnxSegment:
     def to_bytes(self) -> bytes:
         """The self-contained model: every external initializer embedded as raw data."""
         if not self.weights:
-            return self.model.SerializeToString()
+            return bytes(self.model.SerializeToString())
         full = onnx.ModelProto()
         full.CopyFrom(self.model)
         for tensor in full.graph.initializer:
@@ -82,4 +84,4 @@ class OnnxSegment:
                 del tensor.external_data[:]
                 tensor.data_location = TensorProto.DEFAULT
                 tensor.raw_data = self.weights[tensor.name].tobytes()  # little-endian, as ONNX's
-        return full.SerializeToString()
+        return bytes(full.SerializeToString())

@@ -1,13 +1,14 @@
 """ONNX Runtime sessions over the exact ONNX TensorRT would parse."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
+from numpy.typing import NDArray
 import onnxruntime as ort
 
 
-def create_session(onnx_bytes: bytes, weights: Mapping[str, np.ndarray] | None = None) -> ort.InferenceSession:
+def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
     (converters/passes/weights.py), handed over without serializing them."""
     options = ort.SessionOptions()
