@@ -235,7 +235,7 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
         if t in BOUNDARY_TYPES and node.op_type in ("Cast", "Identity"):
             continue
         if t in BOUNDARY_TYPES:
-            found.append(f"{where} '{name}' is {_name(t)}: TensorRT takes it only as engine INTS/O (Cast it there)")
+            found.append(f"{where} '{name}' is {_name(t)}: TensorRT takes it only as engine I/O (Cast it there)")
         else:
             found.append(f"{where} '{name}' is {_name(t)}, which TensorRT engines do not compute in")
     types = rule.types | (INTS if rule.int_since and target.at_least(rule.int_since) else frozenset())
