@@ -94,8 +94,8 @@ class Split:
 
 
 class _Partitioner(CapabilityBasedPartitioner):
-    """The fx partitioner rebuilds dict(gm.named_modules()) for every node it asks about (a
-    tenth of a second on ResNet-50); ConverterSupport never looks at submodules."""
+    """The fx partitioner rebuilds dict(gm.named_modules()) for every node it asks about, a walk
+    of the whole module tree each time; ConverterSupport never looks at submodules."""
 
     def _is_node_supported(self, node: torch.fx.Node) -> bool:
         return self.operator_support.is_node_supported({}, node)

@@ -6,8 +6,8 @@ tensor, in `OnnxSegment.weights`. ONNX Runtime receives the arrays through
 SessionOptions.add_external_initializers; TensorRT's parser, the engine cache and anyone reading
 `onnx_bytes` get the self-contained model from `OnnxSegment.to_bytes()`.
 
-Why: serializing ResNet-50's ~100 MB of weights into protobuf, only for ONNX Runtime to parse them
-out again, cost more than the rest of lowering after capture put together.
+Why: serializing a model's weights into protobuf only for ONNX Runtime to parse them out again
+is a full copy of every weight, twice, for nothing.
 """
 from __future__ import annotations
 
