@@ -20,10 +20,8 @@ from converters.core.target import Target
 aten = torch.ops.aten
 
 
-@converter(
-    aten._native_batch_norm_legit_no_training.default,
-    capability=all_of(float_inputs, only_first_output_used, constant_args(1, 2, 3, 4)),
-)
+@converter(aten._native_batch_norm_legit_no_training.default,
+           capability=all_of(float_inputs, only_first_output_used, constant_args(1, 2, 3, 4)))
 def batch_norm_inference(
     b: GraphBuilder,
     x: Value,

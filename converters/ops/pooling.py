@@ -143,10 +143,8 @@ def _ceil_within_padding(n: int) -> Any:
 
 
 # -- max pooling (values only: TensorRT's MaxPool has no Indices output) ---------------------
-@converter(
-    aten.max_pool2d_with_indices.default,
-    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _static_ceil_mode(2, at=5)),
-)
+@converter(aten.max_pool2d_with_indices.default,
+           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _static_ceil_mode(2, at=5)))
 def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
                             ceil_mode: bool = False) -> tuple[Ref, None]:
@@ -155,10 +153,8 @@ def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int
     return _pool(b, "MaxPool", x, 2, _attrs(2, kernel_size, stride, padding, ceil_mode)), None
 
 
-@converter(
-    aten.max_pool3d_with_indices.default,
-    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _static_ceil_mode(3, at=5)),
-)
+@converter(aten.max_pool3d_with_indices.default,
+           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _static_ceil_mode(3, at=5)))
 def max_pool3d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
                             ceil_mode: bool = False) -> tuple[Ref, None]:
@@ -194,11 +190,9 @@ def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
     return _avg_pool(b, x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-@converter(
-    aten.avg_pool3d.default,
-    capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(3, at=4),
-                      _ceil_within_padding(3)),
-)
+@converter(aten.avg_pool3d.default,
+           capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(3, at=4),
+                      _ceil_within_padding(3)))
 def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Ref:

@@ -114,7 +114,8 @@ def upsample_nearest_exact_vec(b: GraphBuilder, x: Value, output_size: Sequence[
 
 
 @converter(aten._upsample_nearest_exact1d.default, aten._upsample_nearest_exact2d.default,
-           aten._upsample_nearest_exact3d.default, capability=all_of(float_inputs, _capability(2)))
+           capability=all_of(float_inputs, _capability(2)))
+@converter(aten._upsample_nearest_exact3d.default, capability=all_of(float_inputs, _capability(2)))
 def upsample_nearest_exact(b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None,
                            **named: float | None) -> Ref:
     """_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None,
