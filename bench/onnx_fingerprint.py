@@ -5,7 +5,9 @@ BERT (tests/trt_models.py; fp32 and fp16) on ONNX Runtime and writes one line pe
 `<case> <sha256 of each engine's self-contained ONNX bytes>`. Run it before and after a change and
 diff the two files:
 
-    PYTHONPATH=$PWD:$PWD/tests python bench/onnx_fingerprint.py before.txt
+    PYTHONPATH=$PWD:$PWD/tests python bench/onnx_fingerprint.py before.txt [LABEL-SUBSTRING...]
+
+(with substrings, only the lowerings whose label contains one of them).
 """
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-import trt_lower
-from harness import Fn
-from test_converters import CASES
-from trt_models import MODELS
+torch.manual_seed(0)  # before the cases are built: some hold modules with random weights
+
+import trt_lower  # noqa: E402
+from harness import Fn  # noqa: E402
+from test_converters import CASES  # noqa: E402
+from trt_models import MODELS  # noqa: E402
 
 VERSIONS = ("8.6", "10.4", "latest")
 
@@ -35,7 +39,7 @@ def fingerprint(model: torch.nn.Module, inputs: Sequence[torch.Tensor], **kwargs
     ) or "no-engine"
 
 
-def main(path: str) -> None:
+def main(path: str, only: list[str]) -> None:
     lines = []
     runs: list[tuple[str, Callable[[], tuple[torch.nn.Module, Sequence[torch.Tensor]]], dict[str, Any]]] = []
     for i, case in enumerate(CASES):
@@ -49,6 +53,8 @@ def main(path: str) -> None:
                 runs.append((f"{name}@{version}/{precision}", build,
                              {"trt_version": version, "precision": precision}))
     for label, make, kwargs in runs:
+        if only and not any(o in label for o in only):
+            continue
         torch.manual_seed(0)
         model, inputs = make()
         lines.append(f"{label} {fingerprint(model, inputs, **kwargs)}")
@@ -58,4 +64,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
