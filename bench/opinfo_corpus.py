@@ -69,7 +69,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import converters
 import trt_lower
-from converters import target
+from converters.core.target import DEFAULT, Target
 from splitter.support import unsupported_reason
 from trt_lower import capture
 from trt_lower.decompositions import decomposition_table
@@ -449,7 +449,7 @@ def _graph_verdicts(gm: torch.fx.GraphModule, group: Sequence[_Prepared]) -> dic
         if converters.lookup(node.target) is None:
             missing.setdefault(k, f"no converter for {node.target}")
             continue
-        reason = unsupported_reason(node, frozenset(), target.current())
+        reason = unsupported_reason(node, Target(DEFAULT), frozenset())
         if reason is not None:
             refused.setdefault(k, f"{node.target}: {reason}")
     verdict = {}

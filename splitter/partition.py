@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
@@ -48,7 +49,7 @@ def is_size(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
 
 
-def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: dict[torch.fx.Node, object],
+def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: Mapping[torch.fx.Node, object],
                into: Partition | None, before: torch.fx.Node) -> torch.fx.Node:
     """A copy of size node `node` placed inside partition `into` (or outside any, if None), with
     its own size inputs copied along when they sit on the other side of the boundary."""
@@ -126,5 +127,5 @@ def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: i
     return Split(gm, [f"{ENGINE_PREFIX}{i}" for i in range(len(kept))], fallbacks)
 
 
-def _in(partitions: list, node: torch.fx.Node) -> bool:
+def _in(partitions: list[Partition], node: torch.fx.Node) -> bool:
     return any(node in p.nodes for p in partitions)

@@ -9,11 +9,11 @@ import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
-from converters.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES
-from converters.target import Target
+from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES
+from converters.core.target import Target
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing.
-_CLAMPED_ARGS = {torch.ops.aten.slice.Tensor: (2, 3)}
+_CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2, 3)}
 
 
 def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
@@ -39,30 +39,30 @@ def _dtype_reason(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
-def _int32_reason(node: torch.fx.Node, goal: Target) -> Optional[str]:
+def _int32_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
     """Int arguments and int64 constants the target cannot compute as they are (8.6: int32)."""
-    if goal.int64_native:
+    if target.int64_native:
         return None
-    clamped = _CLAMPED_ARGS.get(node.target, ())  # type: ignore[call-overload]
+    clamped = _CLAMPED_ARGS.get(node.target, ())
     args = [a for i, a in enumerate(node.args) if i not in clamped] + list(node.kwargs.values())
     for arg in args:
         for value in arg if isinstance(arg, (tuple, list)) else (arg,):
             reason = None
             if isinstance(value, int) and not isinstance(value, bool):
-                reason = goal.int32_reason(f"int value {value}", value, value)
+                reason = target.int32_reason(f"int value {value}", value, value)
             elif isinstance(value, torch.fx.Node) and value.op == "get_attr":
                 weight = functools.reduce(getattr, str(value.target).split("."), node.graph.owning_module)
                 if isinstance(weight, torch.Tensor) and weight.dtype == torch.int64 and weight.numel():
                     low, high = weight.aminmax()
-                    reason = goal.int32_reason(f"int64 constant {value.name}", int(low), int(high))
+                    reason = target.int32_reason(f"int64 constant {value.name}", int(low), int(high))
             if reason:
                 return reason
     return None
 
 
-def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str], goal: Target,
+def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozenset[str],
                        failed: Mapping[str, str] = {}) -> Optional[str]:
-    """None if `node` can run inside an engine for TensorRT `goal`, else why not. `failed` holds
+    """None if `node` can run inside an engine built for `target`, else why not. `failed` holds
     nodes whose conversion already failed once, by name, with the reason."""
     if node.target is operator.getitem:
         return None
@@ -73,25 +73,25 @@ def unsupported_reason(node: torch.fx.Node, fallback_ops: frozenset[str], goal: 
     conv = converters.lookup(node.target)
     if conv is None:
         return f"no converter for {node.target}"
-    reason = _dtype_reason(node) or _int32_reason(node, goal)
+    reason = _dtype_reason(node) or _int32_reason(node, target)
     if reason is None and conv.capability is not None:
-        reason = conv.capability(node)
+        reason = conv.capability(node, target)
     return reason
 
 
 class ConverterSupport(OperatorSupportBase):
     """Feeds the fx partitioner; remembers every refusal reason for the report."""
 
-    def __init__(self, fallback_ops: frozenset[str], goal: Target, failed: Mapping[str, str]) -> None:
+    def __init__(self, target: Target, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
+        self.target = target
         self.fallback_ops = fallback_ops
-        self.goal = goal
         self.failed = failed
         self.reasons: dict[torch.fx.Node, str] = {}
 
     def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
-        reason = unsupported_reason(node, self.fallback_ops, self.goal, self.failed)
+        reason = unsupported_reason(node, self.target, self.fallback_ops, self.failed)
         if reason is not None:
             self.reasons[node] = reason
         return reason is None

@@ -7,7 +7,7 @@ import onnx
 import torch
 
 import trt_lower
-from converters import trt_support
+from converters.passes import trt_support
 
 
 class Fn(torch.nn.Module):

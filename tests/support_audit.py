@@ -1,10 +1,10 @@
-"""The suite-wide audit of emitted ONNX against converters/trt_support.py (see conftest.py)."""
+"""The suite-wide audit of emitted ONNX against converters/passes/trt_support.py (see conftest.py)."""
 from __future__ import annotations
 
 import onnx
 
-from converters import trt_support
-from converters.target import Target
+from converters.core.target import Target
+from converters.passes import trt_support
 
 
 class SupportAudit:

@@ -552,7 +552,7 @@ CASES: list[Case] = [
     Case(aten.replication_pad2d.default, lambda x: F.pad(x, (1, 2, 2, 0), mode="replicate"), lambda: (r(1, 2, 3, 3),)),
     Case(aten.replication_pad3d.default, lambda x: F.pad(x, (1, 0, 1, 1, 0, 2), mode="replicate"),
          lambda: (r(1, 1, 2, 3, 2),)),
-    # -- advanced indexing (advanced_index.py) -------------------------------------------------
+    # -- advanced indexing (ops/index.py) -------------------------------------------------
     Case(aten.index.Tensor, lambda x, i: x[i], lambda: (r(5, 3), torch.tensor([[0, 4], [-1, 2]]))),
     Case(aten.index.Tensor, lambda x, i: x[:, i], lambda: (r(2, 5, 3), torch.tensor([0, -2], dtype=torch.int32)),
          id="one-inner-int32"),

@@ -100,8 +100,8 @@ def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("simulated converter bug")
 
-    monkeypatch.setitem(converters.registry._REGISTRY, entry.target,
-                        converters.registry.Converter(entry.target, broken, None))
+    monkeypatch.setitem(converters.core.registry._REGISTRY, entry.target,
+                        converters.core.registry.Converter(entry.target, broken, None))
     model = Fn(lambda x: torch.sigmoid(x * 2 + 1) - 3)
     inputs = (torch.randn(4),)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -110,7 +110,7 @@ def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
     assert fallback and "simulated converter bug" in fallback[0].reason
     assert "simulated converter bug" in caplog.text
     torch.testing.assert_close(lowered(*inputs), model(*inputs))
-    with pytest.raises(converters.graph.ConversionError, match="simulated converter bug"):
+    with pytest.raises(converters.core.interpreter.ConversionError, match="simulated converter bug"):
         trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
 
 

@@ -15,8 +15,8 @@ import torchvision
 from onnx import TensorProto
 
 import trt_lower
-from converters.onnx_types import elem_types
-from converters.precision import KEEP_FP32
+from converters.passes.onnx_types import elem_types
+from converters.passes.precision import KEEP_FP32
 from harness import Fn, check_onnx
 from trt_models import bert
 
@@ -61,7 +61,7 @@ def test_resnet18_fp16() -> None:
     lowered = _lower_fp16(model, (x,))
     onnx_model = _engine_onnx(lowered)
     _assert_fp16_weights_and_fp32_boundary(onnx_model, "Conv")
-    # Batch norm: fp16 activations, fp32 statistics (see converters/precision.py).
+    # Batch norm: fp16 activations, fp32 statistics (see converters/passes/precision.py).
     types = elem_types(onnx_model)
     for node in (n for n in onnx_model.graph.node if n.op_type == "BatchNormalization"):
         assert types[node.input[0]] == TensorProto.FLOAT16

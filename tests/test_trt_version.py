@@ -13,8 +13,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import converters
 import trt_lower
-from converters import target, trt_support
-from converters.builder import IR_VERSION, OPSET
+from converters.core import target
+from converters.core.builder import IR_VERSION, OPSET
+from converters.passes import trt_support
 from harness import Fn, check_onnx, engine_ops
 from support_audit import SupportAudit
 from trt_lower.engine.tensorrt import installed_version
@@ -54,20 +55,19 @@ def test_target_newer_than_the_installed_tensorrt_is_refused(trt_double: ModuleT
         trt_lower.lower_to_trt(Fn(lambda x: x * 2), (torch.ones(2),), backend="tensorrt", trt_version="10.4")
 
 
-def test_capability_checks_see_the_target_only_while_lowering() -> None:
+def test_capability_checks_are_given_the_target() -> None:
     seen: list[str] = []
     entry = converters.lookup(aten.mul.Tensor)
     assert entry is not None
 
-    def spy(node: torch.fx.Node) -> None:
-        seen.append(target.current().version)
+    def spy(node: torch.fx.Node, goal: target.Target) -> None:
+        seen.append(goal.version)
 
     with pytest.MonkeyPatch.context() as patch:
-        spied = converters.registry.Converter(entry.target, entry.fn, spy)
-        patch.setitem(converters.registry._REGISTRY, entry.target, spied)
+        spied = converters.core.registry.Converter(entry.target, entry.fn, spy)
+        patch.setitem(converters.core.registry._REGISTRY, entry.target, spied)
         trt_lower.lower_to_trt(Fn(lambda x: x * 2), (torch.ones(2),), backend="onnxruntime", trt_version="8.6")
     assert seen and set(seen) == {"8.6"}
-    assert target.current().version == target.DEFAULT
 
 
 # -- the checker on models built by hand -------------------------------------------------------
@@ -248,9 +248,9 @@ def test_audit_flags_a_converter_that_emits_what_tensorrt_rejects(support_audit:
     inputs = (torch.arange(6).reshape(2, 3), torch.arange(6).reshape(3, 2))
     models_before = support_audit.models
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(converters.registry._REGISTRY, entry.target,
-                      converters.registry.Converter(entry.target, entry.fn, None))
-        with pytest.raises(converters.graph.ConversionError, match=r"would reject node 'mm/MatMul' \(MatMul\)"):
+        patch.setitem(converters.core.registry._REGISTRY, entry.target,
+                      converters.core.registry.Converter(entry.target, entry.fn, None))
+        with pytest.raises(converters.core.interpreter.ConversionError, match=r"would reject node 'mm/MatMul' \(MatMul\)"):
             trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, require_full=True)
         lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1)
     taken = support_audit.take()

@@ -1,4 +1,4 @@
-"""Large weights travel beside an engine's ONNX (converters/weights.py), and `onnx_bytes` is the
+"""Large weights travel beside an engine's ONNX (converters/passes/weights.py), and `onnx_bytes` is the
 self-contained model: both must compute what the model computes."""
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
-from converters import target
-from converters.graph import ConversionError
+from converters.core.interpreter import ConversionError
+from converters.core.target import Target, for_installed
 from splitter import ConverterSupport, split
 from trt_lower.build import build
 from trt_lower.capture import capture, check_inputs
@@ -44,10 +44,10 @@ def _resolve_backend(backend: str) -> str:
 def _check_target(trt_version: str) -> None:
     """Engines built here must parse with the TensorRT installed here: no newer target."""
     installed = trt_engine.installed_version()
-    if installed is not None and not target.Target(target.for_installed(installed)).at_least(trt_version):
+    if installed is not None and not Target(for_installed(installed)).at_least(trt_version):
         raise ValueError(f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
                          f"its ONNX parser may reject what that version allows; use "
-                         f"trt_version={target.for_installed(installed)!r} (or leave it unset)")
+                         f"trt_version={for_installed(installed)!r} (or leave it unset)")
 
 
 def lower_to_trt(
@@ -90,24 +90,22 @@ def lower_to_trt(
     timings = dict.fromkeys(("capture", "convert", "session"), 0.0)
     with _timed(timings, "capture"):
         captured = capture(model, inputs, specs)
-    goal = target.Target(settings.trt_version)
+    goal = Target(settings.trt_version)
     failed: dict[str, str] = {}
-    # Capability checks read the target from the context (converters/target.py).
-    with target.targeting(settings.trt_version):
-        while True:
-            try:
-                with _timed(timings, "convert"):
-                    parts = split(captured.graph_module(), ConverterSupport(settings.fallback_ops, goal, failed),
-                                  settings.min_block_size)
-                    _require_full(parts.fallbacks, settings)
-                    segments = convert(parts, goal, settings.precision, captured.symbols)
-                with _timed(timings, "session"):
-                    engines = build(segments, resolved, settings)
-                with _timed(timings, "convert"):
-                    lowered = stitch(parts, engines, captured.symbols, resolved, settings)
-                break
-            except (ConversionError, EngineBuildError) as e:
-                failed.update(_keep_eager(e, settings))
+    while True:
+        try:
+            with _timed(timings, "convert"):
+                parts = split(captured.graph_module(), ConverterSupport(goal, settings.fallback_ops, failed),
+                              settings.min_block_size)
+                _require_full(parts.fallbacks, settings)
+                segments = convert(parts, goal, settings.precision, captured.symbols)
+            with _timed(timings, "session"):
+                engines = build(segments, resolved, settings)
+            with _timed(timings, "convert"):
+                lowered = stitch(parts, engines, captured.symbols, resolved, settings)
+            break
+        except (ConversionError, EngineBuildError) as e:
+            failed.update(_keep_eager(e, settings))
     lowered.report.timings = timings
     return lowered
 

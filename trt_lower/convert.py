@@ -8,12 +8,12 @@ from typing import Any, Callable, TypeGuard
 import onnx
 import torch
 
-from converters import trt_support
-from converters.float64 import narrow_float64
-from converters.graph import ConversionError, segment_to_onnx
-from converters.precision import to_fp16
-from converters.target import Target
-from converters.weights import OnnxSegment
+from converters.passes import trt_support
+from converters.passes.float64 import narrow_float64
+from converters.core.interpreter import ConversionError, segment_to_onnx
+from converters.passes.precision import to_fp16
+from converters.core.target import Target
+from converters.passes.weights import OnnxSegment
 from splitter.partition import Split, is_compute
 from trt_lower.runtime.signature import SymbolRanges, TensorSig
 
@@ -38,7 +38,7 @@ ON_SEGMENT: list[Callable[[onnx.ModelProto, Target], object]] = []
 
 
 class UnsupportedOnnx(Exception):
-    """A segment's ONNX breaks the target TensorRT's parser limits (converters/trt_support.py)."""
+    """A segment's ONNX breaks the target TensorRT's parser limits (converters/passes/trt_support.py)."""
 
 
 def is_constant(arg: object) -> TypeGuard[torch.fx.Node]:

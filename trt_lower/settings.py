@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from converters import target
+from converters.core import target
 from trt_lower.engine.build_settings import PRECISIONS as PRECISIONS  # the one list; the CLI's too
 from trt_lower.engine.tensorrt import installed_version
 
@@ -41,7 +41,7 @@ class LoweringSettings:
     cache_dir: Path | None = None
     # Replay each TensorRT engine from a CUDA graph (static shapes).
     cuda_graphs: bool = False
-    # What the converters may emit: the TensorRT version's ONNX parser limits (converters/target.py).
+    # What the converters may emit: the TensorRT version's ONNX parser limits (converters/core/target.py).
     trt_version: str = target.DEFAULT
 
     @classmethod

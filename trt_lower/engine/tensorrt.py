@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from converters.target import parse_version
+from converters.core.target import parse_version
 from trt_lower import device as devices
 
 INSTALL_HINT = (

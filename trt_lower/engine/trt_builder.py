@@ -3,7 +3,7 @@
 Version branches (docs/tensorrt.md):
 - network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
   create_network(0); 11.x removed it.
-- fp16: the ONNX is typed fp16 with float32 islands (converters/precision.py). 10.x builds it
+- fp16: the ONNX is typed fp16 with float32 islands (converters/passes/precision.py). 10.x builds it
   as a STRONGLY_TYPED network, so the islands stay float32 (the FP16 builder flag would let
   TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing, only
   the FP16 flag.
@@ -16,7 +16,7 @@ from typing import Sequence
 import onnx
 import tensorrt as trt
 
-from converters.target import parse_version
+from converters.core.target import parse_version
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 from trt_lower.runtime.trt_logger import TrtLogger
 
@@ -41,7 +41,7 @@ def network_flags(major: int, precision: str) -> int:
 
 
 def fx_node_of(onnx_node: str) -> str:
-    """GraphBuilder.op names each ONNX node '<FX node>/<OpType>' (converters/builder.py)."""
+    """GraphBuilder.op names each ONNX node '<FX node>/<OpType>' (converters/core/builder.py)."""
     return onnx_node.split("/", 1)[0]
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from converters.dtypes import ORT_TYPES
-from converters.weights import OnnxSegment
+from converters.core.dtypes import ORT_TYPES
+from converters.passes.weights import OnnxSegment
 from trt_lower.runtime.ort_session import create_session
 from trt_lower.runtime.signature import TensorSig, check_inputs
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
+from numpy.typing import NDArray
 import onnxruntime as ort
 
 
-def create_session(onnx_bytes: bytes, weights: Mapping[str, np.ndarray[Any, Any]] | None = None) -> ort.InferenceSession:
+def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
-    (converters/weights.py), handed over without serializing them."""
+    (converters/passes/weights.py), handed over without serializing them."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # ORT logs a warning per unused initializer etc.; errors still raise.

@@ -6,7 +6,7 @@ from typing import Callable
 import tensorrt as trt
 import torch
 
-from converters.dtypes import TRT_TYPES
+from converters.core.dtypes import TRT_TYPES
 from trt_lower import device as devices
 from trt_lower.runtime.trt_logger import TrtLogger
 from trt_lower.runtime.signature import EngineInputError, TensorSig

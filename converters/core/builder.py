@@ -1,0 +1,222 @@
+"""The one object converters write ONNX through: names, constants, initializers, opset."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence, TypeGuard, Union, overload
+
+import numpy as np
+from numpy.typing import NDArray
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from converters.core.dtypes import numpy_type as numpy_type, onnx_type as onnx_type  # converters use them from here
+from converters.passes import weights
+
+# TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
+# rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md.
+OPSET = 17
+IR_VERSION = 8
+
+
+ShapeDim = Union[int, torch.SymInt]
+
+
+def dim_param(d: ShapeDim) -> int | str:
+    """A dim for an ONNX value info: the int, or the symbol's expression (e.g. "s0", "2*s0")."""
+    return d if isinstance(d, int) else str(d)
+
+
+def is_static_shape(shape: Sequence[object]) -> TypeGuard[Sequence[int]]:
+    return all(isinstance(d, int) for d in shape)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A named ONNX value, as a converter emits it: dtype/shape are there where it said them
+    (GraphBuilder.op's `dtype`/`shape`); a later converter sees it as a `Value` again, typed from
+    the FX node it stands for (core/interpreter.py)."""
+
+    name: str
+    dtype: torch.dtype | None = None
+    shape: tuple[ShapeDim, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Value(Ref):
+    """A tensor whose dtype and shape are known: what converters receive for their tensor
+    arguments (FX nodes, weights, constants). A dim that varies at run time is a torch.SymInt:
+    compare dims only after isinstance(d, int)."""
+
+    dtype: torch.dtype
+    shape: tuple[ShapeDim, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+class Names:
+    """Unique names within one graph: `fresh(hint)` is `hint`, else `hint_<i>` for the first free i."""
+
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self.used = set(taken)
+
+    def fresh(self, hint: str) -> str:
+        name, i = hint, 0
+        while name in self.used:
+            i += 1
+            name = f"{hint}_{i}"
+        self.used.add(name)
+        return name
+
+
+class GraphBuilder:
+    """Accumulates the nodes, initializers and I/O of one ONNX graph.
+
+    `node` is the FX node being converted; its name prefixes every ONNX node the converter
+    emits so TensorRT layer names and parser errors lead back to the FX graph.
+    """
+
+    def __init__(self, graph_name: str) -> None:
+        self.graph_name = graph_name
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.weights: dict[str, NDArray[Any]] = {}  # of the initializers kept apart (weights.py)
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
+        self.node: torch.fx.Node | None = None
+        self._names = Names()
+        self._constants: dict[tuple[Any, ...], Value] = {}
+
+    # -- names -------------------------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        return self._names.fresh(hint)
+
+    # -- the FX node being converted -----------------------------------------------------------
+    @property
+    def converting(self) -> torch.fx.Node:
+        """The FX node being converted (set only while its converter runs)."""
+        if self.node is None:
+            raise RuntimeError("no FX node is being converted")
+        return self.node
+
+    @property
+    def out(self) -> Any:
+        """The FakeTensor (or tuple of them) the current FX node produces."""
+        return self.converting.meta["val"]
+
+    # -- graph I/O ---------------------------------------------------------------------------
+    def add_input(self, name: str, dtype: torch.dtype, shape: Sequence[ShapeDim]) -> Value:
+        name = self.fresh(name)
+        self.inputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), [dim_param(d) for d in shape]))
+        return Value(name, dtype, tuple(shape))
+
+    def add_output(self, value: Value, name: str, dtype: torch.dtype, shape: Sequence[ShapeDim]) -> str:
+        # A graph output must be produced by a node under its own, unique name.
+        name = self.fresh(name)
+        self.nodes.append(helper.make_node("Identity", [value.name], [name], name=f"{name}/output"))
+        self.outputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), [dim_param(d) for d in shape]))
+        return name
+
+    # -- constants ---------------------------------------------------------------------------
+    def initializer(self, name: str, tensor: torch.Tensor) -> Value:
+        """A weight: stored as an initializer under (a unique form of) its module path."""
+        name = self.fresh(name)
+        array = tensor.detach().cpu().contiguous().numpy()  # a view: weights are not copied
+        self.initializers.append(weights.initializer(name, array, self.weights))
+        return Value(name, tensor.dtype, tuple(tensor.shape))
+
+    def const(self, value: Any, dtype: torch.dtype) -> Value:
+        """A small constant (scalar or list) as an initializer, shared when repeated.
+
+        Initializers rather than Constant nodes: TensorRT wants several operands (Slice axes,
+        reduction axes, Pad pads) as initializers on older versions.
+        """
+        array: NDArray[Any] = np.asarray(value, dtype=numpy_type(dtype))
+        key = (dtype, array.shape, array.tobytes())
+        if key not in self._constants:
+            name = self.fresh("const")
+            self.initializers.append(numpy_helper.from_array(array, name))
+            self._constants[key] = Value(name, dtype, tuple(array.shape))
+        return self._constants[key]
+
+    def ints(self, values: Sequence[int] | int) -> Value:
+        """An int64 1-D constant (shapes, axes, starts/ends)."""
+        return self.const(list(values) if isinstance(values, Sequence) else [values], torch.int64)
+
+    def shape_tensor(self, dims: Sequence[int | Ref]) -> Value:
+        """A 1-D int64 shape from ints and 0-d int64 values (sizes known only at run time)."""
+        static = [d for d in dims if isinstance(d, int)]
+        if len(static) == len(dims):
+            return self.ints(static)
+        parts = [
+            self.ints([d]) if isinstance(d, int) else self.op("Unsqueeze", d, self.ints([0]), dtype=torch.int64)
+            for d in dims
+        ]
+        return self.op("Concat", *parts, axis=0, dtype=torch.int64, shape=(len(dims),))
+
+    # -- nodes -------------------------------------------------------------------------------
+    @overload
+    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype, shape: tuple[ShapeDim, ...],
+           **attrs: Any) -> Value: ...
+
+    @overload
+    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None, shape: None = None,
+           **attrs: Any) -> Ref: ...
+
+    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None,
+           shape: tuple[ShapeDim, ...] | None = None, **attrs: Any) -> Ref:
+        """Emit one ONNX node of one output; `dtype`/`shape` annotate it for later converters
+        that need them (both given: a `Value`)."""
+        (name,) = self._emit(op_type, inputs, 1, attrs)
+        return Value(name, dtype, shape) if dtype is not None and shape is not None else Ref(name, dtype, shape)
+
+    def op_outputs(self, op_type: str, *inputs: Ref | None, outputs: int, dtype: torch.dtype | None = None,
+                   **attrs: Any) -> tuple[Ref, ...]:
+        """Emit one ONNX node of `outputs` outputs."""
+        return tuple(Ref(name, dtype) for name in self._emit(op_type, inputs, outputs, attrs))
+
+    def _emit(self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any]) -> list[str]:
+        prefix = self.node.name if self.node is not None else self.graph_name
+        # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
+        # fusions (Conv+BatchNormalization+Relu) only match the short form.
+        inputs_list = list(inputs)
+        while inputs_list and inputs_list[-1] is None:
+            inputs_list.pop()
+        out_names = [self.fresh(f"{prefix}_{op_type.lower()}") for _ in range(outputs)]
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        self.nodes.append(
+            helper.make_node(
+                op_type,
+                ["" if v is None else v.name for v in inputs_list],
+                out_names,
+                name=self.fresh(f"{prefix}/{op_type}"),
+                **attrs,
+            )
+        )
+        return out_names
+
+    @overload
+    def cast(self, value: Value, dtype: torch.dtype) -> Value: ...
+
+    @overload
+    def cast(self, value: Ref, dtype: torch.dtype) -> Ref: ...
+
+    def cast(self, value: Ref, dtype: torch.dtype) -> Ref:
+        if value.dtype == dtype:
+            return value
+        return self.op("Cast", value, to=onnx_type(dtype), dtype=dtype, shape=value.shape)
+
+    # -- result ------------------------------------------------------------------------------
+    def segment(self) -> weights.OnnxSegment:
+        graph = helper.make_graph(
+            self.nodes, self.graph_name, self.inputs, self.outputs, self.initializers
+        )
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", OPSET)],
+            ir_version=IR_VERSION,
+            producer_name="trt_lower",
+        )
+        return weights.OnnxSegment(model, self.weights)

@@ -1,0 +1,100 @@
+"""Sizes as ONNX values (a constant where the dim is static, read from Shape at runtime where not),
+and the FX-node argument lookups capability checks share.
+
+Dims may be torch.SymInt (dynamic); they are compared only after `isinstance(d, int)`.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, TypeGuard
+
+import torch
+
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.target import Target
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+def is_static_dim(d: object) -> TypeGuard[int]:
+    return isinstance(d, int)
+
+
+def static(d: object, what: str) -> int:
+    """`d` where a capability check made sure it is a static size."""
+    if not isinstance(d, int):
+        raise ValueError(f"{what} is dynamic ({d})")
+    return d
+
+
+def dim_size(b: GraphBuilder, x: Value, axis: int) -> Value:
+    """x.shape[axis] as a 1-D int64 of one element."""
+    d = x.shape[axis]
+    if is_static_dim(d):
+        return b.ints([d])
+    return b.op("Gather", b.op("Shape", x), b.ints([axis]), axis=0, dtype=torch.int64, shape=(1,))
+
+
+def dim_size_scalar(b: GraphBuilder, x: Value, axis: int) -> Value:
+    """x.shape[axis] as a 0-d int64 (Range and Where operands)."""
+    d = x.shape[axis]
+    if is_static_dim(d):
+        return b.const(d, torch.int64)
+    return b.op("Gather", b.op("Shape", x), b.const(axis, torch.int64), axis=0, dtype=torch.int64, shape=())
+
+
+def shape_of(b: GraphBuilder, parts: Sequence[Ref | int]) -> Ref:
+    """A shape vector from 1-D int64 pieces and Python ints (static dims become constants)."""
+    values = [b.ints([p]) if isinstance(p, int) else p for p in parts]
+    if len(values) == 1:
+        return values[0]
+    return b.op("Concat", *values, axis=0, dtype=torch.int64)
+
+
+def same_static_shape(a: Sequence[object] | None, b: Sequence[object] | None) -> bool:
+    """Both shapes known, fully static and equal (a dynamic dim is never assumed equal)."""
+    return a is not None and b is not None and all(is_static_dim(d) for d in (*a, *b)) and tuple(a) == tuple(b)
+
+
+def static_numel(shape: Sequence[object]) -> int | None:
+    """The product of `shape`, or None if a dim is dynamic."""
+    n = 1
+    for d in shape:
+        if not is_static_dim(d):
+            return None
+        n *= d
+    return n
+
+
+def empty_input(node: torch.fx.Node, target: Target) -> Optional[str]:
+    """Capability: a tensor input with a static 0-size dim. ONNX Runtime (1.31) gives reductions
+    over empty tensors the input's shape, ignoring keepdims=0."""
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor) and any(is_static_dim(d) and d == 0 for d in val.shape):
+            return f"empty input {arg.name} {tuple(val.shape)}"
+    return None
+
+
+def node_arg(node: torch.fx.Node, i: int | None, name: str, default: object = None) -> Any:
+    """The node's argument at position i (None: keyword only), or keyword `name`, or `default`
+    (Any: FX arguments are whatever the op's schema takes)."""
+    if i is not None and i < len(node.args):
+        return node.args[i]
+    return node.kwargs.get(name, default)
+
+
+def input_val(node: torch.fx.Node, i: int) -> torch.Tensor:
+    """The FakeTensor of the node's tensor argument at position i."""
+    arg = node.args[i]
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor):
+        raise TypeError(f"{node.name}: argument {i} is not a tensor")
+    return val
+
+
+def arg_val(node: torch.fx.Node, i: int, name: str = "") -> torch.Tensor | None:
+    """The FakeTensor of one of the node's arguments, if it is a tensor."""
+    arg = node_arg(node, i, name)
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None

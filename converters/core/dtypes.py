@@ -1,0 +1,67 @@
+"""Every dtype table in one place: torch dtypes as ONNX element types, numpy types, ONNX
+Runtime's and TensorRT's names for them, and which dtypes an engine may carry
+(docs/tensorrt.md)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from onnx import TensorProto
+
+ONNX_TYPES: dict[torch.dtype, int] = {
+    torch.float32: TensorProto.FLOAT,
+    torch.float16: TensorProto.FLOAT16,
+    torch.bfloat16: TensorProto.BFLOAT16,
+    torch.float64: TensorProto.DOUBLE,
+    torch.int64: TensorProto.INT64,
+    torch.int32: TensorProto.INT32,
+    torch.int16: TensorProto.INT16,
+    torch.int8: TensorProto.INT8,
+    torch.uint8: TensorProto.UINT8,
+    torch.bool: TensorProto.BOOL,
+}
+NUMPY_TYPES: dict[torch.dtype, type] = {
+    torch.float32: np.float32,
+    torch.float16: np.float16,
+    torch.float64: np.float64,
+    torch.int64: np.int64,
+    torch.int32: np.int32,
+    torch.int16: np.int16,
+    torch.int8: np.int8,
+    torch.uint8: np.uint8,
+    torch.bool: np.bool_,
+}
+# ONNX Runtime names a tensor type after its ONNX element type: "tensor(float)", "tensor(int64)".
+ORT_TYPES: dict[str, torch.dtype] = {
+    f"tensor({TensorProto.DataType.Name(t).lower()})": dtype for dtype, t in ONNX_TYPES.items()
+}
+# TensorRT's DataType member names: by name, since the members differ across versions (INT64 and
+# BF16 arrived after 8.6).
+TRT_TYPES: dict[str, torch.dtype] = {
+    "FLOAT": torch.float32,
+    "HALF": torch.float16,
+    "BF16": torch.bfloat16,
+    "INT8": torch.int8,
+    "UINT8": torch.uint8,
+    "INT32": torch.int32,
+    "INT64": torch.int64,
+    "BOOL": torch.bool,
+}
+
+# Dtypes an engine may carry. float64 is computed as float32 (TensorRT has no float64 kernels;
+# converters/passes/float64.py). bf16 is not on V100 and no precision mode emits it; int8 is only a
+# quantized type to TensorRT; int16 and the rest it does not have.
+ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
+# uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
+CAST_ONLY_DTYPES = frozenset({torch.uint8})
+# Float weights large enough are kept beside the ONNX as arrays (converters/passes/weights.py).
+FLOAT_WEIGHTS: dict[np.dtype[np.generic], int] = {
+    np.dtype(NUMPY_TYPES[d]): ONNX_TYPES[d] for d in (torch.float32, torch.float16, torch.float64)
+}
+
+
+def onnx_type(dtype: torch.dtype) -> int:
+    return ONNX_TYPES[dtype]
+
+
+def numpy_type(dtype: torch.dtype) -> type:
+    return NUMPY_TYPES[dtype]

@@ -1,0 +1,75 @@
+"""Turn one engine segment (an FX GraphModule of ATen ops) into an ONNX ModelProto."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Mapping
+
+import torch
+from torch.fx.node import map_arg
+
+from converters.core import registry
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.passes.weights import OnnxSegment
+
+
+class ConversionError(RuntimeError):
+    """A converter failed on a node its capability check accepted (a converter bug)."""
+
+    def __init__(self, node: torch.fx.Node, cause: Exception) -> None:
+        self.node_name = node.name
+        self.reason = f"converter for {node.target} failed: {type(cause).__name__}: {cause}"
+        super().__init__(f"{node.name}: {self.reason}")
+
+
+def _described(name: str, meta: Any) -> Ref:
+    """Attach the FX node's dtype/shape to the value(s) a converter returned. Sizes computed at
+    run time (SymInt nodes) are 0-d int64 values."""
+    if isinstance(meta, torch.Tensor):
+        return Value(name, meta.dtype, tuple(meta.shape))
+    if isinstance(meta, (int, torch.SymInt)):
+        return Value(name, torch.int64, ())
+    return Ref(name)
+
+
+def _wrap(result: Any, meta: Any) -> Any:
+    if isinstance(result, (tuple, list)):
+        return tuple(
+            None if r is None else _described(r.name, m) for r, m in zip(result, meta)
+        )
+    return _described(result.name, meta)
+
+
+def segment_to_onnx(
+    gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor]
+) -> OnnxSegment:
+    """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
+    ones kept beside the model (converters/passes/weights.py)."""
+    b = GraphBuilder(name)
+    env: dict[torch.fx.Node, Any] = {}
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if node.target in constants:
+                env[node] = b.initializer(node.target, constants[node.target])
+            else:
+                val = node.meta["val"]
+                env[node] = b.add_input(node.name, val.dtype, val.shape)
+        elif node.op == "get_attr":
+            env[node] = b.initializer(node.target, getattr(gm, node.target))
+        elif node.op == "call_function" and node.target is operator.getitem:
+            source, index = node.args
+            env[node] = env[source][index]
+        elif node.op == "call_function":
+            args = map_arg(node.args, env.__getitem__)
+            kwargs = map_arg(node.kwargs, env.__getitem__)
+            try:
+                env[node] = _wrap(registry.run(b, node, args, kwargs), node.meta["val"])
+            except Exception as e:
+                raise ConversionError(node, e) from e
+        elif node.op == "output":
+            results = node.args[0]
+            for out in results if isinstance(results, (tuple, list)) else (results,):
+                val = out.meta["val"]
+                b.add_output(env[out], out.name, val.dtype, val.shape)
+        else:
+            raise NotImplementedError(f"{node.op} node {node.name} inside an engine segment")
+    return b.segment()

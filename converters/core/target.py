@@ -1,0 +1,68 @@
+"""TensorRT-version policy: the versions converters emit for, how an installed TensorRT's
+version maps to one, and what each allows (docs/tensorrt.md has the facts behind it).
+
+lower_to_trt makes the target from the `trt_version` setting and passes it to splitting and
+conversion; every capability check is given it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Oldest first. "10.4" is the last TensorRT with Volta (V100) support and stands for 10.0-10.11:
+# what its table allows, all of those parse alike, since every axes/K operand we emit is an
+# initializer. "latest" is 10.12 and newer, 11.x included (Einsum ellipsis/diagonal from 10.12).
+VERSIONS = ("8.6", "10.4", "latest")
+# Without TensorRT installed: the newest version every GPU generation still has (V100 included).
+DEFAULT = "10.4"
+
+# Highest ONNX opset each version's parser reads (docs/tensorrt.md); we emit opset 17.
+_MAX_OPSET = {"8.6": 17, "10.4": 20, "latest": 24}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def parse_version(version: str) -> tuple[int, int]:
+    """(major, minor) of a TensorRT version string such as '10.4.0.26'; (0, 0) if it has none."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+@dataclass(frozen=True)
+class Target:
+    version: str
+
+    def __post_init__(self) -> None:
+        if self.version not in VERSIONS:
+            raise ValueError(f"trt_version must be one of {VERSIONS}, got {self.version!r}")
+
+    @property
+    def label(self) -> str:
+        return "TensorRT 10.12+" if self.version == "latest" else f"TensorRT {self.version}"
+
+    def at_least(self, version: str) -> bool:
+        return VERSIONS.index(self.version) >= VERSIONS.index(version)
+
+    @property
+    def int64_native(self) -> bool:
+        """9.0+ computes INT64; 8.6's parser casts INT64 to INT32 (clamping), engine I/O included."""
+        return self.at_least("10.4")
+
+    @property
+    def max_opset(self) -> int:
+        return _MAX_OPSET[self.version]
+
+    def int32_reason(self, what: str, low: int, high: int) -> str | None:
+        """Why integer values in [low, high] (`what`) cannot be computed as they are: on a
+        target without native int64 (8.6 computes int64 as int32, clamping) when they do not
+        fit int32; None when they can."""
+        if self.int64_native or _INT32_MIN <= low <= high <= _INT32_MAX:
+            return None
+        return f"{what} does not fit int32, which {self.label} computes int64 in"
+
+
+def for_installed(version: str) -> str:
+    """The target matching an installed TensorRT's `__version__` (e.g. '10.4.0.26' -> '10.4')."""
+    major, minor = parse_version(version)
+    if major < 10:
+        return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
+    return "10.4" if (major, minor) < (10, 12) else "latest"

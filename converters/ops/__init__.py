@@ -1,0 +1,28 @@
+"""The op families: one short `@converter` function per ATen overload.
+
+Importing this package registers every family.
+"""
+from converters.ops import (  # noqa: F401  (imported for their registrations)
+    activation,
+    attention,
+    bitwise,
+    conv,
+    creation,
+    elementwise,
+    gather,
+    index,
+    layout,
+    linalg,
+    math_functions,
+    matmul,
+    normalization,
+    padding,
+    pooling,
+    reduce,
+    resize,
+    sampling,
+    scatter,
+    shape,
+    sort,
+    symbolic,
+)

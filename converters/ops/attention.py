@@ -1,0 +1,75 @@
+"""scaled_dot_product_attention, kept whole at capture and written in its math form:
+softmax(q @ kᵀ * scale + mask) @ v.
+
+MatMul/Softmax/MatMul is the pattern TensorRT fuses into its attention kernels; the ONNX Attention
+op (opset 23) needs TensorRT 10.14+.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
+from converters.core.registry import converter
+from converters.core.target import Target
+
+aten = torch.ops.aten
+
+
+def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    for i, name in enumerate(("query", "key", "value")):
+        val = arg_val(node, i)
+        if val is None or not val.dtype.is_floating_point:
+            return f"attention with a non-floating-point {name}"
+    q, k = input_val(node, 0), input_val(node, 1)
+    if node_arg(node, 4, "dropout_p", 0.0):
+        return "attention dropout (training)"
+    mask = arg_val(node, 3, "attn_mask")
+    if mask is not None and mask.dtype not in (torch.bool, q.dtype):
+        return f"a {mask.dtype} attention mask for {q.dtype} queries"
+    if node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]:
+        return "grouped-query attention (heads of key/value shared by several query heads)"
+    return None
+
+
+@converter(aten.scaled_dot_product_attention.default, capability=_sdpa_capability)
+def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask: Value | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Ref:
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
+    float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    dtype = q.dtype
+    factor: Ref
+    if scale is not None:
+        factor = b.const(scale, dtype)
+    elif isinstance(q.shape[-1], int):
+        factor = b.const(1 / math.sqrt(q.shape[-1]), dtype)
+    else:
+        head_dim = b.cast(dim_size_scalar(b, q, q.rank - 1), dtype)
+        factor = b.op("Reciprocal", b.op("Sqrt", head_dim))
+    perm = list(range(k.rank))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    scores = b.op("Mul", b.op("MatMul", q, b.op("Transpose", k, perm=perm)), factor)
+    minus_inf = b.const(-math.inf, dtype)
+    if is_causal:
+        # Top-left aligned: query i sees keys 0..i.
+        one = b.const(1, torch.int64)
+        zero = b.const(0, torch.int64)
+        rows = b.op("Range", zero, dim_size_scalar(b, q, q.rank - 2), one)
+        cols = b.op("Range", zero, dim_size_scalar(b, k, k.rank - 2), one)
+        visible = b.op("LessOrEqual", cols, b.op("Unsqueeze", rows, b.ints([1])))
+        scores = b.op("Where", visible, scores, minus_inf)
+    elif attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = b.op("Where", attn_mask, scores, minus_inf)
+        else:
+            scores = b.op("Add", scores, attn_mask)
+    probs = b.op("Softmax", scores, axis=-1)
+    if attn_mask is not None:
+        # torch's math path gives a query that sees no key zeros, not NaN.
+        blind = b.op("Equal", b.op("ReduceMax", scores, axes=[-1], keepdims=1), minus_inf)
+        probs = b.op("Where", blind, b.const(0, dtype), probs)
+    return b.op("MatMul", probs, v, dtype=dtype)

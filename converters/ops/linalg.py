@@ -1,0 +1,148 @@
+"""More products and distances: baddbmm, mv, dot, outer, einsum, cosine_similarity, cdist
+(composites kept whole at capture because they have a converter). MatMul and Einsum are
+float-only in TensorRT."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional, Sequence
+
+import torch
+
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.common import all_of, float_inputs, normalize_dim
+from converters.core.dims import empty_input, node_arg, same_static_shape
+from converters.core.registry import converter
+from converters.core.target import Target
+
+aten = torch.ops.aten
+
+
+@converter(aten.baddbmm.default, capability=float_inputs)
+def baddbmm(b: GraphBuilder, x: Value, batch1: Value, batch2: Value, *, beta: float = 1, alpha: float = 1) -> Ref:
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+
+    beta = 0 ignores self (NaN/inf in it included), as torch does.
+    """
+    dtype = b.out.dtype
+    product = b.op("MatMul", batch1, batch2)
+    if alpha != 1:
+        product = b.op("Mul", product, b.const(alpha, dtype))
+    if beta == 0:
+        return b.op("Identity", product, dtype=dtype)
+    bias = x if beta == 1 else b.op("Mul", x, b.const(beta, dtype))
+    return b.op("Add", product, bias, dtype=dtype)
+
+
+@converter(aten.mv.default, capability=float_inputs)
+def mv(b: GraphBuilder, x: Value, vec: Value) -> Ref:
+    """mv(Tensor self, Tensor vec) -> Tensor"""
+    return b.op("MatMul", x, vec, dtype=b.out.dtype)
+
+
+@converter(aten.dot.default, capability=float_inputs)
+def dot(b: GraphBuilder, x: Value, other: Value) -> Ref:
+    """dot(Tensor self, Tensor tensor) -> Tensor"""
+    return b.op("MatMul", x, other, dtype=b.out.dtype)
+
+
+@converter(aten.outer.default)
+def outer(b: GraphBuilder, x: Value, vec2: Value) -> Ref:
+    """outer(Tensor self, Tensor vec2) -> Tensor  (a broadcast product: no MatMul, so any dtype)"""
+    dtype = b.out.dtype
+    column = b.op("Unsqueeze", b.cast(x, dtype), b.ints([1]))
+    return b.op("Mul", column, b.cast(vec2, dtype), dtype=dtype)
+
+
+def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    """TensorRT before 10.12: no ellipsis, no diagonal (a label repeated in one operand), no
+    broadcasting between operands; labels as ONNX spells them (letters)."""
+    equation = node_arg(node, 0, "equation").replace(" ", "")
+    if "..." in equation:
+        return "einsum with an ellipsis"
+    terms = equation.split("->")[0].split(",")
+    vals = [t.meta["val"] for t in node_arg(node, 1, "tensors")]
+    if any(not v.dtype.is_floating_point for v in vals):
+        return "einsum of non-floating-point tensors (TensorRT's Einsum is float-only)"
+    sizes: dict[str, object] = {}
+    for term, val in zip(terms, vals):
+        if not re.fullmatch("[a-z]*", term):
+            return f"einsum label outside a-z in {equation!r}"
+        if len(set(term)) != len(term):
+            return f"einsum diagonal ({term!r} repeats a label)"
+        for label, size in zip(term, val.shape):
+            if not isinstance(size, int):
+                return "einsum over a dynamic dim"
+            if sizes.setdefault(label, size) != size:
+                return f"einsum broadcasts label {label!r} ({sizes[label]} vs {size})"
+    return None
+
+
+@converter(aten.einsum.default, capability=_einsum_capability)
+def einsum(b: GraphBuilder, equation: str, tensors: Sequence[Value], *, path: Sequence[int] | None = None) -> Ref:
+    """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
+    dtype = b.out.dtype
+    return b.op("Einsum", *[b.cast(t, dtype) for t in tensors], equation=equation.replace(" ", ""), dtype=dtype)
+
+
+def _vectors(node: torch.fx.Node, target: Target) -> Optional[str]:
+    if any(arg.meta["val"].dim() == 0 for arg in node.all_input_nodes):
+        return "cosine similarity of 0-d tensors"
+    return None
+
+
+@converter(aten.cosine_similarity.default, capability=all_of(float_inputs, _vectors))
+def cosine_similarity(b: GraphBuilder, x1: Value, x2: Value, dim: int = 1, eps: float = 1e-8) -> Ref:
+    """cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor
+
+    As torch computes it: both broadcast to a common shape, each divided by its norm clamped to
+    eps, then the products summed.
+    """
+    dtype = b.out.dtype
+    left: Ref = x1
+    right: Ref = x2
+    if x1.rank == 0 and x2.rank == 0:  # torch takes two 0-d tensors as 1-element vectors
+        left, right = b.op("Unsqueeze", x1, b.ints([0])), b.op("Unsqueeze", x2, b.ints([0]))
+    elif not same_static_shape(x1.shape, x2.shape):
+        left, right = b.op("Expand", x1, b.op("Shape", x2)), b.op("Expand", x2, b.op("Shape", x1))
+    axis = normalize_dim(dim, len(b.out.shape) + 1)
+    floor = b.const(eps, dtype)
+
+    def unit(x: Ref) -> Ref:
+        return b.op("Div", x, b.op("Max", b.op("ReduceL2", x, axes=[axis], keepdims=1), floor))
+
+    return b.op("ReduceSum", b.op("Mul", unit(left), unit(right)), b.ints([axis]), keepdims=0, dtype=dtype)
+
+
+def _cdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    reason = float_inputs(node, target) or empty_input(node, target)
+    if reason:
+        return reason
+    p = node_arg(node, 2, "p", 2.0)
+    if p < 0:
+        return f"cdist with p = {p}"
+    return None
+
+
+@converter(aten.cdist.default, aten._cdist_forward.default, capability=_cdist_capability)
+def cdist(b: GraphBuilder, x1: Value, x2: Value, p: float = 2.0, compute_mode: int | None = None) -> Ref:
+    """cdist(Tensor x1, Tensor x2, float p=2, int? compute_mode=None) -> Tensor;
+    _cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+
+    The p-norm of every row difference, from (…, P, 1, M) - (…, 1, R, M): exact where torch's
+    matrix-product shortcut for p = 2 is not, at the cost of a P×R×M intermediate.
+    """
+    dtype = b.out.dtype
+    diff = b.op("Sub", b.op("Unsqueeze", x1, b.ints([-2])), b.op("Unsqueeze", x2, b.ints([-3])))
+    if p == 2:
+        return b.op("ReduceL2", diff, axes=[-1], keepdims=0, dtype=dtype)
+    if p == 1:
+        return b.op("ReduceL1", diff, axes=[-1], keepdims=0, dtype=dtype)
+    magnitude = b.op("Abs", diff)
+    if p == math.inf:
+        return b.op("ReduceMax", magnitude, axes=[-1], keepdims=0, dtype=dtype)
+    if p == 0:
+        nonzero = b.cast(b.op("Not", b.op("Equal", diff, b.const(0, dtype))), dtype)
+        return b.op("ReduceSum", nonzero, b.ints([-1]), keepdims=0, dtype=dtype)
+    total = b.op("ReduceSum", b.op("Pow", magnitude, b.const(p, dtype)), b.ints([-1]), keepdims=0)
+    return b.op("Pow", total, b.const(1 / p, dtype), dtype=dtype)

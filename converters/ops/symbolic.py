@@ -1,0 +1,61 @@
+"""Sizes known only at run time (dynamic shapes): sym_size and Python's arithmetic on them.
+
+A size is a 0-d int64 value computed from Shape, so an engine derives every size from its own
+inputs (TensorRT's shape tensors) instead of receiving it from outside.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.registry import converter
+
+aten = torch.ops.aten
+Size = Value | int
+
+
+def _size(b: GraphBuilder, x: Size) -> Ref:
+    return x if isinstance(x, Ref) else b.const(x, torch.int64)
+
+
+@converter(aten.sym_size.int)
+def sym_size(b: GraphBuilder, x: Value, dim: int) -> Ref:
+    """sym_size.int(Tensor self, int dim) -> SymInt"""
+    return b.op("Gather", b.op("Shape", x), b.const(dim, torch.int64), axis=0, dtype=torch.int64, shape=())
+
+
+def _arith(b: GraphBuilder, op_type: str, x: Size, y: Size) -> Ref:
+    return b.op(op_type, _size(b, x), _size(b, y), dtype=torch.int64, shape=())
+
+
+# Sizes are non-negative, where ONNX's truncating Div and Mod agree with Python's // and %.
+@converter(operator.add)
+def add(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """SymInt + SymInt"""
+    return _arith(b, "Add", x, y)
+
+
+@converter(operator.sub)
+def sub(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """SymInt - SymInt"""
+    return _arith(b, "Sub", x, y)
+
+
+@converter(operator.mul)
+def mul(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """SymInt * SymInt"""
+    return _arith(b, "Mul", x, y)
+
+
+@converter(operator.floordiv)
+def floordiv(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """SymInt // SymInt"""
+    return _arith(b, "Div", x, y)
+
+
+@converter(operator.mod)
+def mod(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """SymInt % SymInt"""
+    return _arith(b, "Mod", x, y)

@@ -1,0 +1,302 @@
+"""What TensorRT's ONNX parser accepts, per target version, and a checker for emitted models.
+
+Sources: docs/tensorrt.md (what the project relies on), onnx-tensorrt's docs/operators.md (10.15) and its
+Changelog for when each op arrived (8.5: Mod, NonZero, Trilu, GridSample; 8.6: LayerNormalization,
+IsInf, INT32 ArgMax/TopK; 9.0: INT64 kept as INT64; 9.2: Hardmax; 10.0: ScatterElements
+`reduction`; 10.4: window ops; 10.5: STFT; 10.12: Einsum ellipsis). Only opset-17 ops are listed:
+that is what we emit. Where a version's limits are not documented the table is conservative
+(integer Relu/Pow only on "latest", as operators.md lists them today).
+
+`violations(model, version)` names every node that breaks a rule: an op missing from the table
+or too new for the version, an element type the op (or TensorRT) does not take, an operand that
+must be an initializer and is not, an attribute outside what TensorRT implements. lower_to_trt
+runs it on every segment before building an engine, and the test suite on every model it emits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from converters.core.target import Target
+from converters.passes.onnx_types import elem_types
+
+FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
+INTS = frozenset({TensorProto.INT32, TensorProto.INT64})
+BOOLS = frozenset({TensorProto.BOOL})
+ANY = FLOATS | INTS | BOOLS
+# TopK's K must stay below this (operators.md).
+TOPK_MAX_K = 3840
+
+
+@dataclass(frozen=True)
+class Violation:
+    node: str
+    op: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"node '{self.node}' ({self.op}): {self.rule}" if self.op else self.rule
+
+
+@dataclass
+class _Graph:
+    types: dict[str, int]
+    initializers: dict[str, onnx.TensorProto]
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]]
+
+
+Check = Callable[[onnx.NodeProto, Target, _Graph], Optional[str]]
+
+
+@dataclass(frozen=True)
+class OpRule:
+    types: frozenset[int] = ANY  # element types TensorRT runs the op on, for the `data` inputs
+    data: tuple[int, ...] | None = (0,)  # the inputs `types` constrains; None: every input
+    since: str = "8.6"  # first target version whose parser has it
+    initializers: tuple[int, ...] = ()  # inputs that must be initializers (when present)
+    int_since: str | None = None  # integer `data` accepted from this version on (types is FLOATS before)
+    check: Check | None = None
+
+
+def _name(elem_type: int) -> str:
+    return str(TensorProto.DataType.Name(elem_type))
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object) -> Any:
+    for a in node.attribute:
+        if a.name == name:
+            value = helper.get_attribute_value(a)
+            return value.decode() if isinstance(value, bytes) else value
+    return default
+
+
+# -- attribute and operand rules ---------------------------------------------------------------
+def _pool(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    kernel = list(_attr(node, "kernel_shape", []))
+    if len(kernel) not in (2, 3):
+        return f"TensorRT pools 2D/3D windows only, got a {len(kernel)}D kernel"
+    if any(d != 1 for d in _attr(node, "dilations", [])):
+        # TensorRT's pooling layer has no dilation; 10.x's parser says so, 8.6 has no way to run it.
+        return "pooling dilations must be 1 (TensorRT's pooling layer has no dilation)"
+    if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
+        return "MaxPool's Indices output is not supported"
+    return None
+
+
+_RESIZE_MODES = ("nearest", "linear", "cubic")
+_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners")
+
+
+def _resize(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    mode = _attr(node, "mode", "nearest")
+    if mode not in _RESIZE_MODES:
+        return f"Resize mode '{mode}' is not one of {_RESIZE_MODES}"
+    coordinates = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    if coordinates not in _RESIZE_COORDINATES:
+        return f"Resize coordinate_transformation_mode '{coordinates}' is not one of {_RESIZE_COORDINATES}"
+    return None
+
+
+def _topk(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    if _attr(node, "sorted", 1) != 1:
+        return "TopK needs sorted=1"
+    k = g.initializers.get(node.input[1])
+    if k is not None and int(numpy_helper.to_array(k).reshape(-1)[0]) >= TOPK_MAX_K:
+        return f"TopK's K must be below {TOPK_MAX_K}"
+    return None
+
+
+def _scatter_nd(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    reduction = _attr(node, "reduction", "none")
+    return None if reduction == "none" else f"ScatterND reduction '{reduction}' (only 'none')"
+
+
+def _scatter_elements(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    reduction = _attr(node, "reduction", "none")
+    if reduction != "none" and not target.at_least("10.4"):
+        return f"ScatterElements reduction '{reduction}' needs TensorRT 10.0+"
+    return None
+
+
+def _einsum(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    if target.at_least("latest"):
+        return None
+    equation = str(_attr(node, "equation", "")).replace(" ", "")
+    terms = equation.split("->")[0].split(",")
+    if "..." in equation:
+        return "Einsum ellipsis needs TensorRT 10.12+"
+    if any(len(set(t)) != len(t) for t in terms):
+        return "Einsum diagonal (a repeated subscript) needs TensorRT 10.12+"
+    return None
+
+
+def _nonzero(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    return ("NonZero's output shape depends on the data: TensorRT needs an output allocator, "
+            "which trt_lower's engine runtime does not have")
+
+
+def _only_first_output(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    if any(node.output[1:]):
+        return f"{node.op_type}: only output Y is supported"
+    if node.op_type == "BatchNormalization" and _attr(node, "training_mode", 0):
+        return "BatchNormalization training_mode=1 is not supported"
+    return None
+
+
+def _instance_norm(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    # 8.6 imports it as a plugin taking its scale and bias as weights.
+    if not target.at_least("10.4") and not all(n in g.initializers for n in node.input[1:3]):
+        return "InstanceNormalization's scale and B must be initializers on TensorRT 8.6"
+    return None
+
+
+def _table() -> dict[str, OpRule]:
+    table: dict[str, OpRule] = {}
+    for ops, rule in [
+        # float math and activations
+        ("Acos Acosh Asin Asinh Atan Atanh Ceil Cos Cosh Erf Exp Floor Log Reciprocal Round Sin Sinh "
+         "Sqrt Tan Sigmoid Tanh HardSigmoid HardSwish Softplus Softsign Elu Selu Celu LeakyRelu "
+         "ThresholdedRelu IsInf Softmax LogSoftmax LRN LpNormalization MeanVarianceNormalization Dropout "
+         "GlobalAveragePool GlobalMaxPool GlobalLpPool", OpRule(FLOATS)),
+        ("Relu", OpRule(FLOATS, int_since="latest")),
+        ("Pow", OpRule(FLOATS, data=(0, 1), int_since="latest")),
+        ("Hardmax", OpRule(FLOATS, since="10.4")),
+        # no integer MatMul / Gemm / convolution / Clip in TensorRT
+        ("MatMul Gemm Conv ConvTranspose Clip PRelu", OpRule(FLOATS, data=None)),
+        ("Einsum", OpRule(FLOATS, data=None, check=_einsum)),
+        ("MaxPool AveragePool LpPool", OpRule(FLOATS, check=_pool)),
+        ("BatchNormalization LayerNormalization", OpRule(FLOATS, data=None, check=_only_first_output)),
+        ("InstanceNormalization", OpRule(FLOATS, data=None, check=_instance_norm)),
+        ("Resize", OpRule(FLOATS, check=_resize)),
+        ("GridSample RoiAlign NonMaxSuppression", OpRule(FLOATS, data=(0, 1))),
+        ("CumSum", OpRule(FLOATS, initializers=(1,))),
+        ("BlackmanWindow HammingWindow HannWindow", OpRule(INTS, since="10.4")),
+        ("STFT", OpRule(FLOATS, since="latest", initializers=(1, 2))),
+        # arithmetic and comparisons: float and int, no bool
+        ("Add Sub Mul Div Max Min Sum Mean Mod", OpRule(FLOATS | INTS, data=None)),
+        ("Equal Greater GreaterOrEqual Less LessOrEqual", OpRule(FLOATS | INTS, data=(0, 1))),
+        ("Abs Neg Sign IsNaN Shrink ArgMax ArgMin Pad DepthToSpace SpaceToDepth", OpRule(FLOATS | INTS)),
+        ("Range", OpRule(FLOATS | INTS, data=None)),
+        ("TopK", OpRule(FLOATS | INTS, initializers=(1,), check=_topk)),
+        ("ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp "
+         "ReduceSumSquare", OpRule(FLOATS | INTS)),
+        ("ReduceSum", OpRule(FLOATS | INTS, initializers=(1,))),  # its axes are an input from opset 13
+        ("ScatterND", OpRule(FLOATS | INTS, data=(0, 2), check=_scatter_nd)),
+        ("ScatterElements", OpRule(FLOATS | INTS, data=(0, 2), check=_scatter_elements)),
+        ("OneHot", OpRule(FLOATS | INTS, initializers=(1,))),
+        # logic
+        ("And Or Xor Not", OpRule(BOOLS, data=None)),
+        # layout, indexing, casts: any engine type
+        ("Cast Expand EyeLike Flatten Gather GatherElements GatherND Identity Reshape Shape Size Split "
+         "Tile Transpose Trilu ReverseSequence", OpRule(ANY)),
+        ("Where", OpRule(ANY, data=(1, 2))),
+        ("Concat", OpRule(ANY, data=None)),
+        ("Constant", OpRule(ANY, data=())),
+        ("ConstantOfShape", OpRule(INTS)),
+        # axes operands: initializers (Slice until 10.3, Squeeze/Unsqueeze until 10.7; always ours)
+        ("Slice", OpRule(ANY, initializers=(3,))),
+        ("Squeeze Unsqueeze", OpRule(ANY, initializers=(1,))),
+        ("NonZero", OpRule(FLOATS, check=_nonzero)),
+    ]:
+        for op in ops.split():
+            table[op] = rule
+    return table
+
+
+TABLE = _table()
+
+# Element types an engine tensor may have. UINT8 only crosses the engine boundary (TensorRT takes
+# it as engine I/O and casts it); INT8 is a quantized type in TensorRT; DOUBLE, BFLOAT16 and the
+# rest it has not (float64 is narrowed to float32 before this check: converters/passes/float64.py).
+ENGINE_TYPES = ANY
+BOUNDARY_TYPES = frozenset({TensorProto.UINT8})
+
+
+# -- the checker -------------------------------------------------------------------------------
+def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[str]:
+    rule = TABLE.get(node.op_type)
+    if node.domain not in ("", "ai.onnx"):
+        return [f"custom domain '{node.domain}' (TensorRT parses the default ONNX domain only)"]
+    if rule is None:
+        return [f"{node.op_type} is not in the TensorRT support table (converters/passes/trt_support.py)"]
+    if not target.at_least(rule.since):
+        return [f"{node.op_type} needs TensorRT {rule.since}+ (target {target.label})"]
+    found = []
+    for i, name in enumerate([*node.input, *node.output]):
+        t = g.types.get(name)
+        if not name or t is None or t in ENGINE_TYPES:
+            continue
+        where = f"input {i}" if i < len(node.input) else f"output {i - len(node.input)}"
+        if t in BOUNDARY_TYPES and node.op_type in ("Cast", "Identity"):
+            continue
+        if t in BOUNDARY_TYPES:
+            found.append(f"{where} '{name}' is {_name(t)}: TensorRT takes it only as engine I/O (Cast it there)")
+        else:
+            found.append(f"{where} '{name}' is {_name(t)}, which TensorRT engines do not compute in")
+    types = rule.types | (INTS if rule.int_since and target.at_least(rule.int_since) else frozenset())
+    data = range(len(node.input)) if rule.data is None else rule.data
+    for i in data:
+        t = g.types.get(node.input[i]) if i < len(node.input) and node.input[i] else None
+        if t is not None and t in ENGINE_TYPES and t not in types:
+            allowed = "/".join(sorted(_name(x) for x in types))
+            found.append(f"input {i} is {_name(t)}: {target.label} runs {node.op_type} on {allowed} only")
+    for i in rule.initializers:
+        if i < len(node.input) and node.input[i] and node.input[i] not in g.initializers:
+            found.append(f"input {i} ('{node.input[i]}') must be an initializer")
+    if rule.check is not None:
+        reason = rule.check(node, target, g)
+        if reason:
+            found.append(reason)
+    return found
+
+
+def _int64_overflow(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
+    """8.6 casts INT64 to INT32, clamping: constants outside int32 would change value. Slice
+    bounds are exempt: clamping them is what Slice does anyway (e.g. end=INT64_MAX)."""
+    if target.int64_native:
+        return []
+    found = []
+    tensors = [(i, g.consumers.get(i.name, [])) for i in g.initializers.values()]
+    for node in nodes:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                tensors.append((a.t, [(node, -1)]))
+    for tensor, uses in tensors:
+        if tensor.data_type != TensorProto.INT64 or not uses:
+            continue
+        values = numpy_helper.to_array(tensor)
+        reason = values.size and target.int32_reason(f"int64 constant '{tensor.name}'", int(values.min()),
+                                                     int(values.max()))
+        if not reason:
+            continue
+        for node, index in uses:
+            if not (node.op_type == "Slice" and index in (1, 2)):
+                found.append(Violation(node.name, node.op_type, reason))
+                break
+    return found
+
+
+def violations(model: onnx.ModelProto, version: str) -> list[Violation]:
+    """Every way `model` breaks what TensorRT `version` (a trt_version setting) parses."""
+    target = Target(version)
+    found: list[Violation] = []
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if opset > target.max_opset:
+        found.append(Violation("", "", f"opset {opset} is above {target.max_opset}, the most {target.label} parses"))
+    if not target.at_least("10.4") and model.ir_version > 8:
+        found.append(Violation("", "", f"IR version {model.ir_version} is above 8, the most TensorRT 8.6 reads"))
+    try:
+        types = elem_types(model)
+    except onnx.shape_inference.InferenceError as e:
+        return found + [Violation("", "", f"ONNX type inference fails: {e}")]
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, i))
+    g = _Graph(types, {i.name: i for i in model.graph.initializer}, consumers)
+    for node in model.graph.node:
+        found += [Violation(node.name, node.op_type, rule) for rule in _node_violations(node, target, g)]
+    return found + _int64_overflow(target, g, list(model.graph.node))
