@@ -1,5 +1,6 @@
 """trt_lower: lower PyTorch models to TensorRT engines, with eager fallback."""
 from trt_lower.accuracy import AccuracyResult, check_accuracy
+from trt_lower.artifact import ArtifactError, load, save
 from trt_lower.api import UnsupportedOpsError, lower_to_trt
 from trt_lower.capture import CaptureError
 from trt_lower.engine.errors import EngineBuildError
@@ -13,6 +14,7 @@ dynamo_backend.register()
 
 __all__ = [
     "AccuracyResult",
+    "ArtifactError",
     "CaptureError",
     "EngineBuildError",
     "EngineInputError",
@@ -21,5 +23,7 @@ __all__ = [
     "TensorSpec",
     "UnsupportedOpsError",
     "check_accuracy",
+    "load",
     "lower_to_trt",
+    "save",
 ]

@@ -1,0 +1,228 @@
+"""The stitched graph of a LoweredModule as JSON data, and back, without running code from it.
+
+Nodes are written with their op, target and arguments. On load a call_function target is looked
+up, never imported: an ATen-style name ("aten.add.Tensor") must resolve to an OpOverload already
+registered in this process (torch.ops); the only other targets are the few Python operators FX
+emits for getitem and shape arithmetic. Arguments are nodes, numbers, strings, and torch dtypes,
+devices, layouts and memory formats by name. The input/output pytree specs are written as plain
+data too (see `spec_to_json`).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import operator
+import re
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+log = logging.getLogger("trt_lower")
+
+
+class GraphFormatError(ValueError):
+    """A graph (or a value in it) that the artifact format cannot hold, or a stored one that does
+    not describe a valid graph."""
+
+
+# Python-level call targets FX emits around engines: tuple indexing and symbolic-size arithmetic.
+_PYTHON_TARGETS: dict[str, Callable[..., Any]] = {
+    f"operator.{name}": getattr(operator, name)
+    for name in ("getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg",
+                 "eq", "ne", "lt", "le", "gt", "ge", "and_", "or_", "not_")
+}
+_PYTHON_TARGETS.update({f"torch.{name}": getattr(torch, name)
+                        for name in ("sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sqrt")})
+_PYTHON_NAMES = {fn: name for name, fn in _PYTHON_TARGETS.items()}
+_OP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENUMS: dict[str, type] = {"dtype": torch.dtype, "layout": torch.layout, "memory_format": torch.memory_format}
+
+
+# -- call targets ----------------------------------------------------------------------------
+def target_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)  # "aten.add.Tensor"
+    if callable(target) and target in _PYTHON_NAMES:
+        return _PYTHON_NAMES[target]
+    raise GraphFormatError(f"node '{node.name}' calls {target!r}, which an artifact cannot hold "
+                           "(only registered ATen-style operators and getitem/size arithmetic)")
+
+
+def resolve_target(name: str, node: str) -> Callable[..., Any]:
+    """The callable `name` names: a Python operator of the allowlist, or a registered OpOverload."""
+    if name in _PYTHON_TARGETS:
+        return _PYTHON_TARGETS[name]
+    parts = name.split(".")
+    if len(parts) != 3 or not all(_OP_NAME.match(p) for p in parts):
+        raise GraphFormatError(f"node '{node}': {name!r} is not an operator name (namespace.op.overload)")
+    namespace, op, overload = parts
+    try:
+        found = getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    except (AttributeError, RuntimeError):
+        found = None
+    if not isinstance(found, torch._ops.OpOverload):
+        raise GraphFormatError(
+            f"node '{node}' calls operator {namespace}::{op}.{overload}, which is not registered in this "
+            f"process; import the library that defines the '{namespace}' operators before loading")
+    return found
+
+
+# -- arguments -------------------------------------------------------------------------------
+def _arg_to_json(value: Any, node: str) -> Any:
+    if isinstance(value, torch.fx.Node):
+        return {"node": value.name}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": str(value)}
+    if isinstance(value, (list, tuple)):
+        items = [_arg_to_json(v, node) for v in value]
+        return items if isinstance(value, list) else {"tuple": items}
+    if isinstance(value, torch.device):
+        return {"device": str(value)}
+    for kind, cls in _ENUMS.items():
+        if isinstance(value, cls):
+            return {kind: str(value).removeprefix("torch.")}
+    raise GraphFormatError(f"node '{node}' has an argument of type {type(value).__name__} ({value!r}), "
+                           "which an artifact cannot hold")
+
+
+def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_arg_from_json(v, nodes, node) for v in value]
+    if not isinstance(value, dict) or len(value) != 1:
+        raise GraphFormatError(f"node '{node}': malformed argument {value!r}")
+    (kind, data), = value.items()
+    if kind == "node":
+        if data not in nodes:
+            raise GraphFormatError(f"node '{node}' uses '{data}', which is not defined before it")
+        return nodes[data]
+    if kind == "tuple" and isinstance(data, list):
+        return tuple(_arg_from_json(v, nodes, node) for v in data)
+    if kind == "float" and data in ("inf", "-inf", "nan"):
+        return float(data)
+    if kind == "device" and isinstance(data, str):
+        return torch.device(data)
+    if kind in _ENUMS and isinstance(data, str) and _OP_NAME.match(data):
+        found = getattr(torch, data, None)
+        if isinstance(found, _ENUMS[kind]):
+            return found
+    raise GraphFormatError(f"node '{node}': malformed argument {value!r}")
+
+
+# -- pytree specs ------------------------------------------------------------------------------
+def _is_model_output(cls: type) -> bool:
+    return any(base.__module__.startswith("transformers.") and base.__name__ == "ModelOutput" for base in cls.__mro__)
+
+
+def spec_to_json(spec: pytree.TreeSpec) -> Any:
+    """A TreeSpec as data: leaves, tuples, lists, dicts, namedtuples and Hugging Face ModelOutputs.
+    (torch's treespec_dumps refuses unregistered namedtuples and cannot fall back on load.)"""
+    if spec.is_leaf():
+        return None
+    children = [spec_to_json(c) for c in spec.children_specs]
+    cls = spec.type
+    if cls in (tuple, list):
+        return {"type": cls.__name__, "children": children}
+    if cls in (dict, collections.OrderedDict):
+        return {"type": "dict", "keys": list(spec.context), "children": children}
+    if pytree.is_namedtuple_class(cls):
+        return {"type": "namedtuple", "name": cls.__name__, "fields": list(cls._fields), "children": children}
+    if _is_model_output(cls):
+        return {"type": "ModelOutput", "class": f"{cls.__module__}.{cls.__qualname__}",
+                "keys": list(spec.context), "children": children}
+    raise GraphFormatError(f"the model's inputs or outputs contain a {cls.__qualname__}, which an artifact "
+                           "cannot hold (tuples, lists, dicts, namedtuples and ModelOutputs can)")
+
+
+def _model_output_class(path: str) -> type | None:
+    """The transformers ModelOutput class `path` names, when transformers is installed. Only
+    modules of the transformers package are imported, and only what is a ModelOutput is used."""
+    module_name, _, name = path.rpartition(".")
+    if not module_name.startswith("transformers.") or not _OP_NAME.match(name):
+        return None
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return None
+    cls = getattr(module, name, None)
+    return cls if isinstance(cls, type) and _is_model_output(cls) else None
+
+
+def spec_from_json(data: Any) -> pytree.TreeSpec:
+    if data is None:
+        return pytree.LeafSpec()
+    if not isinstance(data, dict) or not isinstance(data.get("children"), list):
+        raise GraphFormatError(f"malformed pytree spec {data!r}")
+    children = [spec_from_json(c) for c in data["children"]]
+    kind = data.get("type")
+    if kind in ("tuple", "list"):
+        return pytree.TreeSpec(tuple if kind == "tuple" else list, None, children)
+    if kind == "dict":
+        return pytree.TreeSpec(dict, list(data["keys"]), children)
+    if kind == "namedtuple":
+        # The model's own class may not be importable here: a namedtuple of the same name and fields.
+        cls = collections.namedtuple(str(data["name"]), [str(f) for f in data["fields"]])  # type: ignore[misc]
+        return pytree.TreeSpec(cls, cls, children)
+    if kind == "ModelOutput":
+        cls = _model_output_class(str(data["class"]))
+        if cls is None:
+            log.warning("trt_lower: %s is not importable here (transformers not installed?); "
+                        "the model returns a dict with its keys instead", data["class"])
+            return pytree.TreeSpec(dict, list(data["keys"]), children)
+        return pytree.TreeSpec(cls, list(data["keys"]), children)
+    raise GraphFormatError(f"malformed pytree spec {data!r}")
+
+
+# -- the graph ---------------------------------------------------------------------------------
+def graph_to_json(graph: torch.fx.Graph) -> dict[str, Any]:
+    nodes = []
+    for node in graph.nodes:
+        target = target_name(node) if node.op == "call_function" else node.target
+        if node.op not in ("placeholder", "get_attr", "call_module", "call_function", "output"):
+            raise GraphFormatError(f"node '{node.name}' is a {node.op} node, which an artifact cannot hold")
+        nodes.append({"name": node.name, "op": node.op, "target": target,
+                      "args": _arg_to_json(list(node.args), node.name),
+                      "kwargs": {k: _arg_to_json(v, node.name) for k, v in node.kwargs.items()}})
+    codegen = graph._codegen
+    pytree_codegen = None
+    if isinstance(codegen, _PyTreeCodeGen):
+        info = codegen.pytree_info
+        pytree_codegen = {"args": list(info.orig_args), "in_spec": spec_to_json(info.in_spec),
+                          "out_spec": None if info.out_spec is None else spec_to_json(info.out_spec)}
+    return {"nodes": nodes, "pytree": pytree_codegen}
+
+
+def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str]) -> torch.fx.Graph:
+    """The graph `data` describes. call_module targets must be in `modules`, get_attr targets in
+    `attrs` (the engines and weights the artifact holds)."""
+    graph = torch.fx.Graph()
+    nodes: dict[str, torch.fx.Node] = {}
+    for entry in data["nodes"]:
+        name, op, target = entry["name"], entry["op"], entry["target"]
+        args = tuple(_arg_from_json(entry["args"], nodes, name))
+        kwargs = {str(k): _arg_from_json(v, nodes, name) for k, v in entry["kwargs"].items()}
+        if op == "call_function":
+            target = resolve_target(target, name)
+        elif op == "call_module" and target not in modules or op == "get_attr" and target not in attrs:
+            raise GraphFormatError(f"node '{name}' refers to '{target}', which the artifact does not hold")
+        elif op not in ("placeholder", "output", "call_module", "get_attr"):
+            raise GraphFormatError(f"node '{name}' has unknown op {op!r}")
+        node = graph.create_node(op, target, args, kwargs, name=name)
+        if node.name != name:
+            raise GraphFormatError(f"node name '{name}' is used twice")
+        nodes[name] = node
+    info = data.get("pytree")
+    if info is not None:
+        out_spec = None if info["out_spec"] is None else spec_from_json(info["out_spec"])
+        graph._codegen = _PyTreeCodeGen(_PyTreeInfo([str(a) for a in info["args"]], spec_from_json(info["in_spec"]),
+                                                    out_spec))
+    return graph
