@@ -122,19 +122,20 @@ def _is_model_output(cls: type) -> bool:
 
 
 def spec_to_json(spec: pytree.TreeSpec) -> Any:
-    """A TreeSpec as data: leaves, tuples, lists, dicts, namedtuples and Hugging Face ModelOutputs.
+    """A TreeSpec as data: leaves ("*"), tuples, lists, dicts, namedtuples and Hugging Face ModelOutputs.
     (torch's treespec_dumps refuses unregistered namedtuples and cannot fall back on load.)"""
     if spec.is_leaf():
-        return None
-    children = [spec_to_json(c) for c in spec.children_specs]
+        return "*"
+    children = [spec_to_json(c) for c in spec.children()]
     cls = spec.type
     if cls in (tuple, list):
         return {"type": cls.__name__, "children": children}
     if cls in (dict, collections.OrderedDict):
         return {"type": "dict", "keys": list(spec.context), "children": children}
-    if pytree.is_namedtuple_class(cls):
-        return {"type": "namedtuple", "name": cls.__name__, "fields": list(cls._fields), "children": children}
-    if _is_model_output(cls):
+    if cls is collections.namedtuple:  # pytree's node type of every namedtuple; the class is the context
+        named = spec.context
+        return {"type": "namedtuple", "name": named.__name__, "fields": list(named._fields), "children": children}
+    if isinstance(cls, type) and _is_model_output(cls):
         return {"type": "ModelOutput", "class": f"{cls.__module__}.{cls.__qualname__}",
                 "keys": list(spec.context), "children": children}
     raise GraphFormatError(f"the model's inputs or outputs contain a {cls.__qualname__}, which an artifact "
@@ -158,8 +159,8 @@ def _model_output_class(path: str) -> type | None:
 
 
 def spec_from_json(data: Any) -> pytree.TreeSpec:
-    if data is None:
-        return pytree.LeafSpec()
+    if data == "*":
+        return pytree.treespec_leaf()
     if not isinstance(data, dict) or not isinstance(data.get("children"), list):
         raise GraphFormatError(f"malformed pytree spec {data!r}")
     children = [spec_from_json(c) for c in data["children"]]
@@ -171,7 +172,7 @@ def spec_from_json(data: Any) -> pytree.TreeSpec:
     if kind == "namedtuple":
         # The model's own class may not be importable here: a namedtuple of the same name and fields.
         cls = collections.namedtuple(str(data["name"]), [str(f) for f in data["fields"]])  # type: ignore[misc]
-        return pytree.TreeSpec(cls, cls, children)
+        return pytree.TreeSpec(collections.namedtuple, cls, children)
     if kind == "ModelOutput":
         cls = _model_output_class(str(data["class"]))
         if cls is None:

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import torch
 
 import trt_lower
-from trt_lower import demo_models
+from trt_lower import cli_artifact, demo_models
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
 
@@ -66,11 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-3)
+    p.set_defaults(command_fn=demo)
+    cli_artifact.add_commands(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.
     logging.getLogger("trt_lower").setLevel(logging.INFO)
-    return demo(args)
+    return int(args.command_fn(args))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,400 @@
+"""trt_lower.save / trt_lower.load: round trips against eager, TensorRT plans (through the double),
+a process without the model's code, refused files, and the lower/info/run CLI."""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import pytest
+import torch
+import torchvision
+import transformers
+
+import trt_lower
+from trt_double.activate import trt_double as use_trt_double
+from trt_double.device import HostDevice
+from trt_lower import artifact, artifact_graph, cli, device
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+def _round_trip(model: torch.nn.Module, inputs: tuple[Any, ...], path: Path, calls: list[tuple[torch.Tensor, ...]],
+                **kwargs: Any) -> trt_lower.LoweredModule:
+    """Lower, save, load; the loaded module matches eager (and the lowered one) on every call."""
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **kwargs)
+    trt_lower.save(lowered, path)
+    loaded = trt_lower.load(path, backend="onnxruntime")
+    tolerance = {"rtol": 5e-3, "atol": 5e-3} if kwargs.get("precision") == "fp16" else {}
+    with torch.no_grad():
+        for args in calls:
+            out = loaded(*args)
+            torch.testing.assert_close(out, model(*args), **tolerance)
+            torch.testing.assert_close(out, lowered(*args), rtol=0, atol=0)
+    assert [e.name for e in loaded.report.engines] == [e.name for e in lowered.report.engines]
+    assert type(loaded.engine_0).__name__ == "OrtEngineModule"
+    return loaded
+
+
+# -- round trips ------------------------------------------------------------------------------
+def test_resnet18(tmp_path: Path) -> None:
+    model, x = torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 64, 64)
+    loaded = _round_trip(model, (x,), tmp_path / "r18.trtl", [(x,)])
+    assert loaded.report.coverage == 1.0 and loaded.report.timings.keys() == {"load"}
+
+
+def _small_bert() -> transformers.BertModel:
+    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=128, vocab_size=500)
+    return transformers.BertModel(config).eval()
+
+
+def test_bert_returns_its_model_output(tmp_path: Path) -> None:
+    ids = torch.randint(0, 500, (2, 16))
+    loaded = _round_trip(_small_bert(), (ids,), tmp_path / "bert.trtl", [(ids,)])
+    out = loaded(ids)
+    assert type(out) is transformers.modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions
+    assert list(out.keys()) == ["last_hidden_state", "pooler_output"]
+
+
+class Sandwich(torch.nn.Module):
+    """Two engines around eager nodes that read weights (addmm forced eager by fallback_ops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(self.conv(x)) * 2.0 + 1.0
+        y = self.lin(y.flatten(0, 2)).relu()
+        return torch.tanh(y) * 3.0 - y
+
+
+SANDWICH = {"fallback_ops": ["aten.addmm.default"], "min_block_size": 2}
+
+
+def test_eager_fallback_in_the_middle(tmp_path: Path) -> None:
+    x = torch.randn(2, 3, 8, 8)
+    loaded = _round_trip(Sandwich().eval(), (x,), tmp_path / "s.trtl", [(x,)], **SANDWICH)
+    assert len(loaded.report.engines) == 2 and loaded.report.fallbacks
+    eager = {str(n.target) for n in loaded.graph.nodes if n.op == "call_function"}
+    assert "aten.addmm.default" in eager
+    with zipfile.ZipFile(tmp_path / "s.trtl") as z:
+        assert {"engines/engine_0.onnx", "engines/engine_1.onnx", "weights.safetensors"} <= set(z.namelist())
+
+
+Pair = collections.namedtuple("Pair", "scaled rows")
+
+
+class Dynamic(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:
+        y = torch.relu(self.lin(x)) * mask + 1.0
+        return {"sum": y.sum(-1), "pair": Pair(torch.tanh(y) * 2.0, x.shape[0] * 2)}
+
+
+def test_dynamic_shapes_dicts_and_namedtuples(tmp_path: Path) -> None:
+    specs = (trt_lower.TensorSpec((1, 4), (3, 4), (8, 4)), trt_lower.TensorSpec((1, 4), (3, 4), (8, 4)))
+    calls = [(torch.randn(b, 4), torch.rand(b, 4)) for b in (1, 3, 8)]
+    loaded = _round_trip(Dynamic().eval(), specs, tmp_path / "d.trtl", calls, fallback_ops=["aten.tanh.default"],
+                         min_block_size=1)
+    out = loaded(*calls[1])
+    assert type(out["pair"]).__name__ == "Pair" and out["pair"].rows == 6
+    with pytest.raises(trt_lower.EngineInputError, match="input 'x' was lowered for the range"):
+        loaded(torch.randn(9, 4), torch.rand(9, 4))
+    # `* mask` makes both batch dims one shape symbol; the manifest says so.
+    (batch, four), (mask_batch, _) = artifact.read(tmp_path / "d.trtl").manifest["input_dims"]
+    assert isinstance(batch, str) and batch == mask_batch and four == 4
+
+
+def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogCaptureFixture) -> None:
+    stored = {"type": "ModelOutput", "class": "transformers.not_installed.SomeOutput", "keys": ["a", "b"],
+              "children": ["*", "*"]}
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        spec = artifact_graph.spec_from_json(stored)
+    assert "transformers.not_installed.SomeOutput is not importable here" in caplog.text
+    assert torch.utils._pytree.tree_unflatten([1, 2], spec) == {"a": 1, "b": 2}
+
+
+def test_fp16(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).eval()
+    x = torch.randn(1, 3, 16, 16)
+    loaded = _round_trip(model, (x,), tmp_path / "h.trtl", [(x,)], precision="fp16")
+    assert loaded.report.precision == "fp16" and loaded(x).dtype == torch.float32
+
+
+# -- TensorRT plans, through the double ----------------------------------------------------------
+class ForeignGpu(HostDevice):
+    def identity(self) -> str:
+        return "Some GPU sm_80"
+
+
+def test_tensorrt_plans_load_without_a_build(trt_double: ModuleType, tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    model, x = Sandwich().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", **SANDWICH)
+    path = tmp_path / "t.trtl"
+    trt_lower.save(lowered, path)
+    builds = trt_double.state.builds
+    assert builds == 2
+    with zipfile.ZipFile(path) as z:
+        assert "plans/engine_0/10.13.0_trt-double-host.plan" in z.namelist()
+
+    loaded = trt_lower.load(path, backend="tensorrt", cache_dir=tmp_path / "empty")
+    assert trt_double.state.builds == builds  # deserialized from the file, nothing built
+    assert [e.cache_hit for e in loaded.report.engines] == [True, True]
+    assert type(loaded.engine_0).__name__ == "TRTEngineModule"
+    torch.testing.assert_close(loaded(x), model(x))
+
+    # Another GPU: one warning, engines rebuilt from the ONNX; saved again, the file has both GPUs' plans.
+    with device.using(ForeignGpu()), caplog.at_level(logging.WARNING, logger="trt_lower"):
+        foreign = trt_lower.load(path, backend="tensorrt", cache_dir=tmp_path / "cache")
+        torch.testing.assert_close(foreign(x), model(x))
+        trt_lower.save(foreign, tmp_path / "both.trtl")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "no TensorRT plan for TensorRT 10.13.0 on Some GPU sm_80" in warnings[0]
+    assert "10.13.0 on trt_double host" in warnings[0]
+    assert trt_double.state.builds == builds + 2
+    plans = artifact.read(tmp_path / "both.trtl").manifest["engines"][0]["plans"]
+    assert {p["device"] for p in plans} == {"trt_double host", "Some GPU sm_80"}
+    trt_lower.load(tmp_path / "both.trtl", backend="tensorrt")
+    assert trt_double.state.builds == builds + 2
+
+
+def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model, x = Sandwich().eval(), torch.randn(2, 3, 8, 8)
+    path = tmp_path / "t.trtl"
+    with use_trt_double("10.4.0", tmp_path / "a"):
+        trt_lower.save(trt_lower.lower_to_trt(model, (x,), backend="tensorrt", **SANDWICH), path)
+    with use_trt_double("10.13.0", tmp_path / "b") as double, caplog.at_level(logging.WARNING, logger="trt_lower"):
+        loaded = trt_lower.load(path)
+        assert double.state.builds == 2 and type(loaded.engine_1).__name__ == "TRTEngineModule"
+        torch.testing.assert_close(loaded(x), model(x))
+    assert "no TensorRT plan for TensorRT 10.13.0 on trt_double host (it has: TensorRT 10.4.0" in caplog.text
+    caplog.clear()
+    # No TensorRT here: backend="auto" runs the ONNX on ONNX Runtime, with lower_to_trt's one warning.
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        loaded = trt_lower.load(path)
+    assert [r.getMessage() for r in caplog.records][0].startswith("trt_lower: TensorRT is not usable")
+    assert len(caplog.records) == 1 and loaded.report.backend == "onnxruntime"
+    torch.testing.assert_close(loaded(x), model(x))
+
+
+# -- a process without the model's code ---------------------------------------------------------
+MODEL_SOURCE = '''
+import torch
+
+class Secret(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.sigmoid(self.conv(x)) * 2.0 + 1.0
+        y = self.lin(y.flatten(0, 2)).relu()
+        return {"y": torch.tanh(y) * 3.0 - y, "mean": y.mean()}
+
+def make_model():
+    torch.manual_seed(0)
+    return Secret().eval()
+'''
+
+LOAD_SCRIPT = '''
+import sys, importlib.util, torch, trt_lower
+from safetensors.torch import load_file, save_file
+assert importlib.util.find_spec("secret_model") is None, "the model's module is still importable"
+loaded = trt_lower.load(sys.argv[1])
+out = loaded(load_file(sys.argv[2])["x"])
+save_file(out, sys.argv[3])
+'''
+
+
+def test_fresh_process_without_the_models_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from safetensors.torch import load_file, save_file
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "secret_model.py").write_text(MODEL_SOURCE)
+    monkeypatch.syspath_prepend(str(code))
+    import secret_model  # type: ignore[import-not-found]
+
+    model, x = secret_model.make_model(), torch.randn(2, 3, 8, 8)
+    path = tmp_path / "secret.trtl"
+    trt_lower.save(trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", **SANDWICH), path)
+    monkeypatch.delitem(sys.modules, "secret_model")
+    for leftover in [code / "secret_model.py", *code.glob("__pycache__/*")]:
+        leftover.unlink()
+    save_file({"x": x}, tmp_path / "x.safetensors")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(code)])}
+    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(path), str(tmp_path / "x.safetensors"),
+                           str(tmp_path / "out.safetensors")], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(load_file(tmp_path / "out.safetensors"), expected)
+
+
+# -- refused files ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("artifact") / "small.trtl"
+    x = torch.randn(2, 3, 8, 8)
+    trt_lower.save(trt_lower.lower_to_trt(Sandwich().eval(), (x,), backend="onnxruntime", **SANDWICH), path)
+    return path
+
+
+def _rewrite(source: Path, target: Path, change: Callable[[dict[str, Any], dict[str, bytes]], None]) -> Path:
+    """A copy of `source` with its manifest and members changed (checksums kept as `change` left them)."""
+    with zipfile.ZipFile(source) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    manifest = json.loads(members.pop(artifact.MANIFEST))
+    change(manifest, members)
+    with zipfile.ZipFile(target, "w") as z:
+        z.writestr(artifact.MANIFEST, json.dumps(manifest))
+        for name, data in members.items():
+            z.writestr(name, data)
+    return target
+
+
+class Payload:
+    """Unpickling this creates the marker file: what an attacker's pickle would run."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.marker,))
+
+
+def _resigned(name: str, data: bytes) -> Callable[[dict[str, Any], dict[str, bytes]], None]:
+    """Replace member `name` by `data` and update its checksum, as a forger would."""
+    def change(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        import hashlib
+
+        members[name] = data
+        manifest["sha256"][name] = hashlib.sha256(data).hexdigest()
+    return change
+
+
+@pytest.mark.parametrize("plant", ["torch.save", "weights", "onnx", "extra member"])
+def test_a_planted_pickle_is_refused_and_never_runs(saved: Path, tmp_path: Path, plant: str) -> None:
+    marker = tmp_path / "pwned"
+    evil = pickle.dumps(Payload(marker))
+    path = tmp_path / "evil.trtl"
+    if plant == "torch.save":
+        torch.save(Payload(marker), path)
+        expected = "not a trt_lower artifact"
+    elif plant == "weights":
+        _rewrite(saved, path, _resigned("weights.safetensors", evil))
+        expected = "member 'weights.safetensors' is not a safetensors file"
+    elif plant == "onnx":
+        _rewrite(saved, path, _resigned("engines/engine_0.onnx", evil))
+        expected = "member 'engines/engine_0.onnx' is not an ONNX model"
+    else:
+        _rewrite(saved, path, lambda manifest, members: members.update({"data.pkl": evil}))
+        expected = "member 'data.pkl' is not listed in the manifest"
+    with pytest.raises(trt_lower.ArtifactError, match=expected):
+        trt_lower.load(path)
+    assert not marker.exists()
+    pickle.loads(evil)  # the payload is live: unpickling it would have left the marker
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("target, message", [
+    ("builtins.eval", "not an operator name"),
+    ("os.system.default", "operator os::system.default, which is not registered"),
+    ("aten.add.__class__", "not registered"),
+])
+def test_graph_targets_are_looked_up_not_imported(saved: Path, tmp_path: Path, target: str, message: str) -> None:
+    def change(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        node = next(n for n in manifest["graph"]["nodes"] if n["op"] == "call_function")
+        node["target"] = target
+
+    with pytest.raises(trt_lower.ArtifactError, match=message):
+        trt_lower.load(_rewrite(saved, tmp_path / "bad.trtl", change))
+
+
+def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such file: .*missing.trtl"):
+        trt_lower.load(tmp_path / "missing.trtl")
+    data = saved.read_bytes()
+    (tmp_path / "half.trtl").write_bytes(data[: len(data) // 2])
+    with pytest.raises(trt_lower.ArtifactError, match="half.trtl is not a trt_lower artifact, or is truncated"):
+        trt_lower.load(tmp_path / "half.trtl")
+    with zipfile.ZipFile(saved) as z:
+        info = z.getinfo("engines/engine_0.onnx")
+    flipped = bytearray(data)
+    flipped[info.header_offset + len(info.FileHeader()) + info.file_size // 2] ^= 0xFF
+    (tmp_path / "flipped.trtl").write_bytes(bytes(flipped))
+    with pytest.raises(trt_lower.ArtifactError, match="engines/engine_0.onnx"):
+        trt_lower.load(tmp_path / "flipped.trtl")
+    tampered = _rewrite(saved, tmp_path / "tampered.trtl",
+                        lambda manifest, members: members.update({"weights.safetensors": b"x"}))
+    with pytest.raises(trt_lower.ArtifactError, match="checksum mismatch in member 'weights.safetensors'"):
+        trt_lower.load(tampered)
+    newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=2))
+    with pytest.raises(trt_lower.ArtifactError, match="format version 2 .* reads up to version 1: upgrade"):
+        trt_lower.load(newer)
+    (tmp_path / "text.trtl").write_text("hello")
+    with pytest.raises(trt_lower.ArtifactError, match="text.trtl is not a trt_lower artifact"):
+        trt_lower.load(tmp_path / "text.trtl")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        trt_lower.load(saved, backend="tensorflow")
+    with pytest.raises(trt_lower.ArtifactError, match="takes the LoweredModule"):
+        trt_lower.save(torch.nn.Linear(2, 2), tmp_path / "no.trtl")  # type: ignore[arg-type]
+
+
+def test_an_interrupted_save_leaves_the_old_file(saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "model.trtl"
+    path.write_bytes(saved.read_bytes())
+    lowered = trt_lower.load(path)
+
+    def crash(self: zipfile.ZipFile, name: str, data: Any, *args: Any, **kwargs: Any) -> None:
+        if name.startswith("engines/"):
+            raise KeyboardInterrupt
+        original(self, name, data, *args, **kwargs)
+
+    original = zipfile.ZipFile.writestr
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", crash)
+    with pytest.raises(KeyboardInterrupt):
+        trt_lower.save(lowered, path)
+    assert path.read_bytes() == saved.read_bytes() and os.listdir(tmp_path) == ["model.trtl"]
+
+
+# -- CLI ---------------------------------------------------------------------------------------------
+def test_cli_lower_info_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    package = tmp_path / "my_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(textwrap.dedent(MODEL_SOURCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "model.trtl"
+    assert cli.main(["lower", "my_pkg.models:make_model", "--input", "2x3x8x8:float32", "--dynamic", "0.0=1..4",
+                     "--backend", "onnxruntime", "--fallback-op", "aten.addmm.default", "-o", str(out)]) == 0
+    assert cli.main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "saved" in text and "format 1" in text and "checksums verified" in text
+    assert "input x: " in text and "(min [1, 3, 8, 8], opt [2, 3, 8, 8], max [4, 3, 8, 8])" in text
+    assert "engine_0: engines/engine_0.onnx; TensorRT plans: none" in text and "eager fallbacks" in text
+    assert cli.main(["run", str(out), "--iters", "2", "--warmup", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "inputs: x (2, 3, 8, 8) float32" in text and "median latency over 2 runs" in text
+    with pytest.raises(SystemExit, match="expected INPUT.DIM=MIN..MAX"):
+        cli.main(["lower", "my_pkg.models:make_model", "--input", "2x3x8x8", "--dynamic", "0=1..4", "-o", str(out)])
+    with pytest.raises(SystemExit, match="expected SHAPE"):
+        cli.main(["lower", "my_pkg.models:make_model", "--input", "2x3x8x8:floaty", "-o", str(out)])
