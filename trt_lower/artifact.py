@@ -28,15 +28,17 @@ import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import onnx
 import safetensors.torch
 import torch
 from onnx import numpy_helper
+from torch.fx.graph import _PyTreeCodeGen
 
 from converters.weights import OnnxSegment, initializer, is_external
 from trt_lower import artifact_graph
+from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
 from trt_lower.runtime.guard import InputGuard
@@ -161,7 +163,7 @@ def _slug(text: str) -> str:
 def _input_dims(lowered: torch.fx.GraphModule, guard: InputGuard) -> list[list[int | str]]:
     """Each model input's dims: an int, or the shape symbol ("s0") dims that vary together share."""
     placeholders = [n for n in lowered.graph.nodes if n.op == "placeholder"]
-    dims = []
+    dims: list[list[int | str]] = []
     for sig, node in zip(guard.inputs, placeholders):
         val = node.meta.get("val")
         shape = val.shape if isinstance(val, torch.Tensor) else sig.shape
@@ -169,11 +171,11 @@ def _input_dims(lowered: torch.fx.GraphModule, guard: InputGuard) -> list[list[i
     return dims
 
 
-def _members(lowered: torch.fx.GraphModule) -> tuple[dict[str, Any], dict[str, bytes]]:
+def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The manifest (without checksums) and every other member's bytes."""
     guard = getattr(lowered, GUARD, None)
-    if not isinstance(guard, InputGuard) or not hasattr(lowered, "report"):
-        raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
+    if not isinstance(guard, InputGuard):
+        raise ArtifactError("this LoweredModule has no input guard; save the module lower_to_trt returns")
     members: dict[str, bytes] = {}
     loaded = _loaded.get(lowered)
     carried = loaded.plans if loaded else {}
@@ -189,9 +191,10 @@ def _members(lowered: torch.fx.GraphModule) -> tuple[dict[str, Any], dict[str, b
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
             members[member] = plan.data
             plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member})
-        engines.append({"name": name, "onnx": onnx_member, "plans": plans, "tuple_output": module.tuple_output,
-                        "inputs": [_sig_to_json(s) for s in module.inputs],
-                        "outputs": [_sig_to_json(s) for s in module.outputs]})
+        # What every engine module (either backend) is constructed from, read back by name.
+        sigs = {io: [_sig_to_json(s) for s in getattr(module, io)] for io in ("inputs", "outputs")}
+        engines.append({"name": name, "onnx": onnx_member, "plans": plans,
+                        "tuple_output": getattr(module, "tuple_output"), **sigs})
     weights = {}
     for node in lowered.graph.find_nodes(op="get_attr"):
         value = operator.attrgetter(node.target)(lowered)
@@ -214,11 +217,11 @@ def _members(lowered: torch.fx.GraphModule) -> tuple[dict[str, Any], dict[str, b
     return manifest, members
 
 
-def save(lowered: torch.nn.Module, path: PathLike) -> None:
+def save(lowered: LoweredModule, path: PathLike) -> None:
     """Write `lowered` (a LoweredModule) to one file at `path`, atomically: a temporary file in the
     same directory, renamed over `path` once complete. TensorRT engines carry their plans for this
     TensorRT version and GPU, plus any the module was loaded with for others."""
-    if not isinstance(lowered, torch.fx.GraphModule):
+    if not isinstance(lowered, LoweredModule):
         raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
     try:
         manifest, members = _members(lowered)
@@ -377,13 +380,11 @@ def _engine_modules(archive: _Archive, backend: str, settings: LoweringSettings)
     return modules, hits, carried
 
 
-def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> torch.nn.Module:
+def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> LoweredModule:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes). backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be
     built here (no plan in the file for this TensorRT version and GPU)."""
-    from trt_lower.lowered import LoweredModule
-
     start = time.perf_counter()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -408,9 +409,11 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     report.backend = resolved
     report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
     report.timings = {"load": time.perf_counter() - start}
-    lowered = LoweredModule({**modules, **weights, GUARD: guard}, graph, report)
+    # GraphModule also takes its root as a dict of its call_module and get_attr targets.
+    root = cast(torch.nn.Module, {**modules, **weights, GUARD: guard})
+    lowered = LoweredModule(root, graph, report)
     codegen = graph._codegen
-    if isinstance(codegen, artifact_graph._PyTreeCodeGen):
+    if isinstance(codegen, _PyTreeCodeGen):
         lowered._in_spec = codegen.pytree_info.in_spec
         lowered._out_spec = codegen.pytree_info.out_spec
     _loaded[lowered] = _Loaded(manifest["settings"], manifest["input_dims"], carried)

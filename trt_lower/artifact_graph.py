@@ -174,12 +174,12 @@ def spec_from_json(data: Any) -> pytree.TreeSpec:
         cls = collections.namedtuple(str(data["name"]), [str(f) for f in data["fields"]])  # type: ignore[misc]
         return pytree.TreeSpec(collections.namedtuple, cls, children)
     if kind == "ModelOutput":
-        cls = _model_output_class(str(data["class"]))
-        if cls is None:
+        output_class = _model_output_class(str(data["class"]))
+        if output_class is None:
             log.warning("trt_lower: %s is not importable here (transformers not installed?); "
                         "the model returns a dict with its keys instead", data["class"])
             return pytree.TreeSpec(dict, list(data["keys"]), children)
-        return pytree.TreeSpec(cls, list(data["keys"]), children)
+        return pytree.TreeSpec(output_class, list(data["keys"]), children)
     raise GraphFormatError(f"malformed pytree spec {data!r}")
 
 

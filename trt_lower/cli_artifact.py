@@ -11,6 +11,7 @@ import torch
 
 import trt_lower
 from trt_lower import artifact, demo_models
+from trt_lower.runtime.guard import InputGuard
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
 _SHAPE = re.compile(r"^(\d+(?:x\d+)*)?(?::([a-z0-9]+))?$")
@@ -48,10 +49,10 @@ def _specs(inputs: list[str], dynamic: list[str]) -> list[trt_lower.TensorSpec]:
     specs = []
     for index, (shape, dtype) in enumerate(parsed):
         dims = ranges.get(index, {})
-        low = [dims.get(i, (d, d))[0] for i, d in enumerate(shape)]
-        high = [dims.get(i, (d, d))[1] for i, d in enumerate(shape)]
+        lows = [dims.get(i, (d, d))[0] for i, d in enumerate(shape)]
+        highs = [dims.get(i, (d, d))[1] for i, d in enumerate(shape)]
         try:
-            specs.append(trt_lower.TensorSpec(low, shape, high, dtype))
+            specs.append(trt_lower.TensorSpec(lows, shape, highs, dtype))
         except ValueError as e:
             raise SystemExit(f"input {index}: {e}") from None
     return specs
@@ -123,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
     lowered = trt_lower.load(args.file, backend=args.backend)
     print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
     where = device.current().torch_device() if lowered.report.backend == "tensorrt" else torch.device("cpu")
-    sigs = lowered.get_submodule(artifact.GUARD).inputs
+    guard = lowered.get_submodule(artifact.GUARD)
+    assert isinstance(guard, InputGuard)
+    sigs = guard.inputs
     inputs = [_example(sig.opt_shape, sig.dtype).to(where) for sig in sigs]
     print("inputs: " + ", ".join(f"{s.source} {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
                                  for s, t in zip(sigs, inputs)))
