@@ -38,6 +38,8 @@ from torch.fx.graph import _PyTreeCodeGen
 
 from converters.weights import OnnxSegment, initializer, is_external
 from trt_lower import artifact_graph
+from trt_lower.build import build
+from trt_lower.convert import ConvertedSegment
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
@@ -179,22 +181,24 @@ def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
     members: dict[str, bytes] = {}
     loaded = _loaded.get(lowered)
     carried = loaded.plans if loaded else {}
+    segments = getattr(lowered, "segments", None)
     engines = []
     for name, module in _engines(lowered):
-        segment = getattr(module, "segment", None)
-        if not isinstance(segment, OnnxSegment):
-            raise ArtifactError(f"submodule '{name}' is not an engine module with its ONNX segment")
+        segment = segments.get(name) if isinstance(segments, dict) else None
+        if not isinstance(segment, ConvertedSegment):
+            raise ArtifactError(f"engine '{name}' has no converted segment on the module; save the module "
+                                "lower_to_trt or trt_lower.load returns")
         onnx_member = f"engines/{name}.onnx"
-        members[onnx_member] = segment.to_bytes()
+        members[onnx_member] = segment.onnx.to_bytes()
         plans = []
         for plan in _plans(name, module, carried):
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
             members[member] = plan.data
             plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member})
-        # What every engine module (either backend) is constructed from, read back by name.
-        sigs = {io: [_sig_to_json(s) for s in getattr(module, io)] for io in ("inputs", "outputs")}
-        engines.append({"name": name, "onnx": onnx_member, "plans": plans,
-                        "tuple_output": getattr(module, "tuple_output"), **sigs})
+        engines.append({"name": name, "onnx": onnx_member, "plans": plans, "tuple_output": segment.tuple_output,
+                        "inputs": [_sig_to_json(s) for s in segment.inputs],
+                        "outputs": [_sig_to_json(s) for s in segment.outputs],
+                        "nodes": list(segment.nodes), "notes": list(segment.notes)})
     weights = {}
     for node in lowered.graph.find_nodes(op="get_attr"):
         value = operator.attrgetter(node.target)(lowered)
@@ -303,7 +307,7 @@ def _check_manifest(file: Path, manifest: Any) -> None:
         raise ArtifactError(f"{file}: the manifest has no checksums")
 
 
-def _segment(data: bytes) -> OnnxSegment:
+def _onnx_segment(data: bytes) -> OnnxSegment:
     """The engine's ONNX as lowering held it: large float initializers kept apart as arrays."""
     model = onnx.load_from_string(data)  # protobuf: data only
     segment = OnnxSegment(model)
@@ -330,12 +334,28 @@ def _resolve_backend(backend: str, trt_version: str) -> str:
     return resolved
 
 
-def _engine_modules(archive: _Archive, backend: str, settings: LoweringSettings) -> tuple[
-        dict[str, torch.nn.Module], dict[str, bool | None], dict[str, list[Plan]]]:
-    """Each engine's module (from the file's plan where one fits this TensorRT and GPU, else built
-    from its ONNX through the engine cache), whether nothing was built, and the plans for others."""
-    from trt_lower.runtime.factory import engine_module
+def _segments(archive: _Archive) -> list[ConvertedSegment]:
+    segments = []
+    for entry in archive.manifest["engines"]:
+        try:
+            onnx_segment = _onnx_segment(archive.member(entry["onnx"]))
+        except ArtifactError:
+            raise
+        except Exception as e:  # protobuf's DecodeError and friends
+            raise ArtifactError(f"{archive.path}: member '{entry['onnx']}' is not an ONNX model ({e})") from None
+        segments.append(ConvertedSegment(
+            str(entry["name"]), onnx_segment, tuple(_sig_from_json(s) for s in entry["inputs"]),
+            tuple(_sig_from_json(s) for s in entry["outputs"]), bool(entry["tuple_output"]),
+            tuple(str(n) for n in entry["nodes"]), tuple(str(n) for n in entry["notes"])))
+    return segments
 
+
+def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend: str,
+                    settings: LoweringSettings) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None],
+                                                         dict[str, list[Plan]]]:
+    """Each engine's module: from the file's plan where one fits this TensorRT and GPU, else made
+    as lowering makes it (build.build: through the engine cache on TensorRT). Also whether it came
+    from a plan or the cache, and the file's plans for other TensorRT versions and GPUs."""
     here: tuple[str, str] | None = None
     if backend == "tensorrt":
         import tensorrt as trt
@@ -347,10 +367,9 @@ def _engine_modules(archive: _Archive, backend: str, settings: LoweringSettings)
     hits: dict[str, bool | None] = {}
     carried: dict[str, list[Plan]] = {}
     rebuilt: list[str] = []
-    for entry in archive.manifest["engines"]:
-        name = entry["name"]
-        inputs = tuple(_sig_from_json(s) for s in entry["inputs"])
-        outputs = tuple(_sig_from_json(s) for s in entry["outputs"])
+    unbuilt = []
+    for segment, entry in zip(segments, archive.manifest["engines"]):
+        name = segment.name
         plans = [Plan(p["tensorrt"], p["device"], archive.member(p["member"])) for p in entry["plans"]]
         carried[name] = [p for p in plans if p.key != here]
         fitting = next((p for p in plans if p.key == here), None)
@@ -358,20 +377,17 @@ def _engine_modules(archive: _Archive, backend: str, settings: LoweringSettings)
             from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
             try:
-                modules[name] = TRTEngineModule(name, fitting.data, inputs, outputs, entry["tuple_output"],
-                                                cuda_graphs=settings.cuda_graphs)
+                modules[name] = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
+                                                segment.tuple_output, cuda_graphs=settings.cuda_graphs)
                 hits[name] = True
                 continue
             except PlanLoadError as e:
                 rebuilt.append(f"{name} (its plan does not load: {e})")
         elif here is not None:
             rebuilt.append(name)
-        try:
-            segment = _segment(archive.member(entry["onnx"]))
-        except Exception as e:  # protobuf's DecodeError and friends
-            raise ArtifactError(f"{archive.path}: member '{entry['onnx']}' is not an ONNX model ({e})") from None
-        modules[name], hits[name] = engine_module(name, segment, inputs, outputs, entry["tuple_output"],
-                                                  backend=backend, nodes=(), settings=settings)
+        unbuilt.append(segment)
+    for engine in build(unbuilt, backend, settings):
+        modules[engine.segment.name], hits[engine.segment.name] = engine.module, engine.cache_hit
     if rebuilt and here is not None:
         others = sorted({f"TensorRT {p.tensorrt} on {p.device}" for ps in carried.values() for p in ps})
         log.warning("trt_lower: %s has no TensorRT plan for TensorRT %s on %s (it has: %s); built %s from its ONNX "
@@ -399,7 +415,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
             weights = safetensors.torch.load(archive.member(WEIGHTS))
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
-        modules, hits, carried = _engine_modules(archive, resolved, settings)
+        segments = _segments(archive)
+        modules, hits, carried = _engine_modules(archive, segments, resolved, settings)
         guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]))
         graph = artifact_graph.graph_from_json(manifest["graph"], {*modules, GUARD}, set(weights))
     except artifact_graph.GraphFormatError as e:
@@ -412,6 +429,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     # GraphModule also takes its root as a dict of its call_module and get_attr targets.
     root = cast(torch.nn.Module, {**modules, **weights, GUARD: guard})
     lowered = LoweredModule(root, graph, report)
+    lowered.segments = {segment.name: segment for segment in segments}
     codegen = graph._codegen
     if isinstance(codegen, _PyTreeCodeGen):
         lowered._in_spec = codegen.pytree_info.in_spec

@@ -67,4 +67,6 @@ def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: 
         trt_version=settings.trt_version,
         notes=[note for engine in engines for note in engine.segment.notes],
     )
-    return LoweredModule(gm, gm.graph, report)
+    lowered = LoweredModule(gm, gm.graph, report)
+    lowered.segments = {engine.segment.name: engine.segment for engine in engines}
+    return lowered
