@@ -16,12 +16,12 @@ manifest does not list, or whose checksum differs, is refused before anything is
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import operator
 import os
 import re
-import tempfile
 import time
 import weakref
 import zipfile
@@ -40,6 +40,7 @@ from converters.weights import OnnxSegment, initializer, is_external
 from trt_lower import artifact_graph
 from trt_lower.build import build
 from trt_lower.convert import ConvertedSegment
+from trt_lower.engine.cache import _write_atomic as write_atomic
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, LoweringReport
 from trt_lower.runtime import TensorSig
@@ -232,21 +233,14 @@ def save(lowered: LoweredModule, path: PathLike) -> None:
     except artifact_graph.GraphFormatError as e:
         raise ArtifactError(f"cannot save this module: {e}") from None
     manifest["sha256"] = {name: hashlib.sha256(data).hexdigest() for name, data in members.items()}
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # ONNX and plans barely compress; stored members also load faster.
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as archive:
-                archive.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
-                for name, data in members.items():
-                    archive.writestr(name, data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    archive = io.BytesIO()
+    # Stored, not deflated: ONNX weights and plans barely compress, and stored members load faster.
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
+        for name, data in members.items():
+            z.writestr(name, data)
+    # A temporary file renamed over `path`: an interrupted save leaves the old file, or none.
+    write_atomic(Path(path), archive.getvalue())
 
 
 # -- load ------------------------------------------------------------------------------------------
