@@ -124,7 +124,7 @@ def _settings_from_json(data: dict[str, Any], cache_dir: PathLike | None) -> Low
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
 
 
-def _report_from_json(data: dict[str, Any]) -> LoweringReport:
+def report_from_json(data: dict[str, Any]) -> LoweringReport:
     engines = [EngineReport(**{**e, "input_shapes": [tuple(s) for s in e["input_shapes"]],
                                "output_shapes": [tuple(s) for s in e["output_shapes"]]}) for e in data["engines"]]
     return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]]})
@@ -402,7 +402,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     manifest = archive.manifest
     try:
         saved = _settings_from_json(manifest["settings"], cache_dir)
-        report = _report_from_json(manifest["report"])
+        report = report_from_json(manifest["report"])
         resolved = _resolve_backend(backend, saved.trt_version)
         settings = replace(saved, backend=resolved)
         try:

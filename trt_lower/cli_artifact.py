@@ -112,7 +112,7 @@ def info(args: argparse.Namespace) -> int:
     for engine in manifest["engines"]:
         plans = ", ".join(f"TensorRT {p['tensorrt']} on {p['device']}" for p in engine["plans"]) or "none"
         print(f"  {engine['name']}: {engine['onnx']}; TensorRT plans: {plans}")
-    print(artifact._report_from_json(manifest["report"]))
+    print(artifact.report_from_json(manifest["report"]))
     return 0
 
 
