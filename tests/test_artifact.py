@@ -338,6 +338,10 @@ def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
     newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=2))
     with pytest.raises(trt_lower.ArtifactError, match="format version 2 .* reads up to version 1: upgrade"):
         trt_lower.load(newer)
+    malformed = _rewrite(saved, tmp_path / "malformed.trtl",
+                         lambda manifest, members: manifest["engines"][0].pop("inputs"))
+    with pytest.raises(trt_lower.ArtifactError, match="malformed.trtl: malformed manifest .*'inputs'"):
+        trt_lower.load(malformed)
     (tmp_path / "text.trtl").write_text("hello")
     with pytest.raises(trt_lower.ArtifactError, match="text.trtl is not a trt_lower artifact"):
         trt_lower.load(tmp_path / "text.trtl")

@@ -400,23 +400,26 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     archive = read(path)
     manifest = archive.manifest
+    # Everything the file says is parsed and checked before any engine is made.
     try:
         saved = _settings_from_json(manifest["settings"], cache_dir)
         report = report_from_json(manifest["report"])
-        resolved = _resolve_backend(backend, saved.trt_version)
-        settings = replace(saved, backend=resolved)
         try:
             weights = safetensors.torch.load(archive.member(WEIGHTS))
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
         segments = _segments(archive)
-        modules, hits, carried = _engine_modules(archive, segments, resolved, settings)
         guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]))
-        graph = artifact_graph.graph_from_json(manifest["graph"], {*modules, GUARD}, set(weights))
+        graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD}, set(weights))
     except artifact_graph.GraphFormatError as e:
         raise ArtifactError(f"{archive.path}: {e}") from None
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        if isinstance(e, ArtifactError):
+            raise
         raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
+    resolved = _resolve_backend(backend, saved.trt_version)
+    settings = replace(saved, backend=resolved)
+    modules, hits, carried = _engine_modules(archive, segments, resolved, settings)
     report.backend = resolved
     report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
     report.timings = {"load": time.perf_counter() - start}
