@@ -387,3 +387,13 @@ def test_cli_lower_info_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
         cli.main(["lower", "my_pkg.models:make_model", "--input", "2x3x8x8", "--dynamic", "0=1..4", "-o", str(out)])
     with pytest.raises(SystemExit, match="expected SHAPE"):
         cli.main(["lower", "my_pkg.models:make_model", "--input", "2x3x8x8:floaty", "-o", str(out)])
+
+
+def test_cuda_device_arguments_follow_the_engines() -> None:
+    graph = torch.fx.Graph()
+    zeros = graph.call_function(torch.ops.aten.zeros.default, ([2],), {"device": torch.device("cuda", 0)})
+    graph.output(graph.call_function(torch.ops.aten.ones.default, ([2],), {"device": torch.device("cpu")}))
+    stored = artifact_graph.graph_to_json(graph)
+    on_cpu = artifact_graph.graph_from_json(stored, set(), set(), torch.device("cpu"))
+    assert [n.kwargs.get("device") for n in on_cpu.nodes][:2] == [torch.device("cpu")] * 2
+    assert zeros.kwargs["device"] == torch.device("cuda", 0)

@@ -15,6 +15,7 @@ manifest does not list, or whose checksum differs, is refused before anything is
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -38,6 +39,7 @@ from torch.fx.graph import _PyTreeCodeGen
 
 from converters.weights import OnnxSegment, initializer, is_external
 from trt_lower import artifact_graph
+from trt_lower import device as devices
 from trt_lower.build import build
 from trt_lower.convert import ConvertedSegment
 from trt_lower.engine.cache import _write_atomic as write_atomic
@@ -151,8 +153,6 @@ def _plans(name: str, module: torch.nn.Module, carried: dict[str, list[Plan]]) -
     plan = getattr(module, "plan", None)
     if isinstance(plan, bytes):
         import tensorrt as trt
-
-        from trt_lower import device as devices
 
         own = Plan(trt.__version__, devices.current().identity(), plan)
         plans[own.key] = own
@@ -354,8 +354,6 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
     if backend == "tensorrt":
         import tensorrt as trt
 
-        from trt_lower import device as devices
-
         here = (trt.__version__, devices.current().identity())
     modules: dict[str, torch.nn.Module] = {}
     hits: dict[str, bool | None] = {}
@@ -390,6 +388,19 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
     return modules, hits, carried
 
 
+@contextlib.contextmanager
+def _malformed(archive: _Archive) -> Iterator[None]:
+    """ArtifactError naming the file for what does not parse in its manifest."""
+    try:
+        yield
+    except ArtifactError:
+        raise
+    except artifact_graph.GraphFormatError as e:
+        raise ArtifactError(f"{archive.path}: {e}") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
+
+
 def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> LoweredModule:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes). backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
@@ -401,23 +412,21 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     archive = read(path)
     manifest = archive.manifest
     # Everything the file says is parsed and checked before any engine is made.
-    try:
+    with _malformed(archive):
         saved = _settings_from_json(manifest["settings"], cache_dir)
         report = report_from_json(manifest["report"])
+    resolved = _resolve_backend(backend, saved.trt_version)
+    # The eager nodes run where the engines do (weights and CUDA device arguments included).
+    where = devices.current().torch_device() if resolved == "tensorrt" else torch.device("cpu")
+    with _malformed(archive):
         try:
-            weights = safetensors.torch.load(archive.member(WEIGHTS))
+            weights = {k: v.to(where) for k, v in safetensors.torch.load(archive.member(WEIGHTS)).items()}
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
         segments = _segments(archive)
         guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]))
-        graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD}, set(weights))
-    except artifact_graph.GraphFormatError as e:
-        raise ArtifactError(f"{archive.path}: {e}") from None
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
-        if isinstance(e, ArtifactError):
-            raise
-        raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
-    resolved = _resolve_backend(backend, saved.trt_version)
+        graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
+                                               set(weights), where)
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(archive, segments, resolved, settings)
     report.backend = resolved

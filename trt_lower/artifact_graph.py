@@ -91,11 +91,11 @@ def _arg_to_json(value: Any, node: str) -> Any:
                            "which an artifact cannot hold")
 
 
-def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str) -> Any:
+def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str, gpu: torch.device) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [_arg_from_json(v, nodes, node) for v in value]
+        return [_arg_from_json(v, nodes, node, gpu) for v in value]
     if not isinstance(value, dict) or len(value) != 1:
         raise GraphFormatError(f"node '{node}': malformed argument {value!r}")
     (kind, data), = value.items()
@@ -104,11 +104,12 @@ def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str) -> An
             raise GraphFormatError(f"node '{node}' uses '{data}', which is not defined before it")
         return nodes[data]
     if kind == "tuple" and isinstance(data, list):
-        return tuple(_arg_from_json(v, nodes, node) for v in data)
+        return tuple(_arg_from_json(v, nodes, node, gpu) for v in data)
     if kind == "float" and data in ("inf", "-inf", "nan"):
         return float(data)
     if kind == "device" and isinstance(data, str):
-        return torch.device(data)
+        device = torch.device(data)
+        return gpu if device.type == "cuda" else device
     if kind in _ENUMS and isinstance(data, str) and _OP_NAME.match(data):
         found = getattr(torch, data, None)
         if isinstance(found, _ENUMS[kind]):
@@ -202,15 +203,16 @@ def graph_to_json(graph: torch.fx.Graph) -> dict[str, Any]:
     return {"nodes": nodes, "pytree": pytree_codegen}
 
 
-def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str]) -> torch.fx.Graph:
+def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gpu: torch.device) -> torch.fx.Graph:
     """The graph `data` describes. call_module targets must be in `modules`, get_attr targets in
-    `attrs` (the engines and weights the artifact holds)."""
+    `attrs` (the engines and weights the artifact holds). CUDA devices in arguments become `gpu`,
+    where the engines run (the CPU on ONNX Runtime)."""
     graph = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
     for entry in data["nodes"]:
         name, op, target = entry["name"], entry["op"], entry["target"]
-        args = tuple(_arg_from_json(entry["args"], nodes, name))
-        kwargs = {str(k): _arg_from_json(v, nodes, name) for k, v in entry["kwargs"].items()}
+        args = tuple(_arg_from_json(entry["args"], nodes, name, gpu))
+        kwargs = {str(k): _arg_from_json(v, nodes, name, gpu) for k, v in entry["kwargs"].items()}
         if op == "call_function":
             target = resolve_target(target, name)
         elif op == "call_module" and target not in modules or op == "get_attr" and target not in attrs:
