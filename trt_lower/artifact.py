@@ -37,7 +37,7 @@ import torch
 from onnx import numpy_helper
 from torch.fx.graph import _PyTreeCodeGen
 
-from converters.weights import OnnxSegment, initializer, is_external
+from converters.passes.weights import OnnxSegment, initializer, is_external
 from trt_lower import artifact_graph
 from trt_lower import device as devices
 from trt_lower.build import build
