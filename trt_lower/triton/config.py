@@ -1,0 +1,71 @@
+"""config.pbtxt: a Triton model configuration, in protobuf text format."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from trt_lower.triton.signature import ModelSignature, TritonTensor
+
+# Triton's data types (model_config.proto's DataType), by torch dtype.
+DATA_TYPES = {
+    torch.bool: "TYPE_BOOL",
+    torch.uint8: "TYPE_UINT8",
+    torch.int8: "TYPE_INT8",
+    torch.int16: "TYPE_INT16",
+    torch.int32: "TYPE_INT32",
+    torch.int64: "TYPE_INT64",
+    torch.float16: "TYPE_FP16",
+    torch.bfloat16: "TYPE_BF16",
+    torch.float32: "TYPE_FP32",
+    torch.float64: "TYPE_FP64",
+}
+
+# Longest a request waits in the dynamic batcher for others to join it.
+MAX_QUEUE_DELAY_US = 1000
+
+
+@dataclass
+class ModelConfig:
+    name: str
+    platform: str  # "python" (a backend), "tensorrt_plan" or "onnxruntime_onnx"
+    signature: ModelSignature
+    max_batch_size: int = 0
+    instances: int = 1
+    kind: str = "KIND_CPU"
+    dynamic_batching: bool = True
+    # Tensor names where the model file's differ from the signature's (a TensorRT plan's).
+    renames: dict[str, str] = field(default_factory=dict)
+    # compute capability ("8.0") -> plan file, for tensorrt_plan.
+    cc_model_filenames: dict[str, str] = field(default_factory=dict)
+    parameters: dict[str, str] = field(default_factory=dict)
+
+    def _tensor(self, t: TritonTensor) -> str:
+        dtype = DATA_TYPES.get(t.dtype)
+        if dtype is None:
+            raise ValueError(f"tensor '{t.name}' has dtype {t.dtype}, which Triton has no type for")
+        dims = t.dims[1:] if self.max_batch_size > 0 else t.dims
+        # Triton wants at least one dim: a scalar (per batch item) is declared as [1], reshaped.
+        shape = f"dims: [ {', '.join(map(str, dims))} ]" if dims else "dims: [ 1 ] reshape: { shape: [ ] }"
+        return f'  {{ name: "{self.renames.get(t.name, t.name)}" data_type: {dtype} {shape} }}'
+
+    def text(self) -> str:
+        sig = self.signature
+        lines = [
+            f'name: "{self.name}"',
+            'backend: "python"' if self.platform == "python" else f'platform: "{self.platform}"',
+            f"max_batch_size: {self.max_batch_size}",
+            "input [\n" + ",\n".join(self._tensor(t) for t in sig.inputs) + "\n]",
+            "output [\n" + ",\n".join(self._tensor(t) for t in sig.outputs) + "\n]",
+            f"instance_group [ {{ kind: {self.kind} count: {self.instances} }} ]",
+        ]
+        if self.dynamic_batching and self.max_batch_size > 0:
+            lines.append(f"dynamic_batching {{ max_queue_delay_microseconds: {MAX_QUEUE_DELAY_US} }}")
+        lines += [f'cc_model_filenames {{ key: "{cc}" value: "{f}" }}' for cc, f in self.cc_model_filenames.items()]
+        lines += [f'parameters {{ key: "{k}" value: {{ string_value: "{_escape(v)}" }} }}'
+                  for k, v in self.parameters.items()]
+        return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,51 @@
+"""Triton python-backend model written by trt_lower (trt_lower.triton.export_model_repository).
+
+Loads the trt_lower artifact beside this file and runs it on each batch of requests; tensors
+pass between Triton and torch through DLPack, without copies. The `python_path` parameter of
+config.pbtxt names the Python environment that has trt_lower: the backend's stub process does
+not inherit PYTHONPATH.
+"""
+import json
+import os
+import site
+import sys
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {key: value["string_value"] for key, value in config["parameters"].items()}
+        for path in reversed(params["python_path"].split(os.pathsep)):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+            site.addsitedir(path)  # its .pth files, e.g. editable installs
+        from torch.utils import dlpack
+
+        from trt_lower.triton.backend import Runner
+
+        self.dlpack = dlpack
+        gpu = args["model_instance_kind"] == "GPU"
+        self.runner = Runner.from_artifact(
+            os.path.join(args["model_repository"], args["model_version"], params["artifact"]),
+            inputs=[t["name"] for t in config["input"]],
+            outputs=[t["name"] for t in config["output"]],
+            device=f"cuda:{args['model_instance_device_id']}" if gpu else "cpu",
+            batching=config.get("max_batch_size", 0) > 0,
+        )
+
+    def execute(self, requests):
+        names = self.runner.inputs
+        feeds = [
+            {n: self.dlpack.from_dlpack(pb_utils.get_input_tensor_by_name(r, n).to_dlpack()) for n in names}
+            for r in requests
+        ]
+        responses = []
+        for reply in self.runner.run(feeds):
+            if isinstance(reply, Exception):
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{type(reply).__name__}: {reply}")))
+            else:
+                tensors = [pb_utils.Tensor.from_dlpack(n, self.dlpack.to_dlpack(t)) for n, t in reply.items()]
+                responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
+        return responses

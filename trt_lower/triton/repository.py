@@ -1,0 +1,198 @@
+"""export_model_repository: a lowered model as a Triton Inference Server model repository entry."""
+from __future__ import annotations
+
+import operator
+import os
+import re
+import shutil
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import torch
+
+import trt_lower
+from trt_lower.lowered import LoweredModule
+from trt_lower.runtime.signature import TensorSig
+from trt_lower.triton.config import ModelConfig
+from trt_lower.triton.signature import ModelSignature, signature
+
+PLATFORMS = ("auto", "python", "tensorrt_plan", "onnxruntime_onnx")
+ARTIFACT = "model.trtl"
+
+
+@dataclass(frozen=True)
+class TritonModel:
+    """What export_model_repository wrote: the model's directory, the platform it chose and why."""
+
+    path: Path
+    platform: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SingleEngine:
+    """The one engine a fully lowered model runs, with its tensor names -> the model's."""
+
+    module: torch.nn.Module
+    names: dict[str, str]
+
+
+def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLike[str], repo_dir: str | os.PathLike[str],
+                            name: str, *, max_batch_size: int = 0, instances: int = 1, platform: str = "auto",
+                            dynamic_batching: bool = True, version: int = 1) -> TritonModel:
+    """Write `<repo_dir>/<name>/config.pbtxt` and `<repo_dir>/<name>/<version>/` for a model
+    lowered by trt_lower (a LoweredModule, or the path of an artifact saved by trt_lower.save).
+
+    platform="auto" picks `tensorrt_plan` when the model is one TensorRT engine whose inputs and
+    outputs are the model's, `onnxruntime_onnx` when it is one ONNX Runtime engine, and else
+    `python`: a python-backend model.py that runs the artifact with trt_lower. With
+    max_batch_size > 0, dim 0 of every input and output is Triton's batch dim: the model must
+    have been lowered with a TensorSpec range on it that takes 1..max_batch_size.
+    """
+    _check_options(name, max_batch_size, instances, platform, version)
+    lowered = artifact_or_lowered if isinstance(artifact_or_lowered, LoweredModule) else trt_lower.load(artifact_or_lowered)
+    sig = signature(lowered, _input_sigs(lowered))
+    _check_batching(sig, max_batch_size)
+    engine = single_engine(lowered, sig)
+    chosen, reason = _choose(platform, lowered, engine)
+    model_dir = Path(repo_dir) / name
+    files = model_dir / str(version)
+    files.mkdir(parents=True, exist_ok=True)
+    config = ModelConfig(name, chosen, sig, max_batch_size=max_batch_size, instances=instances,
+                         kind="KIND_GPU" if lowered.report.backend == "tensorrt" else "KIND_CPU",
+                         dynamic_batching=dynamic_batching)
+    if chosen == "python":
+        _write_python(artifact_or_lowered, files, config)
+    elif chosen == "onnxruntime_onnx":
+        assert isinstance(engine, SingleEngine)
+        onnx.save_model(_renamed(onnx.load_from_string(engine.module.onnx_bytes), engine.names), files / "model.onnx")
+    else:
+        assert isinstance(engine, SingleEngine)
+        capability = _compute_capability()
+        plan = f"model_sm{capability.replace('.', '')}.plan"
+        (files / plan).write_bytes(engine.module.plan)
+        config.cc_model_filenames = {capability: plan}
+        config.renames = {ours: theirs for theirs, ours in engine.names.items()}
+    (model_dir / "config.pbtxt").write_text(config.text())
+    return TritonModel(model_dir, chosen, reason)
+
+
+def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
+        raise ValueError(f"name must be a model name (letters, digits, '_', '-', '.'), got {name!r}")
+    for option, value, least in (("max_batch_size", max_batch_size, 0), ("instances", instances, 1),
+                                 ("version", version, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{option} must be an int >= {least}, got {value!r}")
+    if platform not in PLATFORMS:
+        raise ValueError(f"platform must be one of {', '.join(map(repr, PLATFORMS))}, got {platform!r}")
+
+
+def _input_sigs(lowered: LoweredModule) -> tuple[TensorSig, ...]:
+    sigs: tuple[TensorSig, ...] = lowered.get_submodule("_input_guard").inputs
+    return sigs
+
+
+def _check_batching(sig: ModelSignature, max_batch_size: int) -> None:
+    if max_batch_size == 0:
+        return
+    if sig.batch_range is None:
+        raise ValueError(
+            f"max_batch_size={max_batch_size} needs a batch dim, but {sig.not_batchable}; lower the model with a "
+            "trt_lower.TensorSpec whose dim 0 varies (e.g. min_shape=(1, ...), max_shape=(N, ...)), or use max_batch_size=0"
+        )
+    lo, hi = sig.batch_range
+    if lo > 1 or hi < max_batch_size:
+        raise ValueError(f"max_batch_size={max_batch_size}: Triton sends batches of 1..{max_batch_size}, but the model "
+                         f"was lowered for batch sizes {lo}..{hi}")
+
+
+def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine | str:
+    """The model's one engine when it computes the whole model (its inputs are the model's
+    inputs, its outputs the model's outputs), else why not."""
+    report = lowered.report
+    if len(report.engines) != 1 or report.fallbacks:
+        return f"{len(report.engines)} engine(s) and {len(report.fallbacks)} eager fallback(s)"
+    nodes = list(lowered.graph.nodes)
+    engine = next(n for n in nodes if n.op == "call_module" and n.target == report.engines[0].name)
+    module = lowered.get_submodule(str(engine.target))
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    output = nodes[-1]
+    results = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    picked = [r.args[1] if r.op == "call_function" and r.target is operator.getitem and r.args[0] is engine
+              else 0 if r is engine and not module.tuple_output else None for r in results]
+    others = [n for n in nodes if n.op == "call_function" and not (n.target is operator.getitem and n.args[0] is engine)]
+    if others or list(engine.args) != placeholders or None in picked or sorted(picked) != list(range(len(module.outputs))):
+        return "the engine's inputs and outputs are not exactly the model's"
+    names = {s.name: t.name for s, t in zip(module.inputs, sig.inputs)}
+    names.update({module.outputs[i].name: t.name for i, t in zip(picked, sig.outputs)})
+    return SingleEngine(module, names)
+
+
+def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
+    """The engine I/O whose dtype the engine carries as another (README "Precision and dtypes"):
+    a Triton model of the engine alone would declare the wrong type."""
+    report = lowered.report
+    wide = (torch.int64, torch.float64) if report.backend == "tensorrt" and report.trt_version == "8.6" else (torch.float64,)
+    return [s.source for s in (*engine.module.inputs, *engine.module.outputs) if s.dtype in wide]
+
+
+def _choose(platform: str, lowered: LoweredModule, engine: SingleEngine | str) -> tuple[str, str]:
+    """The platform, and why."""
+    backend = lowered.report.backend
+    why_not = engine if isinstance(engine, str) else ""
+    if isinstance(engine, SingleEngine) and _narrowed(lowered, engine):
+        why_not = f"the engine carries {', '.join(_narrowed(lowered, engine))} in another dtype than the model"
+    wanted = {"tensorrt_plan": "tensorrt", "onnxruntime_onnx": "onnxruntime"}
+    if platform in wanted:
+        if wanted[platform] != backend:
+            raise ValueError(f"platform={platform!r} needs a model lowered with backend={wanted[platform]!r}; "
+                             f"this one runs on {backend}")
+        if why_not:
+            raise ValueError(f"platform={platform!r} needs the whole model in one engine with the model's I/O: {why_not}")
+        return platform, "asked for"
+    if platform == "python":
+        return "python", "asked for"
+    if why_not:
+        return "python", why_not
+    return {"tensorrt": "tensorrt_plan", "onnxruntime": "onnxruntime_onnx"}[backend], "the whole model is one engine"
+
+
+def _renamed(model: onnx.ModelProto, names: dict[str, str]) -> onnx.ModelProto:
+    """The engine's ONNX with its graph inputs and outputs called by the model's names."""
+    graph = model.graph
+    for value in (*graph.input, *graph.output):
+        value.name = names[value.name]
+    for node in graph.node:
+        node.input[:] = [names.get(n, n) for n in node.input]
+        node.output[:] = [names.get(n, n) for n in node.output]
+    return model
+
+
+def _compute_capability() -> str:
+    """The GPU the plans were built on, as Triton names compute capabilities ("8.0")."""
+    from trt_lower import device
+
+    found = re.search(r"sm_(\d+)(\d)$", device.current().identity())
+    if found is None:
+        raise ValueError(f"cannot tell the compute capability of {device.current().identity()!r}, "
+                         "which a tensorrt_plan model needs")
+    return f"{found[1]}.{found[2]}"
+
+
+def _python_path() -> str:
+    """Where the serving stub finds trt_lower and its dependencies: this environment."""
+    root = Path(trt_lower.__file__).resolve().parent.parent
+    paths = dict.fromkeys([str(root), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    return os.pathsep.join(paths)
+
+
+def _write_python(source: LoweredModule | str | os.PathLike[str], files: Path, config: ModelConfig) -> None:
+    if isinstance(source, LoweredModule):
+        trt_lower.save(source, files / ARTIFACT)
+    else:
+        shutil.copyfile(source, files / ARTIFACT)
+    shutil.copyfile(Path(__file__).with_name("model.py"), files / "model.py")
+    config.parameters = {"artifact": ARTIFACT, "python_path": _python_path()}

@@ -1,0 +1,147 @@
+"""Run NVIDIA's Triton Inference Server on a model repository, from the nvidia-pytriton wheel.
+
+The wheel ships the `tritonserver` binary with one backend, python. Three things make it run
+a stand-alone repository (docs/serving.md): a backend directory holding the python backend's
+library, its utilities module and the stub built for the running Python; LD_LIBRARY_PATH
+naming the running Python's libpython before the wheel's own libraries; and model.py files
+that put the environment on sys.path themselves (export_model_repository writes them so).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Sequence
+
+INSTALL_HINT = "pip install 'trt_lower[serve]'"
+
+
+def pytriton_dir() -> Path:
+    """`<site-packages>/pytriton/tritonserver`, from the nvidia-pytriton wheel."""
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"serving needs the nvidia-pytriton package, which ships tritonserver: {INSTALL_HINT}")
+    return Path(next(iter(spec.submodule_search_locations))) / "tritonserver"
+
+
+def backend_dir(into: Path) -> Path:
+    """A backend directory `into/python/` for the running Python: links to the wheel's python
+    backend library, its utilities module, and the stub process built for this Python version."""
+    triton = pytriton_dir()
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = triton / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.exists():
+        raise RuntimeError(f"nvidia-pytriton has no python backend stub for Python {version} ({stub})")
+    python = into / "python"
+    python.mkdir(parents=True, exist_ok=True)
+    for source in (triton / "backends/python/libtriton_python.so",
+                   triton / "backends/python/triton_python_backend_utils.py", stub):
+        (python / source.name).symlink_to(source)
+    return into
+
+
+def environment() -> dict[str, str]:
+    """The server's environment: the running Python's libpython first (the stub links
+    libpython3.X, and the system's may be another patch release than this Python's stdlib), then
+    the wheel's bundled libraries."""
+    libs = [str(sysconfig.get_config_var("LIBDIR")), str(pytriton_dir().parent.parent / "nvidia_pytriton.libs")]
+    old = os.environ.get("LD_LIBRARY_PATH")
+    return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libs + ([old] if old else []))}
+
+
+class TritonServer:
+    """`tritonserver` serving `repo` on `host` (HTTP, gRPC and metrics ports), as a context
+    manager: entering starts it and waits until every model is ready; leaving stops it."""
+
+    def __init__(self, repo: str | os.PathLike[str], *, host: str = "127.0.0.1", http_port: int = 8000,
+                 grpc_port: int = 8001, metrics_port: int = 8002, log: IO[bytes] | None = None,
+                 args: Sequence[str] = (), ready_timeout: float = 120) -> None:
+        self.repo = Path(repo)
+        if not self.repo.is_dir():
+            raise ValueError(f"model repository {self.repo} is not a directory")
+        self.host, self.http_port, self.grpc_port, self.metrics_port = host, http_port, grpc_port, metrics_port
+        self.log = log
+        self.args = list(args)
+        self.ready_timeout = ready_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self._backends: Path | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    def command(self, backends: Path) -> list[str]:
+        return [
+            str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repo.resolve()}",
+            f"--backend-directory={backends}", f"--http-address={self.host}", f"--http-port={self.http_port}",
+            f"--grpc-address={self.host}", f"--grpc-port={self.grpc_port}", f"--metrics-address={self.host}",
+            f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=5", *self.args,
+        ]
+
+    def start(self) -> None:
+        self._backends = Path(tempfile.mkdtemp(prefix="trt_lower_triton_"))
+        command = self.command(backend_dir(self._backends))
+        # Its own process group: stop() can then end the backend stubs with it if they linger.
+        self.process = subprocess.Popen(command, env=environment(), stdout=self.log, stderr=subprocess.STDOUT
+                                        if self.log is not None else None, start_new_session=True)
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}/v2/health/ready", timeout=2) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self, timeout: float) -> None:
+        """Return once the server and all its models are ready; raise if it exits or `timeout`
+        seconds pass first."""
+        assert self.process is not None, "start() first"
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tritonserver exited with status {self.process.returncode} before it was ready "
+                                   "(a model failed to load?); its log says why")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tritonserver was not ready within {timeout:.0f} s")
+            time.sleep(0.25)
+
+    def stop(self, timeout: float = 20) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout)
+        if self._backends is not None:
+            shutil.rmtree(self._backends, ignore_errors=True)
+            self._backends = None
+
+    def __enter__(self) -> "TritonServer":
+        self.start()
+        try:
+            self.wait_ready(self.ready_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
