@@ -50,6 +50,54 @@ def demo(args: argparse.Namespace) -> int:
     return 0 if accuracy.passed else 1
 
 
+def triton(args: argparse.Namespace) -> int:
+    """`trt-lower triton FILE --repo DIR --name NAME`: a saved artifact as a Triton model."""
+    from trt_lower.triton import export_model_repository
+
+    model = export_model_repository(args.file, args.repo, args.name, max_batch_size=args.max_batch,
+                                    instances=args.instances, platform=args.platform)
+    print(f"wrote {model.path} (platform {model.platform}: {model.reason})")
+    return 0
+
+
+def _add_triton(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from trt_lower.triton import PLATFORMS
+
+    p = sub.add_parser("triton", help="write a saved model (.trtl) into a Triton model repository")
+    p.add_argument("file", help="artifact written by trt_lower.save")
+    p.add_argument("--repo", required=True, help="model repository directory")
+    p.add_argument("--name", required=True, help="model name in the repository")
+    p.add_argument("--max-batch", type=int, default=0, help="Triton max_batch_size (0: no batch dim)")
+    p.add_argument("--instances", type=int, default=1, help="model instances (instance_group count)")
+    p.add_argument("--platform", default="auto", choices=PLATFORMS)
+    p.set_defaults(command_fn=triton)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """`trt-lower serve DIR`: tritonserver (from nvidia-pytriton) on a model repository, until Ctrl-C."""
+    from trt_lower.triton import TritonServer
+
+    server = TritonServer(args.repo, host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
+                          metrics_port=args.metrics_port, ready_timeout=args.timeout)
+    with server:
+        print(f"serving {args.repo}: HTTP {server.http_url}, gRPC {server.grpc_url} (Ctrl-C stops)", flush=True)
+        try:
+            return server.process.wait() if server.process else 1
+        except KeyboardInterrupt:
+            return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="run Triton Inference Server on a model repository")
+    p.add_argument("repo", help="model repository directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--http-port", type=int, default=8000)
+    p.add_argument("--grpc-port", type=int, default=8001)
+    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model to load")
+    p.set_defaults(command_fn=serve)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trt-lower", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -68,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--atol", type=float, default=1e-3)
     p.set_defaults(command_fn=demo)
     cli_artifact.add_commands(sub)
+    _add_triton(sub)
+    _add_serve(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.

@@ -65,7 +65,7 @@ class Runner:
             return [dict(zip(self.outputs, self._call([requests[0][n] for n in self.inputs])))]
         sizes = [r[self.inputs[0]].shape[0] for r in requests]
         merged = self._call([torch.cat([r[n] for r in requests]) for n in self.inputs])
-        parts = [t.split(sizes) for t in merged]
+        parts = [torch.split(t, sizes) for t in merged]
         return [dict(zip(self.outputs, (p[k].contiguous() for p in parts))) for k in range(len(requests))]
 
     def _call(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:

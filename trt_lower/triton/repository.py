@@ -13,7 +13,9 @@ import onnx
 import torch
 
 import trt_lower
+from trt_lower import device as devices
 from trt_lower.lowered import LoweredModule
+from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.signature import TensorSig
 from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.signature import ModelSignature, signature
@@ -33,9 +35,12 @@ class TritonModel:
 
 @dataclass(frozen=True)
 class SingleEngine:
-    """The one engine a fully lowered model runs, with its tensor names -> the model's."""
+    """The one engine a fully lowered model runs: its I/O, its model file (the ONNX on ONNX
+    Runtime, the plan on TensorRT) and its tensor names -> the model's."""
 
-    module: torch.nn.Module
+    inputs: tuple[TensorSig, ...]
+    outputs: tuple[TensorSig, ...]
+    model_file: bytes
     names: dict[str, str]
 
 
@@ -53,7 +58,7 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
     """
     _check_options(name, max_batch_size, instances, platform, version)
     lowered = artifact_or_lowered if isinstance(artifact_or_lowered, LoweredModule) else trt_lower.load(artifact_or_lowered)
-    sig = signature(lowered, _input_sigs(lowered))
+    sig = signature(lowered, _input_sigs(lowered), _device(lowered))
     _check_batching(sig, max_batch_size)
     engine = single_engine(lowered, sig)
     chosen, reason = _choose(platform, lowered, engine)
@@ -67,12 +72,12 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
         _write_python(artifact_or_lowered, files, config)
     elif chosen == "onnxruntime_onnx":
         assert isinstance(engine, SingleEngine)
-        onnx.save_model(_renamed(onnx.load_from_string(engine.module.onnx_bytes), engine.names), files / "model.onnx")
+        onnx.save_model(_renamed(onnx.load_from_string(engine.model_file), engine.names), files / "model.onnx")
     else:
         assert isinstance(engine, SingleEngine)
         capability = _compute_capability()
         plan = f"model_sm{capability.replace('.', '')}.plan"
-        (files / plan).write_bytes(engine.module.plan)
+        (files / plan).write_bytes(engine.model_file)
         config.cc_model_filenames = {capability: plan}
         config.renames = {ours: theirs for theirs, ours in engine.names.items()}
     (model_dir / "config.pbtxt").write_text(config.text())
@@ -91,8 +96,15 @@ def _check_options(name: str, max_batch_size: int, instances: int, platform: str
 
 
 def _input_sigs(lowered: LoweredModule) -> tuple[TensorSig, ...]:
-    sigs: tuple[TensorSig, ...] = lowered.get_submodule("_input_guard").inputs
-    return sigs
+    guard = getattr(lowered, "_input_guard", None)
+    if not isinstance(guard, InputGuard):
+        raise ValueError("this LoweredModule has no input guard; export the module lower_to_trt or trt_lower.load returns")
+    return guard.inputs
+
+
+def _device(lowered: LoweredModule) -> torch.device:
+    """Where the module takes its inputs: TensorRT engines on trt_lower's device, else the CPU."""
+    return devices.current().torch_device() if lowered.report.backend == "tensorrt" else torch.device("cpu")
 
 
 def _check_batching(sig: ModelSignature, max_batch_size: int) -> None:
@@ -118,17 +130,27 @@ def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine |
     nodes = list(lowered.graph.nodes)
     engine = next(n for n in nodes if n.op == "call_module" and n.target == report.engines[0].name)
     module = lowered.get_submodule(str(engine.target))
+    inputs: tuple[TensorSig, ...] = getattr(module, "inputs")
+    outputs: tuple[TensorSig, ...] = getattr(module, "outputs")
     placeholders = [n for n in nodes if n.op == "placeholder"]
     output = nodes[-1]
     results = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
-    picked = [r.args[1] if r.op == "call_function" and r.target is operator.getitem and r.args[0] is engine
-              else 0 if r is engine and not module.tuple_output else None for r in results]
+    picked: list[int] = []  # the engine output each model output is
+    for r in results:
+        if (isinstance(r, torch.fx.Node) and r.target is operator.getitem and r.args[0] is engine
+                and isinstance(r.args[1], int)):
+            picked.append(r.args[1])
+        elif r is engine and not getattr(module, "tuple_output"):
+            picked.append(0)
+        else:
+            return f"the model's output {r} is not an output of its engine"
     others = [n for n in nodes if n.op == "call_function" and not (n.target is operator.getitem and n.args[0] is engine)]
-    if others or list(engine.args) != placeholders or None in picked or sorted(picked) != list(range(len(module.outputs))):
+    if others or list(engine.args) != placeholders or sorted(picked) != list(range(len(outputs))):
         return "the engine's inputs and outputs are not exactly the model's"
-    names = {s.name: t.name for s, t in zip(module.inputs, sig.inputs)}
-    names.update({module.outputs[i].name: t.name for i, t in zip(picked, sig.outputs)})
-    return SingleEngine(module, names)
+    names = {s.name: t.name for s, t in zip(inputs, sig.inputs)}
+    names.update({outputs[i].name: t.name for i, t in zip(picked, sig.outputs)})
+    plan = getattr(module, "plan", None)
+    return SingleEngine(inputs, outputs, plan if isinstance(plan, bytes) else getattr(module, "onnx_bytes"), names)
 
 
 def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
@@ -136,7 +158,7 @@ def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
     a Triton model of the engine alone would declare the wrong type."""
     report = lowered.report
     wide = (torch.int64, torch.float64) if report.backend == "tensorrt" and report.trt_version == "8.6" else (torch.float64,)
-    return [s.source for s in (*engine.module.inputs, *engine.module.outputs) if s.dtype in wide]
+    return [s.source for s in (*engine.inputs, *engine.outputs) if s.dtype in wide]
 
 
 def _choose(platform: str, lowered: LoweredModule, engine: SingleEngine | str) -> tuple[str, str]:
@@ -173,11 +195,9 @@ def _renamed(model: onnx.ModelProto, names: dict[str, str]) -> onnx.ModelProto:
 
 def _compute_capability() -> str:
     """The GPU the plans were built on, as Triton names compute capabilities ("8.0")."""
-    from trt_lower import device
-
-    found = re.search(r"sm_(\d+)(\d)$", device.current().identity())
+    found = re.search(r"sm_(\d+)(\d)$", devices.current().identity())
     if found is None:
-        raise ValueError(f"cannot tell the compute capability of {device.current().identity()!r}, "
+        raise ValueError(f"cannot tell the compute capability of {devices.current().identity()!r}, "
                          "which a tensorrt_plan model needs")
     return f"{found[1]}.{found[2]}"
 

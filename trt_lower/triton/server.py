@@ -13,6 +13,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -25,6 +26,15 @@ from types import TracebackType
 from typing import IO, Sequence
 
 INSTALL_HINT = "pip install 'trt_lower[serve]'"
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """`n` distinct ports nothing listens on now, for a server's HTTP, gRPC and metrics."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 def pytriton_dir() -> Path:
@@ -58,6 +68,15 @@ def environment() -> dict[str, str]:
     libs = [str(sysconfig.get_config_var("LIBDIR")), str(pytriton_dir().parent.parent / "nvidia_pytriton.libs")]
     old = os.environ.get("LD_LIBRARY_PATH")
     return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libs + ([old] if old else []))}
+
+
+def _wait_unreaped(pid: int, timeout: float) -> None:
+    """Wait up to `timeout` seconds for child `pid` to exit, leaving it to be reaped."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+            return
+        time.sleep(0.1)
 
 
 class TritonServer:
@@ -124,12 +143,12 @@ class TritonServer:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout)
+            _wait_unreaped(process.pid, timeout)
+            # Unreaped, its pid still names its process group: end what is left of it (the server
+            # past `timeout`, backend stubs).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         if self._backends is not None:
             shutil.rmtree(self._backends, ignore_errors=True)
             self._backends = None

@@ -69,9 +69,11 @@ def _other(lo: int, opt: int, hi: int) -> int:
     return opt + 1 if opt < hi else max(lo, opt - 1)
 
 
-def _probe(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]]) -> object:
+def _probe(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]],
+           device: torch.device) -> object:
     tensors = [torch.randn(s).to(sig.dtype) if sig.dtype.is_floating_point else torch.zeros(s, dtype=sig.dtype)
                for sig, s in zip(sigs, shapes)]
+    tensors = [t.to(device) for t in tensors]
     with torch.inference_mode():
         return module(*tensors)
 
@@ -85,10 +87,10 @@ def _batch_reason(sigs: Sequence[TensorSig]) -> str:
     return ""
 
 
-def signature(module: torch.nn.Module, sigs: Sequence[TensorSig]) -> ModelSignature:
-    """Run `module` (lowered for the inputs `sigs`) to learn its outputs."""
+def signature(module: torch.nn.Module, sigs: Sequence[TensorSig], device: torch.device) -> ModelSignature:
+    """Run `module` (lowered for the inputs `sigs`, taking them on `device`) to learn its outputs."""
     opt = [sig.opt_shape for sig in sigs]
-    result = _probe(module, sigs, opt)
+    result = _probe(module, sigs, opt, device)
     names, base = output_names(result), output_tensors(result)
     reason = _batch_reason(sigs)
     # Shapes to run at besides opt: every varying dim moved (dim 0 on its own when it is a batch dim).
@@ -96,7 +98,7 @@ def signature(module: torch.nn.Module, sigs: Sequence[TensorSig]) -> ModelSignat
     probes = []
     if not reason:
         size = _other(max(s.min_shape[0] for s in sigs), opt[0][0], min(s.max_shape[0] for s in sigs))
-        batched = output_tensors(_probe(module, sigs, [(size, *o[1:]) for o in opt]))
+        batched = output_tensors(_probe(module, sigs, [(size, *o[1:]) for o in opt], device))
         probes.append(batched)
         for name, a, b in zip(names, base, batched):
             if a.dim() == 0 or a.shape[0] != opt[0][0] or b.shape[0] != size:
@@ -104,7 +106,7 @@ def signature(module: torch.nn.Module, sigs: Sequence[TensorSig]) -> ModelSignat
                 break
         moved = [(o[0], *m[1:]) for m, o in zip(moved, opt)]
     if moved != opt:
-        probes.append(output_tensors(_probe(module, sigs, moved)))
+        probes.append(output_tensors(_probe(module, sigs, moved, device)))
     outputs = []
     for i, (name, t) in enumerate(zip(names, base)):
         shapes = {tuple(t.shape)} | {tuple(p[i].shape) for p in probes}

@@ -1,0 +1,310 @@
+"""Triton Inference Server: model repositories written by trt_lower, served by a real
+tritonserver (from nvidia-pytriton) on 127.0.0.1 and queried with tritonclient."""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+import torchvision
+from google.protobuf import text_format
+
+import trt_lower
+import trt_models
+from trt_lower import cli
+from trt_lower.triton import TritonServer, export_model_repository
+from trt_lower.triton.server import free_ports
+from trt_lower.triton.backend import Runner
+
+http = pytest.importorskip("tritonclient.http")
+grpc = pytest.importorskip("tritonclient.grpc")
+from tritonclient.grpc import model_config_pb2  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
+
+pytestmark = pytest.mark.serving
+
+BATCH = 8  # Triton's max_batch_size for both served models
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+# Bounds every request, so a stuck server fails a test instead of hanging it.
+TIMEOUT_S = 60
+
+
+class Served:
+    """A lowered model, its eager original and the name it is served under."""
+
+    def __init__(self, name: str, eager: torch.nn.Module, lowered: trt_lower.LoweredModule) -> None:
+        self.name, self.eager, self.lowered = name, eager, lowered
+
+    def expected(self, x: np.ndarray) -> dict[str, torch.Tensor]:
+        with torch.inference_mode():
+            out = self.eager(torch.from_numpy(x))
+        return {"output": out} if isinstance(out, torch.Tensor) else {k: v for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def resnet() -> Served:
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    spec = trt_lower.TensorSpec((1, 3, 64, 64), (2, 3, 64, 64), (BATCH, 3, 64, 64))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime")
+    return Served("resnet18", model, lowered)
+
+
+@pytest.fixture(scope="module")
+def bert() -> Served:
+    model, _ = trt_models.bert()
+    spec = trt_lower.TensorSpec((1, 4), (4, 16), (BATCH, 32), dtype=torch.int64)
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime")
+    return Served("bert", model, lowered)
+
+
+@pytest.fixture(scope="module")
+def server(resnet: Served, bert: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    """One server for the module, both models on the python backend with dynamic batching."""
+    root = tmp_path_factory.mktemp("triton")
+    for served in (resnet, bert):
+        model = export_model_repository(served.lowered, root / "repo", served.name, max_batch_size=BATCH,
+                                        platform="python")
+        assert model.platform == "python"
+    http_port, grpc_port, metrics_port = free_ports(3)
+    log_path = root / "tritonserver.log"
+    with open(log_path, "wb") as log:
+        server = TritonServer(root / "repo", http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
+                              log=log, ready_timeout=180)
+        try:
+            server.start()
+            server.wait_ready(server.ready_timeout)
+            yield server
+        except (RuntimeError, TimeoutError) as error:
+            raise RuntimeError(f"{error}\n--- tritonserver log ---\n{log_path.read_text()[-6000:]}") from error
+        finally:
+            server.stop()
+
+
+@contextlib.contextmanager
+def client(server: TritonServer, protocol: str) -> Iterator[Any]:
+    c = (http.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) if protocol == "http"
+         else grpc.InferenceServerClient(server.grpc_url))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def infer(c: Any, protocol: str, model: str, inputs: dict[str, np.ndarray], dtype: str | None = None) -> Any:
+    module = http if protocol == "http" else grpc
+    feeds = []
+    for name, value in inputs.items():
+        feed = module.InferInput(name, list(value.shape), dtype or ("FP32" if value.dtype == np.float32 else "INT64"))
+        feed.set_data_from_numpy(value)
+        feeds.append(feed)
+    kwargs = {} if protocol == "http" else {"client_timeout": TIMEOUT_S}
+    return c.infer(model, feeds, **kwargs)
+
+
+def check(served: Served, output: Callable[[str], np.ndarray], x: np.ndarray) -> None:
+    """Each output (`output(name)`, e.g. a reply's as_numpy) is what the eager model computes."""
+    for name, want in served.expected(x).items():
+        torch.testing.assert_close(torch.from_numpy(output(name)), want, **TOL, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_resnet18_answers_as_eager(server: TritonServer, resnet: Served, protocol: str) -> None:
+    x = torch.randn(3, 3, 64, 64).numpy()
+    with client(server, protocol) as c:
+        check(resnet, infer(c, protocol, "resnet18", {"x": x}).as_numpy, x)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_bert_answers_as_eager_for_any_batch_and_length(server: TritonServer, bert: Served, protocol: str) -> None:
+    with client(server, protocol) as c:
+        for shape in [(1, 7), (5, 16), (BATCH, 32)]:
+            ids = torch.randint(0, 500, shape).numpy()
+            check(bert, infer(c, protocol, "bert", {"input_ids": ids}).as_numpy, ids)
+
+
+def test_concurrent_clients_with_dynamic_batching(server: TritonServer, resnet: Served) -> None:
+    """8 clients (half HTTP, half gRPC) send 25 requests each at once: every reply is the eager
+    result of its own input, and the server counted every request."""
+    clients, requests = 8, 25
+    inputs = torch.randn(clients, requests, 1, 3, 64, 64).numpy()
+    with client(server, "http") as c:
+        before = c.get_inference_statistics("resnet18")["model_stats"][0]["inference_count"]
+
+    def send(k: int) -> list[np.ndarray]:
+        protocol = "http" if k % 2 else "grpc"
+        with client(server, protocol) as c:
+            return [infer(c, protocol, "resnet18", {"x": x}).as_numpy("output") for x in inputs[k]]
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        replies = list(pool.map(send, range(clients), timeout=TIMEOUT_S * 2))
+    expected = resnet.expected(inputs.reshape(-1, 3, 64, 64))["output"]
+    got = torch.from_numpy(np.concatenate([r for rs in replies for r in rs]))
+    torch.testing.assert_close(got, expected, **TOL)
+    with client(server, "http") as c:
+        stats = c.get_inference_statistics("resnet18")["model_stats"][0]
+    assert stats["inference_count"] - before == clients * requests
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_malformed_requests_get_an_error_and_the_server_keeps_serving(server: TritonServer, bert: Served,
+                                                                      protocol: str) -> None:
+    ids = torch.randint(0, 500, (2, 8)).numpy()
+    with client(server, protocol) as c:
+        bad: list[tuple[str, Callable[[], object]]] = [
+            ("unexpected shape for input 'x'",
+             lambda: infer(c, protocol, "resnet18", {"x": np.zeros((1, 3, 32, 32), np.float32)})),
+            ("data-type is 'FP32', but model 'bert' expects 'INT64'",
+             lambda: infer(c, protocol, "bert", {"input_ids": ids.astype(np.float32)})),
+            ("missing required input(s) ['input_ids']", lambda: infer(c, protocol, "bert", {})),
+            # Within Triton's dims (-1) but beyond the lowered range: trt_lower's error, as the reply.
+            ("input 'input_ids' was lowered for the range (1..8, 4..32) int64, got (1, 40)",
+             lambda: infer(c, protocol, "bert", {"input_ids": np.zeros((1, 40), np.int64)})),
+        ]
+        for message, call in bad:
+            with pytest.raises(InferenceServerException) as error:
+                call()
+            assert message in str(error.value)
+            check(bert, infer(c, protocol, "bert", {"input_ids": ids}).as_numpy, ids)
+
+
+def test_runner_merges_requests_and_blames_only_the_bad_one(bert: Served) -> None:
+    """The python backend's batching, without a server: requests of one sequence length run as
+    one call; a request that fails gets its own error, the others their results."""
+    calls = []
+
+    def counted(*args: torch.Tensor) -> object:
+        calls.append(args[0].shape)
+        return bert.lowered(*args)
+
+    runner = Runner(counted, ["input_ids"], ["last_hidden_state", "pooler_output"],  # type: ignore[arg-type]
+                    torch.device("cpu"), batching=True)
+    ids = [torch.randint(0, 500, s) for s in [(1, 8), (2, 8), (1, 12), (1, 99), (3, 8)]]
+    replies = runner.run([{"input_ids": t} for t in ids])
+    assert isinstance(replies[3], trt_lower.EngineInputError)
+    for t, reply in zip(ids[:3] + ids[4:], replies[:3] + replies[4:]):
+        assert isinstance(reply, dict)
+        check(bert, lambda name: reply[name].numpy(), t.numpy())  # type: ignore[index]
+    assert (6, 8) in calls and (1, 12) in calls
+
+
+class MLP(torch.nn.Module):
+    """Linear, ReLU, Linear, Sigmoid, Linear on x."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(torch.nn.Linear(width, 16), torch.nn.ReLU(), torch.nn.Linear(16, width),
+                                          torch.nn.Sigmoid(), torch.nn.Linear(width, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def parse_config(model_dir: Path) -> model_config_pb2.ModelConfig:
+    return text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+
+
+def test_whole_onnxruntime_model_becomes_an_onnxruntime_onnx_model(resnet: Served, tmp_path: Path) -> None:
+    model = export_model_repository(resnet.lowered, tmp_path, "resnet18", max_batch_size=4, instances=2)
+    assert model.platform == "onnxruntime_onnx", model.reason
+    config = parse_config(model.path)
+    assert config.platform == "onnxruntime_onnx" and config.max_batch_size == 4
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [("x", model_config_pb2.TYPE_FP32, [3, 64, 64])]
+    assert [(t.name, list(t.dims)) for t in config.output] == [("output", [1000])]
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert config.instance_group[0].count == 2
+    assert config.dynamic_batching.max_queue_delay_microseconds > 0
+    # model.onnx is self-contained and speaks the config's names.
+    session = onnxruntime.InferenceSession(str(model.path / "1" / "model.onnx"))
+    x = torch.randn(3, 3, 64, 64).numpy()
+    (y,) = session.run(["output"], {"x": x})
+    torch.testing.assert_close(torch.from_numpy(y), resnet.expected(x)["output"], **TOL)
+
+
+def test_whole_tensorrt_model_becomes_a_tensorrt_plan_model(trt_double: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from trt_double.device import HostDevice
+
+    monkeypatch.setattr(HostDevice, "identity", lambda self: "NVIDIA H100 sm_90")
+    model = MLP().eval()
+    spec = trt_lower.TensorSpec((1, 8), (2, 8), (BATCH, 8))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="tensorrt")
+    exported = export_model_repository(lowered, tmp_path, "mlp", max_batch_size=BATCH)
+    assert exported.platform == "tensorrt_plan", exported.reason
+    config = parse_config(exported.path)
+    assert config.platform == "tensorrt_plan"
+    assert dict(config.cc_model_filenames) == {"9.0": "model_sm90.plan"}
+    assert (exported.path / "1" / "model_sm90.plan").read_bytes() == lowered.engine_0.plan
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    # A plan's tensor names are the engine's.
+    engine = lowered.engine_0
+    assert [t.name for t in config.input] == [s.name for s in engine.inputs]
+    assert [(t.name, list(t.dims)) for t in config.output] == [(engine.outputs[0].name, [4])]
+
+
+def test_partly_lowered_model_becomes_a_python_model(tmp_path: Path) -> None:
+    lowered = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime", min_block_size=1,
+                                     fallback_ops=["aten.sigmoid.default"])
+    exported = export_model_repository(lowered, tmp_path, "mlp")
+    assert exported.platform == "python" and "fallback" in exported.reason
+    config = parse_config(exported.path)
+    assert config.backend == "python" and config.max_batch_size == 0
+    assert [(t.name, list(t.dims)) for t in config.input] == [("x", [2, 8])]
+    assert not config.HasField("dynamic_batching")
+    assert sorted(p.name for p in (exported.path / "1").iterdir()) == ["model.py", "model.trtl"]
+    assert set(config.parameters) == {"artifact", "python_path"}
+
+
+def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> None:
+    static = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime")
+    with pytest.raises(ValueError, match=r"max_batch_size=4 needs a batch dim, but input 'x' was lowered for "
+                                         r"\(2, 8\) float32, without a varying dim 0"):
+        export_model_repository(static, tmp_path, "linear", max_batch_size=4)
+    with pytest.raises(ValueError, match=r"Triton sends batches of 1..16, but the model was lowered for batch sizes 1..8"):
+        export_model_repository(resnet.lowered, tmp_path, "resnet18", max_batch_size=16)
+    with pytest.raises(ValueError, match=r"platform='tensorrt_plan' needs a model lowered with backend='tensorrt'"):
+        export_model_repository(resnet.lowered, tmp_path, "resnet18", platform="tensorrt_plan")
+    for bad in [{"platform": "torch"}, {"instances": 0}, {"max_batch_size": -1}, {"version": 0}]:
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            export_model_repository(resnet.lowered, tmp_path, "resnet18", **bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="name must be a model name"):
+        export_model_repository(resnet.lowered, tmp_path, "a/b")
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trt_lower.save(resnet.lowered, tmp_path / "resnet18.trtl")
+    code = cli.main(["triton", str(tmp_path / "resnet18.trtl"), "--repo", str(tmp_path / "repo"), "--name", "r18",
+                     "--max-batch", "4", "--platform", "python"])
+    assert code == 0
+    assert "platform python" in capsys.readouterr().out
+    config = parse_config(tmp_path / "repo" / "r18")
+    assert config.backend == "python" and config.max_batch_size == 4
+
+
+def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`trt-lower serve` wiring (the server itself is the `server` fixture's TritonServer)."""
+    started = []
+
+    class Recorder(TritonServer):
+        def __enter__(self) -> TritonServer:
+            started.append(self)
+            self.process = subprocess.Popen([sys.executable, "-c", "pass"])
+            return self
+
+    monkeypatch.setattr("trt_lower.triton.TritonServer", Recorder)
+    assert cli.main(["serve", str(tmp_path), "--http-port", "9100", "--grpc-port", "9101", "--metrics-port", "9102"]) == 0
+    (server,) = started
+    assert (server.repo, server.http_url, server.grpc_url, server.metrics_port) == (tmp_path, "127.0.0.1:9100",
+                                                                                    "127.0.0.1:9101", 9102)
+    assert "serving" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="is not a directory"):
+        cli.main(["serve", str(tmp_path / "missing")])
