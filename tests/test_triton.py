@@ -112,7 +112,7 @@ def infer(c: Any, protocol: str, model: str, inputs: dict[str, np.ndarray], dtyp
 def check(served: Served, output: Callable[[str], np.ndarray], x: np.ndarray) -> None:
     """Each output (`output(name)`, e.g. a reply's as_numpy) is what the eager model computes."""
     for name, want in served.expected(x).items():
-        torch.testing.assert_close(torch.from_numpy(output(name)), want, **TOL, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(torch.tensor(output(name)), want, **TOL, msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -287,6 +287,23 @@ def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.
     assert "platform python" in capsys.readouterr().out
     config = parse_config(tmp_path / "repo" / "r18")
     assert config.backend == "python" and config.max_batch_size == 4
+
+
+def test_a_model_that_fails_to_load_stops_the_server_with_an_error(tmp_path: Path) -> None:
+    model = tmp_path / "repo" / "broken"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text('backend: "python"\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+                                        'output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
+    (model / "1" / "model.py").write_text("class TritonPythonModel:\n    def initialize(self, args):\n"
+                                          "        raise RuntimeError('no model here')\n")
+    ports = free_ports(3)
+    with open(tmp_path / "log", "wb") as log:
+        server = TritonServer(tmp_path / "repo", http_port=ports[0], grpc_port=ports[1], metrics_port=ports[2], log=log,
+                              ready_timeout=TIMEOUT_S)
+        with pytest.raises(RuntimeError, match="tritonserver exited with status 1 before it was ready"):
+            server.__enter__()
+    assert server.process is None
+    assert "failed to load 'broken'" in (tmp_path / "log").read_text()
 
 
 def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
