@@ -247,6 +247,10 @@ def test_whole_tensorrt_model_becomes_a_tensorrt_plan_model(trt_double: Any, tmp
     engine = lowered.engine_0
     assert [t.name for t in config.input] == [s.name for s in engine.inputs]
     assert [(t.name, list(t.dims)) for t in config.output] == [(engine.outputs[0].name, [4])]
+    # Exported again on another kind of GPU: one plan per compute capability.
+    monkeypatch.setattr(HostDevice, "identity", lambda self: "NVIDIA A100-SXM4-40GB sm_80")
+    export_model_repository(lowered, tmp_path, "mlp", max_batch_size=BATCH)
+    assert dict(parse_config(exported.path).cc_model_filenames) == {"9.0": "model_sm90.plan", "8.0": "model_sm80.plan"}
 
 
 def test_partly_lowered_model_becomes_a_python_model(tmp_path: Path) -> None:

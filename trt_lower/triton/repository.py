@@ -78,7 +78,8 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
         capability = _compute_capability()
         plan = f"model_sm{capability.replace('.', '')}.plan"
         (files / plan).write_bytes(engine.model_file)
-        config.cc_model_filenames = {capability: plan}
+        # Exporting on each kind of GPU into one repository gathers a plan per compute capability.
+        config.cc_model_filenames = {**_plans_in(model_dir / "config.pbtxt"), capability: plan}
         config.renames = {ours: theirs for theirs, ours in engine.names.items()}
     (model_dir / "config.pbtxt").write_text(config.text())
     return TritonModel(model_dir, chosen, reason)
@@ -200,6 +201,14 @@ def _compute_capability() -> str:
         raise ValueError(f"cannot tell the compute capability of {devices.current().identity()!r}, "
                          "which a tensorrt_plan model needs")
     return f"{found[1]}.{found[2]}"
+
+
+def _plans_in(config: Path) -> dict[str, str]:
+    """The cc_model_filenames of an existing tensorrt_plan config.pbtxt (as ModelConfig.text writes them)."""
+    text = config.read_text() if config.is_file() else ""
+    if 'platform: "tensorrt_plan"' not in text:
+        return {}
+    return dict(re.findall(r'cc_model_filenames \{ key: "([^"]+)" value: "([^"]+)" \}', text))
 
 
 def _python_path() -> str:
