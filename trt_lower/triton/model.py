@@ -9,23 +9,25 @@ import json
 import os
 import site
 import sys
+from typing import Any
 
-import triton_python_backend_utils as pb_utils
+# Exists only inside Triton's python backend.
+import triton_python_backend_utils as pb_utils  # type: ignore[import-not-found]
 
 
 class TritonPythonModel:
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
         params = {key: value["string_value"] for key, value in config["parameters"].items()}
         for path in reversed(params["python_path"].split(os.pathsep)):
             if path not in sys.path:
                 sys.path.insert(0, path)
             site.addsitedir(path)  # its .pth files, e.g. editable installs
-        from torch.utils import dlpack
+        from torch.utils.dlpack import from_dlpack
 
         from trt_lower.triton.backend import Runner
 
-        self.dlpack = dlpack
+        self.from_dlpack = from_dlpack
         gpu = args["model_instance_kind"] == "GPU"
         self.runner = Runner.from_artifact(
             os.path.join(args["model_repository"], args["model_version"], params["artifact"]),
@@ -35,10 +37,10 @@ class TritonPythonModel:
             batching=config.get("max_batch_size", 0) > 0,
         )
 
-    def execute(self, requests):
+    def execute(self, requests: list[Any]) -> list[Any]:
         names = self.runner.inputs
         feeds = [
-            {n: self.dlpack.from_dlpack(pb_utils.get_input_tensor_by_name(r, n).to_dlpack()) for n in names}
+            {n: self.from_dlpack(pb_utils.get_input_tensor_by_name(r, n).to_dlpack()) for n in names}
             for r in requests
         ]
         responses = []
@@ -46,6 +48,6 @@ class TritonPythonModel:
             if isinstance(reply, Exception):
                 responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{type(reply).__name__}: {reply}")))
             else:
-                tensors = [pb_utils.Tensor.from_dlpack(n, self.dlpack.to_dlpack(t)) for n, t in reply.items()]
+                tensors = [pb_utils.Tensor.from_dlpack(n, t.__dlpack__()) for n, t in reply.items()]
                 responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
         return responses
