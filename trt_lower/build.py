@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trt_lower import progress
 from trt_lower.convert import ConvertedSegment
 from trt_lower.engine.build_settings import BuildSettings
 from trt_lower.runtime.ort_module import OrtEngineModule
@@ -42,4 +43,5 @@ def build(segments: list[ConvertedSegment], backend: str, settings: LoweringSett
     segment, in order: an ONNX Runtime session, or a TensorRT engine loaded from the engine cache
     or built (and cached). Raises EngineBuildError naming the FX nodes to run eagerly instead
     when TensorRT cannot build a segment."""
-    return [_engine(segment, backend, settings) for segment in segments]
+    return [_engine(segment, backend, settings)
+            for segment in progress.track(segments, "trt_lower: building engines")]

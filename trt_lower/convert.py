@@ -15,6 +15,7 @@ from converters.passes.precision import to_fp16
 from converters.core.target import Target
 from converters.passes.weights import OnnxSegment
 from splitter.partition import Split, is_compute
+from trt_lower import progress
 from trt_lower.runtime.signature import SymbolRanges, TensorSig
 
 
@@ -133,4 +134,5 @@ def convert(split: Split, goal: Target, precision: str, symbols: SymbolRanges) -
     to float32, rewritten to fp16 if asked, and checked against the target's support table.
     Raises ConversionError naming the FX node a converter failed on or whose ONNX the target's
     parser would reject."""
-    return [_convert_segment(split.gm, name, goal, precision, symbols) for name in split.engines]
+    return [_convert_segment(split.gm, name, goal, precision, symbols)
+            for name in progress.track(split.engines, "trt_lower: converting segments", unit="segment")]

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from trt_lower.draw import describe
 from trt_lower.report import LoweringReport
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ class LoweredModule(torch.fx.GraphModule):
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         super().__init__(root, graph, class_name="LoweredModule")
         self.report = report
+        report.graph = describe(self.graph)
         # torch.export's pytree codegen reads the input/output specs from the module.
         for attr in ("_in_spec", "_out_spec"):
             if hasattr(root, attr):

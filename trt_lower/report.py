@@ -1,8 +1,10 @@
 """LoweringReport: what runs where, and why."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,16 @@ class Fallback:
     reason: str
 
 
+@dataclass(frozen=True)
+class GraphNode:
+    """A node of the lowered graph, as the picture of the split draws it (`LoweringReport.draw`)."""
+    name: str
+    kind: str  # "input", "engine" (an engine_<k> call), "eager" or "output"
+    op: str  # the ATen op of an eager node, else the node's target
+    # One (producer node, "shape dtype" of the tensor it passes) per incoming edge.
+    inputs: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass
 class LoweringReport:
     coverage: float
@@ -39,6 +51,16 @@ class LoweringReport:
     # capture stage), convert (the split, convert and stitch stages), session (the build stage:
     # TensorRT engine builds or cache loads, ONNX Runtime session creation).
     timings: dict[str, float] = field(default_factory=dict)
+    # The lowered graph in topological order, engines collapsed to one node each (for draw()).
+    graph: list[GraphNode] = field(default_factory=list)
+
+    def draw(self, path: str | os.PathLike[str]) -> Path:
+        """Write a picture of the split to `path`: `.svg` or `.png` (need Graphviz's `dot`),
+        `.html` or `.dot` (need nothing). Engines are coloured blocks (op count, op histogram,
+        I/O shapes), eager fallbacks carry their reasons. Returns the path written."""
+        from trt_lower.draw import draw
+
+        return draw(self, Path(path))
 
     def __str__(self) -> str:
         lines = [
