@@ -2,6 +2,7 @@
 from trt_lower.accuracy import AccuracyResult, check_accuracy
 from trt_lower.artifact import ArtifactError, load, save
 from trt_lower.api import UnsupportedOpsError, lower_to_trt
+from trt_lower.benchmark import BenchmarkResult, benchmark
 from trt_lower.capture import CaptureError
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.lowered import LoweredModule
@@ -15,6 +16,7 @@ dynamo_backend.register()
 __all__ = [
     "AccuracyResult",
     "ArtifactError",
+    "BenchmarkResult",
     "CaptureError",
     "EngineBuildError",
     "EngineInputError",
@@ -22,6 +24,7 @@ __all__ = [
     "LoweringReport",
     "TensorSpec",
     "UnsupportedOpsError",
+    "benchmark",
     "check_accuracy",
     "load",
     "lower_to_trt",

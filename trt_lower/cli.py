@@ -3,26 +3,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import statistics
 import time
-from typing import Callable, Sequence
+import warnings
+from typing import Sequence
 
 import torch
 
 import trt_lower
-from trt_lower import cli_artifact, demo_models
+from trt_lower import bench_cli, cli_artifact, demo_models
+from trt_lower.benchmark import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
-
-
-def median_ms(fn: Callable[[], object], iters: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -37,16 +27,13 @@ def demo(args: argparse.Namespace) -> int:
     )
     print(f"lowered in {time.perf_counter() - start:.1f} s\n")
     print(lowered.report, "\n")
+    if args.draw:
+        print(f"picture of the split: {lowered.report.draw(args.draw)}\n")
     accuracy = trt_lower.check_accuracy(model, lowered, inputs, rtol=args.rtol, atol=args.atol)
     print(accuracy, "\n")
-
-    with torch.inference_mode():
-        eager = median_ms(lambda: model(*inputs), args.iters, args.warmup)
-        fast = median_ms(lambda: lowered(*inputs), args.iters, args.warmup)
-    backend = lowered.report.backend
-    print(f"median latency over {args.iters} runs ({torch.get_num_threads()} CPU threads for eager):")
-    print(f"  eager PyTorch      {eager:9.2f} ms")
-    print(f"  lowered ({backend:<11}) {fast:7.2f} ms   {eager / fast:.2f}x eager")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnstableTimingWarning)  # the summary marks unstable runs
+        print(trt_lower.benchmark(model, lowered, inputs, warmup=args.warmup, iterations=args.iters).summary())
     return 0 if accuracy.passed else 1
 
 
@@ -114,10 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-3)
+    p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
     p.set_defaults(command_fn=demo)
     cli_artifact.add_commands(sub)
     _add_triton(sub)
     _add_serve(sub)
+    bench_cli.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.

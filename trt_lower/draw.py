@@ -153,8 +153,8 @@ def to_dot(report: LoweringReport) -> pydot.Dot:
     reasons = {f.node: f.reason for f in report.fallbacks}
     engines = {e.name: e for e in report.engines}
     dot = pydot.Dot("split", graph_type="digraph", rankdir="TB", fontname="Helvetica",
-                    label=f"{report.backend} · coverage {report.coverage:.1%} · {len(report.engines)} engines · "
-                          f"{len(report.fallbacks)} eager fallback{'' if len(report.fallbacks) == 1 else 's'}", labelloc="t")
+                    label=f"{report.backend} · coverage {report.coverage:.1%} · {_count(len(report.engines), 'engine')} · "
+                          f"{_count(len(report.fallbacks), 'eager fallback')}", labelloc="t")
     dot.set_node_defaults(fontname="Helvetica", fontsize="10", shape="box", style="rounded,filled",
                           fillcolor="white")
     dot.set_edge_defaults(fontname="Helvetica", fontsize="8", color="#555555")
@@ -175,6 +175,10 @@ def to_dot(report: LoweringReport) -> pydot.Dot:
         for name, shape in box.inputs:
             dot.add_edge(pydot.Edge(_quote(name), _quote(box.name), label=shape))
     return dot
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _quote(name: str) -> str:
