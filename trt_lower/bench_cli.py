@@ -10,6 +10,8 @@ import torch
 import trt_lower
 from trt_lower import demo_models
 from trt_lower.benchmark import UnstableTimingWarning, at_batch
+from trt_lower.lowered import LoweredModule
+from trt_lower.runtime.guard import InputGuard
 
 
 def _ints(text: str) -> list[int]:
@@ -47,7 +49,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(command_fn=bench)
 
 
-def _from_file(args: argparse.Namespace) -> tuple[None, torch.nn.Module, tuple[torch.Tensor, ...]]:
+def _from_file(args: argparse.Namespace) -> tuple[None, LoweredModule, tuple[torch.Tensor, ...]]:
     load = getattr(trt_lower, "load", None)
     if load is None:
         raise SystemExit("trt-lower bench FILE needs trt_lower.load (saved models), which this version lacks; "
@@ -55,8 +57,11 @@ def _from_file(args: argparse.Namespace) -> tuple[None, torch.nn.Module, tuple[t
     if set(args.compare or ["lowered"]) != {"lowered"}:
         raise SystemExit("a saved model has no eager model to compare with: FILE runs --compare lowered only")
     lowered = load(args.file, backend=args.backend)
+    assert isinstance(lowered, LoweredModule)
     # Inputs the saved model accepts: its guard's signatures at their opt shapes, random values.
-    sigs = lowered._input_guard.inputs
+    guard = lowered.get_submodule("_input_guard")
+    assert isinstance(guard, InputGuard)
+    sigs = guard.inputs
     inputs = tuple(torch.randn(s.opt_shape).to(s.dtype) if s.dtype.is_floating_point
                    else torch.randint(0, 2, s.opt_shape, dtype=s.dtype) for s in sigs)
     return None, lowered, inputs
@@ -64,6 +69,8 @@ def _from_file(args: argparse.Namespace) -> tuple[None, torch.nn.Module, tuple[t
 
 def bench(args: argparse.Namespace) -> int:
     torch.manual_seed(0)
+    model: torch.nn.Module | None
+    lowered: LoweredModule | dict[int, LoweredModule]
     if args.file:
         model, lowered, inputs = _from_file(args)
         compare = ["lowered"]
@@ -76,7 +83,7 @@ def bench(args: argparse.Namespace) -> int:
             lowered[size] = trt_lower.lower_to_trt(model, at_batch(inputs, size), backend=args.backend,
                                                    precision=args.precision)
         compare = args.compare or ["eager", "lowered"]
-    first = lowered if isinstance(lowered, torch.nn.Module) else next(iter(lowered.values()))
+    first = lowered if isinstance(lowered, LoweredModule) else next(iter(lowered.values()))
     print(first.report, "\n")
     if args.draw:
         print(f"picture of the split: {first.report.draw(args.draw)}")

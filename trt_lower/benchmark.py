@@ -8,6 +8,7 @@ rotating), so drift of the machine (clocks, other load) hits all variants alike.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -16,7 +17,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import torch
 
@@ -130,8 +131,10 @@ def _variants(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[
         raise ValueError("compare names 'eager' or 'compile' but there is no model to run (model=None)")
     fns: dict[str, Callable[..., object]] = {}
     for v in compare:
-        fns[v] = model if v == "eager" else _lowered_for(lowered, batch) if v == "lowered" else torch.compile(
-            model, dynamic=False)
+        if v == "lowered":
+            fns[v] = _lowered_for(lowered, batch)
+        elif model is not None:
+            fns[v] = model if v == "eager" else cast(Callable[..., object], torch.compile(model, dynamic=False))
     return fns
 
 
@@ -178,7 +181,7 @@ def benchmark(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[
         batch = size or _batch_of(inputs)
         fns = _variants(model, lowered, compare, batch)
         with torch.inference_mode():
-            times = _interleaved({v: (lambda f=f: f(*batch_inputs)) for v, f in fns.items()}, timer,
+            times = _interleaved({v: functools.partial(f, *batch_inputs) for v, f in fns.items()}, timer,
                                  warmup, iterations, duration, block)
         eager_median = statistics.median(t.wall_ms for t in times["eager"]) if "eager" in times else None
         for variant, calls in times.items():
@@ -189,8 +192,9 @@ def benchmark(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[
                 warnings.warn(f"trt_lower.benchmark: {variant} at batch {batch} is unstable: coefficient of "
                               f"variation {cv:.1%} > {cv_threshold:.0%} (other load, clock changes?)", UnstableTimingWarning,
                               stacklevel=2)
-            parts = (breakdown(fns[variant], batch_inputs, latency.median, breakdown_calls)
-                     if variant == "lowered" and isinstance(fns[variant], torch.fx.GraphModule) else None)
+            fn = fns[variant]
+            parts = (breakdown(fn, batch_inputs, latency.median, breakdown_calls)
+                     if variant == "lowered" and isinstance(fn, torch.fx.GraphModule) else None)
             runs.append(Run(
                 variant=variant, batch_size=batch, iterations=len(calls),
                 throughput=batch * len(wall) / (sum(wall) / 1e3), latency_ms=latency, cv=cv,

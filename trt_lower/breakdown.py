@@ -63,12 +63,16 @@ class _TimingInterpreter(torch.fx.Interpreter):
         return result
 
 
+def _no_sync() -> None:
+    pass
+
+
 def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], call_ms: float, calls: int = 5) -> list[Part]:
     """The parts of one call of `gm` on `inputs` (median over `calls` interpreted calls); `call_ms`
     is the median time of the module's own calls, which the overhead is measured against."""
     owner = _segments(gm)
     cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = torch.cuda.synchronize if cuda else _no_sync
     runs = []
     for _ in range(calls):
         interp = _TimingInterpreter(gm, owner, sync)

@@ -15,7 +15,7 @@ import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,7 +25,7 @@ from trt_lower.report import EngineReport, GraphNode, LoweringReport
 if TYPE_CHECKING:
     import pydot
 
-MAX_NODES = 60
+MAX_NODES = 40
 # Graphviz needs its `dot` program for these; .dot and .html are written without it.
 RENDERED = {".svg": "svg", ".png": "png"}
 # Pastel fills that stay readable under black text, one per engine in turn.
@@ -47,7 +47,7 @@ def describe(graph: torch.fx.Graph) -> list[GraphNode]:
     nodes = []
     for node in graph.nodes:
         if node.op == "call_function" and node.target is operator.getitem and node.args[0] in source:
-            source[node] = source[node.args[0]]  # type: ignore[index]
+            source[node] = source[node.args[0]]
             continue
         source[node] = node
         if node.op in ("get_attr", "call_module") and not str(node.target).startswith(ENGINE_PREFIX):
@@ -112,7 +112,13 @@ def _merge_chains(boxes: list[_Box], reasons: dict[str, str]) -> list[_Box]:
 
 
 def _wrap(text: str, width: int = 48) -> str:
-    return "<BR/>".join(html.escape(line) for line in textwrap.wrap(text, width)) or "&nbsp;"
+    lines = textwrap.wrap(text, width, break_long_words=False)
+    return "<BR/>".join(html.escape(line) for line in lines) or "&nbsp;"
+
+
+def _short(op: str) -> str:
+    """aten.convolution.default -> convolution: the node's name already says which one it is."""
+    return op.removeprefix("aten.").removesuffix(".default")
 
 
 def _shapes(shapes: list[tuple[int, ...]]) -> str:
@@ -124,7 +130,7 @@ def _engine_label(e: EngineReport, color: str) -> str:
             f'{e.num_nodes} ops</TD></TR>']
     ops = Counter(e.ops).most_common()
     shown = ops[:6] if len(ops) > 7 else ops
-    rows += [f'<TR><TD ALIGN="LEFT">{html.escape(op.removeprefix("aten."))}</TD><TD ALIGN="RIGHT">{n}</TD></TR>'
+    rows += [f'<TR><TD ALIGN="LEFT">{html.escape(_short(op))}</TD><TD ALIGN="RIGHT">{n}</TD></TR>'
              for op, n in shown]
     if len(shown) < len(ops):
         rest = sum(n for _, n in ops[len(shown):])
@@ -139,7 +145,7 @@ def _eager_label(box: _Box, reasons: dict[str, str]) -> str:
     title = (box.name if len(box.members) == 1 else f"{len(box.members)} eager nodes: {box.members[0].name} … "
              f"{box.members[-1].name}")
     lines = [f"<B>{html.escape(title)}</B>",
-             _wrap(", ".join(f"{op}" + (f" ×{n}" if n > 1 else "") for op, n in ops.items()))]
+             _wrap(", ".join(_short(op) + (f" ×{n}" if n > 1 else "") for op, n in ops.items()))]
     for reason in dict.fromkeys(reasons[m.name] for m in box.members if m.name in reasons):
         lines.append(f"<I>{_wrap(reason)}</I>")
     return "<" + "<BR/>".join(lines) + ">"
@@ -159,7 +165,7 @@ def to_dot(report: LoweringReport) -> pydot.Dot:
                           fillcolor="white")
     dot.set_edge_defaults(fontname="Helvetica", fontsize="8", color="#555555")
     for i, box in enumerate(_boxes(report)):
-        attrs: dict[str, str]
+        attrs: dict[str, Any]
         if box.kind == "engine":
             e = engines[box.members[0].op]
             color = PALETTE[list(engines).index(e.name) % len(PALETTE)]
@@ -201,5 +207,5 @@ def draw(report: LoweringReport, path: Path) -> Path:
             raise RuntimeError(f"drawing {str(path)!r} needs Graphviz's `dot` program, which is not on PATH: "
                                "install Graphviz (apt-get install graphviz, brew install graphviz, "
                                "conda install graphviz), or draw to .html or .dot, which need nothing")
-        path.write_bytes(dot.create(prog="dot", format=RENDERED[suffix]))
+        dot.write(str(path), prog="dot", format=RENDERED[suffix])
     return path
