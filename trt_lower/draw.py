@@ -141,11 +141,13 @@ def _engine_label(e: EngineReport, color: str) -> str:
 
 
 def _eager_label(box: _Box, reasons: dict[str, str]) -> str:
-    ops = Counter(m.op for m in box.members)
-    title = (box.name if len(box.members) == 1 else f"{len(box.members)} eager nodes: {box.members[0].name} … "
-             f"{box.members[-1].name}")
-    lines = [f"<B>{html.escape(title)}</B>",
-             _wrap(", ".join(_short(op) + (f" ×{n}" if n > 1 else "") for op, n in ops.items()))]
+    if len(box.members) == 1:
+        lines = [f"<B>{html.escape(box.name)}</B>", html.escape(box.members[0].op)]
+    else:
+        ops = Counter(_short(m.op) for m in box.members)
+        lines = [f"<B>{len(box.members)} eager nodes: {html.escape(box.members[0].name)} … "
+                 f"{html.escape(box.members[-1].name)}</B>",
+                 _wrap(", ".join(op + (f" ×{n}" if n > 1 else "") for op, n in ops.items()))]
     for reason in dict.fromkeys(reasons[m.name] for m in box.members if m.name in reasons):
         lines.append(f"<I>{_wrap(reason)}</I>")
     return "<" + "<BR/>".join(lines) + ">"

@@ -41,6 +41,8 @@ def info(cuda: bool) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
+        # Other work on the machine skews timings (multi-threaded eager PyTorch most).
+        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "python": platform.python_version(),
         "gpu": gpu,
         "versions": {p: v for p in _PACKAGES if (v := _version(p)) is not None},

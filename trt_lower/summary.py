@@ -9,6 +9,11 @@ if TYPE_CHECKING:
 _FIELDS = ("min", "mean", "median", "p90", "p95", "p99", "max")
 
 
+def _ms(value: float) -> str:
+    """About 4 significant digits, so that seconds-long calls fit the column too."""
+    return f"{value:.{max(0, 3 - len(str(int(value))) + 1)}f}"
+
+
 def label(variant: str, backend: str) -> str:
     return f"lowered ({backend})" if variant == "lowered" and backend else variant
 
@@ -24,6 +29,8 @@ def _breakdown(run: Run) -> str:
 def summary(result: BenchmarkResult) -> str:
     s, m = result.settings, result.machine
     where = f"{m['gpu']['name']}, CUDA events" if m.get("gpu") else f"{m['cpu']}, {m['torch_threads']} torch threads"
+    if m.get("load_average_1min") is not None:
+        where += f", load average {m['load_average_1min']:.1f}"
     name_width = max(len(label(r.variant, s["backend"])) + 2 for r in result.runs)
     lines = [f"benchmark on {where}: >= {s['iterations']} calls per variant and batch size after {s['warmup']} "
              f"warm-up, variants interleaved in blocks of {s['block']}",
@@ -32,7 +39,7 @@ def summary(result: BenchmarkResult) -> str:
     for r in result.runs:
         lat = r.latency_ms
         lines.append(f"{r.batch_size:>5}  {label(r.variant, s['backend']):<{name_width}}{r.throughput:>10.1f}"
-                     + "".join(f"{getattr(lat, f):>9.3f}" for f in _FIELDS)
+                     + "".join(f"{_ms(getattr(lat, f)):>9}" for f in _FIELDS)
                      + f"{r.cv:>7.1%}{'!' if r.unstable else ' '}"
                      + (f"{r.speedup:>9.2f}x" if r.speedup is not None else f"{'-':>10}"))
     lines.append("  (latency in ms, host wall time per call" + (", until results are ready)" if m.get("gpu") else ")"))
