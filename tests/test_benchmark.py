@@ -22,6 +22,7 @@ from trt_lower.benchmark import Latency, UnstableTimingWarning, benchmark
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
 from trt_lower.timing import cuda_time
 
+INF = float("inf")  # no UnstableTimingWarning: the tests' timings are not what they check
 LATENCY_FIELDS = {"min", "mean", "median", "p90", "p95", "p99", "max"}
 RUN_FIELDS = {"variant", "batch_size", "iterations", "throughput", "latency_ms", "cv", "unstable", "speedup",
               "gpu_ms", "enqueue_ms", "breakdown", "samples_ms"}
@@ -57,7 +58,7 @@ def lowered() -> tuple[torch.nn.Module, trt_lower.LoweredModule, tuple[torch.Ten
 def result(lowered: Any) -> trt_lower.BenchmarkResult:
     model, low, inputs, _ = lowered
     return benchmark(model, low, inputs, warmup=1, iterations=3, block=2, batch_sizes=[1, 3],
-                     cv_threshold=float("inf"), breakdown_calls=2)
+                     cv_threshold=INF, breakdown_calls=2)
 
 
 def test_json_has_every_field_for_each_variant_and_batch_size(result: trt_lower.BenchmarkResult,
@@ -106,8 +107,15 @@ def test_variants_run_interleaved_in_blocks() -> None:
             calls.append(self.name)
             return x
 
-    benchmark(Recorder("e"), Recorder("l"), (torch.zeros(1),), warmup=1, iterations=4, block=2)
+    benchmark(Recorder("e"), Recorder("l"), (torch.zeros(1),), warmup=1, iterations=4, block=2, cv_threshold=INF)
     assert "".join(calls) == "el" + "eell" + "llee"  # warm-up, then blocks with the order rotating
+
+
+def test_duration_extends_the_run() -> None:
+    model = torch.nn.Identity()
+    result = benchmark(model, model, (torch.zeros(1),), warmup=0, iterations=1, block=1, duration=0.05,
+                       cv_threshold=INF)
+    assert all(r.iterations > 1 and sum(r.samples_ms) < 1e3 for r in result.runs)
 
 
 def test_unstable_runs_warn() -> None:

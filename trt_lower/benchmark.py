@@ -193,7 +193,7 @@ def benchmark(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[
                               f"variation {cv:.1%} > {cv_threshold:.0%} (other load, clock changes?)", UnstableTimingWarning,
                               stacklevel=2)
             fn = fns[variant]
-            parts = (breakdown(fn, batch_inputs, latency.median, breakdown_calls)
+            parts = (breakdown(fn, batch_inputs, breakdown_calls)
                      if variant == "lowered" and isinstance(fn, torch.fx.GraphModule) else None)
             runs.append(Run(
                 variant=variant, batch_size=batch, iterations=len(calls),

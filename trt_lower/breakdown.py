@@ -3,8 +3,9 @@ eager nodes between engines), and the rest, trt_lower's own host overhead (input
 dispatch, getitems).
 
 Each node is timed as torch.fx.Interpreter runs it (on CUDA with a synchronize after it, so a
-node's GPU work is charged to it); the overhead is the lowered module's own median call time
-minus the engines and eager segments, so the interpreter's cost is not charged to anyone.
+node's GPU work is charged to it). The overhead is a plain call of the module, made right before
+each interpreted one, minus that call's engines and eager segments: the interpreter's own cost is
+charged to no one, and pairing the two calls keeps drift of the machine out of the difference.
 """
 from __future__ import annotations
 
@@ -67,23 +68,26 @@ def _no_sync() -> None:
     pass
 
 
-def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], call_ms: float, calls: int = 5) -> list[Part]:
-    """The parts of one call of `gm` on `inputs` (median over `calls` interpreted calls); `call_ms`
-    is the median time of the module's own calls, which the overhead is measured against."""
+def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], calls: int = 5) -> list[Part]:
+    """The parts of one call of `gm` on `inputs`, each the median over `calls` calls."""
     owner = _segments(gm)
     cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
     sync = torch.cuda.synchronize if cuda else _no_sync
-    runs = []
+    runs, overheads = [], []
     for _ in range(calls):
         interp = _TimingInterpreter(gm, owner, sync)
-        sync()
         with torch.inference_mode():
+            sync()
+            start = time.perf_counter()
+            gm(*inputs)
+            sync()
+            call_ms = (time.perf_counter() - start) * 1e3
             interp.run(*pytree.tree_leaves(tuple(inputs)))
         runs.append(interp.ms)
+        overheads.append(call_ms - sum(interp.ms.values()))
     counts = Counter(owner.values())  # an eager segment's compute nodes (an engine: 1 call)
     report = getattr(gm, "report", None)
     counts.update({e.name: e.num_nodes - 1 for e in (report.engines if report is not None else [])})
     parts = [Part(name, "engine" if name.startswith(ENGINE_PREFIX) else "eager",
                   statistics.median(r[name] for r in runs), counts[name]) for name in counts]
-    overhead = max(0.0, call_ms - sum(p.ms for p in parts))
-    return [*parts, Part("overhead", "overhead", overhead, 0)]
+    return [*parts, Part("overhead", "overhead", max(0.0, statistics.median(overheads)), 0)]
