@@ -124,6 +124,17 @@ def test_unstable_runs_warn() -> None:
         benchmark(model, model, (torch.zeros(1),), warmup=0, iterations=4, block=2, cv_threshold=-1.0)
 
 
+def test_lowered_alone_has_no_speedup(tmp_path: Path) -> None:
+    """A saved model (trt-lower bench FILE) has no eager model beside it."""
+    result = benchmark(None, torch.nn.Identity(), (torch.zeros(2),), warmup=0, iterations=2, compare=("lowered",),
+                       cv_threshold=INF)
+    assert [(r.variant, r.batch_size, r.speedup) for r in result.runs] == [("lowered", 2, None)]
+    assert result.summary().splitlines()[2].rstrip().endswith("-")
+    assert result.plot(tmp_path / "alone.png").read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="no model to run"):
+        benchmark(None, torch.nn.Identity(), (torch.zeros(2),))
+
+
 def test_bad_compare_is_refused() -> None:
     with pytest.raises(ValueError, match="compare must name"):
         benchmark(torch.nn.Identity(), torch.nn.Identity(), (torch.zeros(1),), compare=("eager", "fast"))
