@@ -46,8 +46,9 @@ def describe(graph: torch.fx.Graph) -> list[GraphNode]:
     source: dict[torch.fx.Node, torch.fx.Node] = {}  # a getitem -> the node it selects from
     nodes = []
     for node in graph.nodes:
-        if node.op == "call_function" and node.target is operator.getitem and node.args[0] in source:
-            source[node] = source[node.args[0]]
+        selected = node.args[0] if node.target is operator.getitem else None
+        if isinstance(selected, torch.fx.Node) and selected in source:
+            source[node] = source[selected]
             continue
         source[node] = node
         if node.op in ("get_attr", "call_module") and not str(node.target).startswith(ENGINE_PREFIX):
