@@ -12,6 +12,7 @@ from trt_lower import demo_models
 from trt_lower.benchmark import UnstableTimingWarning, at_batch
 from trt_lower.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.settings import BACKENDS, PRECISIONS
 
 
 def _ints(text: str) -> list[int]:
@@ -41,8 +42,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--iterations", type=int, default=100, help="timed calls per variant and batch size (at least)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--duration", type=float, default=None, help="and at least this many seconds per variant")
-    p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "onnxruntime"])
-    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    p.add_argument("--backend", default="auto", choices=BACKENDS)
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--json", metavar="PATH", help="write every figure, the samples and the machine as JSON")
     p.add_argument("--plot", metavar="PATH", help="write the latency and speedup plot (PNG)")
     p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
