@@ -235,6 +235,21 @@ def test_progress_bar_only_on_a_terminal(lowered: Any, monkeypatch: pytest.Monke
         assert ("building" in stream.getvalue()) == shown
 
 
+def test_cli_lower_draws_and_bench_runs_the_saved_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(demo_models.MODELS, "tiny", lambda batch: (Split().eval(), (torch.randn(batch, 3, 8, 8),)))
+    saved, picture = tmp_path / "tiny.trtl", tmp_path / "split.dot"
+    assert cli.main(["lower", "--model", "tiny", "--batch", "2", "--backend", "onnxruntime", "--fallback-op",
+                     "aten.sin", "-o", str(saved), "--draw", str(picture)]) == 0
+    assert "forced to eager by fallback_ops" in picture.read_text()
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", str(saved), "--backend", "onnxruntime", "--iterations", "2", "--warmup", "1",
+                     "--json", str(out)]) == 0
+    assert [(r["variant"], r["batch_size"], r["speedup"]) for r in json.loads(out.read_text())["runs"]] == [
+        ("lowered", 2, None)]
+    assert "lowered (onnxruntime)" in capsys.readouterr().out
+
+
 def test_cli_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(demo_models.MODELS, "tiny", lambda batch: (Split().eval(), (torch.randn(batch, 3, 8, 8),)))
     out = {k: tmp_path / f"out.{k}" for k in ("json", "png", "html")}

@@ -44,7 +44,7 @@ from trt_lower.build import build
 from trt_lower.convert import ConvertedSegment
 from trt_lower.engine.cache import _write_atomic as write_atomic
 from trt_lower.lowered import LoweredModule
-from trt_lower.report import EngineReport, Fallback, LoweringReport
+from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
 from trt_lower.runtime import TensorSig
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.settings import BACKENDS, LoweringSettings
@@ -129,7 +129,9 @@ def _settings_from_json(data: dict[str, Any], cache_dir: PathLike | None) -> Low
 def report_from_json(data: dict[str, Any]) -> LoweringReport:
     engines = [EngineReport(**{**e, "input_shapes": [tuple(s) for s in e["input_shapes"]],
                                "output_shapes": [tuple(s) for s in e["output_shapes"]]}) for e in data["engines"]]
-    return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]]})
+    graph = [GraphNode(**{**g, "inputs": tuple(tuple(e) for e in g["inputs"])}) for g in data.get("graph", [])]
+    return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]],
+                             "graph": graph})
 
 
 def _versions() -> dict[str, str]:

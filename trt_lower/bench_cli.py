@@ -8,10 +8,9 @@ from typing import Any
 import torch
 
 import trt_lower
-from trt_lower import demo_models
+from trt_lower import cli_artifact, demo_models
 from trt_lower.benchmark import UnstableTimingWarning, at_batch
 from trt_lower.lowered import LoweredModule
-from trt_lower.runtime.guard import InputGuard
 from trt_lower.settings import BACKENDS, PRECISIONS
 
 
@@ -51,21 +50,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _from_file(args: argparse.Namespace) -> tuple[None, LoweredModule, tuple[torch.Tensor, ...]]:
-    load = getattr(trt_lower, "load", None)
-    if load is None:
-        raise SystemExit("trt-lower bench FILE needs trt_lower.load (saved models), which this version lacks; "
-                         "use --model NAME")
     if set(args.compare or ["lowered"]) != {"lowered"}:
         raise SystemExit("a saved model has no eager model to compare with: FILE runs --compare lowered only")
-    lowered = load(args.file, backend=args.backend)
-    assert isinstance(lowered, LoweredModule)
-    # Inputs the saved model accepts: its guard's signatures at their opt shapes, random values.
-    guard = lowered.get_submodule("_input_guard")
-    assert isinstance(guard, InputGuard)
-    sigs = guard.inputs
-    inputs = tuple(torch.randn(s.opt_shape).to(s.dtype) if s.dtype.is_floating_point
-                   else torch.randint(0, 2, s.opt_shape, dtype=s.dtype) for s in sigs)
-    return None, lowered, inputs
+    lowered = trt_lower.load(args.file, backend=args.backend)
+    return None, lowered, tuple(cli_artifact.example_inputs(lowered))
 
 
 def bench(args: argparse.Namespace) -> int:

@@ -93,6 +93,8 @@ def lower(args: argparse.Namespace) -> int:
                                      fallback_ops=args.fallback_op or ())
     print(f"lowered in {time.perf_counter() - start:.1f} s")
     print(lowered.report)
+    if args.draw:
+        print(f"picture of the split: {lowered.report.draw(args.draw)}")
     trt_lower.save(lowered, args.output)
     print(f"saved {args.output}")
     return 0
@@ -116,23 +118,28 @@ def info(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def example_inputs(lowered: trt_lower.LoweredModule) -> list[torch.Tensor]:
+    """Random inputs a loaded model accepts (its inputs' opt shapes), where its engines run."""
     from trt_lower import device
-    from trt_lower.cli import median_ms
 
-    start = time.perf_counter()
-    lowered = trt_lower.load(args.file, backend=args.backend)
-    print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
     where = device.current().torch_device() if lowered.report.backend == "tensorrt" else torch.device("cpu")
     guard = lowered.get_submodule(artifact.GUARD)
     assert isinstance(guard, InputGuard)
-    sigs = guard.inputs
-    inputs = [_example(sig.opt_shape, sig.dtype).to(where) for sig in sigs]
+    return [_example(sig.opt_shape, sig.dtype).to(where) for sig in guard.inputs]
+
+
+def run(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    lowered = trt_lower.load(args.file, backend=args.backend)
+    print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
+    inputs = example_inputs(lowered)
+    guard = lowered.get_submodule(artifact.GUARD)
+    assert isinstance(guard, InputGuard)
     print("inputs: " + ", ".join(f"{s.source} {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
-                                 for s, t in zip(sigs, inputs)))
-    with torch.inference_mode():
-        latency = median_ms(lambda: lowered(*inputs), args.iters, args.warmup)
-    print(f"median latency over {args.iters} runs: {latency:.2f} ms")
+                                 for s, t in zip(guard.inputs, inputs)))
+    result = trt_lower.benchmark(None, lowered, inputs, warmup=args.warmup, iterations=args.iters,
+                                 compare=("lowered",), cv_threshold=float("inf"))
+    print(f"median latency over {args.iters} runs: {result.runs[0].latency_ms.median:.2f} ms")
     return 0
 
 
@@ -151,6 +158,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS)
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
+    p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
     p.set_defaults(command_fn=lower)
 
     p = sub.add_parser("info", help="show an artifact's versions, inputs, engines, TensorRT plans and report")
