@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 import torch.utils._pytree as pytree
+
+if TYPE_CHECKING:
+    from trt_lower.debug import Divergence
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,8 @@ class AccuracyResult:
     outputs: list[OutputError]
     rtol: float
     atol: float
+    # check_accuracy(..., details=True) on failure: where the engines first depart from eager.
+    divergence: "Divergence | None" = None
 
     @property
     def passed(self) -> bool:
@@ -34,6 +39,8 @@ class AccuracyResult:
         for o in self.outputs:
             lines.append(f"  output{o.path}: max abs err {o.max_abs:.3g}, max rel err {o.max_rel:.3g}"
                          f"{'' if o.passed else '  <-- out of tolerance'}")
+        if self.divergence is not None:
+            lines.append(str(self.divergence))
         return "\n".join(lines)
 
 
@@ -52,8 +59,9 @@ def _compare(path: str, expected: torch.Tensor, actual: torch.Tensor, rtol: floa
 
 
 def check_accuracy(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor],
-                   rtol: float = 1e-3, atol: float = 1e-3) -> AccuracyResult:
-    """Run both on `inputs` and compare every output tensor (max abs/rel error, pass flag)."""
+                   rtol: float = 1e-3, atol: float = 1e-3, details: bool = False) -> AccuracyResult:
+    """Run both on `inputs` and compare every output tensor (max abs/rel error, pass flag).
+    details=True: on failure, also locate the first diverging node (trt_lower.debug.first_divergence)."""
     was_training = model.training
     model.eval()
     try:
@@ -70,4 +78,9 @@ def check_accuracy(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Seq
     for (path, e), a in zip(exp_leaves, act_leaves):
         if isinstance(e, torch.Tensor):
             outputs.append(_compare(pytree.keystr(path), e, a, rtol, atol))
-    return AccuracyResult(outputs, rtol, atol)
+    result = AccuracyResult(outputs, rtol, atol)
+    if details and not result.passed:
+        from trt_lower.debug import first_divergence  # it imports this module
+
+        result = AccuracyResult(outputs, rtol, atol, first_divergence(model, lowered, inputs, rtol=rtol, atol=atol))
+    return result

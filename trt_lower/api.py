@@ -62,6 +62,7 @@ def lower_to_trt(
     cache_dir: str | os.PathLike[str] | None = None,
     cuda_graphs: bool = False,
     trt_version: str | None = None,
+    keep_fp32: Iterable[Any] = (),
 ) -> LoweredModule:
     """Lower `model` for `inputs`: TensorRT-capable regions become engines, the rest stays eager.
 
@@ -74,13 +75,15 @@ def lower_to_trt(
         kept fp32 inside; inputs and outputs keep their dtypes).
     trt_version: the TensorRT whose ONNX parser limits the converters respect: "8.6", "10.4" or
         "latest" (10.12+, 11.x). Default: the installed TensorRT's, else "10.4" (last with V100).
+    keep_fp32: with precision="fp16", FX node names or ATen ops that stay float32 (e.g. what
+        trt_lower.debug.fp16_sensitive returns).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     settings = LoweringSettings.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
-        trt_version=trt_version,
+        trt_version=trt_version, keep_fp32=keep_fp32,
     )
     specs = check_inputs(model, inputs)
     resolved = _resolve_backend(settings.backend)
@@ -90,6 +93,7 @@ def lower_to_trt(
     timings = dict.fromkeys(("capture", "convert", "session"), 0.0)
     with _timed(timings, "capture"):
         captured = capture(model, inputs, specs)
+    settings.check_keep_fp32(captured.program.graph)
     goal = Target(settings.trt_version)
     failed: dict[str, str] = {}
     while True:
@@ -98,7 +102,7 @@ def lower_to_trt(
                 parts = split(captured.graph_module(), ConverterSupport(goal, settings.fallback_ops, failed),
                               settings.min_block_size)
                 _require_full(parts.fallbacks, settings)
-                segments = convert(parts, goal, settings.precision, captured.symbols)
+                segments = convert(parts, goal, settings.precision, captured.symbols, settings.keep_fp32)
             with _timed(timings, "session"):
                 engines = build(segments, resolved, settings)
             with _timed(timings, "convert"):

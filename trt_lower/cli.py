@@ -11,6 +11,7 @@ import torch
 
 import trt_lower
 from trt_lower import bench_cli, cli_artifact, demo_models
+from trt_lower.debug import repro
 from trt_lower.benchmark import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
@@ -107,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_triton(sub)
     _add_serve(sub)
     bench_cli.add_parser(sub)
+    repro.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.

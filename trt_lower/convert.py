@@ -17,6 +17,7 @@ from converters.passes.weights import OnnxSegment
 from splitter.partition import Split, is_compute
 from trt_lower import progress
 from trt_lower.runtime.signature import SymbolRanges, TensorSig
+from trt_lower.settings import fp32_nodes
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _dtype_notes(sub: torch.fx.GraphModule, name: str, goal: Target) -> tuple[st
 
 
 def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precision: str,
-                     symbols: SymbolRanges) -> ConvertedSegment:
+                     symbols: SymbolRanges, keep_fp32: frozenset[str]) -> ConvertedSegment:
     sub: torch.fx.GraphModule = getattr(gm, name)
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     constants: dict[str, torch.Tensor] = {}
@@ -107,7 +108,7 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
     # float64 is computed as float32 (TensorRT has none), then the fp16 rewrite if asked for.
     segment = narrow_float64(segment_to_onnx(sub, name, constants))
     if precision == "fp16":
-        segment = to_fp16(segment)
+        segment = to_fp16(segment, fp32_nodes(sub.graph, keep_fp32))
     for hook in ON_SEGMENT:
         hook(segment.model, goal)
     _check_support(sub, segment.model, goal)
@@ -127,12 +128,14 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
     )
 
 
-def convert(split: Split, goal: Target, precision: str, symbols: SymbolRanges) -> list[ConvertedSegment]:
+def convert(split: Split, goal: Target, precision: str, symbols: SymbolRanges,
+            keep_fp32: frozenset[str] = frozenset()) -> list[ConvertedSegment]:
     """Stage 3. In: the split graph (left unchanged), the TensorRT version to emit for, the
     precision ("fp32"/"fp16") and the shape symbols' ranges (from capture). Out: one
     ConvertedSegment per engine segment, in graph order: the converters' ONNX, float64 narrowed
-    to float32, rewritten to fp16 if asked, and checked against the target's support table.
+    to float32, rewritten to fp16 if asked (the nodes `keep_fp32` names stay float32), and checked
+    against the target's support table.
     Raises ConversionError naming the FX node a converter failed on or whose ONNX the target's
     parser would reject."""
-    return [_convert_segment(split.gm, name, goal, precision, symbols)
+    return [_convert_segment(split.gm, name, goal, precision, symbols, keep_fp32)
             for name in progress.track(split.engines, "trt_lower: converting segments", unit="segment")]

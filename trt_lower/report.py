@@ -45,6 +45,8 @@ class LoweringReport:
     precision: str = "fp32"
     # The TensorRT version whose ONNX parser limits the engines respect (the trt_version setting).
     trt_version: str = ""
+    # precision="fp16": the keep_fp32 setting (FX node names and ATen ops kept float32).
+    keep_fp32: list[str] = field(default_factory=list)
     # Where engines compute in a narrower dtype than the model (float64, and int64 on 8.6).
     notes: list[str] = field(default_factory=list)
     # Wall seconds per lowering phase, over all retries (api.py records them): capture (the
@@ -77,6 +79,8 @@ class LoweringReport:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:
                 lines.append(f"    {f.node} ({f.op}): {f.reason}")
+        if self.keep_fp32:
+            lines.append(f"  kept float32 (keep_fp32): {', '.join(self.keep_fp32)}")
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.timings:
             lines.append("  timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()))

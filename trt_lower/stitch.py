@@ -65,6 +65,7 @@ def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: 
         backend=backend,
         precision=settings.precision,
         trt_version=settings.trt_version,
+        keep_fp32=sorted(settings.keep_fp32),
         notes=[note for engine in engines for note in engine.segment.notes],
     )
     lowered = LoweredModule(gm, gm.graph, report)

@@ -53,8 +53,13 @@ def _half(array: NDArray[Any]) -> NDArray[Any]:
     return np.where(np.isfinite(array), np.clip(array, -_FP16_MAX, _FP16_MAX), array).astype(np.float16)
 
 
-def _wants_fp32(node: onnx.NodeProto, index: int) -> bool:
-    return node.op_type in KEEP_FP32 or index in FP32_INPUTS.get(node.op_type, ())
+def _kept(node: onnx.NodeProto, keep: frozenset[str]) -> bool:
+    """A KEEP_FP32 op, or emitted for an FX node in `keep` (ONNX node names are '<FX node>/<op>')."""
+    return node.op_type in KEEP_FP32 or node.name.split("/")[0] in keep
+
+
+def _wants_fp32(node: onnx.NodeProto, index: int, keep: frozenset[str]) -> bool:
+    return _kept(node, keep) or index in FP32_INPUTS.get(node.op_type, ())
 
 
 def _retype_to_fp16(node: onnx.NodeProto) -> None:
@@ -71,8 +76,9 @@ def _retypable(node: onnx.NodeProto) -> bool:
     return node.op_type in ("Cast", "Constant", "ConstantOfShape")
 
 
-def to_fp16(segment: OnnxSegment) -> OnnxSegment:
-    """`segment` (float32) with fp16 compute as described above (in place; returned for chaining)."""
+def to_fp16(segment: OnnxSegment, keep: frozenset[str] = frozenset()) -> OnnxSegment:
+    """`segment` (float32) with fp16 compute as described above (in place; returned for chaining).
+    The ONNX nodes of the FX nodes named in `keep` stay float32 too, like KEEP_FP32 ops."""
     graph = segment.model.graph
     types = elem_types(segment.model)
     names = Names({n for node in graph.node for n in (*node.input, *node.output)}
@@ -85,7 +91,7 @@ def to_fp16(segment: OnnxSegment) -> OnnxSegment:
     for node in graph.node:
         for i, name in enumerate(node.input):
             if types.get(name) == FLOAT:
-                needs.setdefault(name, set()).add(FLOAT if _wants_fp32(node, i) else FLOAT16)
+                needs.setdefault(name, set()).add(FLOAT if _wants_fp32(node, i, keep) else FLOAT16)
     for name in graph_outputs:
         if types.get(name) == FLOAT:
             needs.setdefault(name, set()).add(FLOAT)
@@ -95,8 +101,8 @@ def to_fp16(segment: OnnxSegment) -> OnnxSegment:
     for node in graph.node:
         for out in node.output:
             if types.get(out) == FLOAT:
-                keep = node.op_type in KEEP_FP32 or (_retypable(node) and needs.get(out) == {FLOAT})
-                native[out] = FLOAT if keep else FLOAT16
+                fp32 = _kept(node, keep) or (_retypable(node) and needs.get(out) == {FLOAT})
+                native[out] = FLOAT if fp32 else FLOAT16
     # name_of[(tensor, precision)]: the tensor in that precision.
     name_of: dict[tuple[str, int], str] = {}
     for name, precision in native.items():
@@ -133,7 +139,7 @@ def to_fp16(segment: OnnxSegment) -> OnnxSegment:
     for node in graph.node:
         for i, name in enumerate(node.input):
             if types.get(name) == FLOAT:
-                node.input[i] = name_of[name, FLOAT if _wants_fp32(node, i) else FLOAT16]
+                node.input[i] = name_of[name, FLOAT if _wants_fp32(node, i, keep) else FLOAT16]
         floats = [out for out in node.output if types.get(out) == FLOAT]
         if any(native[out] == FLOAT16 for out in floats):
             _retype_to_fp16(node)

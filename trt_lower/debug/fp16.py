@@ -1,0 +1,38 @@
+"""fp16_sensitive: the nodes that must stay float32 for an fp16 lowering to match eager."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from trt_lower.accuracy import check_accuracy
+from trt_lower.api import lower_to_trt
+from trt_lower.debug.divergence import first_divergence
+
+
+def fp16_sensitive(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, rtol: float, atol: float,
+                   max_rounds: int = 16, **lower_kwargs: Any) -> list[str]:
+    """FX node names to pass as `lower_to_trt(..., precision="fp16", keep_fp32=...)` so that
+    `check_accuracy(..., rtol, atol)` passes; [] when fp16 passes as it is.
+
+    Greedy: lower in fp16, and while accuracy fails, keep float32 the node first_divergence
+    blames (the first whose fp16 value departs from eager with its inputs right: an overflow,
+    a cancellation), then lower again. Each round is one lowering and one divergence search.
+    `lower_kwargs` go to lower_to_trt (backend, trt_version, ...).
+    """
+    if "precision" in lower_kwargs:
+        raise ValueError("fp16_sensitive always lowers with precision='fp16'; drop the precision argument")
+    keep = list(lower_kwargs.pop("keep_fp32", ()))
+    for _ in range(max_rounds):
+        lowered = lower_to_trt(model, inputs, precision="fp16", keep_fp32=keep, **lower_kwargs)
+        if check_accuracy(model, lowered, inputs, rtol=rtol, atol=atol):
+            return keep
+        divergence = first_divergence(model, lowered, inputs, rtol=rtol, atol=atol)
+        new = [] if divergence is None else [n for n in divergence.nodes if n not in keep]
+        if not new:
+            raise RuntimeError(
+                f"fp16 lowering fails rtol={rtol:g}, atol={atol:g} with {keep or 'no node'} kept float32, but no "
+                "node departs from eager on its own (the error adds up across engines): loosen the tolerance, "
+                "or keep whole op kinds float32 (keep_fp32=['aten.mm.default', ...])")
+        keep += new
+    raise RuntimeError(f"fp16_sensitive: still failing after keeping {len(keep)} nodes float32 ({', '.join(keep)})")

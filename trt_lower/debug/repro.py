@@ -1,0 +1,134 @@
+"""`trt-lower repro`: one engine as a stand-alone case for NVIDIA's tools.
+
+The directory holds the engine's self-contained ONNX, the eager values of its inputs (Polygraphy's
+`--load-inputs` format: a JSON list of feed dicts) and of its outputs (a Polygraphy RunResults with
+one run, "eager", for `--load-outputs`), so that `polygraphy run` compares TensorRT and ONNX Runtime
+on exactly that engine against eager PyTorch.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+import torch
+from polygraphy.comparator import IterationResult, RunResults
+from polygraphy.json import save_json
+
+from trt_lower import demo_models
+from trt_lower.debug.replay import Recorder, Replay
+
+MODEL, INPUTS, OUTPUTS = "model.onnx", "inputs.json", "eager_outputs.json"
+
+
+def _array(t: torch.Tensor, vi: onnx.ValueInfoProto) -> np.ndarray[Any, Any]:
+    """As the ONNX declares it (float64 engines take float32)."""
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+    return t.detach().cpu().numpy().astype(dtype, copy=False)
+
+
+def _precision_flag(precision: str, trt_version: str) -> str:
+    """How polygraphy must build the fp16 ONNX: strongly typed (10.x, 11.x), or with the FP16
+    builder flag on 8.6, which has no strong typing."""
+    if precision != "fp16":
+        return ""
+    return " --fp16" if trt_version == "8.6" else " --strongly-typed"
+
+
+def _save(out: Path, onnx_bytes: bytes, feeds: dict[str, np.ndarray[Any, Any]], outputs: dict[str, np.ndarray[Any, Any]],
+          runner: str, flag: str, rtol: float, atol: float) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MODEL).write_bytes(onnx_bytes)
+    save_json([feeds], str(out / INPUTS), description="engine inputs")
+    RunResults([(runner, [IterationResult(outputs, runner_name=runner)])]).save(str(out / OUTPUTS))
+    return (f"polygraphy run {shlex.quote(str(out / MODEL))} --trt --onnxrt{flag} "
+            f"--load-inputs {shlex.quote(str(out / INPUTS))} --load-outputs {shlex.quote(str(out / OUTPUTS))} "
+            f"--rtol {rtol:g} --atol {atol:g}")
+
+
+def write_repro(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor],
+                engine: str, out_dir: str | Path, *, rtol: float = 1e-3, atol: float = 1e-3) -> str:
+    """Write `engine`'s repro, with eager PyTorch's outputs, into `out_dir`; return the
+    `polygraphy run` command that checks it."""
+    replay = Replay(model, lowered, inputs)
+    nodes = replay.engine(engine)
+    # The engine's ONNX as lowering made it (a TensorRT engine module keeps only its plan).
+    segment, fed = replay.convert(nodes.nodes, nodes.outputs, engine, nodes.inputs)
+    graph = segment.onnx.model.graph
+    feeds = {vi.name: _array(replay.values[n], vi) for vi, n in zip(graph.input, fed)}
+    eager = {vi.name: _array(replay.values[n], vi) for vi, n in zip(graph.output, nodes.outputs)}
+    flag = _precision_flag(replay.settings.precision, replay.settings.trt_version)
+    return _save(Path(out_dir), segment.onnx.to_bytes(), feeds, eager, "eager", flag, rtol, atol)
+
+
+def write_repro_loaded(loaded: torch.fx.GraphModule, engine: str, out_dir: str | Path, *,
+                       rtol: float = 1e-3, atol: float = 1e-3) -> str:
+    """The same from a loaded artifact, which carries no eager model: the engine runs on ONNX
+    Runtime on random inputs of the recorded shapes, and its outputs are the reference."""
+    module: Any = getattr(loaded, engine, None)
+    onnx_bytes = getattr(module, "onnx_bytes", None)
+    if module is None or onnx_bytes is None:
+        raise ValueError(f"{engine}: not an ONNX Runtime engine of the loaded model (load it with "
+                         f"backend='onnxruntime'); it has {[n for n, _ in loaded.named_children()]}")
+    guard: Any = getattr(loaded, "_input_guard", None)
+    if guard is None:
+        raise ValueError("the loaded model has no input guard to read its input shapes from")
+    recorder = Recorder(loaded)
+    with torch.no_grad():
+        recorder.run(*(torch.randn(s.opt_shape).to(s.dtype) for s in guard.inputs))
+    call = next(n for n in recorder.values if n.op == "call_module" and n.target == engine)
+    args, result = [recorder.values[a] for a in call.all_input_nodes], recorder.values[call]
+    graph = onnx.load_from_string(onnx_bytes).graph
+    results = result if isinstance(result, tuple) else (result,)
+    feeds = {vi.name: _array(t, vi) for vi, t in zip(graph.input, args)}
+    outputs = {vi.name: _array(t, vi) for vi, t in zip(graph.output, results)}
+    report = getattr(loaded, "report")
+    flag = _precision_flag(report.precision, report.trt_version)
+    return _save(Path(out_dir), onnx_bytes, feeds, outputs, "onnxruntime", flag, rtol, atol)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("repro", help="write one engine's ONNX, inputs and eager outputs for polygraphy")
+    p.add_argument("file", nargs="?", help="a saved lowered model (trt_lower.save)")
+    p.add_argument("--model", choices=sorted(demo_models.MODELS),
+                   help="a demo model instead of FILE, lowered here (random weights, seed 0)")
+    p.add_argument("--engine", default="engine_0")
+    p.add_argument("--out", required=True, help="directory to write into")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "onnxruntime"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    p.add_argument("--trt-version", default=None, choices=["8.6", "10.4", "latest"])
+    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--atol", type=float, default=1e-3)
+    p.set_defaults(command_fn=repro)
+
+
+def repro(args: argparse.Namespace) -> int:
+    try:
+        return _repro(args)
+    except ValueError as e:  # a bad engine name, a model that does not match: the message says which
+        raise SystemExit(f"trt-lower repro: {e}") from None
+
+
+def _repro(args: argparse.Namespace) -> int:
+    import trt_lower
+
+    if (args.file is None) == (args.model is None):
+        raise SystemExit("trt-lower repro: give a saved model FILE or --model NAME (one of them)")
+    torch.manual_seed(0)
+    if args.file is not None:
+        command = write_repro_loaded(trt_lower.load(args.file, backend="onnxruntime"), args.engine, args.out,
+                                     rtol=args.rtol, atol=args.atol)
+        print(f"wrote {args.engine} of {args.file} to {args.out} (reference outputs: ONNX Runtime's, "
+              "the file holds no eager model)")
+    else:
+        model, inputs = demo_models.build(args.model, args.batch)
+        lowered = trt_lower.lower_to_trt(model, inputs, backend=args.backend, precision=args.precision,
+                                         trt_version=args.trt_version)
+        command = write_repro(model, lowered, inputs, args.engine, args.out, rtol=args.rtol, atol=args.atol)
+        print(f"wrote {args.engine} of {args.model} to {args.out}: {MODEL}, {INPUTS}, {OUTPUTS}")
+    print(command)
+    return 0
