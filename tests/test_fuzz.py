@@ -4,10 +4,12 @@ and compared with eager PyTorch.
 A program is straight-line torch code over 1-3 inputs (random shapes that broadcast, float32 /
 int32 / int64 / bool), each line one op drawn from the table below on values made so far:
 elementwise ops with broadcasting, constants, casts, reductions, views and reshapes, matmul,
-concatenation, multi-output ops (topk, max, split, chunk, var_mean), and several outputs. Each
+concatenation, multi-output ops (topk, max, split, chunk, var_mean), torch.nn.functional layers
+(normalization, padding, pooling, conv1d, interpolation, activations), and several outputs. Each
 candidate line runs eagerly as it is drawn (on the program's real inputs); lines torch rejects
 are redrawn, so every program is valid torch. Inputs are multiples of 1/8 so that sums and
-products are exact in float32 and a comparison cannot flip on rounding.
+products are exact in float32 and a comparison cannot flip on rounding; a quarter of the float
+inputs also hold NaN and +-Inf.
 
 Profiles (hypothesis settings): `ci` (the default: derandomized, 300 examples) and `local`
 (random, 3000 examples): `TRT_LOWER_FUZZ=local pytest tests/test_fuzz.py`. A failure prints the
@@ -26,7 +28,7 @@ from hypothesis import strategies as st
 
 import trt_lower
 
-settings.register_profile("ci", derandomize=True, max_examples=300, deadline=None, print_blob=True,
+settings.register_profile("ci", derandomize=True, max_examples=300, deadline=None, print_blob=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("local", max_examples=3000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -36,14 +38,21 @@ DTYPES = [torch.float32, torch.float32, torch.float32, torch.int64, torch.int32,
 DTYPE_NAMES = {torch.float32: "torch.float32", torch.int64: "torch.int64", torch.int32: "torch.int32",
                torch.bool: "torch.bool"}
 MAX_LINES = 8
+NAN, INF = float("nan"), float("inf")
 
 
 def make_input(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """Multiples of 1/8 in [-4, 4] (integers in [-8, 8], bools at random)."""
+    """Multiples of 1/8 in [-4, 4] (integers in [-8, 8], bools at random); one float input in
+    four also holds NaN, +Inf and -Inf where the draw hit -32, 31 and 32."""
     whole = torch.randint(-32, 33, shape, generator=generator)
     if dtype == torch.bool:
         return whole > 0
-    return (whole / 8).to(dtype) if dtype.is_floating_point else (whole // 4).to(dtype)
+    if not dtype.is_floating_point:
+        return (whole // 4).to(dtype)
+    x = (whole / 8).to(dtype)
+    if torch.randint(4, (), generator=generator) == 0:
+        x[whole == -32], x[whole == 31], x[whole == 32] = NAN, INF, -INF
+    return x
 
 
 @dataclass
@@ -304,7 +313,37 @@ def multi(draw: Draw, v: Values) -> str | None:
     return f"torch.chunk({a}, {draw(st.integers(1, 3))}, {d})"
 
 
-OPS = [unary, binary, compare, logical, where, constant, cast, reduce, view, matmul, join, multi]
+def nn(draw: Draw, v: Values) -> str | None:
+    """torch.nn.functional layers on float values of rank 3 (N, C, L) or any rank for the rest."""
+    a = _pick(draw, v, lambda t: _float(t) and t.dim() > 0)
+    if a is None:
+        return None
+    t = v[a]
+    op = draw(st.sampled_from(["gelu", "layer_norm", "pad", "hardswish", "leaky_relu", "elu", "silu", "softplus",
+                               "pool", "conv1d", "interpolate", "normalize"]))
+    if op == "layer_norm":
+        return f"torch.nn.functional.layer_norm({a}, ({t.shape[-1]},))"
+    if op == "pad":
+        return f"torch.nn.functional.pad({a}, {tuple(draw(st.lists(st.integers(0, 2), min_size=2, max_size=2)))}, " \
+               f"value={draw(st.sampled_from(['0.0', '-1.5']))})"
+    if op == "normalize":
+        return f"torch.nn.functional.normalize({a}, dim={_dim(draw, t)})"
+    if op in ("pool", "conv1d", "interpolate") and t.dim() != 3:
+        return None
+    if op == "pool":
+        kind = draw(st.sampled_from(["max_pool1d", "avg_pool1d"]))
+        k = draw(st.integers(1, t.shape[-1]))
+        return f"torch.nn.functional.{kind}({a}, {k}, stride={draw(st.integers(1, 2))}, ceil_mode={draw(st.booleans())})"
+    if op == "conv1d":
+        out, k = draw(st.integers(1, 3)), draw(st.integers(1, t.shape[-1]))
+        w = [[[(i + 2 * j + 3 * m) % 5 / 4 - 0.5 for m in range(k)] for j in range(t.shape[1])] for i in range(out)]
+        return f"torch.nn.functional.conv1d({a}, torch.tensor({w}), padding={draw(st.integers(0, k - 1))})"
+    if op == "interpolate":
+        return f"torch.nn.functional.interpolate({a}, scale_factor=2, mode={draw(st.sampled_from(['nearest', 'linear']))!r})"
+    return f"torch.nn.functional.{op}({a})"
+
+
+OPS = [unary, binary, compare, logical, where, constant, cast, reduce, view, matmul, join, multi, nn]
 
 
 @st.composite
