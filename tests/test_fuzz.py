@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 
 import trt_lower
 
-settings.register_profile("ci", derandomize=True, max_examples=300, deadline=None, print_blob=True, database=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("ci", derandomize=True, max_examples=300, deadline=None, print_blob=True,
+                          database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile("local", max_examples=3000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PROFILE = settings.get_profile(os.environ.get("TRT_LOWER_FUZZ", "ci"))
@@ -141,7 +141,8 @@ def binary(draw: Draw, v: Values) -> str | None:
     if op == "torch.pow":
         return f"torch.pow({a}, {draw(st.sampled_from(['2', '3', '0.5', '-1']))})"
     if op == "torch.clamp":
-        return f"torch.clamp({a}, min={draw(st.sampled_from(['-1', '0', 'None']))}, max={draw(st.sampled_from(['2', '0.5']))})"
+        low, high = draw(st.sampled_from(['-1', '0', 'None'])), draw(st.sampled_from(['2', '0.5']))
+        return f"torch.clamp({a}, min={low}, max={high})"
     return f"({a} {op} {b})" if len(op) == 1 else f"{op}({a}, {b})"
 
 
@@ -333,13 +334,15 @@ def nn(draw: Draw, v: Values) -> str | None:
     if op == "pool":
         kind = draw(st.sampled_from(["max_pool1d", "avg_pool1d"]))
         k = draw(st.integers(1, t.shape[-1]))
-        return f"torch.nn.functional.{kind}({a}, {k}, stride={draw(st.integers(1, 2))}, ceil_mode={draw(st.booleans())})"
+        stride, ceil = draw(st.integers(1, 2)), draw(st.booleans())
+        return f"torch.nn.functional.{kind}({a}, {k}, stride={stride}, ceil_mode={ceil})"
     if op == "conv1d":
         out, k = draw(st.integers(1, 3)), draw(st.integers(1, t.shape[-1]))
         w = [[[(i + 2 * j + 3 * m) % 5 / 4 - 0.5 for m in range(k)] for j in range(t.shape[1])] for i in range(out)]
         return f"torch.nn.functional.conv1d({a}, torch.tensor({w}), padding={draw(st.integers(0, k - 1))})"
     if op == "interpolate":
-        return f"torch.nn.functional.interpolate({a}, scale_factor=2, mode={draw(st.sampled_from(['nearest', 'linear']))!r})"
+        mode = draw(st.sampled_from(['nearest', 'linear']))
+        return f"torch.nn.functional.interpolate({a}, scale_factor=2, mode={mode!r})"
     return f"torch.nn.functional.{op}({a})"
 
 
@@ -371,7 +374,8 @@ def programs(draw: Draw) -> Program:
             if not results or any(r.numel() > 512 for r in results):
                 continue
             names = [f"v{k}_{j}" for j in range(len(results))]
-            program.lines.append(f"{', '.join(names)}{',' if len(names) == 1 and isinstance(result, (tuple, list)) else ''} = {expr}")
+            unpack = "," if len(names) == 1 and isinstance(result, (tuple, list)) else ""  # a 1-tuple
+            program.lines.append(f"{', '.join(names)}{unpack} = {expr}")
             values.update(zip(names, results))
             break
     made = [n for n in values if n.startswith("v")] or list(values)
