@@ -15,9 +15,8 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 import pytest
-import torch
 
-from reliability_workers import lower_mixed, mixed, worker, worker_env
+from reliability_workers import lower_static_and_check, worker, worker_env
 from trt_double.device import HostDevice
 from trt_lower.engine.cache import EngineCache
 
@@ -94,12 +93,7 @@ def _fail_under(monkeypatch: pytest.MonkeyPatch, root: Path, code: int, *, write
 
 
 def _lower_and_check(expect_hits: list[bool]) -> None:
-    model, inputs = mixed()
-    lowered = lower_mixed(model, "tensorrt")
-    with torch.inference_mode():
-        for x in inputs:
-            torch.testing.assert_close(lowered(x), model(x), rtol=1e-4, atol=1e-5)
-    assert [e.cache_hit for e in lowered.report.engines] == expect_hits
+    assert [e.cache_hit for e in lower_static_and_check("tensorrt").report.engines] == expect_hits
 
 
 @pytest.mark.parametrize("code, writes, sync", [
@@ -131,9 +125,7 @@ def test_damaged_entry_in_a_read_only_cache_dir_is_skipped_and_rebuilt(
     entry.write_bytes(entry.read_bytes()[:-10])
     _fail_under(monkeypatch, cache, errno.EROFS, writes=True, sync=False)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        model, inputs = mixed()
-        lowered = lower_mixed(model, "tensorrt")
-        torch.testing.assert_close(lowered(inputs[0]), model(inputs[0]), rtol=1e-4, atol=1e-5)
+        lowered = lower_static_and_check("tensorrt")
     assert sorted(e.cache_hit for e in lowered.report.engines) == [False, True]
     assert f"discarding cache entry {entry} (truncated" in caplog.text
     assert "lowering goes on without caching" in caplog.text
