@@ -21,7 +21,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import pytest
 import torch
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
