@@ -15,7 +15,7 @@ import trt_lower
 from harness import Fn, engine_ops
 from trt_double.device import HostDevice
 from trt_lower import device
-from trt_lower.runtime.signature import EngineInputError
+from trt_lower import EngineInputError
 
 NAN, INF = float("nan"), float("inf")
 # Every row mixes NaN, +-Inf and ordinary values (no row holds both NaN and +Inf: see sort below).
