@@ -50,8 +50,11 @@ def abs_(b: GraphBuilder, x: Value) -> Ref:
 
 @converter(aten.sign.default)
 def sign(b: GraphBuilder, x: Value) -> Ref:
-    """sign(Tensor self) -> Tensor  (ONNX Sign)"""
-    return _one_op(b, "Sign", x)
+    """sign(Tensor self) -> Tensor  (ONNX Sign; 0 for NaN as in torch, where ONNX's Sign keeps the NaN)"""
+    y = _one_op(b, "Sign", x)
+    if not b.out.dtype.is_floating_point:
+        return y
+    return b.op("Where", b.op("IsNaN", y), b.const(0, b.out.dtype), y, dtype=b.out.dtype)
 
 @converter(aten.exp.default)
 def exp(b: GraphBuilder, x: Value) -> Ref:

@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import all_of, float_inputs, per_spatial_dim, only_first_output_used
 from converters.core.dims import input_val, is_static_dim, node_arg, static
 from converters.core.registry import Capability, converter
@@ -44,6 +44,15 @@ def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict[str, Any],
+                 dtype: torch.dtype) -> Ref:
+    """NaN where a window holds a NaN, as torch's max pooling gives (ONNX Runtime's MaxPool skips
+    NaNs; found by tests/test_reliability_inputs.py): the NaN mask pooled the same way."""
+    nans = b.op("Cast", b.op("IsNaN", x), to=onnx_type(dtype), dtype=dtype)
+    hit = b.op("Greater", b.op(op_type, nans, **attrs), b.const(0, dtype))
+    return b.op("Where", hit, b.const(float("nan"), dtype), pooled, dtype=dtype)
+
+
 def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]) -> Ref:
     """`op_type` over the last n dims of a batched (N, C, *) or unbatched (C, *) input."""
     out_spatial = list(b.out[0].shape if isinstance(b.out, (tuple, list)) else b.out.shape)[-n:]
@@ -61,10 +70,12 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
         static_in = [static(d, "a pooled dim") for d in in_spatial]
         if _onnx_ceil_count(attrs, static_in) != [int(o) for o in out_spatial]:
             attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, static_in, out_spatial))
-    y = b.op(op_type, y, **attrs)
+    pooled = b.op(op_type, y, **attrs)
+    if op_type.endswith("MaxPool"):
+        pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype)
     if squeeze:
-        y = b.op("Squeeze", y, b.ints(sorted(squeeze)))
-    return Ref(y.name, x.dtype)
+        pooled = b.op("Squeeze", pooled, b.ints(sorted(squeeze)))
+    return Ref(pooled.name, x.dtype)
 
 
 def _onnx_ceil_count(attrs: dict[str, Any], in_spatial: Sequence[int]) -> list[int]:

@@ -293,7 +293,11 @@ def linalg_vector_norm(b: GraphBuilder, x: Value, ord: float = 2, dim: Dims = No
     xv = b.cast(x, out_dtype)
     axes = _axes(xv, dim)
     if ord == 2 and xv.rank > 0:
-        return b.cast(_reduce(b, "ReduceL2", xv, axes, keepdim), out_dtype)
+        # ONNX Runtime's ReduceL2 gives FLT_MAX, not inf, for a slice holding an inf (found by
+        # tests/test_fuzz.py); torch's norm is inf there, and NaN where the slice holds a NaN.
+        norm = b.cast(_reduce(b, "ReduceL2", xv, axes, keepdim), out_dtype)
+        norm = nan_propagated(b, xv, norm, axes, keepdim, test="IsInf", value=math.inf)
+        return nan_propagated(b, xv, norm, axes, keepdim)
     if ord == 1 or (ord == 2 and xv.rank == 0):  # the norm of a 0-d tensor is its magnitude
         if xv.rank == 0:
             return b.op("Abs", xv, dtype=out_dtype)

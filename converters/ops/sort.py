@@ -51,9 +51,18 @@ def _sort_capability(dim_at: int) -> Capability:
 
 
 def _top(b: GraphBuilder, x: Value, k: int, dim: int, largest: bool) -> tuple[Ref, Ref]:
-    ordered = b.cast(x, torch.int32) if x.dtype == torch.bool else x  # TopK orders numbers only
-    values, indices = b.op_outputs("TopK", ordered, b.ints([k]), axis=normalize_dim(dim, x.rank), largest=int(largest),
-                           sorted=1, outputs=2)
+    """torch orders NaN above +inf; ONNX leaves NaNs' place open (ONNX Runtime may drop them from a
+    TopK). So floats are ordered with NaN as +inf and the values gathered back from `x` (a row
+    holding both NaN and +inf may order those two differently from torch)."""
+    axis = normalize_dim(dim, x.rank)
+    ordered: Ref = b.cast(x, torch.int32) if x.dtype == torch.bool else x  # TopK orders numbers only
+    floating = x.dtype.is_floating_point
+    if floating:
+        ordered = b.op("Where", b.op("IsNaN", x), b.const(float("inf"), x.dtype), x, dtype=x.dtype)
+    values, indices = b.op_outputs("TopK", ordered, b.ints([k]), axis=axis, largest=int(largest), sorted=1,
+                                   outputs=2)
+    if floating:
+        values = b.op("GatherElements", x, indices, axis=axis)
     return b.cast(Ref(values.name, ordered.dtype), x.dtype), Ref(indices.name, torch.int64)
 
 

@@ -5,11 +5,15 @@ weights included), the input profiles and the builder settings: the key hashes a
 file is an envelope — magic, a JSON header (key, TensorRT version, device, size and SHA-256 of the
 payload), the payload — so a truncated, corrupted or foreign entry is detected, discarded with a
 warning and rebuilt instead of being handed to TensorRT. Writes go to a temporary file renamed
-into place, so a crash or a concurrent lowering never leaves a half-written entry behind.
+into place, so a crash or a concurrent lowering never leaves a half-written entry behind, and
+`exclusive(key)` (a lock file per key) lets one process build an engine while the others lowering
+the same model wait and then load it. A directory that cannot be written (read-only, full, not a
+directory) costs one warning: lowering goes on, building without caching.
 The TensorRT timing cache (kernel timings, which speed up later builds) is kept beside the engines.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,7 +21,9 @@ import os
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
+
+import filelock
 
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 
@@ -27,6 +33,9 @@ ENV_VAR = "TRT_LOWER_CACHE_DIR"
 MAGIC = b"trt_lower cache\n"
 FORMAT = 1
 _LENGTH_BYTES = 4
+# How long a lowering waits for another process building the same engine before building it too
+# (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever).
+LOCK_TIMEOUT_S = 1800.0
 
 
 def default_dir() -> Path:
@@ -57,6 +66,7 @@ class EngineCache:
         self.root = root
         self.tensorrt_version = tensorrt_version
         self.device = device
+        self._unwritable: str | None = None
 
     def key(self, onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings) -> str:
         meta = {
@@ -78,6 +88,27 @@ class EngineCache:
         # Kernel timings are only valid for one TensorRT version on one GPU model.
         tag = hashlib.sha256(f"{self.tensorrt_version}\0{self.device}".encode()).hexdigest()[:16]
         return self.root / f"timing-{tag}.cache"
+
+    @contextlib.contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Held while looking `key` up and building it: concurrent lowerings of the same engine
+        (other processes or threads) wait, then find the entry the first one stored."""
+        lock = filelock.FileLock(self.root / f"{key}.lock", timeout=LOCK_TIMEOUT_S)
+        locked = False
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+            locked = True
+        except filelock.Timeout:  # before OSError: it is one
+            log.warning("trt_lower: waited %.0f s for the engine cache lock %s; building without it",
+                        LOCK_TIMEOUT_S, lock.lock_file)
+        except OSError as e:
+            self._cannot_write(e)
+        try:
+            yield
+        finally:
+            if locked:
+                lock.release()
 
     def load(self, key: str) -> bytes | None:
         """The cached plan for `key`, or None (absent, or discarded with a warning)."""
@@ -108,17 +139,28 @@ class EngineCache:
         }
 
     def _write(self, path: Path, key: str, payload: bytes) -> None:
+        if self._unwritable is not None:
+            return
         header = json.dumps(self._header(key, payload), sort_keys=True).encode()
         try:
             _write_atomic(path, MAGIC + len(header).to_bytes(_LENGTH_BYTES, "big") + header + payload)
         except OSError as e:
-            # The engine still runs; only the next lowering pays for the build again.
-            log.warning("trt_lower: could not write the engine cache entry %s: %s", path, e)
+            self._cannot_write(e, path)
+
+    def _cannot_write(self, error: OSError, path: Path | None = None) -> None:
+        """Warn once; the engines still run, only the next lowering pays for the builds again."""
+        if self._unwritable is None:
+            what = f"the engine cache entry {path}" if path is not None else f"to the engine cache {self.root}"
+            log.warning("trt_lower: could not write %s: %s; lowering goes on without caching", what, error)
+        self._unwritable = str(error)
 
     def _read(self, path: Path, key: str) -> bytes | None:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("trt_lower: could not read the engine cache entry %s: %s; building it", path, e)
             return None
         payload, problem = self._unpack(data, key)
         if problem is not None:
@@ -150,4 +192,7 @@ class EngineCache:
 
     def _discard(self, path: Path, why: str) -> None:
         log.warning("trt_lower: discarding cache entry %s (%s); it will be rebuilt", path, why)
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            self._cannot_write(e)

@@ -39,6 +39,15 @@ def load_engine(name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...], out
     profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
     key = cache.key(onnx_bytes, profiles, build)
 
+    # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
+    with cache.exclusive(key):
+        return _load_or_build(name, cache, key, onnx_bytes, profiles, inputs, outputs, tuple_output,
+                              nodes=nodes, build=build, cuda_graphs=cuda_graphs)
+
+
+def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, profiles: list[InputProfile],
+                   inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
+                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)
     if cached is not None:
         try:
