@@ -28,7 +28,7 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
-from trt_lower.engine.onnxruntime import create_session  # noqa: E402
+from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
