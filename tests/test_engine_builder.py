@@ -40,7 +40,7 @@ def _builder() -> ModuleType:
 def test_network_flags_per_version(trt_double: ModuleType, flags: int) -> None:
     plan, _ = _builder().build_plan(_onnx(), PROFILES, BuildSettings(), b"")
     assert trt_double.state.last_build.network_flags == flags
-    logger = importlib.import_module("trt_lower.runtime.trt_logger").TrtLogger()
+    logger = importlib.import_module("trt_lower.runtime.trt_logger").LOGGER
     assert trt_double.Runtime(logger).deserialize_cuda_engine(plan) is not None
 
 
@@ -108,7 +108,7 @@ def test_failed_build_reports_the_builders_error(trt_double: ModuleType) -> None
 
 # -- the double refuses what the version branches exist to avoid ------------------------------------
 def _parse(trt: ModuleType, flags: int) -> bool:
-    logger = importlib.import_module("trt_lower.runtime.trt_logger").TrtLogger()
+    logger = importlib.import_module("trt_lower.runtime.trt_logger").LOGGER
     network = trt.Builder(logger).create_network(flags)
     return bool(trt.OnnxParser(network, logger).parse(_onnx()))
 

@@ -20,7 +20,10 @@ from harness import Fn, check_onnx
 from support_audit import SupportAudit
 
 MAX_SAMPLES = int(os.environ.get("TRT_LOWER_OPINFO_SAMPLES", "8")) or None
-TARGET = 0.95
+# The capped run counted 3,640 passes and 408 refusals (bench/README.md): a pass that silently
+# turns into a refusal shows as fewer passes or more refusals than these bounds.
+MIN_PASSED = 3600
+MAX_REFUSED = 450
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +42,19 @@ def _listing(results: list[corpus.SampleResult]) -> str:
     return "\n".join(f"  {r.op} [{r.dtype} #{r.index}] {r.kind}: {r.detail}" for r in results)
 
 
-def test_pass_rate(sweep: corpus.Sweep) -> None:
+def test_no_wrong_answers_and_refusals_stay_refusals(sweep: corpus.Sweep) -> None:
+    """Every non-refused sample matches eager: one wrong answer fails. Refusals (with a reason)
+    are counted apart, against bounds when the run is the suite's capped one."""
     table = corpus.rows(sweep.results)
     total = corpus.totals(table)
     failed = [r for r in sweep.results if r.outcome == "failed"]
-    assert total.passed + total.failed > 0
-    assert total.pass_rate is not None and total.pass_rate >= TARGET, (
-        f"{100 * (total.pass_rate or 0):.1f}% of non-refused OpInfo samples pass (target {100 * TARGET:.0f}%)\n"
-        + corpus.format_table(table) + "\nfailed:\n" + _listing(failed)
-    )
+    assert total.passed > 0
+    assert not failed, f"{len(failed)} OpInfo sample(s) gave a wrong answer or crashed:\n" + _listing(failed)
+    if MAX_SAMPLES == 8:
+        assert total.passed >= MIN_PASSED and total.refused <= MAX_REFUSED, (
+            f"{total.passed} passed (floor {MIN_PASSED}), {total.refused} refused (ceiling {MAX_REFUSED})\n"
+            + corpus.format_table(table)
+        )
 
 
 def test_no_sample_crashes(sweep: corpus.Sweep) -> None:

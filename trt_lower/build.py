@@ -29,9 +29,8 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings)
     # Imports tensorrt, so only here: backend resolution has checked that it is usable.
     from trt_lower.engine.trt_engines import load_engine
 
-    # TensorRT parses (and the cache keys on) the self-contained model, weights embedded.
     trt_module, cache_hit = load_engine(
-        segment.name, segment.onnx.to_bytes(), segment.inputs, segment.outputs, segment.tuple_output,
+        segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output,
         nodes=segment.nodes, build=BuildSettings(precision=settings.precision), cache_dir=settings.cache_dir,
         cuda_graphs=settings.cuda_graphs)
     return Engine(segment, trt_module, cache_hit)

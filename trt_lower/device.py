@@ -8,7 +8,7 @@ CUDA-graph capture. The default is torch's current CUDA device. The tests swap i
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, ContextManager, Iterator, Protocol
+from typing import Callable, ContextManager, Iterator, Protocol, Sequence
 
 import torch
 
@@ -21,19 +21,25 @@ class Device(Protocol):
         """Names the hardware a serialized engine is tied to (GPU model, compute capability)."""
 
     def torch_device(self) -> torch.device:
-        """Where engine inputs must live and outputs are allocated."""
+        """Where engine inputs must live and outputs are allocated (read once, by each engine)."""
 
-    def stream(self) -> ContextManager[int]:
-        """The stream handle to enqueue an engine on, ordered with torch's current stream."""
+    def stream(self, device: torch.device) -> ContextManager[int]:
+        """The handle of the stream to enqueue on `device` (the engine's), ordered with torch's
+        current stream there; inside the block `device` is the current CUDA device."""
 
-    def capture(self, run: Callable[[], None]) -> Callable[[], None]:
-        """Record `run` (an enqueue on `stream()`) once; returns the replay."""
+    def hold(self, stream: int, tensors: Sequence[torch.Tensor]) -> None:
+        """Keep `tensors` (read or written by work enqueued on `stream`) allocated until it has run."""
+
+    def capture(self, run: Callable[[int], None], device: torch.device) -> Callable[[], None]:
+        """Run `run(stream)` once for real (its inputs must hold real data), then record it into
+        a CUDA graph; returns the replay. Raises when capture fails."""
 
 
 class CudaDevice:
-    """torch's current CUDA device and stream."""
+    """torch's CUDA devices and streams."""
 
     def __init__(self) -> None:
+        # One side stream per GPU, made once: a Stream per call would cost a driver call each.
         self._side_streams: dict[int, torch.cuda.Stream] = {}
 
     def unavailable_reason(self) -> str | None:
@@ -47,33 +53,52 @@ class CudaDevice:
     def torch_device(self) -> torch.device:
         return torch.device("cuda", torch.cuda.current_device())
 
-    @contextlib.contextmanager
-    def stream(self) -> Iterator[int]:
-        current = torch.cuda.current_stream()
-        if current != torch.cuda.default_stream():
-            yield current.cuda_stream
-            return
-        # TensorRT synchronizes around every enqueue on the legacy default stream; run on a side
-        # stream instead, ordered after the work already queued and before the work that follows.
-        index = torch.cuda.current_device()
-        side = self._side_streams.setdefault(index, torch.cuda.Stream(index))
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            yield side.cuda_stream
-        current.wait_stream(side)
+    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
+        index = device.index or 0
+        side = self._side_streams.get(index)
+        if side is None:
+            side = self._side_streams.setdefault(index, torch.cuda.Stream(index))
+        return side
 
-    def capture(self, run: Callable[[], None]) -> Callable[[], None]:
+    @contextlib.contextmanager
+    def stream(self, device: torch.device) -> Iterator[int]:
+        with torch.cuda.device(device):
+            current = torch.cuda.current_stream(device)
+            if current != torch.cuda.default_stream(device):
+                yield current.cuda_stream
+                return
+            # TensorRT synchronizes around every enqueue on the legacy default stream; run on a
+            # side stream instead, ordered after the work already queued and before what follows
+            # (also when the enqueue raises).
+            side = self._side_stream(device)
+            side.wait_stream(current)
+            try:
+                with torch.cuda.stream(side):
+                    yield side.cuda_stream
+            finally:
+                current.wait_stream(side)
+
+    def hold(self, stream: int, tensors: Sequence[torch.Tensor]) -> None:
+        """Nothing to do: the tensors were allocated on torch's current stream, which the engine's
+        stream joins before anything after the call, so the caching allocator reuses their
+        memory only after the engine's work."""
+
+    def capture(self, run: Callable[[int], None], device: torch.device) -> Callable[[], None]:
         # The first enqueue of an execution context does one-time setup that must not be
-        # captured (TensorRT's CUDA-graph guidance): run once on a side stream, then record.
-        warmup = torch.cuda.Stream()
-        warmup.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(warmup):
-            run()
-        torch.cuda.current_stream().wait_stream(warmup)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            run()
-        return graph.replay
+        # captured (TensorRT's CUDA-graph guidance): run once for real, then record.
+        with self.stream(device) as warmup:
+            run(warmup)
+        with torch.cuda.device(device):
+            graph = torch.cuda.CUDAGraph()
+            # thread_local: other threads may keep using CUDA while this one captures.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                run(torch.cuda.current_stream(device).cuda_stream)
+
+        def replay() -> None:
+            with torch.cuda.device(device):
+                graph.replay()
+
+        return replay
 
 
 _current: Device = CudaDevice()

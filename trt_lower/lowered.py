@@ -4,9 +4,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+import torch.utils._pytree as pytree
+from torch.fx.graph import _PyTreeCodeGen
 
 from trt_lower.draw import describe
 from trt_lower.report import LoweringReport
+from trt_lower.runtime.engine_module import EngineModule
+from trt_lower.runtime.guard import InputGuard
+
+
+class _FlatInputsCodeGen(_PyTreeCodeGen):
+    """torch.export's codegen, without the per-call pytree flatten of the inputs where they are
+    plain positional arguments (there it is the identity: a few microseconds a call for nothing)."""
+
+    def gen_var_bindings(self, fn_args: list[str], free_vars: list[str], expanded_def: bool) -> str:
+        spec = self.pytree_info.in_spec
+        if spec != pytree.tree_structure((tuple(range(len(fn_args))), {})):
+            return super().gen_var_bindings(fn_args, free_vars, expanded_def)
+        names = [v.split(":")[0].split("#")[0].strip() for v in free_vars]
+        return f"\n    {', '.join(names)}, = {', '.join(fn_args)},"
 
 if TYPE_CHECKING:
     from trt_lower.convert import ConvertedSegment
@@ -21,6 +37,8 @@ class LoweredModule(torch.fx.GraphModule):
     segments: dict[str, ConvertedSegment]
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
+        if isinstance(graph._codegen, _PyTreeCodeGen):
+            graph._codegen = _FlatInputsCodeGen(graph._codegen.pytree_info)
         super().__init__(root, graph, class_name="LoweredModule")
         self.report = report
         report.graph = describe(self.graph)
@@ -28,3 +46,18 @@ class LoweredModule(torch.fx.GraphModule):
         for attr in ("_in_spec", "_out_spec"):
             if hasattr(root, attr):
                 setattr(self, attr, getattr(root, attr))
+        self._check_inputs_once()
+        # The generated forward reads each submodule as `self.<name>` on every call, which
+        # nn.Module resolves through its slow __getattr__; an instance attribute holding the same
+        # module is found first (nn.Module's __setattr__ drops it when the submodule is replaced).
+        for name, module in self.named_children():
+            self.__dict__[name] = module
+
+    def _check_inputs_once(self) -> None:
+        """The input guard checks the model's inputs, shapes, dtypes and the engines' device,
+        and they fix every engine's input shapes and dtypes: the engines need not check again."""
+        guard = getattr(self, "_input_guard", None)
+        engines = [m for m in self.modules() if isinstance(m, EngineModule)]
+        devices = {e.device for e in engines}
+        if isinstance(guard, InputGuard) and len(devices) == 1:
+            guard.cover(engines, devices.pop())

@@ -17,9 +17,9 @@ from trt_lower import device
 # bind to whatever `tensorrt` is at the time (the double here, the real one in test_gpu.py).
 TRT_MODULES = (
     "trt_lower.runtime.trt_logger",
-    "trt_lower.runtime.trt_module",
     "trt_lower.engine.trt_builder",
     "trt_lower.engine.trt_engines",
+    "trt_lower.runtime.trt_module",
 )
 
 

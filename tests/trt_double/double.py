@@ -24,6 +24,7 @@ import ctypes
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
 
@@ -173,7 +174,7 @@ class BuilderFlag(_Enum, _BuilderFlag):
     _versions = {"FP16": (0, 11), "INT8": (0, 11), "FP8": (0, 11), "BF16": (9, 11)}
 
 
-BuilderFlag._define(FP16=0, INT8=1, FP8=15, BF16=17)
+BuilderFlag._define(FP16=0, INT8=1, TF32=7, FP8=15, BF16=17)
 
 
 class NetworkDefinitionCreationFlag(_Enum, _NetworkDefinitionCreationFlag):
@@ -184,6 +185,7 @@ NetworkDefinitionCreationFlag._define(EXPLICIT_BATCH=0, STRONGLY_TYPED=1)
 _EXPLICIT_BATCH = 1 << 0
 _STRONGLY_TYPED = 1 << 1
 _FP16 = 1 << 0  # BuilderFlag.FP16's bit in IBuilderConfig.flags
+_TF32 = 1 << 7  # on by default, as on the Ampere-and-newer GPUs the double stands for
 
 
 # -- logging and plain data -------------------------------------------------------------------
@@ -269,6 +271,19 @@ class State:
     executions: int = 0
     timing_cache_hits: int = 0
     last_build: BuildRecord | None = None
+    # The GPU's compute capability: plans built for another one do not deserialize.
+    compute_capability: str = "8.0"
+    # Execution contexts the device memory still has room for (None: no limit); 0 -> None.
+    contexts_left: int | None = None
+    contexts_created: int = 0
+    set_input_shape_calls: int = 0
+    set_tensor_address_calls: int = 0
+    # Every logger a Builder or Runtime was given (TensorRT uses only the first).
+    loggers: list[object] = field(default_factory=list)
+    # Stream handle -> work enqueued on it that has not run yet (see synchronize).
+    pending: dict[int, list["_Job"]] = field(default_factory=dict)
+    # Stream handle -> the work recorded so far, while it is being captured.
+    capturing: dict[int, list["_Job"]] = field(default_factory=dict)
 
 
 state = State()
@@ -381,7 +396,7 @@ class ITimingCache(_ITimingCache):
 class IBuilderConfig(_IBuilderConfig):
     def __init__(self, logger: stubs.ILogger) -> None:
         self._logger = logger
-        self.flags = 0
+        self.flags = _TF32
         self.builder_optimization_level = 3
         self._pools: dict[int, int] = {}
         self._timing_cache: ITimingCache | None = None
@@ -392,6 +407,9 @@ class IBuilderConfig(_IBuilderConfig):
 
     def set_flag(self, flag: stubs.BuilderFlag) -> None:
         self.flags |= 1 << int(flag)
+
+    def clear_flag(self, flag: stubs.BuilderFlag) -> None:
+        self.flags &= ~(1 << int(flag))
 
     def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:
         cache = ITimingCache.parse(bytes(serialized_timing_cache))
@@ -408,7 +426,12 @@ class IBuilderConfig(_IBuilderConfig):
         return self._timing_cache if self._timing_cache is not None else _null(ITimingCache)
 
     def add_optimization_profile(self, profile: stubs.IOptimizationProfile) -> int:
-        self.profiles.append(_own(profile, IOptimizationProfile))
+        """-1 (and an error) for an invalid profile: here, one that sets no shape at all."""
+        own = _own(profile, IOptimizationProfile)
+        if not own.shapes:
+            _error(self._logger, "IBuilderConfig::addOptimizationProfile: the profile is not valid")
+            return -1
+        self.profiles.append(own)
         return len(self.profiles) - 1
 
 
@@ -425,9 +448,15 @@ def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 _PLAN_MAGIC = b"trt_double plan\n"
 
 
+def _use_logger(logger: stubs.ILogger) -> None:
+    if all(logger is not known for known in state.loggers):
+        state.loggers.append(logger)
+
+
 class Builder(_Builder):
     def __init__(self, logger: stubs.ILogger) -> None:
         self._logger = logger
+        _use_logger(logger)
 
     def create_network(self, flags: int = 0) -> INetworkDefinition:
         if _version()[0] >= 10 and flags & _EXPLICIT_BATCH:
@@ -460,6 +489,10 @@ class Builder(_Builder):
         dynamic = [n for n, s in inputs.items() if -1 in s]
         if dynamic and not config.profiles:
             return f"network has dynamic inputs {dynamic} but no optimization profile"
+        for i, profile in enumerate(config.profiles):
+            missing = [n for n in dynamic if n not in profile.shapes]
+            if missing:
+                return f"optimization profile {i} has no shapes for dynamic inputs {missing}"
         try:
             ort.InferenceSession(network.model.SerializeToString(), providers=["CPUExecutionProvider"])
         except Exception as e:  # ONNX Runtime raises its own exception types
@@ -499,7 +532,8 @@ class Builder(_Builder):
             timing_cache_entries=len(cfg._timing_cache.entries) if cfg._timing_cache else 0,
         )
         self._time_layers(net.model, cfg._timing_cache)
-        header = json.dumps({"version": __version__, "profiles": profiles}).encode()
+        header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
+                             "profiles": profiles}).encode()
         return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + net.model.SerializeToString())
 
 
@@ -543,6 +577,11 @@ def _host_array(address: int, dtype: type, shape: tuple[int, ...]) -> np.ndarray
     return np.frombuffer(memory, dtype=dtype, count=count).reshape(shape)
 
 
+# Ops whose output shapes depend on the data, not only on the input shapes.
+_DATA_DEPENDENT_OPS = {"NonZero", "Unique", "Compress"}
+ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresses
+
+
 class ICudaEngine(_ICudaEngine):
     def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger) -> None:
         proto = onnx.load_from_string(model)
@@ -550,6 +589,8 @@ class ICudaEngine(_ICudaEngine):
         self._session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
+        # A dynamic output dim of a graph with a data-dependent op is -1 until the engine has run.
+        self._data_dependent = any(n.op_type in _DATA_DEPENDENT_OPS for n in proto.graph.node)
         # TensorRT 8.6 casts INT64 to INT32, engine I/O included.
         narrow = _version()[0] < 9
         self._tensors: dict[str, _Tensor] = {}
@@ -581,16 +622,88 @@ class ICudaEngine(_ICudaEngine):
         return [Dims(s) for s in self._profiles[name]]
 
     def create_execution_context(self, strategy: object = None) -> IExecutionContext:
+        if state.contexts_left is not None:
+            if state.contexts_left <= 0:
+                _error(self._logger, "IExecutionContext: out of device memory for the context's activations")
+                return _null(IExecutionContext)
+            state.contexts_left -= 1
+        state.contexts_created += 1
         return IExecutionContext(self)
 
 
+@dataclass
+class _Job:
+    """One enqueued execution: the context's bindings as they were at enqueue time; it reads
+    the input memory and writes the outputs when it runs (when its stream is synchronized)."""
+
+    context: "IExecutionContext"
+    shapes: dict[str, tuple[int, ...]]
+    addresses: dict[str, int]
+
+    def run(self) -> None:
+        self.context._execute(self.shapes, self.addresses)
+
+
+def synchronize(stream: int) -> None:
+    """Run the work enqueued on `stream`, in order (cudaStreamSynchronize)."""
+    jobs = state.pending.pop(stream, [])
+    for job in jobs:
+        job.run()
+    for job in jobs:
+        job.context._release(stream)
+
+
+def begin_capture(stream: int) -> None:
+    """Work enqueued on `stream` is recorded, not run, until end_capture."""
+    state.capturing[stream] = []
+
+
+def end_capture(stream: int) -> list[_Job]:
+    return state.capturing.pop(stream)
+
+
+def replay(jobs: list[_Job], stream: int) -> None:
+    """Enqueue the recorded work again on `stream`: it runs on the buffers' contents then."""
+    for job in jobs:
+        job.context._claim(stream)
+        state.pending.setdefault(stream, []).append(job)
+
+
 class IExecutionContext(_IExecutionContext):
+    """Strict where TensorRT is: addresses non-null and 256-byte aligned, every dynamic input's
+    shape set before an enqueue, work run only when its stream is synchronized, and one user at
+    a time: from the first call that binds it until its enqueued work has run, a context
+    belongs to one thread and one stream; another raises (TensorRT would corrupt silently)."""
+
     def __init__(self, engine: ICudaEngine) -> None:
         self._engine = engine
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._addresses: dict[str, int] = {}
+        self._user: tuple[int, int | None] | None = None  # (thread, stream with pending work)
+        self._pending = 0
+
+    def _claim(self, stream: int | None) -> None:
+        thread = threading.get_ident()
+        if self._user is not None:
+            user_thread, user_stream = self._user
+            if user_thread != thread:
+                raise RuntimeError("trt_double: an IExecutionContext is used by two threads at once "
+                                   "(TensorRT would mix their bindings silently)")
+            if stream is not None and user_stream is not None and user_stream != stream and self._pending:
+                raise RuntimeError("trt_double: an IExecutionContext is used on two streams at once "
+                                   "(its work on another stream has not run yet)")
+        if stream is not None:
+            self._pending += 1
+        self._user = (thread, stream if stream is not None else (self._user or (0, None))[1])
+
+    def _release(self, stream: int) -> None:
+        self._pending -= 1
+        if not self._pending:
+            self._user = None
 
     def set_input_shape(self, name: str, shape: tuple[int, ...] | list[int] | stubs.Dims) -> bool:
+        self._claim(None)
+        state.set_input_shape_calls += 1
         tensor = self._engine._tensors.get(name)
         dims = _dims_of(shape)
         if tensor is None or tensor.mode != "INPUT":
@@ -605,8 +718,18 @@ class IExecutionContext(_IExecutionContext):
         return True
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
-        if name not in self._engine._tensors:
+        self._claim(None)
+        state.set_tensor_address_calls += 1
+        tensor = self._engine._tensors.get(name)
+        if tensor is None:
             _error(self._engine._logger, f"IExecutionContext::setTensorAddress: no tensor named '{name}'")
+            return False
+        if not memory:
+            _error(self._engine._logger, f"IExecutionContext::setTensorAddress: null address for '{name}'")
+            return False
+        if memory % ALIGNMENT:
+            _error(self._engine._logger, f"IExecutionContext::setTensorAddress: the address of '{name}' is not "
+                                         f"{ALIGNMENT}-byte aligned")
             return False
         self._addresses[name] = memory
         return True
@@ -614,14 +737,16 @@ class IExecutionContext(_IExecutionContext):
     def get_tensor_shape(self, name: str) -> Dims:
         tensor = self._engine._tensors[name]
         if tensor.mode == "OUTPUT" and -1 in tensor.shape:
-            return Dims(self._output_shapes()[name])
+            if self._engine._data_dependent:
+                return Dims(tensor.shape)
+            return Dims(self._output_shapes(self._shapes)[name])
         return Dims(self._shapes.get(name, tensor.shape))
 
-    def _output_shapes(self) -> dict[str, tuple[int, ...]]:
+    def _output_shapes(self, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
         """Output shapes for the input shapes set, as TensorRT infers them: here by running the
         engine once on zeros of those shapes (cached per shapes)."""
         inputs = {n: t for n, t in self._engine._tensors.items() if t.mode == "INPUT"}
-        key = tuple(self._shapes.get(n, t.shape) for n, t in inputs.items())
+        key = tuple(shapes.get(n, t.shape) for n, t in inputs.items())
         if key not in self._engine._shape_cache:
             feeds: dict[str, Any] = {
                 n: np.zeros(shape, dtype=_NUMPY[t.onnx_type]) for (n, t), shape in zip(inputs.items(), key)
@@ -632,41 +757,57 @@ class IExecutionContext(_IExecutionContext):
         return self._engine._shape_cache[key]
 
     def execute_async_v3(self, stream_handle: int) -> bool:
-        missing = [n for n in self._engine._tensors if n not in self._addresses]
+        tensors = self._engine._tensors
+        missing = [n for n in tensors if n not in self._addresses]
         if missing:
             _error(self._engine._logger, f"IExecutionContext::enqueueV3: address is not set for {missing}")
             return False
+        unset = [n for n, t in tensors.items() if t.mode == "INPUT" and -1 in t.shape and n not in self._shapes]
+        if unset:
+            _error(self._engine._logger, f"IExecutionContext::enqueueV3: input shapes not set for {unset}")
+            return False
+        if self._engine._data_dependent:
+            _error(self._engine._logger, "IExecutionContext::enqueueV3: an output has a data-dependent shape "
+                                         "and no IOutputAllocator is set")
+            return False
+        job = _Job(self, dict(self._shapes), dict(self._addresses))
+        if stream_handle in state.capturing:
+            state.capturing[stream_handle].append(job)
+            return True
+        self._claim(stream_handle)
+        state.pending.setdefault(stream_handle, []).append(job)
+        return True
+
+    def _execute(self, shapes: dict[str, tuple[int, ...]], addresses: dict[str, int]) -> None:
         binding = self._engine._session.io_binding()
         converted: list[tuple[_Tensor, tuple[int, ...]]] = []  # outputs whose buffers hold another dtype
+        outputs = self._output_shapes(shapes)
         for t in self._engine._tensors.values():
-            shape = tuple(self.get_tensor_shape(t.name)[i] for i in range(len(t.shape)))
-            address, ort_type = self._addresses[t.name], _NUMPY[t.onnx_type]
+            shape = shapes.get(t.name, t.shape) if t.mode == "INPUT" else outputs[t.name]
+            address, ort_type = addresses[t.name], _NUMPY[t.onnx_type]
             if t.mode == "INPUT" and t.engine_type == t.onnx_type:
                 binding.bind_input(t.name, "cpu", 0, ort_type, shape, address)
             elif t.mode == "INPUT":
                 binding.bind_cpu_input(t.name, _host_array(address, _NUMPY[t.engine_type], shape).astype(ort_type))
-            elif t.engine_type == t.onnx_type:
+            elif t.engine_type == t.onnx_type and 0 not in shape:
                 binding.bind_output(t.name, "cpu", 0, ort_type, shape, address)
-            else:
+            else:  # another dtype, or empty: ONNX Runtime refuses to bind those by address
                 binding.bind_output(t.name, "cpu")
                 converted.append((t, shape))
-        try:
-            self._engine._session.run_with_iobinding(binding)
-        except Exception as e:  # ONNX Runtime raises its own exception types
-            _error(self._engine._logger, f"IExecutionContext::enqueueV3: {e}")
-            return False
+        # A failure here is an illegal access or a trap on a GPU: it surfaces at the next sync.
+        self._engine._session.run_with_iobinding(binding)
         results = binding.get_outputs()  # in the order outputs were bound
         bound = [t.name for t in self._engine._tensors.values() if t.mode == "OUTPUT"]
         for t, shape in converted:
             value = results[bound.index(t.name)].numpy()
-            _host_array(self._addresses[t.name], _NUMPY[t.engine_type], shape)[...] = value.astype(_NUMPY[t.engine_type])
+            _host_array(addresses[t.name], _NUMPY[t.engine_type], shape)[...] = value.astype(_NUMPY[t.engine_type])
         state.executions += 1
-        return True
 
 
 class Runtime(_Runtime):
     def __init__(self, logger: stubs.ILogger) -> None:
         self._logger = logger
+        _use_logger(logger)
 
     def deserialize_cuda_engine(
         self, serialized_engine: Buffer | stubs.IStreamReader | stubs.IStreamReaderV2
@@ -687,6 +828,11 @@ class Runtime(_Runtime):
             _error(self._logger, "IRuntime::deserializeCudaEngine: the engine plan file is not compatible with "
                                  f"this version of TensorRT, expecting library version {__version__} got "
                                  f"{header['version']}")
+            return _null(ICudaEngine)
+        if header["compute_capability"] != state.compute_capability:
+            _error(self._logger, "IRuntime::deserializeCudaEngine: the engine plan was built for a device of "
+                                 f"compute capability {header['compute_capability']}, this one is "
+                                 f"{state.compute_capability}")
             return _null(ICudaEngine)
         try:
             engine = ICudaEngine(data[start + length:], header["profiles"], self._logger)

@@ -18,7 +18,7 @@ import tensorrt as trt
 
 from converters.core.target import parse_version
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
-from trt_lower.runtime.trt_logger import TrtLogger
+from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 
 log = logging.getLogger("trt_lower")
 
@@ -80,7 +80,8 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
                timing_cache: bytes) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings."""
     major, _ = parse_version(trt.__version__)
-    logger = TrtLogger()
+    logger = LOGGER
+    logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
     builder = trt.Builder(logger)
     network = builder.create_network(network_flags(major, settings.precision))
     parser = trt.OnnxParser(network, logger)
@@ -92,11 +93,16 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     config.builder_optimization_level = settings.optimization_level
     if settings.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
         config.set_flag(trt.BuilderFlag.FP16)
+    # TensorRT may run float32 matmuls and convolutions in TF32 (on by default from Ampere on):
+    # float32 means float32 here, for fp32 engines and for the float32 islands of fp16 ones.
+    config.clear_flag(trt.BuilderFlag.TF32)
     _use_timing_cache(config, timing_cache, logger)
     profile = builder.create_optimization_profile()
     for p in profiles:
         profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
-    config.add_optimization_profile(profile)
+    if config.add_optimization_profile(profile) < 0:
+        raise BuildFailure(logger.take_errors() or "TensorRT refused the optimization profile "
+                           f"{[(p.name, p.min, p.max) for p in profiles]}")
 
     plan = builder.build_serialized_network(network, config)
     if plan is None:

@@ -9,6 +9,7 @@ from typing import Sequence
 
 import tensorrt as trt
 
+from converters.passes.weights import OnnxSegment
 from trt_lower import device as devices
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 from trt_lower.engine.cache import EngineCache, default_dir
@@ -18,6 +19,9 @@ from trt_lower.runtime.signature import TensorSig
 from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
 log = logging.getLogger("trt_lower")
+# protobuf's limit on one serialized message (an ONNX model with its weights embedded), with
+# room for the graph itself.
+PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
 
 
 def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None = None) -> EngineBuildError:
@@ -28,13 +32,21 @@ def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None =
     return EngineBuildError(name, reason, dict.fromkeys(nodes, why))
 
 
-def load_engine(name: str, onnx_bytes: bytes, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
+def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
                 tuple_output: bool, *, nodes: Sequence[str], build: BuildSettings, cache_dir: Path | None,
                 cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
     """The engine module for one segment, and whether it came from the cache.
 
     `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
     """
+    # TensorRT parses (and the cache keys on) the self-contained model, weights embedded: one
+    # protobuf message, which cannot exceed 2 GB. Handing TensorRT the weights beside the graph
+    # (external data files and parse(model, path)) is not done yet: refuse, and run eagerly.
+    weights = sum(a.nbytes for a in segment.weights.values())
+    if weights > PROTOBUF_LIMIT:
+        raise _fallback(name, f"its weights ({weights / 2**30:.2f} GiB) exceed the 2 GB limit of one ONNX "
+                              "model, which TensorRT's parser reads whole here", nodes)
+    onnx_bytes = segment.to_bytes()
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
     profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
     key = cache.key(onnx_bytes, profiles, build)

@@ -1,19 +1,32 @@
 """InputGuard: checks each call's inputs against what the model was lowered for."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
-from trt_lower.runtime.signature import TensorSig, check_input
+from trt_lower.runtime.engine_module import EngineModule
+from trt_lower.runtime.signature import InputCheck, TensorSig
 
 
 class InputGuard(torch.nn.Module):
     """Replaces torch.export's guard function: the same shape/dtype checks, but errors name the
-    input, its shape and the shapes (or range) it was lowered for, before any engine runs."""
+    input, its shape and the shapes (or range) it was lowered for, before any engine runs.
+
+    It is the one input check of a lowered module's call: `cover` adds the engines' device to it,
+    and after each check it tells those engines that their inputs are checked (EngineModule)."""
 
     def __init__(self, inputs: tuple[TensorSig, ...]) -> None:
         super().__init__()
         self.inputs = inputs
+        self.check = InputCheck("", inputs)
+        self._engines: tuple[EngineModule, ...] = ()
+
+    def cover(self, engines: Sequence[EngineModule], device: torch.device) -> None:
+        self.check = InputCheck("", self.inputs, device)
+        self._engines = tuple(engines)
 
     def forward(self, *tensors: torch.Tensor) -> None:
-        for sig, t in zip(self.inputs, tensors):
-            check_input("", sig, t)
+        self.check(tensors)
+        for engine in self._engines:
+            engine.checked_upstream = True

@@ -1,57 +1,67 @@
 """OrtEngineModule: one engine segment executed by ONNX Runtime on torch tensors' memory."""
 from __future__ import annotations
 
+from typing import Iterable, Sequence
+
 import torch
 
 from converters.core.dtypes import ORT_TYPES
 from converters.passes.weights import OnnxSegment
 from trt_lower.runtime.ort_session import create_session
-from trt_lower.runtime.signature import TensorSig, check_inputs
+from trt_lower.runtime.engine_module import EngineModule, Outputs
+from trt_lower.runtime.signature import TensorSig
+
+_CPU = torch.device("cpu")
 
 
-def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return t if t.dtype == dtype else t.to(dtype)
+def _casts(pairs: Iterable[tuple[torch.dtype, torch.dtype]]) -> tuple[torch.dtype | None, ...]:
+    """For (from, to) dtype pairs: `to` where the two differ, else None; () when none differ."""
+    casts = tuple(None if a == b else b for a, b in pairs)
+    return casts if any(c is not None for c in casts) else ()
 
 
-class OrtEngineModule(torch.nn.Module):
-    """Runs the segment's ONNX bytes on torch tensors (CPU) without copying them.
+class OrtEngineModule(EngineModule):
+    """Runs the segment's ONNX on torch tensors (CPU) without copying them.
 
     Inputs go to ONNX Runtime as numpy views of the tensors' memory; ONNX Runtime allocates the
-    outputs and hands their buffers over to numpy, which torch.from_numpy wraps. (`run` costs
-    less per call than an IOBinding: ~0.1 ms against ~0.3 ms with its Python wrapper.) Where the
-    engine's I/O dtype differs from the segment's (float64 runs as float32), tensors are cast on
-    the way in and back on the way out.
+    outputs and hands their buffers to numpy, which torch.from_numpy wraps. Measured per call
+    (bench/bench_overhead.py's MLP and BERT): this `run` through the session's C binding object
+    (`InferenceSession._sess`, stable across the pinned version; the Python wrapper re-validates
+    the feed names on every call) costs the same as an IOBinding with torch-allocated outputs on
+    a tiny MLP and ~0.1-0.2 ms less on BERT, where ONNX Runtime's own output allocation beats
+    writing into bound buffers; `run_with_ort_values` costs more (an OrtValue per input per
+    call). Where the engine's I/O dtype differs from the segment's (float64 runs as float32),
+    tensors are cast on the way in and back on the way out.
     """
 
     def __init__(self, name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...],
                  outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
-        super().__init__()
-        self.name = name
+        super().__init__(name, inputs, outputs, tuple_output, _CPU)
         self.segment = segment
-        self.inputs = inputs
-        self.outputs = outputs
-        self.tuple_output = tuple_output
         self._session = create_session(segment.model.SerializeToString(), segment.weights)
-        self._dtypes = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
-        self._output_names = [sig.name for sig in outputs]
+        engine = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
+        self._in_names = tuple(s.name for s in inputs)
+        self._out_names = [s.name for s in outputs]
+        # Where the engine's I/O dtype differs from the segment's (float64 computed as float32):
+        # per input the engine's dtype, per output the segment's; empty when none differs.
+        self._in_casts = _casts((s.dtype, engine[s.name]) for s in inputs)
+        self._casts_back = _casts((engine[s.name], s.dtype) for s in outputs)
 
     @property
     def onnx_bytes(self) -> bytes:
         """The engine's ONNX, self-contained (serialized with its weights on each access)."""
         return self.segment.to_bytes()
 
-    def forward(self, *tensors: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        check_inputs(self.name, self.inputs, tensors, "cpu")
+    def describe_backend(self) -> str:
+        return "onnxruntime"
+
+    def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
+        if self._in_casts:
+            tensors = [t if cast is None else t.to(cast) for t, cast in zip(tensors, self._in_casts)]
         # The numpy views keep the (cast, contiguous) tensors alive until the run has read them.
-        feeds = {sig.name: _as(t, self._dtypes[sig.name]).contiguous().numpy() for sig, t in zip(self.inputs, tensors)}
-        results = self._session.run(self._output_names, feeds)
-        return self._results(tuple(torch.from_numpy(a) for a in results))
-
-    def _results(self, results: tuple[torch.Tensor, ...]) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        results = tuple(_as(t, sig.dtype) for sig, t in zip(self.outputs, results))
-        return results if self.tuple_output else results[0]
-
-    def extra_repr(self) -> str:
-        ins = ", ".join(f"{s.source}: {s.describe()}" for s in self.inputs)
-        outs = ", ".join(f"{s.source}: {s.describe()}" for s in self.outputs)
-        return f"{self.name}, onnxruntime, ({ins}) -> ({outs})"
+        feeds = {name: t.numpy() if t.is_contiguous() else t.contiguous().numpy()
+                 for name, t in zip(self._in_names, tensors)}
+        results = [torch.from_numpy(a) for a in self._session._sess.run(self._out_names, feeds, None)]
+        if self._casts_back:
+            results = [t if back is None else t.to(back) for t, back in zip(results, self._casts_back)]
+        return tuple(results) if self.tuple_output else results[0]

@@ -74,13 +74,58 @@ def check_input(where: str, sig: TensorSig, t: object) -> None:
         )
 
 
-def check_inputs(engine: str, sigs: tuple[TensorSig, ...], tensors: tuple[torch.Tensor, ...],
-                 device_type: str) -> None:
-    if len(tensors) != len(sigs):
-        raise EngineInputError(f"{engine}: expected {len(sigs)} inputs, got {len(tensors)}")
-    for sig, t in zip(sigs, tensors):
-        check_input(f"{engine}: ", sig, t)
-        if t.device.type != device_type:
-            raise EngineInputError(
-                f"{engine}: input '{sig.source}' is on {t.device}, the engine runs on {device_type}"
-            )
+def _device_index(device: torch.device | None) -> int | None:
+    """What `Tensor.get_device()` returns for a tensor on `device` (-1 on the CPU)."""
+    if device is None:
+        return None
+    return -1 if device.type == "cpu" else (device.index or 0)
+
+
+class InputCheck:
+    """The per-call check of a call's tensors against their signatures (and, when given, the
+    device the engines run on).
+
+    The hot path compares each tensor's dtype, shape and device index with values computed
+    here once (a static shape is one tuple comparison); only when that fails is the readable
+    error, naming the input and what it was lowered for, built.
+    """
+
+    def __init__(self, where: str, sigs: tuple[TensorSig, ...], device: torch.device | None = None) -> None:
+        self.where = where
+        self.sigs = sigs
+        self.device = device
+        self._index = _device_index(device)
+        # Per input: dtype, then the static shape or None, then each dim's (min, max) range.
+        self._plans = tuple(
+            (s.dtype, s.min_shape if s.is_static else None, tuple(zip(s.min_shape, s.max_shape))) for s in sigs
+        )
+
+    def __call__(self, tensors: Sequence[torch.Tensor]) -> None:
+        if len(tensors) != len(self._plans):
+            self._fail(tensors)
+        index = self._index
+        try:
+            for t, (dtype, static, ranges) in zip(tensors, self._plans):
+                if t.dtype is not dtype or (index is not None and t.get_device() != index):
+                    self._fail(tensors)
+                shape = t.shape
+                if static is not None:
+                    if shape != static:
+                        self._fail(tensors)
+                elif len(shape) != len(ranges) or not all(lo <= d <= hi for d, (lo, hi) in zip(shape, ranges)):
+                    self._fail(tensors)
+        except AttributeError:  # not a tensor
+            self._fail(tensors)
+
+    def _fail(self, tensors: Sequence[object]) -> None:
+        if len(tensors) != len(self.sigs):
+            raise EngineInputError(f"{self.where}expected {len(self.sigs)} inputs, got {len(tensors)}")
+        for sig, t in zip(self.sigs, tensors):
+            check_input(self.where, sig, t)
+            assert isinstance(t, torch.Tensor)  # check_input raised otherwise
+            if self.device is not None and t.device != self.device:
+                raise EngineInputError(
+                    f"{self.where}input '{sig.source}' is on {t.device}, the engine runs on {self.device}; "
+                    f"move the model and its inputs there (.to('{self.device}'))"
+                )
+        raise AssertionError(f"{self.where}the fast input check failed where the full one passed")

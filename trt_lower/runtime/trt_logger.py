@@ -1,7 +1,13 @@
-"""TensorRT's log, routed to Python logging; its errors are kept for the exception that follows."""
+"""TensorRT's log, routed to Python logging; its errors are kept for the exception that follows.
+
+TensorRT keeps one logger per process (the first one a Builder or Runtime is given; later ones
+only earn a warning), so every Builder and Runtime here gets the same one: `LOGGER`. Errors are
+kept per thread, since TensorRT logs on the thread that made the failing call.
+"""
 from __future__ import annotations
 
 import logging
+import threading
 
 import tensorrt as trt
 
@@ -14,7 +20,15 @@ class TrtLogger(trt.ILogger):
 
     def __init__(self) -> None:
         trt.ILogger.__init__(self)
-        self.errors: list[str] = []
+        self._local = threading.local()
+
+    @property
+    def errors(self) -> list[str]:
+        """This thread's errors since its last `take_errors`."""
+        errors: list[str] | None = getattr(self._local, "errors", None)
+        if errors is None:
+            errors = self._local.errors = []
+        return errors
 
     def log(self, severity: trt.ILogger.Severity, msg: str) -> None:
         if int(severity) <= int(trt.ILogger.Severity.ERROR):
@@ -26,6 +40,9 @@ class TrtLogger(trt.ILogger):
             log.debug("%s", msg)
 
     def take_errors(self) -> str:
-        """The errors logged since the last call, as one line."""
-        errors, self.errors = self.errors, []
+        """This thread's errors logged since the last call, as one line."""
+        errors, self._local.errors = self.errors, []
         return "; ".join(errors)
+
+
+LOGGER = TrtLogger()

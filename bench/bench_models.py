@@ -1,0 +1,167 @@
+"""Real models: trt_lower on ONNX Runtime vs a whole-graph ONNX Runtime session (CPU).
+
+    python bench/bench_models.py [--blocks 6] [--calls 10] [--models resnet18,bert,...] [--json out.json]
+
+Each model (torchvision and transformers architectures in small configs, random weights,
+BatchNorm statistics calibrated by a few train-mode passes) is lowered with
+backend="onnxruntime" and, independently, exported whole with `torch.onnx.export` (TorchScript
+exporter, opset 17) into a session with trt_lower's own session options. The two run in
+alternating blocks of `--calls` calls (the order flips per block); a block's median per call
+gives one ratio, whole-graph time / lowered time (above 1: lowered is faster). Printed per
+model: the median ratio over blocks and its spread; then the geometric mean over models.
+See bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torchvision
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import trt_lower  # noqa: E402
+from trt_lower.runtime.ort_session import create_session  # noqa: E402
+
+Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
+IMAGE = (1, 3, 96, 96)
+
+
+def _vision(name: str) -> Callable[[], Example]:
+    def build() -> Example:
+        model = getattr(torchvision.models, name)(weights=None)
+        with torch.no_grad():  # BatchNorm statistics from the data, not the defaults
+            model.train()
+            for _ in range(3):
+                model(torch.randn(4, *IMAGE[1:]))
+        return model.eval(), (torch.randn(*IMAGE),)
+    return build
+
+
+class _Hidden(torch.nn.Module):
+    """A transformers encoder/decoder body, token ids in, last hidden state out (plain tensors
+    in and out, so the TorchScript exporter traces it)."""
+
+    def __init__(self, body: torch.nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.body(input_ids=ids, return_dict=True).last_hidden_state
+
+
+def _text(config: Any, model_class: Any) -> Callable[[], Example]:
+    def build() -> Example:
+        return _Hidden(model_class(config)).eval(), (torch.randint(0, config.vocab_size, (1, 32)),)
+    return build
+
+
+_SMALL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, vocab_size=1000)
+MODELS: dict[str, Callable[[], Example]] = {
+    "resnet18": _vision("resnet18"),
+    "mobilenet_v3_small": _vision("mobilenet_v3_small"),
+    "mobilenet_v2": _vision("mobilenet_v2"),
+    "shufflenet_v2_x0_5": _vision("shufflenet_v2_x0_5"),
+    "squeezenet1_1": _vision("squeezenet1_1"),
+    "efficientnet_b0": _vision("efficientnet_b0"),
+    "mnasnet0_5": _vision("mnasnet0_5"),
+    "regnet_y_400mf": _vision("regnet_y_400mf"),
+    "bert": _text(transformers.BertConfig(**_SMALL), transformers.BertModel),
+    "roberta": _text(transformers.RobertaConfig(**_SMALL), transformers.RobertaModel),
+    "distilbert": _text(transformers.DistilBertConfig(dim=128, n_layers=2, n_heads=2, hidden_dim=512,
+                                                      vocab_size=1000), transformers.DistilBertModel),
+    "gpt2": _text(transformers.GPT2Config(n_embd=128, n_layer=2, n_head=2, vocab_size=1000), transformers.GPT2Model),
+}
+
+
+def whole_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
+    """The model exported without trt_lower, run by `session.run` on numpy inputs."""
+    f = io.BytesIO()
+    names = [f"input_{i}" for i in range(len(inputs))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, inputs, f, dynamo=False, opset_version=17, input_names=names,
+                          do_constant_folding=True)
+    session = create_session(f.getvalue())
+    feeds = {n: np.ascontiguousarray(t.numpy()) for n, t in zip(names, inputs)}
+    return lambda: session.run(None, feeds)
+
+
+def block(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+    """Median wall time and median CPU time of the process (all threads) per call. On a shared
+    machine the CPU time is the steadier one: time spent preempted does not count."""
+    wall, cpu = [], []
+    for _ in range(calls):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def measure(name: str, blocks: int, calls: int) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    contenders = {"lowered": lambda: lowered(*inputs), "whole": whole_graph(model, inputs)}
+    seconds: dict[str, list[tuple[float, float]]] = {"lowered": [], "whole": []}
+    with torch.inference_mode():
+        for fn in contenders.values():
+            block(fn, 3)
+        for b in range(blocks):
+            for n in (("lowered", "whole") if b % 2 == 0 else ("whole", "lowered")):
+                seconds[n].append(block(contenders[n], calls))
+    result: dict[str, Any] = {"engines": len(lowered.report.engines), "coverage": lowered.report.coverage}
+    for i, clock in enumerate(("wall", "cpu")):
+        lo, whole = ([s[i] for s in seconds[n]] for n in ("lowered", "whole"))
+        ratios = [w / max(x, 1e-9) for x, w in zip(lo, whole)]
+        result[clock] = {"lowered_ms": statistics.median(lo) * 1e3, "whole_ms": statistics.median(whole) * 1e3,
+                         "ratios": ratios, "ratio": statistics.median(ratios)}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.blocks} alternating blocks "
+          f"x {args.calls} calls; ratio = whole-graph ORT time / lowered time (> 1: lowered faster)")
+    print(f"{'':28s}{'--- wall time ---':^34s}  {'--- process CPU time ---':^34s}")
+    print(f"{'model':20s} {'engines':>7s}" + f" {'lowered ms':>10s} {'whole ms':>9s} {'ratio':>5s} {'spread':>9s}" * 2)
+    results = {}
+    for name in args.models.split(","):
+        r = results[name] = measure(name, args.blocks, args.calls)
+        line = f"{name:20s} {r['engines']:7d}"
+        for clock in ("wall", "cpu"):
+            c = r[clock]
+            line += (f" {c['lowered_ms']:10.3f} {c['whole_ms']:9.3f} {c['ratio']:5.2f} "
+                     f"{min(c['ratios']):4.2f}..{max(c['ratios']):4.2f}")
+        print(line, flush=True)
+    summary = {}
+    for clock in ("wall", "cpu"):
+        ratios = {n: r[clock]["ratio"] for n, r in results.items()}
+        geomean = math.exp(statistics.mean(math.log(x) for x in ratios.values()))
+        low = min(ratios, key=ratios.__getitem__)
+        summary[clock] = geomean
+        print(f"{clock}: geometric mean {geomean:.2f} (target >= 1.0); lowest {low} {ratios[low]:.2f} (target >= 0.95)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"geomean": summary, "models": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

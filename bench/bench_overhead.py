@@ -1,0 +1,138 @@
+"""Per-call host overhead of a lowered module above its engine (ONNX Runtime backend, CPU).
+
+    python bench/bench_overhead.py [--blocks 7] [--calls 50] [--models mlp,bert,resnet18] [--clock wall|cpu] [--json out.json]
+
+For each model, side by side in one process: eager PyTorch, the lowered module, its engine
+module alone (called with the arguments the lowered module hands it), and a bare
+`session.run` on the engine's own `onnx_bytes` in a session with trt_lower's options. The four
+run in alternating blocks of `--calls` calls (the order rotates per block, so load drifts reach
+all of them); per-call time is a block's median, and the figures are the median over blocks with
+their spread (min..max). Overhead = lowered - bare, against the target of 10 µs plus 5 µs per
+further engine. See bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torchvision
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import trt_lower  # noqa: E402
+from trt_lower.runtime.ort_session import create_session  # noqa: E402
+
+Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
+
+
+def mlp() -> Example:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16))
+    return model.eval(), (torch.randn(1, 16),)
+
+
+def bert() -> Example:
+    config = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=512, vocab_size=1000)
+    return transformers.BertModel(config).eval(), (torch.randint(0, 1000, (1, 32)),)
+
+
+def resnet18() -> Example:
+    return torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 64, 64),)
+
+
+MODELS: dict[str, Callable[[], Example]] = {"mlp": mlp, "bert": bert, "resnet18": resnet18}
+
+
+def engine_call(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+    """The arguments the lowered module hands engine_0 for `inputs`."""
+    seen: list[tuple[Any, ...]] = []
+    handle = lowered.engine_0.register_forward_pre_hook(lambda _, args: seen.append(args))
+    with torch.no_grad():
+        lowered(*inputs)
+    handle.remove()
+    return seen[0]
+
+
+def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    engine = lowered.engine_0
+    args = engine_call(lowered, inputs)
+    session = create_session(engine.onnx_bytes)
+    feeds = {i.name: np.ascontiguousarray(a.numpy()) for i, a in zip(session.get_inputs(), args)}
+    outputs = [o.name for o in session.get_outputs()]
+    calls: dict[str, Callable[[], object]] = {
+        "eager": lambda: model(*inputs),
+        "lowered": lambda: lowered(*inputs),
+        "engine": lambda: engine(*args),
+        "bare session.run": lambda: session.run(outputs, feeds),
+    }
+    return calls, len(lowered.report.engines)
+
+
+def measure(calls: dict[str, Callable[[], object]], blocks: int, per_block: int,
+            clock: Callable[[], float]) -> dict[str, list[float]]:
+    """Per-call medians (µs), one per block and contender."""
+    names = list(calls)
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    with torch.inference_mode():
+        for fn in calls.values():  # warm-up
+            for _ in range(5):
+                fn()
+        for block in range(blocks):
+            for n in names[block % len(names):] + names[:block % len(names)]:
+                fn, times = calls[n], []
+                for _ in range(per_block):
+                    start = clock()
+                    fn()
+                    times.append(clock() - start)
+                seconds[n].append(statistics.median(times) * 1e6)
+    return seconds
+
+
+# perf_counter: wall time. process_time: CPU time of all the process's threads, steadier on a
+# shared machine (time spent preempted does not count).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
+          f"{args.clock} clock, median of {args.blocks} blocks x {args.calls} calls "
+          "(spread: min..max of block medians)")
+    report: dict[str, Any] = {}
+    for name in args.models.split(","):
+        calls, engines = contenders(name)
+        times = measure(calls, args.blocks, args.calls, CLOCKS[args.clock])
+        med = {n: statistics.median(ts) for n, ts in times.items()}
+        overhead = [lo - bare for lo, bare in zip(times["lowered"], times["bare session.run"])]
+        target = 10 + 5 * (engines - 1)
+        print(f"\n{name} ({engines} engine{'s' if engines > 1 else ''})")
+        for n, ts in times.items():
+            print(f"  {n:18s} {med[n]:9.1f} µs   ({min(ts):.1f}..{max(ts):.1f})")
+        print(f"  lowered - bare     {statistics.median(overhead):9.1f} µs   "
+              f"({min(overhead):.1f}..{max(overhead):.1f}; target <= {target} µs)")
+        print(f"  engine - bare      {med['engine'] - med['bare session.run']:9.1f} µs")
+        report[name] = {"engines": engines, "per_block_us": times, "overhead_us": overhead, "target_us": target}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+"""The engine runtime's hot path and its TensorRT correctness rules, against the strict TensorRT
+double: each double rule here is one the old, lenient double did not enforce."""
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from types import ModuleType
+from typing import Any, Callable
+
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+import trt_lower
+from harness import Fn
+from trt_double.device import HostDevice
+from trt_lower import device
+from trt_lower.runtime import signature
+
+
+class ConvHead(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x)) + 1.0
+
+
+def _lowered(**kwargs: Any) -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    return model, trt_lower.lower_to_trt(model, (x,), backend="tensorrt", **kwargs), x
+
+
+def _logger() -> Any:
+    """The process-wide TensorRT logger, bound to the double (its module is fresh per test)."""
+    return importlib.import_module("trt_lower.runtime.trt_logger").LOGGER
+
+
+def _host() -> HostDevice:
+    host = device.current()
+    assert isinstance(host, HostDevice)
+    return host
+
+
+# -- the hot path ------------------------------------------------------------------------------
+def test_a_call_with_the_same_shapes_sets_no_input_shape(trt_double: ModuleType) -> None:
+    model, lowered, x = _lowered()
+    lowered(x)
+    shapes, addresses = trt_double.state.set_input_shape_calls, trt_double.state.set_tensor_address_calls
+    for _ in range(3):
+        torch.testing.assert_close(lowered(x), model(x))
+    assert trt_double.state.set_input_shape_calls == shapes
+    # The input's address is unchanged: at most the new output's address is set per call.
+    assert trt_double.state.set_tensor_address_calls - addresses <= 3
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
+def test_a_lowered_forward_checks_its_inputs_once(trt_double: ModuleType, backend: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend=backend, fallback_ops=["aten.relu.default"],
+                                     min_block_size=1)
+    assert len(lowered.report.engines) == 2
+    checks = []
+    real = signature.InputCheck.__call__
+    monkeypatch.setattr(signature.InputCheck, "__call__", lambda self, t: (checks.append(self.where), real(self, t)))
+    torch.testing.assert_close(lowered(x), model(x))
+    assert checks == [""]  # the guard's; neither engine checks again
+    with pytest.raises(trt_lower.EngineInputError, match=r"input 'x' was lowered for \(2, 3, 8, 8\) float32"):
+        lowered(x.double())
+    # Called alone, an engine checks (here: a float64 tensor would be read as float32 memory).
+    with pytest.raises(trt_lower.EngineInputError, match=r"engine_1: input '\w+' was lowered for .* float32"):
+        lowered.engine_1(torch.randn(2, 4, 8, 8, dtype=torch.float64))
+
+
+# -- the double is as strict as TensorRT --------------------------------------------------------
+def _context(trt_double: ModuleType) -> tuple[Any, torch.nn.Module]:
+    _, lowered, _ = _lowered()
+    engine = lowered.engine_0
+    return engine._engine.create_execution_context(), engine
+
+
+def test_null_and_unaligned_addresses_are_refused(trt_double: ModuleType) -> None:
+    context, engine = _context(trt_double)
+    name = engine.inputs[0].name
+    buffer = torch.empty(4096, dtype=torch.uint8)
+    aligned = buffer.data_ptr() + (-buffer.data_ptr() % 256)
+    assert not context.set_tensor_address(name, 0)
+    assert not context.set_tensor_address(name, aligned + 4)
+    assert context.set_tensor_address(name, aligned)
+    assert "not 256-byte aligned" in _logger().take_errors()
+
+
+def test_unaligned_input_view_runs_through_an_aligned_copy(trt_double: ModuleType) -> None:
+    model, lowered, x = _lowered()
+    storage = torch.randn(x.numel() + 1)
+    view = storage[1:].view(x.shape)  # 4 bytes past an allocation: not 256-byte aligned
+    assert view.data_ptr() % 256
+    torch.testing.assert_close(lowered(view), model(view))
+
+
+def _dynamic_engine(trt_double: ModuleType) -> Any:
+    spec = trt_lower.TensorSpec((1, 4), (2, 4), (8, 4))
+    lowered = trt_lower.lower_to_trt(Fn(lambda x: x * 2 + 1), (spec,), backend="tensorrt", min_block_size=1)
+    return lowered.engine_0
+
+
+def test_dynamic_input_shape_must_be_set_before_enqueue(trt_double: ModuleType) -> None:
+    engine = _dynamic_engine(trt_double)
+    context = engine._engine.create_execution_context()
+    buffers = [torch.empty(1024) for _ in range(2)]
+    for sig, b in zip(engine.inputs + engine.outputs, buffers):
+        assert context.set_tensor_address(sig.name, b.data_ptr() + (-b.data_ptr() % 256))
+    assert not context.execute_async_v3(1)
+    assert "input shapes not set" in _logger().take_errors()
+
+
+def test_profile_must_cover_every_dynamic_input(trt_double: ModuleType) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m", 4])
+    out = helper.make_tensor_value_info("z", TensorProto.FLOAT, [None, 4])
+    graph = helper.make_graph([helper.make_node("Concat", ["x", "y"], ["z"], axis=0)], "g", [x, y], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    builder = trt_double.Builder(_logger())
+    network = builder.create_network(0)
+    assert trt_double.OnnxParser(network, _logger()).parse(model.SerializeToString())
+    config = builder.create_builder_config()
+    assert config.add_optimization_profile(builder.create_optimization_profile()) == -1
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", trt_double.Dims([1, 4]), trt_double.Dims([2, 4]), trt_double.Dims([4, 4]))
+    assert config.add_optimization_profile(profile) == 0
+    assert builder.build_serialized_network(network, config) is None
+    assert "no shapes for dynamic inputs ['y']" in _logger().take_errors()
+
+
+def test_work_runs_when_the_stream_does(trt_double: ModuleType) -> None:
+    """Inputs must stay unchanged until the stream has run: overwriting one before shows."""
+    model, lowered, x = _lowered()
+    aligned = importlib.import_module("trt_lower.runtime.trt_module").aligned_empty
+    x = aligned(x.shape, x.dtype, x.device).copy_(x)  # read in place, not through an aligned copy
+    host = _host()
+    with host.caller_stream() as stream:
+        out = lowered(x)
+        expected = model(x)
+        x.zero_()
+        host.synchronize(stream)
+    assert not torch.allclose(out, expected)
+    torch.testing.assert_close(out, model(x))
+
+
+def test_a_context_used_by_two_threads_at_once_raises(trt_double: ModuleType) -> None:
+    context, engine = _context(trt_double)
+    name = engine.inputs[0].name
+    context.set_input_shape(name, (2, 3, 8, 8))
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            context.set_input_shape(name, (2, 3, 8, 8))
+        except RuntimeError as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join(timeout=30)
+    assert len(errors) == 1 and "two threads at once" in str(errors[0])
+
+
+def test_two_threads_on_one_module_each_get_a_context(trt_double: ModuleType) -> None:
+    model, lowered, x = _lowered()
+    host = _host()
+    others = [torch.randn(2, 3, 8, 8) for _ in range(2)]
+    results: dict[int, torch.Tensor] = {}
+    with host.caller_stream() as stream:  # the first thread's work is still pending ...
+        results[0] = lowered(others[0])
+
+        def second() -> None:  # ... when the second thread calls
+            with host.caller_stream() as own:
+                results[1] = lowered(others[1])
+                host.synchronize(own)
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(timeout=60)
+        host.synchronize(stream)
+    for i, t in enumerate(others):
+        torch.testing.assert_close(results[i], model(t))
+    assert trt_double.state.contexts_created == 2
+
+
+def test_plans_are_tied_to_the_compute_capability(trt_double: ModuleType) -> None:
+    _, lowered, _ = _lowered()
+    trt_double.state.compute_capability = "9.0"
+    assert trt_double.Runtime(_logger()).deserialize_cuda_engine(lowered.engine_0.plan) is None
+    assert "compute capability 8.0, this one is 9.0" in _logger().take_errors()
+
+
+def test_data_dependent_output_shapes_are_reported_as_minus_one(trt_double: ModuleType) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    out = helper.make_tensor_value_info("i", TensorProto.INT64, [1, None])
+    graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["i"])], "g", [x], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    builder = trt_double.Builder(_logger())
+    network = builder.create_network(0)
+    assert trt_double.OnnxParser(network, _logger()).parse(model.SerializeToString())
+    plan = builder.build_serialized_network(network, builder.create_builder_config())
+    engine = trt_double.Runtime(_logger()).deserialize_cuda_engine(bytes(plan))
+    assert tuple(engine.create_execution_context().get_tensor_shape("i")) == (1, -1)
+
+
+def test_execution_context_out_of_memory_falls_back_to_eager(trt_double: ModuleType,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    trt_double.state.contexts_left = 0
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        model, lowered, x = _lowered()
+    assert lowered.report.engines == []
+    assert "could not create an execution context" in caplog.text
+    torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_fp32_engines_are_built_without_tf32_and_one_logger_serves_all(trt_double: ModuleType) -> None:
+    _lowered(fallback_ops=["aten.relu.default"], min_block_size=1)
+    assert trt_double.state.last_build.builder_flags & (1 << 7) == 0  # BuilderFlag.TF32
+    assert len(trt_double.state.loggers) == 1
+
+
+def test_empty_input_and_output_bind_a_valid_address(trt_double: ModuleType) -> None:
+    model, x = Fn(lambda x: torch.relu(x) * 2 + 1), torch.randn(0, 4)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", min_block_size=1)
+    assert len(lowered.report.engines) == 1
+    assert lowered(x).shape == (0, 4)
+
+
+# -- CUDA graphs -------------------------------------------------------------------------------
+class Embed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.emb(ids)) * 2.0
+
+
+def _poisoned(real: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """torch.empty whose memory holds what a fresh GPU buffer may: here, out-of-range indices."""
+    def empty(*args: Any, **kwargs: Any) -> torch.Tensor:
+        t = real(*args, **kwargs)
+        return t.fill_(10**6) if t.dtype in (torch.int64, torch.int32) else t
+    return empty
+
+
+def test_cuda_graph_replays_read_the_current_inputs_and_warm_up_on_real_ones(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, ids = Embed().eval(), torch.randint(0, 50, (2, 5))
+    lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt", cuda_graphs=True, min_block_size=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "empty", _poisoned(torch.empty))
+        first = lowered(ids)  # the capture: its warm-up must read these ids, not garbage
+    for _ in range(2):
+        other = torch.randint(0, 50, (2, 5))
+        torch.testing.assert_close(lowered(other), model(other))
+    torch.testing.assert_close(first, model(ids))
+    assert _host().captures == 1
+
+
+def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    model, lowered, x = _lowered(cuda_graphs=True)
+
+    def fail(run: Any, where: torch.device) -> Any:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(_host(), "capture", fail)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        for _ in range(2):
+            x = torch.randn(2, 3, 8, 8)
+            torch.testing.assert_close(lowered(x), model(x))
+    assert caplog.text.count("CUDA graph capture failed") == 1
+
+
+
+def test_segment_over_the_protobuf_limit_runs_eagerly_with_the_reason(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # The limit lowered to this model's size stands for 2 GB of weights, which are not allocated.
+    monkeypatch.setattr(importlib.import_module("trt_lower.engine.trt_engines"), "PROTOBUF_LIMIT", 64)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64)).eval()
+    x = torch.randn(2, 64)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
+    assert lowered.report.engines == [] and "exceed the 2 GB limit of one ONNX model" in caplog.text
+    torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_onnxruntime_engine_serves_two_threads_at_once() -> None:
+    """Each thread binds its own I/O addresses (an IOBinding per thread)."""
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    xs = [torch.randn(2, 3, 8, 8) for _ in range(2)]
+    expected = [model(t) for t in xs]
+    wrong: list[int] = []
+
+    def call(i: int) -> None:
+        for _ in range(200):
+            if not torch.allclose(lowered(xs[i]), expected[i], rtol=1e-4, atol=1e-5):
+                wrong.append(i)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not wrong

@@ -1,0 +1,50 @@
+"""EngineModule: what the ONNX Runtime and TensorRT engine modules share."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from trt_lower.runtime.signature import InputCheck, TensorSig
+
+Outputs = torch.Tensor | tuple[torch.Tensor, ...]
+
+
+class EngineModule(torch.nn.Module):
+    """One engine segment as an nn.Module: `inputs`/`outputs` say what it was built for.
+
+    Called on its own, it checks its inputs (shape, dtype, device). Inside a lowered module the
+    input guard has already checked the model's inputs, which fixes every engine's input shapes
+    and dtypes: on each call the guard sets `checked_upstream`, and the engine's next call
+    skips its own check and clears the flag.
+    """
+
+    def __init__(self, name: str, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
+                 tuple_output: bool, device: torch.device) -> None:
+        super().__init__()
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.tuple_output = tuple_output
+        self.device = device
+        self.checked_upstream = False
+        self.check = InputCheck(f"{name}: ", inputs, device)
+
+    def forward(self, *tensors: torch.Tensor) -> Outputs:
+        if self.checked_upstream:
+            self.checked_upstream = False
+        else:
+            self.check(tensors)
+        return self.run(tensors)
+
+    def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
+        """The engine's outputs for inputs that passed the check."""
+        raise NotImplementedError
+
+    def describe_backend(self) -> str:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        ins = ", ".join(f"{s.source}: {s.describe()}" for s in self.inputs)
+        outs = ", ".join(f"{s.source}: {s.describe()}" for s in self.outputs)
+        return f"{self.name}, {self.describe_backend()}, ({ins}) -> ({outs})"
