@@ -113,13 +113,6 @@ def test_zero_size_dims_inside_a_range_give_eager_results() -> None:
         lowered(torch.randn(17, 8))
 
 
-RUNTIME_DETACH = pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "OrtEngineModule.forward hands tensors that require grad to .numpy(), which refuses them: branch runtime "
-    "owns trt_lower/runtime/ort_module.py; the fix is `.detach()` on each input in its feeds (engines are "
-    "inference only, as TRTEngineModule already behaves)"))
-
-
-@RUNTIME_DETACH
 def test_input_requiring_grad_runs_and_its_result_carries_no_graph(
         convnet: tuple[torch.nn.Module, trt_lower.LoweredModule]) -> None:
     model, lowered = convnet
@@ -129,7 +122,6 @@ def test_input_requiring_grad_runs_and_its_result_carries_no_graph(
     assert not actual.requires_grad
 
 
-@RUNTIME_DETACH
 def test_eager_weights_before_an_engine_outside_no_grad() -> None:
     # The eager convolution's weights require grad, so its output, the engine's input, does too.
     torch.manual_seed(0)
@@ -143,7 +135,7 @@ def test_a_tensor_on_another_device_is_refused_naming_both_devices(
         convnet: tuple[torch.nn.Module, trt_lower.LoweredModule]) -> None:
     # A CUDA tensor where there is one; 'meta' stands in for any non-CPU device elsewhere.
     other = "cuda" if torch.cuda.is_available() else "meta"
-    with pytest.raises(EngineInputError, match=rf"engine_0: input '\w+' is on {other}(:0)?, the engine runs on cpu"):
+    with pytest.raises(EngineInputError, match=rf"input '\w+' is on {other}(:0)?, the engine runs on cpu"):
         convnet[1](torch.randn(2, 3, 8, 8, device=other))
 
 
@@ -164,6 +156,6 @@ def test_a_cpu_tensor_given_to_a_tensorrt_engine_is_refused_naming_both_devices(
     with device.using(HostDevice("meta")):
         lowered = trt_lower.lower_to_trt(Convnet().eval(), (torch.randn(2, 3, 8, 8),), backend="tensorrt",
                                          min_block_size=1)
-        with pytest.raises(EngineInputError, match=r"engine_0: input '\w+' is on cpu, the engine runs on meta; "
+        with pytest.raises(EngineInputError, match=r"input '\w+' is on cpu, the engine runs on meta; "
                                                    r"move the model and its inputs there \(.to\('meta'\)\)"):
             lowered(torch.randn(2, 3, 8, 8))

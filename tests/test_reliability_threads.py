@@ -24,9 +24,6 @@ def test_onnxruntime_module_gives_serial_results_from_8_threads() -> None:
     assert calls == THREADS * 6 * len(inputs) and not problems, "\n".join(problems[:10])
 
 
-@pytest.mark.xfail(strict=True, reason="TRTEngineModule shares one IExecutionContext between threads "
-                   "(bindings of one call are overwritten by another's before it executes); branch runtime "
-                   "(issues 15/16) makes contexts per thread or locked: remove this mark when it lands")
 def test_tensorrt_module_gives_serial_results_from_8_threads(tmp_path: Path) -> None:
     done = subprocess.run(worker("threads"), env=worker_env(tmp_path), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"the worker died (exit {done.returncode}):\n{done.stderr[-3000:]}"

@@ -59,7 +59,8 @@ class OrtEngineModule(EngineModule):
         if self._in_casts:
             tensors = [t if cast is None else t.to(cast) for t, cast in zip(tensors, self._in_casts)]
         # The numpy views keep the (cast, contiguous) tensors alive until the run has read them.
-        feeds = {name: t.numpy() if t.is_contiguous() else t.contiguous().numpy()
+        # Engines are inference only: a tensor that requires grad is read without its graph.
+        feeds = {name: (t if t.is_contiguous() else t.contiguous()).detach().numpy()
                  for name, t in zip(self._in_names, tensors)}
         results = [torch.from_numpy(a) for a in self._session._sess.run(self._out_names, feeds, None)]
         if self._casts_back:
