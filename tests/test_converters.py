@@ -407,6 +407,9 @@ CASES: list[Case] = [
     Case(aten.logsumexp.default, lambda x: torch.logsumexp(x, -1), lambda: (ri(2, 3),), id="int"),
     Case(aten.cumsum.default, lambda x: x.cumsum(1), lambda: (r(3, 4),)),
     Case(aten.cumsum.default, lambda x: x.cumsum(0, dtype=torch.float32), lambda: (ri(5),), id="int-to-float"),
+    # RoBERTa's position ids: an int cumsum of a 0/1 mask, exact in float32.
+    Case(aten.cumsum.default, lambda x: x.ne(1).int().cumsum(1), lambda: (ri(2, 40, high=3),), id="int-mask"),
+    Case(aten.cumsum.default, lambda x: x.cumsum(-1), lambda: (rb(3, 50),), id="bool"),
     Case(aten.linalg_vector_norm.default, lambda x: x.norm(dim=-1), lambda: (r(3, 4),)),
     Case(aten.linalg_vector_norm.default, lambda x: torch.linalg.vector_norm(x, 1, (0, 1), keepdim=True),
          lambda: (r(3, 4),), id="l1"),
@@ -715,4 +718,14 @@ def test_integer_linspace_with_runtime_bounds_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.linspace.Tensor_Tensor"]
     assert "integer linspace with run-time bounds" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_integer_cumsum_of_unbounded_values_is_refused() -> None:
+    """Summed in float32, ints of unknown magnitude could lose digits past 2**24."""
+    fn = Fn(lambda x: (x * 2).cumsum(0))
+    inputs = (torch.tensor([2**23, 2**23, 3]),)
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.cumsum.default"]
+    assert "2**24" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))
