@@ -112,6 +112,7 @@ def lower_to_trt(
         except (ConversionError, EngineBuildError) as e:
             failed.update(_keep_eager(e, settings))
     lowered.report.timings = timings
+    lowered.report.notes[:0] = captured.notes
     return lowered
 
 
