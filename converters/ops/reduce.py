@@ -303,10 +303,12 @@ def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = input_val(node, 0)
     n = _max_size(x.shape[normalize_dim(node_arg(node, 1, "dim"), x.dim())]) if x.dim() else 1
     bound = _magnitude_bound(node.args[0])
-    if bound is None or n is None or bound * n > FLOAT32_EXACT:
-        return ("integer cumsum runs as float32 (TensorRT's CumSum is float-only), exact only when the partial "
-                f"sums provably stay within 2**24; the input's values (|x| <= {bound}) over a dim of size "
-                f"{n} do not prove it")
+    why = ("integer cumsum runs as float32 (TensorRT's CumSum is float-only), exact only when the partial "
+           "sums provably stay within 2**24")
+    if bound is None:
+        return f"{why}; nothing in the graph bounds the input's values (only bools and casts of them are bounded)"
+    if n is None or bound * n > FLOAT32_EXACT:
+        return f"{why}; values up to {bound} over a dim of up to {n if n is not None else 'unbounded'} elements may not"
     return None
 
 
