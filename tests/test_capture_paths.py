@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import pytest
 import torch
+import torchvision
 
 import trt_lower
 from trt_lower import dynamo_backend
@@ -149,15 +150,58 @@ def test_torchscript_that_cannot_convert_says_why() -> None:
         torch.testing.assert_close(lowered(torch.randn(2, 3) * 0 + 1), Weird()(torch.ones(2, 3)))
 
 
-def test_torch_compile_with_dynamic_shapes_stays_correct(caplog: pytest.LogCaptureFixture) -> None:
+class CountingRecorder(Recorder):
+    """Also counts the calls that reach each lowered module (its engines), not eager."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.inputs: list[Any] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> trt_lower.LoweredModule:
+        self.inputs.append(args[1])
+        lowered = super().__call__(*args, **kwargs)
+        forward = lowered.forward
+
+        def counted(*inputs: Any) -> Any:
+            self.calls += 1
+            return forward(*inputs)
+
+        lowered.forward = counted  # type: ignore[method-assign]
+        return lowered
+
+
+def test_torch_compile_default_dynamic_keeps_engines_across_batch_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dynamic=None: the second batch size makes Dynamo hand over a graph with a symbolic batch."""
     torch._dynamo.reset()
+    recorder = CountingRecorder()
+    monkeypatch.setattr(dynamo_backend, "lower_to_trt", recorder)
+    model = torchvision.models.resnet18(num_classes=10).eval()
+    compiled = torch.compile(model, backend="trt_lower", options={"backend": "onnxruntime"})
+    with torch.no_grad():
+        for n in (2, 3, 4, 5):
+            x = torch.randn(n, 3, 32, 32)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-3, atol=1e-3)
+    assert len(recorder.lowered) == 2, "one static graph, then one dynamic graph for every later batch"
+    dynamic = recorder.lowered[-1]
+    assert len(dynamic.report.engines) == 1 and dynamic.report.coverage == 1.0, str(dynamic.report)
+    assert recorder.calls == 4, "a call ran eagerly"
+
+
+def test_torch_compile_takes_ranges_from_mark_dynamic(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch._dynamo.reset()
+    recorder = CountingRecorder()
+    monkeypatch.setattr(dynamo_backend, "lower_to_trt", recorder)
     model = SmallCNN().eval()
-    compiled = torch.compile(model, backend="trt_lower", dynamic=True, options={"backend": "onnxruntime"})
-    with torch.no_grad(), caplog.at_level("WARNING", logger="trt_lower"):
-        for n in (2, 3, 5):
+    compiled = torch.compile(model, backend="trt_lower", options={"backend": "onnxruntime"})
+    with torch.no_grad():
+        for n in (3, 5):
             x = torch.randn(n, 3, 16, 16)
+            torch._dynamo.mark_dynamic(x, 0, min=2, max=6)
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
-    assert "dynamic shapes" in caplog.text
+    assert len(recorder.lowered) == 1 and recorder.calls == 2
+    (spec,) = recorder.inputs[0]
+    assert spec.min_shape == (2, 3, 16, 16) and spec.max_shape == (6, 3, 16, 16), spec
 
 
 class WithCond(torch.nn.Module):

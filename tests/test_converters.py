@@ -407,6 +407,9 @@ CASES: list[Case] = [
     Case(aten.logsumexp.default, lambda x: torch.logsumexp(x, -1), lambda: (ri(2, 3),), id="int"),
     Case(aten.cumsum.default, lambda x: x.cumsum(1), lambda: (r(3, 4),)),
     Case(aten.cumsum.default, lambda x: x.cumsum(0, dtype=torch.float32), lambda: (ri(5),), id="int-to-float"),
+    # RoBERTa's position ids: an int cumsum of a 0/1 mask, exact in float32.
+    Case(aten.cumsum.default, lambda x: x.ne(1).int().cumsum(1), lambda: (ri(2, 40, high=3),), id="int-mask"),
+    Case(aten.cumsum.default, lambda x: x.cumsum(-1), lambda: (rb(3, 50),), id="bool"),
     Case(aten.linalg_vector_norm.default, lambda x: x.norm(dim=-1), lambda: (r(3, 4),)),
     Case(aten.linalg_vector_norm.default, lambda x: torch.linalg.vector_norm(x, 1, (0, 1), keepdim=True),
          lambda: (r(3, 4),), id="l1"),
@@ -657,6 +660,11 @@ CASES: list[Case] = [
     Case(aten.where.ScalarOther, lambda x: torch.where(x, x, False), lambda: (rb(2, 3),), id="bool"),
     Case(aten.index_put.default, lambda x, m: x.index_put((m,), torch.tensor(True)), lambda: (rb(3, 4), rb(3, 4)), id="bool-mask-bool"),
     Case(aten.celu.default, F.celu, lambda: (r(8),), id="alpha-1"),
+    # as_strided as a gather of the input: a re-stride, sliding windows, a transposed input.
+    Case(aten.as_strided.default, lambda x: x.mean((2, 3), keepdim=True).as_strided((1, 4, 1, 1), (4, 1, 4, 4)),
+         lambda: (r(1, 4, 3, 3),), id="restride"),
+    Case(aten.as_strided.default, lambda x: (x + 1).as_strided((3, 4), (2, 1), 1), lambda: (r(10),), id="windows"),
+    Case(aten.as_strided.default, lambda x: (x + 1).t().as_strided((2, 3), (1, 2)), lambda: (r(2, 3),), id="transposed"),
 ]
 
 
@@ -715,4 +723,24 @@ def test_integer_linspace_with_runtime_bounds_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.linspace.Tensor_Tensor"]
     assert "integer linspace with run-time bounds" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_integer_cumsum_of_unbounded_values_is_refused() -> None:
+    """Summed in float32, ints of unknown magnitude could lose digits past 2**24."""
+    fn = Fn(lambda x: (x * 2).cumsum(0))
+    inputs = (torch.tensor([2**23, 2**23, 3]),)
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.cumsum.default"]
+    assert "2**24" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_as_strided_of_overlapping_memory_is_refused() -> None:
+    """An expanded input has no memory of its own to gather from (stride 0)."""
+    fn = Fn(lambda x: (x + 1).expand(3, 4).as_strided((2, 2), (1, 1)))
+    inputs = (r(1, 4),)
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.as_strided.default"]
+    assert "gaps or overlaps" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))

@@ -127,8 +127,34 @@ def test_bad_tensor_spec_is_named(args: tuple, message: str) -> None:
 
 def test_model_that_forces_a_declared_dynamic_dim_static_says_so() -> None:
     model = Fn(lambda x: x.reshape(4, 2) * 2)
-    with pytest.raises(trt_lower.CaptureError, match="torch.export could not capture"):
+    with pytest.raises(trt_lower.CaptureError, match=r"dim 0: asked for the range 1\.\.8, but torch.export "
+                       r"inferred the static size 4; no range works \(torch.export could not capture"):
         trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 2), (4, 2), (8, 2)),), backend="onnxruntime")
+
+
+def test_a_range_torch_narrows_is_lowered_narrowed_and_reported() -> None:
+    """A branch on a size narrows the range the graph is valid for; a size outside it must not
+    run the captured branch (that would be a silently wrong answer)."""
+    model = Fn(lambda x: torch.relu(x * 2) + 1 if x.shape[0] > 2 else x)
+    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 4), (4, 4), (8, 4)),),
+                                     backend="onnxruntime", min_block_size=1)
+    assert any("dim 0: asked for 1..8, torch.export inferred 3..8" in n for n in lowered.report.notes), str(lowered.report)
+    for n in (3, 8):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(lowered(x), model(x))
+    with pytest.raises(trt_lower.EngineInputError, match=r"range \(3\.\.8, 4\)"):
+        lowered(torch.randn(2, 4))
+
+
+def test_dims_the_model_forces_equal_take_the_common_range() -> None:
+    model = Fn(lambda x, y: (x + y) * 2)
+    specs = (trt_lower.TensorSpec((1, 4), (4, 4), (8, 4)), trt_lower.TensorSpec((2, 4), (4, 4), (6, 4)))
+    lowered = trt_lower.lower_to_trt(model, specs, backend="onnxruntime", min_block_size=1)
+    for n in (2, 6):
+        x, y = torch.randn(n, 4), torch.randn(n, 4)
+        torch.testing.assert_close(lowered(x, y), model(x, y))
+    with pytest.raises(trt_lower.EngineInputError):
+        lowered(torch.randn(7, 4), torch.randn(7, 4))
 
 
 def test_dynamic_engine_on_tensorrt_gets_one_profile_per_input(trt_double: object) -> None:

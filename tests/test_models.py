@@ -66,3 +66,38 @@ def test_bert() -> None:
     # The model's output structure survives lowering.
     assert type(out).__name__ == "BaseModelOutputWithPoolingAndCrossAttentions"
     assert set(out.keys()) == {"last_hidden_state", "pooler_output"}
+
+
+def _coverage_one_engine(model: torch.nn.Module, ids: torch.Tensor) -> None:
+    lowered = _lower_whole(model, (ids,))
+    assert lowered.report.coverage == 1.0 and not lowered.report.fallbacks, str(lowered.report)
+
+
+def test_gpt2() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=64, use_cache=False)
+    _coverage_one_engine(transformers.GPT2Model(config).eval(), torch.randint(0, 500, (2, 16)))
+
+
+def test_roberta() -> None:
+    """Its position ids are an integer cumsum over a padding mask (with ne.Scalar and _to_copy)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.RobertaConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
+    )
+    ids = torch.randint(2, 500, (2, 16))
+    ids[1, 12:] = config.pad_token_id  # padded positions keep the padding position id
+    _coverage_one_engine(transformers.RobertaModel(config).eval(), ids)
+
+
+@pytest.mark.parametrize("name, config", [
+    # Slim depths and widths; the blocks (and the as_strided in ConvNeXt's head) are the real ones.
+    ("convnext_tiny", dict(depths=(1, 1, 1, 1), dims=(16, 32, 64, 128))),
+    ("swin_tiny_patch4_window7_224",
+     dict(img_size=64, window_size=4, embed_dim=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))),
+])
+def test_timm_coverage(name: str, config: dict[str, object]) -> None:
+    timm = pytest.importorskip("timm")
+    model = timm.create_model(name, pretrained=False, num_classes=10, **config).eval()
+    lowered = _lower_whole(model, (torch.randn(1, 3, 64, 64),))
+    assert lowered.report.coverage == 1.0 and not lowered.report.fallbacks, str(lowered.report)

@@ -20,6 +20,7 @@ from trt_lower.engine import tensorrt as trt_engine
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.lowered import LoweredModule
 from trt_lower.settings import LoweringSettings
+from trt_lower.spec import TensorSpec
 from trt_lower.stitch import stitch
 
 log = logging.getLogger("trt_lower")
@@ -52,7 +53,7 @@ def _check_target(trt_version: str) -> None:
 
 def lower_to_trt(
     model: torch.nn.Module,
-    inputs: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor | TensorSpec],
     *,
     backend: str = "auto",
     precision: str = "fp32",
@@ -111,6 +112,7 @@ def lower_to_trt(
         except (ConversionError, EngineBuildError) as e:
             failed.update(_keep_eager(e, settings))
     lowered.report.timings = timings
+    lowered.report.notes[:0] = captured.notes
     return lowered
 
 

@@ -45,13 +45,15 @@ def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[t
     return tuple(g if isinstance(g, torch.Tensor) else s.example() for s, g in zip(specs, given))
 
 
-def _dynamic_shapes(model: torch.nn.Module, specs: Sequence[TensorSpec]) -> dict[str, Any] | tuple[Any, ...] | None:
+def _dynamic_shapes(model: torch.nn.Module, specs: Sequence[TensorSpec],
+                    infer: bool = False) -> dict[str, Any] | tuple[Any, ...] | None:
     """torch.export's dynamic_shapes, keyed by forward's parameter names (which also covers
-    a `*args` forward)."""
+    a `*args` forward). DYNAMIC dims make export refuse a range it cannot keep whole; AUTO
+    (`infer`) lets it narrow or specialise the range instead."""
     if not any(s.dynamic_dims for s in specs):
         return None
-    # DYNAMIC (not AUTO): if the model forces a declared-dynamic dim static, export says so.
-    dims = [{i: torch.export.Dim.DYNAMIC(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
+    kind = torch.export.Dim.AUTO if infer else torch.export.Dim.DYNAMIC
+    dims = [{i: kind(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
             for s in specs]
     try:
         bound = inspect.signature(model.forward).bind(*dims)
@@ -80,7 +82,7 @@ def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor,
 
 
 def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
-           specs: Sequence[TensorSpec] = ()) -> torch.export.ExportedProgram:
+           specs: Sequence[TensorSpec] = (), infer: bool = False) -> torch.export.ExportedProgram:
     """The model as core ATen, fusable ops kept whole.
 
     nn.Modules and fx GraphModules go through torch.export (non-strict, eval mode);
@@ -93,7 +95,8 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
         if isinstance(model, torch.jit.ScriptModule):
             # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
             source = _from_torchscript(model, tuple(inputs))
-        program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs), strict=False)
+        program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs, infer),
+                                         strict=False)
         decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
         return decomposed
     except CaptureError:
@@ -179,6 +182,7 @@ class CapturedGraph:
 
     program: torch.export.ExportedProgram
     symbols: SymbolRanges
+    notes: tuple[str, ...] = ()  # where the captured ranges differ from the specs
 
     def graph_module(self) -> torch.fx.GraphModule:
         """A fresh GraphModule to split (splitting rewrites it in place)."""
@@ -190,5 +194,50 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tenso
     (`check_inputs`). Out: the model as a core-ATen program, traced with the user's tensors where
     given (else an example made from the spec), dynamic where the specs say; CaptureError if
     torch cannot capture it."""
-    program = export(model, example_inputs(specs, inputs), specs)
-    return CapturedGraph(program, _symbol_ranges(program, specs))
+    examples = example_inputs(specs, inputs)
+    refused: CaptureError | None = None
+    try:
+        program = export(model, examples, specs)
+    except CaptureError as e:
+        if not any(s.dynamic_dims for s in specs):
+            raise
+        # torch may infer a narrower range than asked (a min of 1 it specialises, dims the model
+        # forces equal): retry letting it infer, then keep the inferred ranges where they are ranges.
+        refused = e
+        program = export(model, examples, specs, infer=True)
+    # Export may also accept a range and narrow it by a guard on a size (`if x.shape[0] > 2`):
+    # engines and the input guard take the range the graph is valid for.
+    specs, notes = _inferred_specs(program, specs, refused)
+    return CapturedGraph(program, _symbol_ranges(program, specs), notes)
+
+
+def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],
+                    refused: CaptureError | None) -> tuple[list[TensorSpec], tuple[str, ...]]:
+    """The specs narrowed to the ranges torch inferred, and a note per narrowed dim; CaptureError
+    naming the input and dim where torch made a declared-dynamic dim static."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    nodes = [n for n in program.graph.find_nodes(op="placeholder")
+             if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
+    narrowed: list[TensorSpec] = []
+    notes: list[str] = []
+    for node, spec in zip(nodes, specs):
+        lo, opt, hi = list(spec.min_shape), list(spec.opt_shape), list(spec.max_shape)
+        for i in spec.dynamic_dims:
+            dim = node.meta["val"].shape[i]
+            asked = f"{spec.min_shape[i]}..{spec.max_shape[i]}"
+            if not isinstance(dim, torch.SymInt) or dim.node.expr.is_number:
+                raise CaptureError(f"input '{node.name}' dim {i}: asked for the range {asked}, but torch.export "
+                                   f"inferred the static size {int(dim)}; no range works"
+                                   + (f" ({refused})" if refused else "")) from refused
+            bounds = program.range_constraints[dim.node.expr]
+            # Export's symbols start at 2 (it traces sizes 0 and 1 as general sizes), so a
+            # lower bound of 2 is no narrowing.
+            if int(bounds.lower) > 2:
+                lo[i] = max(lo[i], int(bounds.lower))
+            hi[i] = min(hi[i], int(bounds.upper)) if bounds.upper.is_finite else hi[i]
+            opt[i] = min(max(opt[i], lo[i]), hi[i])
+            if (lo[i], hi[i]) != (spec.min_shape[i], spec.max_shape[i]):
+                notes.append(f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "
+                             f"{lo[i]}..{hi[i]}; engines take that range")
+        narrowed.append(TensorSpec(lo, opt, hi, spec.dtype))
+    return narrowed, tuple(notes)

@@ -13,7 +13,7 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import float_inputs, nan_propagated, normalize_dim
-from converters.core.dims import input_val, is_static_dim, static_numel
+from converters.core.dims import input_val, is_static_dim, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -266,22 +266,65 @@ def logsumexp(b: GraphBuilder, x: Value, dim: Sequence[int], keepdim: bool = Fal
     return b.op("Add", b.op("Log", total), peak, dtype=dtype)
 
 
-def _float_out(node: torch.fx.Node, target: Target) -> Optional[str]:
-    dtype = node.meta["val"].dtype
-    if not dtype.is_floating_point:
-        return f"TensorRT's CumSum runs on floating-point tensors only, the result here is {dtype}"
+# float32 holds every integer of magnitude up to 2**24 exactly.
+FLOAT32_EXACT = 2**24
+# Ops that pass their input's values through unchanged (casts to a wider type, copies, views).
+_SAME_VALUES = {aten._to_copy.default, aten.clone.default, aten.alias.default, aten.view.default,
+                aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim, aten.expand.default}
+
+
+def _magnitude_bound(arg: object) -> int | None:
+    """A bound on |value| of an FX argument where the graph proves one: bools (comparison
+    results, masks) and casts or views of them are 0/1."""
+    while isinstance(arg, torch.fx.Node):
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype == torch.bool:
+            return 1
+        if arg.target not in _SAME_VALUES:
+            return None
+        arg = arg.args[0]
     return None
 
 
-@converter(aten.cumsum.default, capability=_float_out)
+def _max_size(d: int | torch.SymInt) -> int | None:
+    """A dim's size, or the upper bound of its range when dynamic (None when unbounded)."""
+    if isinstance(d, int):
+        return d
+    shape_env = d.node.shape_env
+    upper = shape_env.bound_sympy(d.node.expr).upper if shape_env is not None else None
+    return int(upper) if upper is not None and upper.is_finite else None
+
+
+def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:
+    """TensorRT's CumSum is float-only: an integer cumsum runs in float32, which is exact only
+    while every partial sum stays within 2**24."""
+    if node.meta["val"].dtype.is_floating_point:
+        return None
+    x = input_val(node, 0)
+    n = _max_size(x.shape[normalize_dim(node_arg(node, 1, "dim"), x.dim())]) if x.dim() else 1
+    bound = _magnitude_bound(node.args[0])
+    why = ("integer cumsum runs as float32 (TensorRT's CumSum is float-only), exact only when the partial "
+           "sums provably stay within 2**24")
+    if bound is None:
+        return f"{why}; nothing in the graph bounds the input's values (only bools and casts of them are bounded)"
+    if n is None or bound * n > FLOAT32_EXACT:
+        return f"{why}; values up to {bound} over a dim of up to {n if n is not None else 'unbounded'} elements may not"
+    return None
+
+
+@converter(aten.cumsum.default, capability=_exact_cumsum)
 def cumsum(b: GraphBuilder, x: Value, dim: int, *, dtype: torch.dtype | None = None) -> Ref:
-    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+
+    Integer results are summed in float32 and cast back (exact: see the capability check).
+    """
     out_dtype = b.out.dtype
-    xv = b.cast(x, out_dtype)
+    work = out_dtype if out_dtype.is_floating_point else torch.float32
+    xv = b.cast(x, work)
     if xv.rank == 0:
-        return b.op("Identity", xv, dtype=out_dtype)
+        return b.cast(xv, out_dtype)
     axis = b.const(normalize_dim(dim, xv.rank), torch.int64)  # an initializer, as TensorRT wants
-    return b.op("CumSum", xv, axis, dtype=out_dtype)
+    return b.cast(b.op("CumSum", xv, axis, dtype=work), out_dtype)
 
 
 @converter(aten.linalg_vector_norm.default, capability=float_inputs)
