@@ -190,6 +190,21 @@ def test_two_threads_on_one_module_each_get_a_context(trt_double: ModuleType) ->
     assert trt_double.state.contexts_created == 2
 
 
+
+def test_two_caller_streams_on_one_thread_each_get_a_context(trt_double: ModuleType) -> None:
+    """The first stream's work has not run when the second stream's call binds its buffers."""
+    model, lowered, _ = _lowered()
+    host, xs = _host(), [torch.randn(2, 3, 8, 8) for _ in range(2)]
+    with host.caller_stream() as first:
+        out_first = lowered(xs[0])
+    with host.caller_stream() as second:
+        out_second = lowered(xs[1])
+    host.synchronize(first)
+    host.synchronize(second)
+    for out, x in ((out_first, xs[0]), (out_second, xs[1])):
+        torch.testing.assert_close(out, model(x))
+    assert trt_double.state.contexts_created == 2
+
 def test_plans_are_tied_to_the_compute_capability(trt_double: ModuleType) -> None:
     _, lowered, _ = _lowered()
     trt_double.state.compute_capability = "9.0"
@@ -264,6 +279,26 @@ def test_cuda_graph_replays_read_the_current_inputs_and_warm_up_on_real_ones(
     torch.testing.assert_close(first, model(ids))
     assert _host().captures == 1
 
+
+
+def test_a_graph_replays_the_recorded_addresses_on_their_current_contents(trt_double: ModuleType) -> None:
+    """Replay runs the captured enqueue, not a fresh one: bindings changed after capture are not
+    seen, what the recorded input buffer holds at replay time is."""
+    model, lowered, x = _lowered()
+    engine = lowered.engine_0
+    context = engine._engine.create_execution_context()
+    aligned = importlib.import_module("trt_lower.runtime.trt_module").aligned_empty
+    static = aligned(x.shape, x.dtype, x.device).copy_(x)
+    out, moved = (aligned((2, 4, 8, 8), x.dtype, x.device).zero_() for _ in range(2))
+    assert context.set_input_shape(engine.inputs[0].name, tuple(x.shape))
+    assert context.set_tensor_address(engine.inputs[0].name, static.data_ptr())
+    assert context.set_tensor_address(engine.outputs[0].name, out.data_ptr())
+    replay = _host().capture(lambda stream: context.execute_async_v3(stream), x.device)
+    assert context.set_tensor_address(engine.outputs[0].name, moved.data_ptr())
+    static.copy_(torch.randn(x.shape))
+    replay()
+    torch.testing.assert_close(out, model(static))
+    assert not moved.any()
 
 def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                        caplog: pytest.LogCaptureFixture) -> None:
