@@ -235,6 +235,17 @@ def test_execution_context_out_of_memory_falls_back_to_eager(trt_double: ModuleT
     torch.testing.assert_close(lowered(x), model(x))
 
 
+
+def test_a_refused_optimization_profile_fails_the_build_with_the_reason(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(config: Any, profile: Any) -> int:
+        config._logger.log(trt_double.ILogger.Severity.ERROR, "profile refused: kMIN > kOPT")
+        return -1
+
+    monkeypatch.setattr(trt_double.IBuilderConfig, "add_optimization_profile", refuse)
+    with pytest.raises(trt_lower.EngineBuildError, match="could not build engine_0: profile refused"):
+        _lowered(require_full=True)
+
 def test_fp32_engines_are_built_without_tf32_and_one_logger_serves_all(trt_double: ModuleType) -> None:
     _lowered(fallback_ops=["aten.relu.default"], min_block_size=1)
     assert trt_double.state.last_build.builder_flags & (1 << 7) == 0  # BuilderFlag.TF32
