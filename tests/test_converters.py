@@ -665,6 +665,34 @@ CASES: list[Case] = [
          lambda: (r(1, 4, 3, 3),), id="restride"),
     Case(aten.as_strided.default, lambda x: (x + 1).as_strided((3, 4), (2, 1), 1), lambda: (r(10),), id="windows"),
     Case(aten.as_strided.default, lambda x: (x + 1).t().as_strided((2, 3), (1, 2)), lambda: (r(2, 3),), id="transposed"),
+    # inference dropout: identity and an all-kept mask (train=True with p=0 keeps everything too)
+    Case(aten.native_dropout.default, lambda x: aten.native_dropout.default(x + 1, 0.5, False), lambda: (r(2, 3),)),
+    Case(aten.native_dropout.default, lambda x: aten.native_dropout.default(x + 1, 0.0, True), lambda: (r(4),),
+         id="p0-train"),
+    Case(aten.diagonal.default, lambda x: torch.diagonal(x + 1, 1), lambda: (r(3, 4),)),
+    Case(aten.diagonal.default, lambda x: torch.diagonal(x + 1, -1, 2, 0), lambda: (ri(3, 2, 4),), id="negative-offset-dims"),
+    Case(aten.bitwise_and.Scalar_Tensor, lambda x: aten.bitwise_and.Scalar_Tensor(True, x > 0), lambda: (r(6),)),
+    Case(aten.bitwise_or.Scalar_Tensor, lambda x: torch.bitwise_or(False, x > 0), lambda: (r(6),)),
+    Case(aten.bitwise_xor.Scalar_Tensor, lambda x: aten.bitwise_xor.Scalar_Tensor(True, x > 0), lambda: (r(6),)),
+    Case(aten.pixel_shuffle.default, lambda x: F.pixel_shuffle(x, 2), lambda: (r(8, 2, 3),), id="rank3"),
+    Case(aten.pixel_shuffle.default, lambda x: F.pixel_shuffle(x, 2), lambda: (ri(4, 2, 3),), id="rank3-int"),
+    Case(aten.pixel_unshuffle.default, lambda x: F.pixel_unshuffle(x, 2), lambda: (r(3, 4, 6),), id="rank3"),
+    # embedding bags with offsets given at run time: an empty bag, padding, the last offset as an end
+    Case(aten.embedding_bag.padding_idx, lambda w, i, o: F.embedding_bag(i, w, o, mode="sum"),
+         lambda: (r(10, 3), torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 2]))),
+    Case(aten.embedding_bag.padding_idx, lambda w, i, o: F.embedding_bag(i, w, o, mode="mean", padding_idx=4),
+         lambda: (r(10, 3), torch.tensor([1, 2, 4, 4, 4, 3]), torch.tensor([0, 2, 5])), id="mean-padding"),
+    Case(aten.embedding_bag.padding_idx,
+         lambda w, i, o: F.embedding_bag(i, w, o, mode="max", include_last_offset=True),
+         lambda: (r(10, 3), torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 1, 1, 6])), id="max-last-offset"),
+    Case(aten._embedding_bag.default, lambda w, i, o: aten._embedding_bag.default(w, i, o, False, 1)[0],
+         lambda: (r(10, 3), torch.tensor([1, 2, 4, 5]), torch.tensor([0, 3])), id="mean"),
+    Case(aten._embedding_bag_forward_only.default,
+         lambda w, i, o: aten._embedding_bag_forward_only.default(w, i, o, False, 2, padding_idx=2)[0],
+         lambda: (r(10, 3), torch.tensor([1, 2, 4, 2]), torch.tensor([0, 3])), id="max-padding"),
+    Case(aten._pdist_forward.default, F.pdist, lambda: (r(5, 3),)),
+    Case(aten._pdist_forward.default, lambda x: F.pdist(x, p=1), lambda: (r(4, 3),), id="p1"),
+    Case(aten._pdist_forward.default, lambda x: F.pdist(x, p=3), lambda: (r(4, 3),), id="p3"),
 ]
 
 
@@ -733,6 +761,16 @@ def test_integer_cumsum_of_unbounded_values_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.cumsum.default"]
     assert "2**24" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_training_dropout_is_refused() -> None:
+    """Its masks are random; only inference (or p = 0) is an identity."""
+    fn = Fn(lambda x: aten.native_dropout.default(x + 1, 0.5, True)[0] * 0)
+    inputs = (r(4),)
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.native_dropout.default"]
+    assert "training mode" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))
 
 

@@ -253,3 +253,20 @@ def softmax(b: GraphBuilder, x: Value, dim: int, half_to_float: bool) -> Ref:
 def log_softmax(b: GraphBuilder, x: Value, dim: int, half_to_float: bool) -> Ref:
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     return _along(b, "LogSoftmax", x, dim)
+
+
+def _inference_dropout(node: torch.fx.Node, target: Target) -> Optional[str]:
+    p, train = node_arg(node, 1, "p"), node_arg(node, 2, "train")
+    if train is not False and p != 0:
+        return f"dropout in training mode (train={train}, p={p}) draws random masks"
+    return None
+
+
+@converter(aten.native_dropout.default, capability=_inference_dropout)
+def native_dropout(b: GraphBuilder, x: Value, p: float, train: bool | None) -> tuple[Ref, Ref]:
+    """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
+
+    Inference (or p = 0): the input unchanged and a mask that keeps every element.
+    """
+    keep = b.op("Expand", b.const(True, torch.bool), b.op("Shape", x), dtype=torch.bool)
+    return b.op("Identity", x, dtype=x.dtype), keep

@@ -53,6 +53,24 @@ def bitwise_xor(b: GraphBuilder, x: Value, y: Operand) -> Ref:
     return _logic(b, "Xor", x, y)
 
 
+@converter(aten.bitwise_and.Scalar_Tensor, capability=_bools_only)
+def bitwise_and_scalar_tensor(b: GraphBuilder, x: bool, y: Value) -> Ref:
+    """bitwise_and.Scalar_Tensor(Scalar self, Tensor other) -> Tensor  (commutes: the Scalar overload swapped)"""
+    return _logic(b, "And", y, x)
+
+
+@converter(aten.bitwise_or.Scalar_Tensor, capability=_bools_only)
+def bitwise_or_scalar_tensor(b: GraphBuilder, x: bool, y: Value) -> Ref:
+    """bitwise_or.Scalar_Tensor(Scalar self, Tensor other) -> Tensor"""
+    return _logic(b, "Or", y, x)
+
+
+@converter(aten.bitwise_xor.Scalar_Tensor, capability=_bools_only)
+def bitwise_xor_scalar_tensor(b: GraphBuilder, x: bool, y: Value) -> Ref:
+    """bitwise_xor.Scalar_Tensor(Scalar self, Tensor other) -> Tensor"""
+    return _logic(b, "Xor", y, x)
+
+
 @converter(aten.bitwise_not.default, capability=_bools_only)
 def bitwise_not(b: GraphBuilder, x: Value) -> Ref:
     """bitwise_not(Tensor self) -> Tensor"""

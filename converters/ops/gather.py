@@ -1,14 +1,16 @@
-"""Gathers: embedding, gather, index_select, as_strided (a gather at positions its strides name)."""
+"""Gathers: embedding, embedding_bag, gather, index_select, diagonal, as_strided (a gather at positions its
+strides name)."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.common import normalize_dim
-from converters.core.dims import input_val, node_arg
+from converters.core.common import normalize_dim, only_first_output_used
+from converters.core.dims import INT64_MAX, dim_size, dim_size_scalar, input_val, node_arg
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -100,3 +102,96 @@ def as_strided(b: GraphBuilder, x: Value, size: Sequence[int], stride: Sequence[
     if positions.numel() == n and torch.equal(positions.flatten(), torch.arange(n)):
         return b.op("Reshape", flat, b.ints(list(size)), allowzero=1 if 0 in size else None, dtype=x.dtype)
     return b.op("Gather", flat, b.initializer("as_strided_positions", positions), axis=0, dtype=x.dtype)
+
+
+def _static_diagonal_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
+    x = input_val(node, 0)
+    if x.dim() < 2:
+        return f"diagonal of a rank-{x.dim()} tensor"
+    dims = [normalize_dim(node_arg(node, i, name, d), x.dim()) for i, name, d in ((2, "dim1", 0), (3, "dim2", 1))]
+    if not all(isinstance(x.shape[d], int) for d in dims):
+        return "diagonal across a dynamic dim (its positions are listed when converting)"
+    return None
+
+
+@converter(aten.diagonal.default, capability=_static_diagonal_dims)
+def diagonal(b: GraphBuilder, x: Value, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Ref:
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)
+
+    dim1 and dim2 move last and merge into one; the diagonal is a Gather of constant positions
+    there (row i + max(-offset, 0), column i + max(offset, 0)), and lands last as in torch.
+    """
+    d1, d2 = normalize_dim(dim1, x.rank), normalize_dim(dim2, x.rank)
+    rest = [d for d in range(x.rank) if d not in (d1, d2)]
+    rows, cols = int(x.shape[d1]), int(x.shape[d2])
+    moved = b.op("Transpose", x, perm=[*rest, d1, d2])
+    # 0 in a Reshape keeps that (possibly dynamic) leading dim.
+    merged = b.op("Reshape", moved, b.ints([0] * len(rest) + [rows * cols]))
+    length = int(b.out.shape[-1])
+    i = torch.arange(length)
+    positions = (i + max(-offset, 0)) * cols + i + max(offset, 0)
+    return b.op("Gather", merged, b.initializer("diagonal_positions", positions), axis=len(rest), dtype=x.dtype)
+
+
+_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+def _bag_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    weight, indices = input_val(node, 0), input_val(node, 1)
+    if not weight.dtype.is_floating_point:
+        return f"embedding_bag of a {weight.dtype} table (TensorRT multiplies floats only)"
+    if indices.dim() != 1:
+        return f"embedding_bag with rank-{indices.dim()} indices (torch flattens them to 1-D first)"
+    mode = node_arg(node, 4, "mode", 0)
+    if mode not in _BAG_MODES:
+        return f"embedding_bag mode {mode!r}"
+    if node_arg(node, 6, "per_sample_weights") is not None:
+        return "embedding_bag with per_sample_weights"
+    return only_first_output_used(node, target)
+
+
+def _bag_bounds(b: GraphBuilder, offsets: Value, indices: Value, include_last_offset: bool) -> tuple[Ref, Ref]:
+    """Each bag's [start, end) in `indices`, as (B, 1) columns."""
+    offsets64 = b.cast(offsets, torch.int64)
+    zero, one, big, axes = b.ints([0]), b.ints([1]), b.ints([INT64_MAX]), b.ints([0])
+    later = b.op("Slice", offsets64, one, big, axes)
+    if include_last_offset:
+        starts, ends = b.op("Slice", offsets64, zero, b.ints([-1]), axes), later
+    else:
+        starts, ends = offsets64, b.op("Concat", later, dim_size(b, indices, 0), axis=0)
+    return b.op("Unsqueeze", starts, one), b.op("Unsqueeze", ends, one)
+
+
+@converter(aten.embedding_bag.padding_idx, aten._embedding_bag.default, aten._embedding_bag_forward_only.default,
+           capability=_bag_capability)
+def embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
+                  mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
+                  include_last_offset: bool = False, padding_idx: int | None = -1) -> tuple[Ref, None, None, None]:
+    """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode,
+    bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor,
+    Tensor); _embedding_bag and _embedding_bag_forward_only: the same with int padding_idx=-1 (-1: none)
+
+    A (bags, N) membership mask built from the offsets at run time (position j is in bag k when
+    start_k <= j < end_k and indices[j] is not padding): sum is the mask times the gathered rows,
+    mean divides by the mask's row counts, max reduces the rows the mask keeps. Empty bags give 0.
+    """
+    dtype = weight.dtype
+    rows = b.op("Gather", weight, indices, axis=0)  # (N, D)
+    positions = b.op("Range", b.const(0, torch.int64), dim_size_scalar(b, indices, 0), b.const(1, torch.int64))
+    starts, ends = _bag_bounds(b, offsets, indices, include_last_offset)
+    member = b.op("And", b.op("GreaterOrEqual", positions, starts), b.op("Less", positions, ends))
+    if padding_idx is not None and padding_idx >= 0:
+        kept = b.op("Not", b.op("Equal", indices, b.const(padding_idx, indices.dtype)))
+        member = b.op("And", member, kept)
+    weights = b.cast(member, dtype)
+    counts = b.op("ReduceSum", weights, b.ints([1]), keepdims=1)  # (B, 1)
+    if _BAG_MODES[mode] == "max":
+        candidates = b.op("Where", b.op("Unsqueeze", member, b.ints([2])), b.op("Unsqueeze", rows, b.ints([0])),
+                          b.const(-math.inf, dtype))
+        largest = b.op("ReduceMax", candidates, axes=[1], keepdims=0)
+        bags = b.op("Where", b.op("Greater", counts, b.const(0, dtype)), largest, b.const(0, dtype), dtype=dtype)
+    elif _BAG_MODES[mode] == "sum":
+        bags = b.op("MatMul", weights, rows, dtype=dtype)
+    else:
+        bags = b.op("Div", b.op("MatMul", weights, rows), b.op("Max", counts, b.const(1, dtype)), dtype=dtype)
+    return bags, None, None, None

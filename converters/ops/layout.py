@@ -3,7 +3,8 @@ shuffles, triangles (triu/tril), hstack/vstack.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import functools
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -113,20 +114,34 @@ def tile(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
 
 def _nchw(node: torch.fx.Node, target: Target) -> Optional[str]:
     rank = input_val(node, 0).dim()
-    if rank != 4:
-        return f"only (N, C, H, W) inputs, got rank {rank}"
+    if rank not in (3, 4):
+        return f"only (C, H, W) and (N, C, H, W) inputs, got rank {rank}"
     return None
 
 
+def _batched(shuffle: Callable[[GraphBuilder, Value, int], Ref]) -> Callable[[GraphBuilder, Value, int], Ref]:
+    """Run a (N, C, H, W) shuffle on a (C, H, W) input as a batch of one."""
+
+    @functools.wraps(shuffle)
+    def run(b: GraphBuilder, x: Value, factor: int) -> Ref:
+        if _empty(x):
+            return _reshaped_empty(b, x)
+        if x.rank == 4:
+            return shuffle(b, x, factor)
+        one = b.op("Unsqueeze", x, b.ints([0]), dtype=x.dtype, shape=(1, *x.shape))
+        return b.op("Squeeze", shuffle(b, one, factor), b.ints([0]), dtype=x.dtype)
+
+    return run
+
+
 @converter(aten.pixel_shuffle.default, capability=_nchw)
+@_batched
 def pixel_shuffle(b: GraphBuilder, x: Value, upscale_factor: int) -> Ref:
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor  (DepthToSpace, CRD channel order)
 
     Non-float tensors as (N, C, r, r, H, W) -> (N, C, H, r, W, r) -> (N, C, H·r, W·r): ONNX
     Runtime has no integer DepthToSpace.
     """
-    if _empty(x):
-        return _reshaped_empty(b, x)
     if x.dtype is not None and x.dtype.is_floating_point:
         return b.op("DepthToSpace", x, blocksize=upscale_factor, mode="CRD", dtype=x.dtype)
     r = upscale_factor
@@ -158,14 +173,13 @@ def _divided(b: GraphBuilder, x: Value, axis: int, factor: int) -> Ref | int:
 
 
 @converter(aten.pixel_unshuffle.default, capability=_nchw)
+@_batched
 def pixel_unshuffle(b: GraphBuilder, x: Value, downscale_factor: int) -> Ref:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor
 
     (N, C, H, W) -> (N, C, H/r, r, W/r, r) -> (N, C, r, r, H/r, W/r) -> (N, C·r², H/r, W/r). SpaceToDepth
     would order the channels (r, r, C), not torch's (C, r, r).
     """
-    if _empty(x):
-        return _reshaped_empty(b, x)
     r = downscale_factor
     n, c = dim_size(b, x, 0), dim_size(b, x, 1)
     h, w = _divided(b, x, 2, r), _divided(b, x, 3, r)

@@ -1,4 +1,4 @@
-"""More products and distances: baddbmm, mv, dot, outer, einsum, cosine_similarity, cdist
+"""More products and distances: baddbmm, mv, dot, outer, einsum, cosine_similarity, cdist, pdist
 (composites kept whole at capture because they have a converter). MatMul and Einsum are
 float-only in TensorRT."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs, normalize_dim
-from converters.core.dims import empty_input, node_arg, same_static_shape
+from converters.core.dims import empty_input, input_val, node_arg, same_static_shape
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -132,8 +132,12 @@ def cdist(b: GraphBuilder, x1: Value, x2: Value, p: float = 2.0, compute_mode: i
     The p-norm of every row difference, from (…, P, 1, M) - (…, 1, R, M): exact where torch's
     matrix-product shortcut for p = 2 is not, at the cost of a P×R×M intermediate.
     """
-    dtype = b.out.dtype
     diff = b.op("Sub", b.op("Unsqueeze", x1, b.ints([-2])), b.op("Unsqueeze", x2, b.ints([-3])))
+    return _p_norm(b, diff, p, b.out.dtype)
+
+
+def _p_norm(b: GraphBuilder, diff: Ref, p: float, dtype: torch.dtype) -> Ref:
+    """The p-norm of `diff` over its last dim (p = 0 counts the non-zeros)."""
     if p == 2:
         return b.op("ReduceL2", diff, axes=[-1], keepdims=0, dtype=dtype)
     if p == 1:
@@ -146,3 +150,28 @@ def cdist(b: GraphBuilder, x1: Value, x2: Value, p: float = 2.0, compute_mode: i
         return b.op("ReduceSum", nonzero, b.ints([-1]), keepdims=0, dtype=dtype)
     total = b.op("ReduceSum", b.op("Pow", magnitude, b.const(p, dtype)), b.ints([-1]), keepdims=0)
     return b.op("Pow", total, b.const(1 / p, dtype), dtype=dtype)
+
+
+def _pdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    reason = float_inputs(node, target)
+    if reason:
+        return reason
+    if not isinstance(input_val(node, 0).shape[0], int):
+        return "pdist over a dynamic number of rows (the pairs are listed when converting)"
+    p = node_arg(node, 1, "p", 2.0)
+    if p < 0:
+        return f"pdist with p = {p}"
+    return None
+
+
+@converter(aten._pdist_forward.default, capability=_pdist_capability)
+def pdist(b: GraphBuilder, x: Value, p: float = 2.0) -> Ref:
+    """_pdist_forward(Tensor self, float p=2) -> Tensor
+
+    The p-norm of the difference of rows i < j, in torch's (row-major upper-triangle) order:
+    two gathers at the constant pair indices, then the row norm cdist uses.
+    """
+    first, second = torch.triu_indices(int(x.shape[0]), int(x.shape[0]), offset=1)
+    rows_i = b.op("Gather", x, b.initializer("pdist_rows_i", first), axis=0)
+    rows_j = b.op("Gather", x, b.initializer("pdist_rows_j", second), axis=0)
+    return _p_norm(b, b.op("Sub", rows_i, rows_j), p, b.out.dtype)
