@@ -145,9 +145,18 @@ def _bag_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     mode = node_arg(node, 4, "mode", 0)
     if mode not in _BAG_MODES:
         return f"embedding_bag mode {mode!r}"
-    if node_arg(node, 6, "per_sample_weights") is not None:
-        return "embedding_bag with per_sample_weights"
+    if node_arg(node, 6, "per_sample_weights") is not None and mode != 0:
+        return f"embedding_bag mode {_BAG_MODES[mode]} with per_sample_weights (torch allows them with sum only)"
+    padding_idx = node_arg(node, 8, "padding_idx")
+    if _counts_from_end(node.target, padding_idx) and not isinstance(weight.shape[0], int):
+        return "embedding_bag with a negative padding_idx into a table of dynamic size"
     return only_first_output_used(node, target)
+
+
+def _counts_from_end(op: object, padding_idx: int | None) -> bool:
+    """The public overload reads a negative padding_idx from the end; the _embedding_bag ones take
+    any negative one as "no padding"."""
+    return op == aten.embedding_bag.padding_idx and padding_idx is not None and padding_idx < 0
 
 
 def _bag_bounds(b: GraphBuilder, offsets: Value, indices: Value, include_last_offset: bool) -> tuple[Ref, Ref]:
@@ -169,17 +178,20 @@ def embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Value
                   include_last_offset: bool = False, padding_idx: int | None = -1) -> tuple[Ref, None, None, None]:
     """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode,
     bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor,
-    Tensor); _embedding_bag and _embedding_bag_forward_only: the same with int padding_idx=-1 (-1: none)
+    Tensor); _embedding_bag and _embedding_bag_forward_only: the same with int padding_idx=-1 (negative: none)
 
     A (bags, N) membership mask built from the offsets at run time (position j is in bag k when
-    start_k <= j < end_k and indices[j] is not padding): sum is the mask times the gathered rows,
-    mean divides by the mask's row counts, max reduces the rows the mask keeps. Empty bags give 0.
+    start_k <= j < end_k and indices[j] is not padding): sum is the mask (times any per-sample
+    weights) times the gathered rows, mean divides by the mask's row counts, max reduces the rows the mask keeps. Empty bags give 0.
     """
     dtype = weight.dtype
     rows = b.op("Gather", weight, indices, axis=0)  # (N, D)
     positions = b.op("Range", b.const(0, torch.int64), dim_size_scalar(b, indices, 0), b.const(1, torch.int64))
     starts, ends = _bag_bounds(b, offsets, indices, include_last_offset)
     member = b.op("And", b.op("GreaterOrEqual", positions, starts), b.op("Less", positions, ends))
+    if _counts_from_end(b.converting.target, padding_idx):
+        assert padding_idx is not None
+        padding_idx += int(weight.shape[0])
     if padding_idx is not None and padding_idx >= 0:
         kept = b.op("Not", b.op("Equal", indices, b.const(padding_idx, indices.dtype)))
         member = b.op("And", member, kept)
@@ -191,7 +203,8 @@ def embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Value
         largest = b.op("ReduceMax", candidates, axes=[1], keepdims=0)
         bags = b.op("Where", b.op("Greater", counts, b.const(0, dtype)), largest, b.const(0, dtype), dtype=dtype)
     elif _BAG_MODES[mode] == "sum":
-        bags = b.op("MatMul", weights, rows, dtype=dtype)
+        scaled = weights if per_sample_weights is None else b.op("Mul", weights, per_sample_weights)
+        bags = b.op("MatMul", scaled, rows, dtype=dtype)
     else:
         bags = b.op("Div", b.op("MatMul", weights, rows), b.op("Max", counts, b.const(1, dtype)), dtype=dtype)
     return bags, None, None, None

@@ -156,8 +156,11 @@ def _pdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     reason = float_inputs(node, target)
     if reason:
         return reason
-    if not isinstance(input_val(node, 0).shape[0], int):
+    rows = input_val(node, 0).shape[0]
+    if not isinstance(rows, int):
         return "pdist over a dynamic number of rows (the pairs are listed when converting)"
+    if rows < 2:
+        return f"pdist of {rows} row(s): no pairs (an empty result)"
     p = node_arg(node, 1, "p", 2.0)
     if p < 0:
         return f"pdist with p = {p}"
