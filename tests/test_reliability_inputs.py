@@ -18,7 +18,7 @@ from trt_lower import device
 from trt_lower import EngineInputError
 
 NAN, INF = float("nan"), float("inf")
-# Every row mixes NaN, +-Inf and ordinary values (no row holds both NaN and +Inf: see sort below).
+# Every row mixes NaN, +-Inf and ordinary values (rows holding both NaN and +Inf: SPECIAL_PAIRS below).
 ODD = torch.tensor([[NAN, 1.0, -2.0, 0.5], [INF, -INF, 3.0, 0.0], [0.1, 0.2, NAN, 7.0], [1.0, -INF, NAN, 4.0]])
 
 NAN_CASES: dict[str, tuple[Callable[..., Any], str]] = {
@@ -53,6 +53,35 @@ def test_nan_and_inf_pass_through_as_eager_computes_them(name: str) -> None:
     assert op in engine_ops(lowered), lowered.report
     with torch.no_grad():
         torch.testing.assert_close(lowered(ODD), fn(ODD), equal_nan=True)
+
+
+# Every pair of special values as (y, x), and rows holding both NaN and +Inf.
+_SPECIAL = [INF, -INF, 0.0, -0.0, 1.0, -1.0, NAN]
+PAIR_Y = torch.tensor([y for y in _SPECIAL for _ in _SPECIAL])
+PAIR_X = torch.tensor([x for _ in _SPECIAL for x in _SPECIAL])
+NAN_AND_INF = torch.tensor([[NAN, INF, 1.0, -INF, INF], [INF, NAN, NAN, 0.0, -2.0], [1.0, INF, NAN, INF, NAN]])
+SPECIAL_PAIRS: dict[str, tuple[Callable[..., Any], str, tuple[torch.Tensor, ...]]] = {
+    # All three were found by tests/test_fuzz.py and fixed.
+    "atan2": (torch.atan2, "aten.atan2.default", (PAIR_Y, PAIR_X)),  # was NaN for two infinities, ignored -0.0
+    "normalize": (lambda x: F.normalize(x, dim=-1), "aten.clamp_min.default", (NAN_AND_INF.nan_to_num(0.0, INF, -INF),)),  # was ±Inf/0: Clip made Inf FLT_MAX
+    "sort": (lambda x: torch.sort(x, -1).values, "aten.sort.default", (NAN_AND_INF,)),  # NaN was below +Inf
+    "sort_descending": (lambda x: torch.sort(x, 0, descending=True).values, "aten.sort.default", (NAN_AND_INF,)),
+    "topk": (lambda x: torch.topk(x, 2).values, "aten.topk.default", (NAN_AND_INF,)),
+    "topk_smallest": (lambda x: torch.topk(x, 4, largest=False).values, "aten.topk.default", (NAN_AND_INF,)),
+    "sort_indices": (lambda x: x.gather(-1, torch.sort(x, -1, descending=True).indices), "aten.sort.default",
+                     (NAN_AND_INF,)),
+}
+
+
+@pytest.mark.parametrize("name", SPECIAL_PAIRS)
+def test_special_value_pairs_give_eager_results_with_the_sign_of_zero(name: str) -> None:
+    fn, op, inputs = SPECIAL_PAIRS[name]
+    lowered = trt_lower.lower_to_trt(Fn(fn), inputs, backend="onnxruntime", min_block_size=1)
+    assert op in engine_ops(lowered), lowered.report
+    with torch.no_grad():
+        actual, expected = lowered(*inputs), fn(*inputs)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
 
 
 class Convnet(torch.nn.Module):

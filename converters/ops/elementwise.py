@@ -5,6 +5,8 @@ math_functions.py.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
@@ -243,14 +245,15 @@ def clamp_between(b: GraphBuilder, x: Value, low: Operand | None, high: Operand 
     """Clip for floats (TensorRT fuses it); Max/Min for integers (Clip is float-only there)."""
     dtype = b.out.dtype
     out: Ref = b.cast(x, dtype)
-    low_v = None if low is None else as_operand(b, low, dtype)
-    high_v = None if high is None else as_operand(b, high, dtype)
     if dtype.is_floating_point and not isinstance(low, Ref) and not isinstance(high, Ref):
-        return b.op("Clip", out, low_v, high_v, dtype=dtype)
-    if low_v is not None:
-        out = b.op("Max", out, low_v, dtype=dtype)
-    if high_v is not None:
-        out = b.op("Min", out, high_v, dtype=dtype)
+        # A missing bound is given as an infinity: ONNX Runtime and TensorRT's parser take it as
+        # the largest finite float, which would clamp an infinite input to ±FLT_MAX.
+        return b.op("Clip", out, b.const(-math.inf if low is None else low, dtype),
+                    b.const(math.inf if high is None else high, dtype), dtype=dtype)
+    if low is not None:
+        out = b.op("Max", out, as_operand(b, low, dtype), dtype=dtype)
+    if high is not None:
+        out = b.op("Min", out, as_operand(b, high, dtype), dtype=dtype)
     return out
 
 

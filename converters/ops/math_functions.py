@@ -338,17 +338,24 @@ def nan_to_num(b: GraphBuilder, x: Value, nan: float | None = None, posinf: floa
 # -- two operands ----------------------------------------------------------------------------
 @converter(aten.atan2.default)
 def atan2(b: GraphBuilder, y: Value, x: Value) -> Ref:
-    """atan2(Tensor self, Tensor other) -> Tensor  (the angle of the point (other, self))"""
+    """atan2(Tensor self, Tensor other) -> Tensor  (the angle of the point (other, self))
+
+    As C's atan2: the first-quadrant angle atan(|y| / |x|), mirrored by the sign bits of x and
+    y (so -0.0 counts: atan2(±0, -0) = ±pi); two zeros give 0 and two infinities pi/4 before
+    mirroring, where |y| / |x| would be NaN. A NaN operand gives NaN.
+    """
     dtype = b.out.dtype
     yv, xv = _as_out(b, y), _as_out(b, x)
-    zero, pi = b.const(0, dtype), b.const(math.pi, dtype)
-    angle = b.op("Atan", b.op("Div", yv, xv))
-    # Left half-plane: atan(y/x) is off by pi, towards y's side.
-    shifted = b.op("Where", b.op("GreaterOrEqual", yv, zero), b.op("Add", angle, pi), b.op("Sub", angle, pi))
-    angle = b.op("Where", b.op("Less", xv, zero), shifted, angle)
-    # On the y axis y/x is ±inf or NaN (also for x = -0.0): the angle is sign(y) * pi/2.
-    on_axis = b.op("Mul", b.op("Sign", yv), b.const(math.pi / 2, dtype))
-    return b.op("Where", b.op("Equal", xv, zero), on_axis, angle, dtype=dtype)
+    ay, ax = b.op("Abs", yv), b.op("Abs", xv)
+    zero, inf = b.const(0, dtype), b.const(math.inf, dtype)
+    ratio = b.op("Div", ay, ax)
+    ratio = b.op("Where", b.op("And", b.op("Equal", ay, inf), b.op("Equal", ax, inf)), b.const(1, dtype), ratio)
+    ratio = b.op("Where", b.op("And", b.op("Equal", ay, zero), b.op("Equal", ax, zero)), zero, ratio)
+    angle = b.op("Atan", ratio)
+    angle = b.op("Where", _signbit(b, xv, dtype), b.op("Sub", b.const(math.pi, dtype), angle), angle)
+    # Times ±1: ONNX Runtime's Where picks +0.0 where it should pick -0.0.
+    sign = b.op("Where", _signbit(b, yv, dtype), b.const(-1, dtype), b.const(1, dtype))
+    return b.op("Mul", angle, sign, dtype=dtype)
 
 
 @converter(aten.hypot.default)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
@@ -52,8 +53,8 @@ def _sort_capability(dim_at: int) -> Capability:
 
 def _top(b: GraphBuilder, x: Value, k: int, dim: int, largest: bool) -> tuple[Ref, Ref]:
     """torch orders NaN above +inf; ONNX leaves NaNs' place open (ONNX Runtime may drop them from a
-    TopK). So floats are ordered with NaN as +inf and the values gathered back from `x` (a row
-    holding both NaN and +inf may order those two differently from torch)."""
+    TopK). So floats are ordered with NaN as +inf, and the block of NaNs and +infs that ties there
+    is put in torch's order by `_nan_above_inf`."""
     axis = normalize_dim(dim, x.rank)
     ordered: Ref = b.cast(x, torch.int32) if x.dtype == torch.bool else x  # TopK orders numbers only
     floating = x.dtype.is_floating_point
@@ -62,8 +63,32 @@ def _top(b: GraphBuilder, x: Value, k: int, dim: int, largest: bool) -> tuple[Re
     values, indices = b.op_outputs("TopK", ordered, b.ints([k]), axis=axis, largest=int(largest), sorted=1,
                                    outputs=2)
     if floating:
+        indices = _nan_above_inf(b, x, indices, k, axis, largest)
         values = b.op("GatherElements", x, indices, axis=axis)
     return b.cast(Ref(values.name, ordered.dtype), x.dtype), Ref(indices.name, torch.int64)
+
+
+def _nan_above_inf(b: GraphBuilder, x: Value, indices: Ref, k: int, axis: int, largest: bool) -> Ref:
+    """Where the TopK output (`indices`, NaN counted as +inf) holds the tied NaN/+inf block, the
+    indices of a second TopK that ranks the first wanted of the two (NaN when descending, +inf
+    ascending) 2, the other 1 and the rest 0. The block starts at 0 when descending and at
+    size - block when ascending; output j of the block is output j - start of the second TopK."""
+    dtype = x.dtype
+    nan = b.cast(b.op("IsNaN", x), dtype)
+    inf = b.cast(b.op("Equal", x, b.const(float("inf"), dtype)), dtype)
+    first, second = (nan, inf) if largest else (inf, nan)
+    rank = b.op("Add", b.op("Add", first, first), second)
+    _, block_indices = b.op_outputs("TopK", rank, b.ints([k]), axis=axis, largest=1, sorted=1, outputs=2)
+    in_block = b.cast(b.op("Greater", rank, b.const(0, dtype)), torch.int64)
+    block = b.op("ReduceSum", in_block, b.ints([axis]), keepdims=1, dtype=torch.int64)
+    position = b.const(np.arange(k).reshape([k if d == axis else 1 for d in range(x.rank)]), torch.int64)
+    start = b.const(0, torch.int64) if largest else b.op("Sub", dim_size_scalar(b, x, axis), block)
+    offset = b.op("Sub", position, start)
+    inside = b.op("And", b.op("GreaterOrEqual", offset, b.const(0, torch.int64)), b.op("Less", offset, block))
+    # GatherElements does not broadcast: the index takes the output's full shape.
+    source = b.op("Expand", b.op("Max", offset, b.const(0, torch.int64)), b.op("Shape", block_indices))
+    moved = b.op("GatherElements", block_indices, source, axis=axis)
+    return b.op("Where", inside, moved, indices, dtype=torch.int64)
 
 
 @converter(aten.topk.default, capability=_topk_capability)
