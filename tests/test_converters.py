@@ -209,6 +209,17 @@ CASES: list[Case] = [
          id="even-windows"),
     Case(aten._adaptive_avg_pool2d.default, lambda x: F.adaptive_avg_pool2d(x, 2), lambda: (r(2, 4, 6),),
          id="unbatched"),
+    # Uneven windows (the output size does not divide the input): overlapping windows of two lengths.
+    Case(aten._adaptive_avg_pool2d.default, lambda x: F.adaptive_avg_pool2d(x, (3, 4)), lambda: (r(2, 3, 7, 5),),
+         id="uneven-windows"),
+    Case(aten.adaptive_avg_pool1d.default, lambda x: F.adaptive_avg_pool1d(x, 3), lambda: (r(1, 2, 7),),
+         id="uneven-windows"),
+    Case(aten._adaptive_avg_pool3d.default, lambda x: F.adaptive_avg_pool3d(x, (2, 3, 3)), lambda: (r(1, 2, 3, 4, 6),),
+         id="uneven-windows"),
+    Case(aten.adaptive_max_pool2d.default, lambda x: F.adaptive_max_pool2d(x, (3, 2)), lambda: (r(2, 3, 5, 5),),
+         id="uneven-windows"),
+    Case(aten.adaptive_max_pool1d.default, lambda x: F.adaptive_max_pool1d(x, 4), lambda: (r(2, 6),),
+         id="uneven-windows-unbatched"),
     # -- normalization -------------------------------------------------------------------------
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm2d(3), lambda: (r(2, 3, 4, 4),)),
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm1d(4, affine=False),
