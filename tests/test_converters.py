@@ -224,6 +224,12 @@ CASES: list[Case] = [
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm2d(3), lambda: (r(2, 3, 4, 4),)),
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm1d(4, affine=False),
          lambda: (r(3, 4),), id="1d-no-affine"),
+    # Statistics and affine parameters as graph inputs: the formula, not BatchNormalization.
+    Case(aten._native_batch_norm_legit_no_training.default,
+         lambda x, m, v, w, c: F.batch_norm(x, m, v, w, c, training=False, eps=1e-3),
+         lambda: (r(2, 3, 4, 4), r(3), rp(3), r(3), r(3)), id="input-statistics"),
+    Case(aten._native_batch_norm_legit_no_training.default, lambda x, m, v: F.batch_norm(x, m * 2, v + 1),
+         lambda: (r(3, 4), r(4), rp(4)), id="computed-statistics-no-affine"),
     Case(aten.native_layer_norm.default, torch.nn.LayerNorm([3, 4]), lambda: (r(2, 3, 4),)),
     Case(aten.native_layer_norm.default, lambda x: F.layer_norm(x, (4,)), lambda: (r(2, 4),), id="no-weight"),
     Case(aten.native_layer_norm.default, torch.nn.LayerNorm(4, bias=False), lambda: (r(2, 4),), id="no-bias"),
