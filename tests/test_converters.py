@@ -594,6 +594,15 @@ CASES: list[Case] = [
     Case(aten.index_put.default, lambda x: x.index_put((x > 0,), torch.tensor(0.0)), lambda: (r(3, 4),), id="mask-scalar"),
     Case(aten.index_put.default, lambda x, m: aten.index_put.default(x, [None, m], torch.tensor([2.0])), lambda: (r(2, 3, 4), rb(3)),
          id="inner-mask"),
+    # accumulate=True: repeated indices add up (ScatterElements with reduction 'add').
+    Case(aten.index_put.default, lambda x, i, v: x.index_put((i,), v, accumulate=True),
+         lambda: (r(5, 3), torch.tensor([0, -1, 0, 4, 0]), r(5, 3)), id="accumulate-repeats"),
+    Case(aten.index_put.default, lambda x, i, j, v: aten.index_put.default(x, [i, None, j], v, True),
+         lambda: (ri(4, 3, 5), torch.tensor([0, 3, 0]), torch.tensor([1, 4, 1]), ri(3)), id="accumulate-separated-int"),
+    Case(aten.index_put.default, lambda x, i, v: aten.index_put.default(x, [None, i], v, True),
+         lambda: (r(2, 4), torch.tensor([[1, 1], [3, 1]]), r(2, 2, 2)), id="accumulate-inner-2d-index"),
+    Case(aten.index_put.default, lambda x: x.index_put((x > 0,), torch.tensor(2.0), accumulate=True), lambda: (r(3, 4),),
+         id="accumulate-mask-scalar"),
     # -- scatters (scatter.py) -----------------------------------------------------------------
     Case(aten.scatter.src, lambda x, i, s: x.scatter(1, i, s),
          lambda: (r(3, 5), torch.tensor([[0, 1], [2, 3], [4, 0]]), r(3, 2))),
@@ -760,4 +769,14 @@ def test_as_strided_of_overlapping_memory_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.as_strided.default"]
     assert "gaps or overlaps" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_index_put_accumulate_is_refused_on_tensorrt_8_6() -> None:
+    """8.6's ScatterElements has no reduction and its ScatterND none on any version."""
+    fn = Fn(lambda x, i, v: x.index_put((i,), v * 2, accumulate=True))
+    inputs = (r(5, 3), torch.tensor([0, 0]), r(2, 3))
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1, trt_version="8.6")
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.index_put.default"]
+    assert "TensorRT 10.0+" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))
