@@ -38,6 +38,7 @@ def _roll_one(b: GraphBuilder, x: Value, shift: int, axis: int) -> Value:
     computed from its size (Slice bounds may be computed tensors; only axes must be constants)."""
     size = x.shape[axis]
     axes = b.ints([axis])
+    start: Ref
     if is_static_dim(size):
         cut = size - shift % size if size else 0
         if cut in (0, size):
