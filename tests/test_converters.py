@@ -220,6 +220,11 @@ CASES: list[Case] = [
          id="uneven-windows"),
     Case(aten.adaptive_max_pool1d.default, lambda x: F.adaptive_max_pool1d(x, 4), lambda: (r(2, 6),),
          id="uneven-windows-unbatched"),
+    # An inf (avg) or NaN (max) reaches only the windows that hold it.
+    Case(aten._adaptive_avg_pool2d.default, lambda x: F.adaptive_avg_pool2d(x, (2, 3)),
+         lambda: (r(1, 2, 5, 5).index_fill(3, torch.tensor([0]), float("inf")),), id="uneven-windows-inf"),
+    Case(aten.adaptive_max_pool2d.default, lambda x: torch.nan_to_num(F.adaptive_max_pool2d(x, (2, 3)), nan=7.0),
+         lambda: (r(1, 2, 5, 5).index_fill(3, torch.tensor([4]), float("nan")),), id="uneven-windows-nan"),
     # -- normalization -------------------------------------------------------------------------
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm2d(3), lambda: (r(2, 3, 4, 4),)),
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm1d(4, affine=False),

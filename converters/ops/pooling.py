@@ -215,8 +215,8 @@ def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 # -- adaptive pooling ------------------------------------------------------------------------
 # Uneven windows (an output size that does not divide the input) overlap and differ in length, so
 # no single pool gives them. Both reductions are separable, so each spatial dim is reduced on its
-# own: averages as a MatMul with a constant (in, out) averaging matrix, maxima as one Slice and
-# ReduceMax per output index, concatenated.
+# own, one Slice and ReduceMean/ReduceMax per output index, concatenated. (Not a MatMul with an
+# averaging matrix: its zeros would turn an inf or NaN into NaN in every window.)
 def _static_windows(n: int) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         in_shape = input_val(node, 0).shape[-n:]
@@ -237,30 +237,16 @@ def _reduced_shape(x: Value, axis: int, out: int) -> tuple[ShapeDim, ...]:
     return (*x.shape[:axis], out, *x.shape[axis + 1:])
 
 
-def _average_dim(b: GraphBuilder, x: Value, axis: int, out: int) -> Value:
-    size = static(x.shape[axis], "an adaptively pooled dim")
-    weights = torch.zeros(size, out, dtype=torch.float64)
-    for i, (start, stop) in enumerate(_windows(size, out)):
-        weights[start:stop, i] = 1.0 / (stop - start)
-    matrix = b.const(weights.numpy(), x.dtype)
-    shape = _reduced_shape(x, axis, out)
-    if axis == x.rank - 1:
-        return b.op("MatMul", x, matrix, dtype=x.dtype, shape=shape)
-    perm = list(range(x.rank))
-    perm[axis], perm[-1] = perm[-1], perm[axis]  # a swap: its own inverse
-    averaged = b.op("MatMul", b.op("Transpose", x, perm=perm), matrix)
-    return b.op("Transpose", averaged, perm=perm, dtype=x.dtype, shape=shape)
-
-
-def _max_dim(b: GraphBuilder, x: Value, axis: int, out: int) -> Value:
+def _reduce_dim(b: GraphBuilder, x: Value, axis: int, out: int, reduce_op: str) -> Value:
+    """One Slice and `reduce_op` per output index along `axis`, concatenated."""
     size = static(x.shape[axis], "an adaptively pooled dim")
     axes = b.ints([axis])
     cells = []
     for start, stop in _windows(size, out):
         window = b.op("Slice", x, b.ints([start]), b.ints([stop]), axes, dtype=x.dtype,
                       shape=_reduced_shape(x, axis, stop - start))
-        reduced = b.op("ReduceMax", window, axes=[axis], keepdims=1)
-        cells.append(nan_propagated(b, window, reduced, [axis], True))
+        reduced = b.op(reduce_op, window, axes=[axis], keepdims=1)
+        cells.append(nan_propagated(b, window, reduced, [axis], True) if reduce_op == "ReduceMax" else reduced)
     return b.op("Concat", *cells, axis=axis, dtype=x.dtype, shape=_reduced_shape(x, axis, out))
 
 
@@ -274,11 +260,11 @@ def _adaptive(b: GraphBuilder, op_type: str, x: Value, n: int, output_size: Sequ
     if all(i % o == 0 for i, o in zip(sizes, out)):
         kernel = [i // o for i, o in zip(sizes, out)]
         return _pool(b, op_type, x, n, dict(kernel_shape=kernel, strides=kernel))
-    reduce_dim = _average_dim if op_type == "AveragePool" else _max_dim
+    reduce_op = "ReduceMean" if op_type == "AveragePool" else "ReduceMax"
     y = x
     for k, (size, o) in enumerate(zip(sizes, out)):
         if size != o:
-            y = reduce_dim(b, y, x.rank - n + k, o)
+            y = _reduce_dim(b, y, x.rank - n + k, o, reduce_op)
     return y
 
 
