@@ -209,10 +209,32 @@ CASES: list[Case] = [
          id="even-windows"),
     Case(aten._adaptive_avg_pool2d.default, lambda x: F.adaptive_avg_pool2d(x, 2), lambda: (r(2, 4, 6),),
          id="unbatched"),
+    # Uneven windows (the output size does not divide the input): overlapping windows of two lengths.
+    Case(aten._adaptive_avg_pool2d.default, lambda x: F.adaptive_avg_pool2d(x, (3, 4)), lambda: (r(2, 3, 7, 5),),
+         id="uneven-windows"),
+    Case(aten.adaptive_avg_pool1d.default, lambda x: F.adaptive_avg_pool1d(x, 3), lambda: (r(1, 2, 7),),
+         id="uneven-windows"),
+    Case(aten._adaptive_avg_pool3d.default, lambda x: F.adaptive_avg_pool3d(x, (2, 3, 3)), lambda: (r(1, 2, 3, 4, 6),),
+         id="uneven-windows"),
+    Case(aten.adaptive_max_pool2d.default, lambda x: F.adaptive_max_pool2d(x, (3, 2)), lambda: (r(2, 3, 5, 5),),
+         id="uneven-windows"),
+    Case(aten.adaptive_max_pool1d.default, lambda x: F.adaptive_max_pool1d(x, 4), lambda: (r(2, 6),),
+         id="uneven-windows-unbatched"),
+    # An inf (avg) or NaN (max) reaches only the windows that hold it.
+    Case(aten._adaptive_avg_pool2d.default, lambda x: F.adaptive_avg_pool2d(x, (2, 3)),
+         lambda: (r(1, 2, 5, 5).index_fill(3, torch.tensor([0]), float("inf")),), id="uneven-windows-inf"),
+    Case(aten.adaptive_max_pool2d.default, lambda x: torch.nan_to_num(F.adaptive_max_pool2d(x, (2, 3)), nan=7.0),
+         lambda: (r(1, 2, 5, 5).index_fill(3, torch.tensor([4]), float("nan")),), id="uneven-windows-nan"),
     # -- normalization -------------------------------------------------------------------------
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm2d(3), lambda: (r(2, 3, 4, 4),)),
     Case(aten._native_batch_norm_legit_no_training.default, torch.nn.BatchNorm1d(4, affine=False),
          lambda: (r(3, 4),), id="1d-no-affine"),
+    # Statistics and affine parameters as graph inputs: the formula, not BatchNormalization.
+    Case(aten._native_batch_norm_legit_no_training.default,
+         lambda x, m, v, w, c: F.batch_norm(x, m, v, w, c, training=False, eps=1e-3),
+         lambda: (r(2, 3, 4, 4), r(3), rp(3), r(3), r(3)), id="input-statistics"),
+    Case(aten._native_batch_norm_legit_no_training.default, lambda x, m, v: F.batch_norm(x, m * 2, v + 1),
+         lambda: (r(3, 4), r(4), rp(4)), id="computed-statistics-no-affine"),
     Case(aten.native_layer_norm.default, torch.nn.LayerNorm([3, 4]), lambda: (r(2, 3, 4),)),
     Case(aten.native_layer_norm.default, lambda x: F.layer_norm(x, (4,)), lambda: (r(2, 4),), id="no-weight"),
     Case(aten.native_layer_norm.default, torch.nn.LayerNorm(4, bias=False), lambda: (r(2, 4),), id="no-bias"),
@@ -577,6 +599,15 @@ CASES: list[Case] = [
     Case(aten.index_put.default, lambda x: x.index_put((x > 0,), torch.tensor(0.0)), lambda: (r(3, 4),), id="mask-scalar"),
     Case(aten.index_put.default, lambda x, m: aten.index_put.default(x, [None, m], torch.tensor([2.0])), lambda: (r(2, 3, 4), rb(3)),
          id="inner-mask"),
+    # accumulate=True: repeated indices add up (ScatterElements with reduction 'add').
+    Case(aten.index_put.default, lambda x, i, v: x.index_put((i,), v, accumulate=True),
+         lambda: (r(5, 3), torch.tensor([0, -1, 0, 4, 0]), r(5, 3)), id="accumulate-repeats"),
+    Case(aten.index_put.default, lambda x, i, j, v: aten.index_put.default(x, [i, None, j], v, True),
+         lambda: (ri(4, 3, 5), torch.tensor([0, 3, 0]), torch.tensor([1, 4, 1]), ri(3)), id="accumulate-separated-int"),
+    Case(aten.index_put.default, lambda x, i, v: aten.index_put.default(x, [None, i], v, True),
+         lambda: (r(2, 4), torch.tensor([[1, 1], [3, 1]]), r(2, 2, 2)), id="accumulate-inner-2d-index"),
+    Case(aten.index_put.default, lambda x: x.index_put((x > 0,), torch.tensor(2.0), accumulate=True), lambda: (r(3, 4),),
+         id="accumulate-mask-scalar"),
     # -- scatters (scatter.py) -----------------------------------------------------------------
     Case(aten.scatter.src, lambda x, i, s: x.scatter(1, i, s),
          lambda: (r(3, 5), torch.tensor([[0, 1], [2, 3], [4, 0]]), r(3, 2))),
@@ -785,4 +816,14 @@ def test_as_strided_of_overlapping_memory_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.as_strided.default"]
     assert "gaps or overlaps" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_index_put_accumulate_is_refused_on_tensorrt_8_6() -> None:
+    """8.6's ScatterElements has no reduction and its ScatterND none on any version."""
+    fn = Fn(lambda x, i, v: x.index_put((i,), v * 2, accumulate=True))
+    inputs = (r(5, 3), torch.tensor([0, 0]), r(2, 3))
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1, trt_version="8.6")
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.index_put.default"]
+    assert "TensorRT 10.0+" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))

@@ -7,7 +7,7 @@ import torch
 import torchvision
 
 import trt_lower
-from harness import Fn, engine_ops
+from harness import Fn, check_onnx, engine_ops
 from test_pipeline import mystery  # noqa: F401  (registers an op without converter)
 
 aten = torch.ops.aten
@@ -110,7 +110,7 @@ def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: obje
     spec = trt_lower.TensorSpec((1, 2, 6, 6), (2, 2, 9, 12), (4, 2, 12, 12))
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
     reasons = [f.reason for f in lowered.report.fallbacks if "pool" in f.op]
-    assert reasons and all("ceil_mode over dynamic" in r or "uneven windows" in r for r in reasons), \
+    assert reasons and all("ceil_mode over dynamic" in r or "adaptive pooling from dynamic" in r for r in reasons), \
         str(lowered.report)
     _check_sizes(model, lowered, [(1, 2, 6, 6), (2, 2, 9, 12), (3, 2, 12, 7)], torch.randn)
 
@@ -168,3 +168,24 @@ def test_dynamic_engine_on_tensorrt_gets_one_profile_per_input(trt_double: objec
         torch.testing.assert_close(lowered(x), model(x))
     with pytest.raises(trt_lower.EngineInputError, match=r"\(1\.\.8, 2\.\.9, 4\) float32, got \(9, 2, 4\)"):
         lowered(torch.randn(9, 2, 4))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.roll(x * 2, 3, 0),
+    lambda x: torch.roll(x * 2, (-1, 2), (0, 1)),
+    lambda x: torch.roll(x * 2, 5),
+    lambda x: torch.slice_scatter(x, x[:, :2] * 2, 1, 1, 3),
+    lambda x: torch.slice_scatter(x, x[1:-1] * 2, 0, 1, -1),
+    lambda x: torch.slice_scatter(x, x[-3:] * 2, 0, -3),
+    lambda x: torch.slice_scatter(x, x[1::2] * 2, 0, 1, None, 2),
+], ids=["roll", "roll-two-dims", "roll-flat", "slice_scatter-static-dim", "slice_scatter-dynamic-dim",
+        "slice_scatter-negative-start", "slice_scatter-step"])
+def test_roll_and_slice_scatter_over_a_dynamic_dim(fn: object) -> None:
+    """The split point (roll) and the slice's place (slice_scatter) come from sizes read at run time."""
+    model = Fn(fn)  # type: ignore[arg-type]
+    spec = trt_lower.TensorSpec((3, 4), (5, 4), (9, 4))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", require_full=True, min_block_size=1)
+    assert engine_ops(lowered) & {"aten.roll.default", "aten.slice_scatter.default"}, str(lowered.report)
+    assert lowered.report.engines[0].input_shapes == [(-1, 4)]
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(3, 4), (4, 4), (5, 4), (9, 4)], torch.randn)

@@ -141,6 +141,10 @@ class GraphBuilder:
             self._constants[key] = Value(name, dtype, tuple(array.shape))
         return self._constants[key]
 
+    def is_initializer(self, value: Ref | None) -> bool:
+        """Whether `value` is a weight or constant (TensorRT wants some operands as initializers)."""
+        return value is not None and any(i.name == value.name for i in self.initializers)
+
     def ints(self, values: Sequence[int] | int) -> Value:
         """An int64 1-D constant (shapes, axes, starts/ends)."""
         return self.const(list(values) if isinstance(values, Sequence) else [values], torch.int64)

@@ -53,19 +53,6 @@ def only_first_output_used(node: torch.fx.Node, target: Target) -> Optional[str]
     return None
 
 
-def constant_args(*positions: int) -> Capability:
-    """Capability: the tensor arguments at `positions` must be weights (get_attr), not activations."""
-
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        for i in positions:
-            arg = node.args[i] if i < len(node.args) else None
-            if isinstance(arg, torch.fx.Node) and arg.op != "get_attr":
-                return f"argument {i} must be constant"
-        return None
-
-    return check
-
-
 def float_inputs(node: torch.fx.Node, target: Target) -> Optional[str]:
     """Capability: TensorRT runs this op on floating-point tensors only."""
     for arg in node.all_input_nodes:

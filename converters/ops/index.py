@@ -10,12 +10,13 @@ x[mask] = scalar: that is a Where.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg, same_static_shape, static_numel
+from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg, same_static_shape, static, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
 from converters.core.where import where
@@ -94,9 +95,6 @@ def index(b: GraphBuilder, x: Value, indices: Indices) -> Ref:
 
 def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     x = input_val(node, 0)
-    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
-    if accumulate:
-        return "accumulate=True: TensorRT's ScatterND has no reduction"
     if x.dim() == 0:
         return "indexing a 0-d tensor"
     vals = _index_vals(node)
@@ -107,18 +105,27 @@ def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
         return "boolean-mask assignment of more than one value (which elements get which is data-dependent)"
     if x.dtype not in _SCATTER_DTYPES:
         return f"TensorRT's ScatterND takes no {x.dtype} tensors"
+    if node_arg(node, 3, "accumulate", False):
+        if not target.at_least("10.4"):
+            return (f"accumulate=True needs ScatterElements with reduction 'add' (TensorRT 10.0+, target "
+                    f"{target.label}); ScatterND has no reduction on TensorRT")
+        indexed = [x.shape[p] for p, i in enumerate(node_arg(node, 1, "indices")) if i is not None]
+        if len(indexed) > 1 and static_numel(indexed) is None:
+            return "accumulate=True over several indexed dims of which one is dynamic"
     return None
 
 
-def _masked_put(b: GraphBuilder, x: Value, indices: Indices, values: Value) -> Ref:
-    """x[mask] = v (one value): the mask covers the dims from its position on; trailing dims
-    broadcast."""
+def _masked_put(b: GraphBuilder, x: Value, indices: Indices, values: Value, accumulate: bool) -> Ref:
+    """x[mask] = v (one value), or x[mask] += v: the mask covers the dims from its position on;
+    trailing dims broadcast."""
     position, given = next((p, i) for p, i in enumerate(indices) if i is not None)
     trailing = x.rank - position - given.rank
     mask: Ref = given
     if trailing:
         mask = b.op("Unsqueeze", given, b.ints(list(range(given.rank, given.rank + trailing))))
     value = b.op("Reshape", b.cast(values, x.dtype), b.ints([]))
+    if accumulate:
+        value = b.op("Add", x, value, dtype=x.dtype)
     return where(b, mask, value, x, x.dtype)
 
 
@@ -126,10 +133,11 @@ def _masked_put(b: GraphBuilder, x: Value, indices: Indices, values: Value) -> R
 def index_put(b: GraphBuilder, x: Value, indices: Indices, values: Value, accumulate: bool = False) -> Ref:
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
 
-    ScatterND of the values broadcast to the indexed result's shape (reordered like x's dims).
+    ScatterND of the values broadcast to the indexed result's shape (reordered like x's dims);
+    with accumulate, a ScatterElements that adds (_accumulated).
     """
     if any(i is not None and i.dtype == torch.bool for i in indices):
-        return _masked_put(b, x, indices, values)
+        return _masked_put(b, x, indices, values, accumulate)
     plan = _Plan(b, x, indices)
     cast = b.cast(values, x.dtype)
     updates: Ref = cast
@@ -143,7 +151,30 @@ def index_put(b: GraphBuilder, x: Value, indices: Indices, values: Value, accumu
     index_dims = b.op("Slice", b.op("Shape", plan.stacked), b.ints([0]), b.ints([-1]), b.ints([0]))
     kept_dims = b.op("Slice", b.op("Shape", plan.x), b.ints([len(plan.positions)]), b.ints([INT64_MAX]), b.ints([0]))
     updates = b.op("Expand", updates, b.op("Concat", index_dims, kept_dims, axis=0))
-    out = b.op("ScatterND", plan.x, plan.stacked, updates, dtype=x.dtype)
+    if accumulate:
+        out = _accumulated(b, x, plan, updates)
+    else:
+        out = b.op("ScatterND", plan.x, plan.stacked, updates, dtype=x.dtype)
     if not plan.moved:
         return out
     return b.op("Transpose", out, perm=[plan.perm.index(d) for d in range(x.rank)], dtype=x.dtype)
+
+
+def _accumulated(b: GraphBuilder, x: Value, plan: _Plan, updates: Ref) -> Ref:
+    """plan.x with `updates` added at the stacked indices, repeats summed. TensorRT's ScatterND
+    has no reduction but its ScatterElements has 'add': the indexed dims are flattened into one
+    (row = the linear index over them), the rest into columns, and each update row is added to
+    its row."""
+    if len(plan.positions) == 1:
+        rows: Ref = plan.stacked
+        flat_x = b.op("Reshape", plan.x, b.ints([0, -1]))  # 0 keeps the indexed dim's size
+    else:
+        sizes = [static(x.shape[p], "an indexed dim") for p in plan.positions]  # as the capability made sure
+        strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]
+        rows = b.op("ReduceSum", b.op("Mul", plan.stacked, b.ints(strides)), b.ints([-1]), keepdims=1)
+        flat_x = b.op("Reshape", plan.x, b.ints([math.prod(sizes), -1]))
+    columns = b.op("Slice", b.op("Shape", flat_x), b.ints([1]), b.ints([2]), b.ints([0]))
+    flat_updates = b.op("Reshape", updates, b.op("Concat", b.ints([-1]), columns, axis=0))
+    flat_rows = b.op("Expand", b.op("Reshape", rows, b.ints([-1, 1])), b.op("Shape", flat_updates))
+    summed = b.op("ScatterElements", flat_x, flat_rows, flat_updates, axis=0, reduction="add")
+    return b.op("Reshape", summed, b.op("Shape", plan.x), dtype=x.dtype)

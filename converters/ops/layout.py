@@ -4,13 +4,14 @@ shuffles, triangles (triu/tril), hstack/vstack.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, Optional, Sequence
 
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim
-from converters.core.dims import INT64_MIN, dim_size, input_val, is_static_dim, node_arg, shape_of, static, static_numel
+from converters.core.dims import INT64_MAX, INT64_MIN, dim_size, input_val, is_static_dim, node_arg, shape_of
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -27,45 +28,48 @@ def flip(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
     return b.op("Slice", x, b.ints([-1] * n), b.ints([INT64_MIN] * n), b.ints(axes), b.ints([-1] * n), dtype=x.dtype)
 
 
-def _static_rolled_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
-    x = input_val(node, 0)
-    dims = node_arg(node, 2, "dims", ())
-    sizes = [x.shape[normalize_dim(d, x.dim())] for d in dims] if dims else list(x.shape)
-    if static_numel(sizes) is None:
-        return "roll over a dynamic dim (the split point depends on its size)"
+def _constant_shifts(node: torch.fx.Node, target: Target) -> Optional[str]:
     if not all(isinstance(s, int) for s in node_arg(node, 1, "shifts")):
         return "roll by a non-constant shift"
     return None
 
 
-def _roll_one(b: GraphBuilder, x: Value, shift: int, axis: int, size: int) -> Value:
-    """The last `shift` elements along `axis` move to the front."""
-    cut = size - shift % size if size else 0
-    if cut in (0, size):
-        return x
+def _roll_one(b: GraphBuilder, x: Value, shift: int, axis: int) -> Value:
+    """The last `shift` elements along `axis` move to the front. Over a dynamic dim the cut is
+    computed from its size (Slice bounds may be computed tensors; only axes must be constants)."""
+    size = x.shape[axis]
     axes = b.ints([axis])
-    tail = b.op("Slice", x, b.ints([cut]), b.ints([size]), axes)
-    head = b.op("Slice", x, b.ints([0]), b.ints([cut]), axes)
+    start: Ref
+    if is_static_dim(size):
+        cut = size - shift % size if size else 0
+        if cut in (0, size):
+            return x
+        start, stop = b.ints([cut]), b.ints([size])
+    else:
+        n = dim_size(b, x, axis)
+        turned = b.op("Mod", b.ints([shift]), b.op("Max", n, b.ints([1])))  # non-negative; size 0 moves nothing
+        start, stop = b.op("Sub", n, turned), b.ints([INT64_MAX])
+    tail = b.op("Slice", x, start, stop, axes)
+    head = b.op("Slice", x, b.ints([0]), start, axes)
     return b.op("Concat", tail, head, axis=axis, dtype=x.dtype, shape=x.shape)
 
 
-@converter(aten.roll.default, capability=_static_rolled_dims)
+@converter(aten.roll.default, capability=_constant_shifts)
 def roll(b: GraphBuilder, x: Value, shifts: Sequence[int], dims: Sequence[int] = ()) -> Ref:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor
 
     Without dims torch rolls the flattened tensor and restores the shape.
     """
     if not dims:
-        numel = static_numel(x.shape)
-        if not numel or shifts[0] % numel == 0:  # empty or a whole turn: nothing moves
+        numel = math.prod(x.shape)  # a SymInt where a dim is dynamic
+        if is_static_dim(numel) and (not numel or shifts[0] % numel == 0):  # empty or a whole turn: nothing moves
             return b.op("Identity", x, dtype=x.dtype)
         flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype, shape=(numel,))
-        rolled = _roll_one(b, flat, shifts[0], 0, numel)
+        rolled = _roll_one(b, flat, shifts[0], 0)
         return b.op("Reshape", rolled, b.op("Shape", x), dtype=x.dtype)
     out = x
     for shift, d in zip(shifts, dims):
-        axis = normalize_dim(d, x.rank)
-        out = _roll_one(b, out, shift, axis, static(x.shape[axis], "the rolled dim"))
+        out = _roll_one(b, out, shift, normalize_dim(d, x.rank))
     return out if out is not x else b.op("Identity", x, dtype=x.dtype)
 
 

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.common import all_of, constant_args, float_inputs, only_first_output_used
+from converters.core.common import all_of, float_inputs, only_first_output_used
 from converters.core.dims import input_val, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
@@ -20,8 +20,7 @@ from converters.core.target import Target
 aten = torch.ops.aten
 
 
-@converter(aten._native_batch_norm_legit_no_training.default,
-           capability=all_of(float_inputs, only_first_output_used, constant_args(1, 2, 3, 4)))
+@converter(aten._native_batch_norm_legit_no_training.default, capability=all_of(float_inputs, only_first_output_used))
 def batch_norm_inference(
     b: GraphBuilder,
     x: Value,
@@ -33,12 +32,23 @@ def batch_norm_inference(
     eps: float,
 ) -> tuple[Ref, None, None]:
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias,
-    Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    channels = x.shape[1]
-    scale = weight if weight is not None else b.const([1.0] * channels, x.dtype)
-    shift = bias if bias is not None else b.const([0.0] * channels, x.dtype)
-    y = b.op("BatchNormalization", x, scale, shift, running_mean, running_var, epsilon=float(eps), dtype=x.dtype)
-    return y, None, None
+    Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)
+
+    BatchNormalization where every parameter is a weight (TensorRT's parser needs them as
+    initializers); statistics or affine parameters computed in the graph get the formula
+    (x - mean) / sqrt(var + eps) * weight + bias.
+    """
+    if all(p is None or b.is_initializer(p) for p in (weight, bias, running_mean, running_var)):
+        channels = x.shape[1]
+        scale = weight if weight is not None else b.const([1.0] * channels, x.dtype)
+        shift = bias if bias is not None else b.const([0.0] * channels, x.dtype)
+        y = b.op("BatchNormalization", x, scale, shift, running_mean, running_var, epsilon=float(eps), dtype=x.dtype)
+        return y, None, None
+    shape = b.ints([-1] + [1] * (x.rank - 2))
+    mean = b.op("Reshape", b.cast(running_mean, x.dtype), shape)
+    std = b.op("Sqrt", b.op("Add", b.op("Reshape", b.cast(running_var, x.dtype), shape), b.const(eps, x.dtype)))
+    normalized = b.op("Div", b.op("Sub", x, mean), std, dtype=x.dtype)
+    return _per_channel(b, normalized, x.rank, weight, bias), None, None
 
 
 @converter(aten.native_layer_norm.default, capability=all_of(float_inputs, only_first_output_used))

@@ -1,4 +1,4 @@
-"""Max/average pooling in 1d, 2d and 3d, and adaptive pooling.
+"""Max/average pooling in 1d, 2d and 3d, and adaptive pooling (even and uneven windows).
 
 TensorRT pools 2-D and 3-D windows only, so 1d pooling runs as 2-D over (N, C, 1, L). Unbatched
 (C, *) inputs get a batch dim for the ONNX op.
@@ -16,8 +16,8 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
-from converters.core.common import all_of, float_inputs, per_spatial_dim, only_first_output_used
+from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value, onnx_type
+from converters.core.common import all_of, float_inputs, nan_propagated, per_spatial_dim, only_first_output_used
 from converters.core.dims import input_val, is_static_dim, node_arg, static
 from converters.core.registry import Capability, converter
 from converters.core.target import Target
@@ -212,56 +212,89 @@ def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
     return _avg_pool(b, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-# -- adaptive pooling: even windows only -----------------------------------------------------
-def _even_windows(n: int) -> Capability:
+# -- adaptive pooling ------------------------------------------------------------------------
+# Uneven windows (an output size that does not divide the input) overlap and differ in length, so
+# no single pool gives them. Both reductions are separable, so each spatial dim is reduced on its
+# own, one Slice and ReduceMean/ReduceMax per output index, concatenated. (Not a MatMul with an
+# averaging matrix: its zeros would turn an inf or NaN into NaN in every window.)
+def _static_windows(n: int) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         in_shape = input_val(node, 0).shape[-n:]
         out_size = per_spatial_dim(node_arg(node, 1, "output_size"), n)
-        if all(o == 1 for o in out_size):
+        if all(o == 1 for o in out_size) or all(is_static_dim(i) for i in in_shape):
             return None
-        if not all(is_static_dim(i) and i % o == 0 for i, o in zip(in_shape, out_size)):
-            return f"adaptive pooling from {tuple(in_shape)} to {tuple(out_size)} has uneven windows"
-        return None
+        return f"adaptive pooling from dynamic spatial dims {tuple(in_shape)} to {tuple(out_size)}"
 
     return check
 
 
+def _windows(size: int, out: int) -> list[tuple[int, int]]:
+    """torch's adaptive windows: [floor(i * size / out), ceil((i + 1) * size / out))."""
+    return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _reduced_shape(x: Value, axis: int, out: int) -> tuple[ShapeDim, ...]:
+    return (*x.shape[:axis], out, *x.shape[axis + 1:])
+
+
+def _reduce_dim(b: GraphBuilder, x: Value, axis: int, out: int, reduce_op: str) -> Value:
+    """One Slice and `reduce_op` per output index along `axis`, concatenated."""
+    size = static(x.shape[axis], "an adaptively pooled dim")
+    axes = b.ints([axis])
+    cells = []
+    for start, stop in _windows(size, out):
+        window = b.op("Slice", x, b.ints([start]), b.ints([stop]), axes, dtype=x.dtype,
+                      shape=_reduced_shape(x, axis, stop - start))
+        reduced = b.op(reduce_op, window, axes=[axis], keepdims=1)
+        cells.append(nan_propagated(b, window, reduced, [axis], True) if reduce_op == "ReduceMax" else reduced)
+    return b.op("Concat", *cells, axis=axis, dtype=x.dtype, shape=_reduced_shape(x, axis, out))
+
+
 def _adaptive(b: GraphBuilder, op_type: str, x: Value, n: int, output_size: Sequence[int]) -> Ref:
-    """Even windows are a plain pool (a global one for output size 1)."""
+    """Even windows are a plain pool (a global one for output size 1); uneven ones are reduced
+    one spatial dim at a time."""
     out = per_spatial_dim(output_size, n)
     if all(o == 1 for o in out):
         return _pool(b, f"Global{op_type}", x, n, {})
-    kernel = [i // o for i, o in zip(x.shape[-n:], out)]
-    return _pool(b, op_type, x, n, dict(kernel_shape=kernel, strides=kernel))
+    sizes = [static(d, "an adaptively pooled dim") for d in x.shape[-n:]]
+    if all(i % o == 0 for i, o in zip(sizes, out)):
+        kernel = [i // o for i, o in zip(sizes, out)]
+        return _pool(b, op_type, x, n, dict(kernel_shape=kernel, strides=kernel))
+    reduce_op = "ReduceMean" if op_type == "AveragePool" else "ReduceMax"
+    y = x
+    for k, (size, o) in enumerate(zip(sizes, out)):
+        if size != o:
+            y = _reduce_dim(b, y, x.rank - n + k, o, reduce_op)
+    return y
 
 
-@converter(aten.adaptive_avg_pool1d.default, capability=all_of(float_inputs, _even_windows(1)))
+@converter(aten.adaptive_avg_pool1d.default, capability=all_of(float_inputs, _static_windows(1)))
 def adaptive_avg_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 1, output_size)
 
 
-@converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _even_windows(2)))
+@converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _static_windows(2)))
 def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 2, output_size)
 
 
-@converter(aten._adaptive_avg_pool3d.default, capability=all_of(float_inputs, _even_windows(3)))
+@converter(aten._adaptive_avg_pool3d.default, capability=all_of(float_inputs, _static_windows(3)))
 def adaptive_avg_pool3d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 3, output_size)
 
 
 @converter(aten.adaptive_max_pool1d.default,
-           capability=all_of(float_inputs, only_first_output_used, _even_windows(1)))
+           capability=all_of(float_inputs, only_first_output_used, _static_windows(1)))
 def adaptive_max_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 1, output_size), None
 
 
 @converter(aten.adaptive_max_pool2d.default,
-           capability=all_of(float_inputs, only_first_output_used, _even_windows(2)))
+           capability=all_of(float_inputs, only_first_output_used, _static_windows(2)))
 def adaptive_max_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 2, output_size), None

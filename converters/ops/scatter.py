@@ -12,7 +12,8 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim
-from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg, same_static_shape, static
+from converters.core.dims import (INT64_MAX, dim_size, dim_size_scalar, input_val, is_static_dim, node_arg,
+                                  same_static_shape, static)
 from converters.core.registry import Capability, converter
 from converters.core.target import Target
 from converters.core.where import where
@@ -49,16 +50,16 @@ def scatter_value(b: GraphBuilder, x: Value, dim: int, index: Value, value: floa
     return b.op("ScatterElements", x, index, updates, axis=normalize_dim(dim, x.rank), dtype=x.dtype)
 
 
-def _static_bounds(*bounds: tuple[int, str]) -> Capability:
-    """The scattered dim must have a static size and the bounds (position, name) must be constants:
-    they place the pieces."""
+def _static_bounds(*bounds: tuple[int, str], dynamic_dim: bool = False) -> Capability:
+    """The bounds (position, name) must be constants: they place the pieces; so must the scattered
+    dim's size unless `dynamic_dim`."""
 
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         x = input_val(node, 0)
         if x.dim() == 0:
             return "scatter into a 0-d tensor"
         dim = node_arg(node, 2, "dim", 0)
-        if not isinstance(x.shape[normalize_dim(dim, x.dim())], int):
+        if not dynamic_dim and not isinstance(x.shape[normalize_dim(dim, x.dim())], int):
             return "scatter along a dynamic dim"
         values = {name: node_arg(node, i, name) for i, name in bounds}
         if not all(v is None or isinstance(v, int) for v in values.values()):
@@ -90,12 +91,35 @@ def _around(b: GraphBuilder, x: Value, middle: Ref, axis: int, start: int, stop:
     return b.op("Concat", *parts, axis=axis, dtype=x.dtype)
 
 
-@converter(aten.slice_scatter.default, capability=_static_bounds((3, "start"), (4, "end"), (5, "step")))
+def _dynamic_slice_scatter(b: GraphBuilder, x: Value, updates: Value, axis: int, start: int | None,
+                           step: int) -> Ref:
+    """slice_scatter along a dim whose size is known at run time: the slice begins where
+    x[..., :start] ends (Slice clamps `start` as Python does) and `updates` says how many
+    positions it covers, so nothing needs the size itself."""
+    axes = b.ints([axis])
+    head = b.op("Slice", x, b.ints([0]), b.ints([start]), axes) if start else None
+    first = b.op("Gather", b.op("Shape", head), b.ints([axis]), axis=0) if head else b.ints([0])
+    count = dim_size(b, updates, axis)
+    if step == 1:
+        tail = b.op("Slice", x, b.op("Add", first, count), b.ints([INT64_MAX]), axes)
+        return b.op("Concat", *([head] if head else []), updates, tail, axis=axis, dtype=x.dtype)
+    scalar = b.ints([])
+    steps = b.op("Range", b.const(0, torch.int64), b.op("Reshape", count, scalar), b.const(1, torch.int64))
+    positions = b.op("Add", b.op("Reshape", first, scalar), b.op("Mul", steps, b.const(step, torch.int64)))
+    along = b.op("Reshape", positions, b.ints([1] * axis + [-1] + [1] * (x.rank - axis - 1)))
+    index = b.op("Expand", along, b.op("Shape", updates))
+    return b.op("ScatterElements", x, index, updates, axis=axis, dtype=x.dtype)
+
+
+@converter(aten.slice_scatter.default,
+           capability=_static_bounds((3, "start"), (4, "end"), (5, "step"), dynamic_dim=True))
 def slice_scatter(b: GraphBuilder, x: Value, src: Value, dim: int = 0, start: int | None = None,
                   end: int | None = None, step: int = 1) -> Ref:
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None,
     SymInt step=1) -> Tensor"""
     axis = normalize_dim(dim, x.rank)
+    if not is_static_dim(x.shape[axis]):
+        return _dynamic_slice_scatter(b, x, b.cast(src, x.dtype), axis, start, step)
     size = static(x.shape[axis], "the scattered dim")
     first = _clamped(start, size, 0)
     stop = max(first, _clamped(end, size, size))

@@ -168,7 +168,9 @@ def _table() -> dict[str, OpRule]:
         ("MatMul Gemm Conv ConvTranspose Clip PRelu", OpRule(FLOATS, data=None)),
         ("Einsum", OpRule(FLOATS, data=None, check=_einsum)),
         ("MaxPool AveragePool LpPool", OpRule(FLOATS, check=_pool)),
-        ("BatchNormalization LayerNormalization", OpRule(FLOATS, data=None, check=_only_first_output)),
+        ("LayerNormalization", OpRule(FLOATS, data=None, check=_only_first_output)),
+        # scale, B, mean and var as weights (normalization.py writes the formula otherwise)
+        ("BatchNormalization", OpRule(FLOATS, data=None, initializers=(1, 2, 3, 4), check=_only_first_output)),
         ("InstanceNormalization", OpRule(FLOATS, data=None, check=_instance_norm)),
         ("Resize", OpRule(FLOATS, check=_resize)),
         ("GridSample RoiAlign NonMaxSuppression", OpRule(FLOATS, data=(0, 1))),
