@@ -3,12 +3,15 @@
     python bench/bench_overhead.py [--blocks 7] [--calls 50] [--models mlp,bert,resnet18] [--clock wall|cpu] [--json out.json]
 
 For each model, side by side in one process: eager PyTorch, the lowered module, its engine
-module alone (called with the arguments the lowered module hands it), and a bare
-`session.run` on the engine's own `onnx_bytes` in a session with trt_lower's options. The four
-run in alternating blocks of `--calls` calls (the order rotates per block, so load drifts reach
-all of them); per-call time is a block's median, and the figures are the median over blocks with
-their spread (min..max). Overhead = lowered - bare, against the target of 10 µs plus 5 µs per
-further engine. See bench/README.md.
+module alone (called with the arguments the lowered module hands it), a bare `session.run` on
+the engine's own `onnx_bytes` in a session with trt_lower's options (numpy feeds made once), the
+same bare run fed from the torch tensors each call (`x.numpy()` in, `torch.from_numpy` out: what
+a hand-written ONNX Runtime call from PyTorch pays), and the host cost alone: the lowered module
+with every engine's session call swapped for a stub that returns its outputs at once, so the
+engines' own time and its noise drop out. All run in alternating blocks of `--calls`
+calls (the order rotates per block, so load drifts reach all of them); per-call time is a block's
+median, and the figures are the median over blocks with their spread (min..max). Overhead =
+lowered - bare, against the target of 10 µs plus 5 µs per further engine. See bench/README.md.
 """
 from __future__ import annotations
 
@@ -22,12 +25,14 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+import torch.utils._pytree as pytree
 import torchvision
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
@@ -61,6 +66,26 @@ def engine_call(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ..
     return seen[0]
 
 
+def _stub(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) -> None:
+    """Swap each engine's session call for one that returns, at once, what it computed for
+    `inputs`: the lowered module's time is then its host cost alone."""
+    engines = [m for m in lowered.modules() if isinstance(m, OrtEngineModule)]
+    recorded: dict[OrtEngineModule, Any] = {}
+
+    def recorder(engine: OrtEngineModule, run: Callable[..., Any]) -> Callable[..., Any]:
+        def call(names: Any, feeds: Any, options: Any) -> Any:
+            recorded[engine] = run(names, feeds, options)
+            return recorded[engine]
+        return call
+
+    for engine in engines:
+        engine._run = recorder(engine, engine._run)
+    with torch.no_grad():
+        lowered(*inputs)
+    for engine in engines:
+        engine._run = lambda names, feeds, options, arrays=recorded[engine]: arrays
+
+
 def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
@@ -68,13 +93,22 @@ def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
     engine = lowered.engine_0
     args = engine_call(lowered, inputs)
     session = create_session(engine.onnx_bytes)
-    feeds = {i.name: np.ascontiguousarray(a.numpy()) for i, a in zip(session.get_inputs(), args)}
+    names = [i.name for i in session.get_inputs()]
+    feeds = {n: np.ascontiguousarray(a.numpy()) for n, a in zip(names, args)}
     outputs = [o.name for o in session.get_outputs()]
+    flat = pytree.tree_leaves(lowered(*inputs))
+    stubbed = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    _stub(stubbed, inputs)
     calls: dict[str, Callable[[], object]] = {
         "eager": lambda: model(*inputs),
         "lowered": lambda: lowered(*inputs),
         "engine": lambda: engine(*args),
         "bare session.run": lambda: session.run(outputs, feeds),
+        "bare from torch": lambda: [torch.from_numpy(a) for a in session.run(
+            outputs, {n: a.numpy() for n, a in zip(names, args)})],
+        "lowered, engines stubbed": lambda: stubbed(*inputs),
+        # What eager pays too: the model's own output object (a transformers ModelOutput, say).
+        "output object": lambda: pytree.tree_unflatten(flat, lowered._out_spec),
     }
     return calls, len(lowered.report.engines)
 
@@ -128,7 +162,13 @@ def main() -> None:
         print(f"  lowered - bare     {statistics.median(overhead):9.1f} µs   "
               f"({min(overhead):.1f}..{max(overhead):.1f}; target <= {target} µs)")
         print(f"  engine - bare      {med['engine'] - med['bare session.run']:9.1f} µs")
-        report[name] = {"engines": engines, "per_block_us": times, "overhead_us": overhead, "target_us": target}
+        print(f"  lowered - bare from torch {med['lowered'] - med['bare from torch']:7.1f} µs")
+        host = times["lowered, engines stubbed"]
+        print(f"  host overhead      {statistics.median(host):9.1f} µs   ({min(host):.1f}..{max(host):.1f}; "
+              "everything a lowered call runs but the engines' session.run)")
+        print(f"  of which the model's output object {med['output object']:5.1f} µs")
+        report[name] = {"engines": engines, "per_block_us": times, "overhead_us": overhead,
+                        "host_overhead_us": host, "target_us": target}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

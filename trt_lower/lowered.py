@@ -1,11 +1,11 @@
 """LoweredModule: what lower_to_trt returns (trt_lower/stitch.py makes it)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.graph import _PyTreeCodeGen
+from torch.fx.graph import PythonCode, _PyTreeCodeGen
 
 from trt_lower.draw import describe
 from trt_lower.report import LoweringReport
@@ -13,9 +13,20 @@ from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
 
 
-class _FlatInputsCodeGen(_PyTreeCodeGen):
-    """torch.export's codegen, without the per-call pytree flatten of the inputs where they are
-    plain positional arguments (there it is the identity: a few microseconds a call for nothing)."""
+def _plain_outputs(spec: pytree.TreeSpec, count: int) -> str | None:
+    """How many outputs a return of `spec` is built from, as code: `x` for a single tensor, a
+    tuple display for a tuple of tensors; None for anything else (left to tree_unflatten)."""
+    if spec.is_leaf():
+        return "{0}" if count == 1 else None
+    if spec.type is tuple and spec.num_children == count and all(c.is_leaf() for c in spec.children()):
+        return "(" + "".join(f"{{{k}}}, " for k in range(count)) + ")"
+    return None
+
+
+class _DirectCodeGen(_PyTreeCodeGen):
+    """torch.export's codegen, without the per-call pytree work where it is the identity: the
+    inputs' flatten when they are plain positional arguments, the outputs' unflatten when the
+    model returns a tensor or a tuple of tensors (each a few microseconds a call for nothing)."""
 
     def gen_var_bindings(self, fn_args: list[str], free_vars: list[str], expanded_def: bool) -> str:
         spec = self.pytree_info.in_spec
@@ -23,6 +34,16 @@ class _FlatInputsCodeGen(_PyTreeCodeGen):
             return super().gen_var_bindings(fn_args, free_vars, expanded_def)
         names = [v.split(":")[0].split("#")[0].strip() for v in free_vars]
         return f"\n    {', '.join(names)}, = {', '.join(fn_args)},"
+
+    def generate_output(self, output_args: Any, *, descs: Sequence[str] | None = None,
+                        repr_fn: Callable[[object], str] | None = None) -> str:
+        spec = self.pytree_info.out_spec
+        if spec is not None and isinstance(output_args, (list, tuple)):
+            template = _plain_outputs(spec, len(output_args))
+            if template is not None:
+                return "return " + template.format(*((repr_fn or repr)(a) for a in output_args))
+        return super().generate_output(output_args, descs=descs, repr_fn=repr_fn)
+
 
 if TYPE_CHECKING:
     from trt_lower.convert import ConvertedSegment
@@ -38,7 +59,7 @@ class LoweredModule(torch.fx.GraphModule):
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):
-            graph._codegen = _FlatInputsCodeGen(graph._codegen.pytree_info)
+            graph._codegen = _DirectCodeGen(graph._codegen.pytree_info)
         super().__init__(root, graph, class_name="LoweredModule")
         self.report = report
         report.graph = describe(self.graph)
@@ -52,6 +73,13 @@ class LoweredModule(torch.fx.GraphModule):
         # module is found first (nn.Module's __setattr__ drops it when the submodule is replaced).
         for name, module in self.named_children():
             self.__dict__[name] = module
+
+    def recompile(self) -> PythonCode:
+        code = super().recompile()
+        # GraphModule calls its forward through a wrapper that only rewrites tracebacks (a
+        # microsecond or two a call); the generated code is in linecache either way.
+        setattr(type(self), "__call__", torch.nn.Module.__call__)
+        return code
 
     def _check_inputs_once(self) -> None:
         """The input guard checks the model's inputs, shapes, dtypes and the engines' device,

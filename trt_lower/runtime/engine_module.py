@@ -16,7 +16,8 @@ class EngineModule(torch.nn.Module):
     Called on its own, it checks its inputs (shape, dtype, device). Inside a lowered module the
     input guard has already checked the model's inputs, which fixes every engine's input shapes
     and dtypes: on each call the guard sets `checked_upstream`, and the engine's next call
-    skips its own check and clears the flag.
+    skips its own check and clears the flag. The flag is written straight into the instance
+    dict: nn.Module's __setattr__ (type checks for parameters and submodules) costs microseconds.
     """
 
     def __init__(self, name: str, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
@@ -32,7 +33,7 @@ class EngineModule(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> Outputs:
         if self.checked_upstream:
-            self.checked_upstream = False
+            self.__dict__["checked_upstream"] = False
         else:
             self.check(tensors)
         return self.run(tensors)
