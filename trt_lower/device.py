@@ -3,14 +3,17 @@
 Everything the TensorRT path asks of CUDA goes through a Device: is there one, which GPU it is
 (part of the engine cache key), the torch device of engine I/O, the stream to enqueue on, and
 CUDA-graph capture. The default is torch's current CUDA device. The tests swap in a host device
-(`using`) to run the whole TensorRT path on CPU against a double of the TensorRT API.
+(`using`) to run the whole TensorRT path on CPU against a double of the TensorRT API, and run
+CudaDevice itself against a CPU model of `torch.cuda` put in place of `cuda` below.
 """
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Callable, ContextManager, Iterator, Protocol, Sequence
 
 import torch
+from torch import cuda
 
 
 class Device(Protocol):
@@ -39,41 +42,46 @@ class CudaDevice:
     """torch's CUDA devices and streams."""
 
     def __init__(self) -> None:
-        # One side stream per GPU, made once: a Stream per call would cost a driver call each.
-        self._side_streams: dict[int, torch.cuda.Stream] = {}
+        # One side stream and one capture stream per GPU, made once: a Stream per call would
+        # cost a driver call each.
+        self._side_streams: dict[int, cuda.Stream] = {}
+        self._capture_streams: dict[int, cuda.Stream] = {}
+        # One capture at a time (torch's rule for graphs): their streams are shared.
+        self._capture_lock = threading.Lock()
 
     def unavailable_reason(self) -> str | None:
-        return None if torch.cuda.is_available() else "no CUDA device is available"
+        return None if cuda.is_available() else "no CUDA device is available"
 
     def identity(self) -> str:
-        index = torch.cuda.current_device()
-        major, minor = torch.cuda.get_device_capability(index)
-        return f"{torch.cuda.get_device_name(index)} sm_{major}{minor}"
+        index = cuda.current_device()
+        major, minor = cuda.get_device_capability(index)
+        return f"{cuda.get_device_name(index)} sm_{major}{minor}"
 
     def torch_device(self) -> torch.device:
-        return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cuda", cuda.current_device())
 
-    def _side_stream(self, device: torch.device) -> torch.cuda.Stream:
+    @staticmethod
+    def _made_once(streams: dict[int, cuda.Stream], device: torch.device) -> cuda.Stream:
         index = device.index or 0
-        side = self._side_streams.get(index)
-        if side is None:
-            side = self._side_streams.setdefault(index, torch.cuda.Stream(index))
-        return side
+        stream = streams.get(index)
+        if stream is None:
+            stream = streams.setdefault(index, cuda.Stream(index))
+        return stream
 
     @contextlib.contextmanager
     def stream(self, device: torch.device) -> Iterator[int]:
-        with torch.cuda.device(device):
-            current = torch.cuda.current_stream(device)
-            if current != torch.cuda.default_stream(device):
+        with cuda.device(device):
+            current = cuda.current_stream(device)
+            if current != cuda.default_stream(device):
                 yield current.cuda_stream
                 return
             # TensorRT synchronizes around every enqueue on the legacy default stream; run on a
             # side stream instead, ordered after the work already queued and before what follows
             # (also when the enqueue raises).
-            side = self._side_stream(device)
+            side = self._made_once(self._side_streams, device)
             side.wait_stream(current)
             try:
-                with torch.cuda.stream(side):
+                with cuda.stream(side):
                     yield side.cuda_stream
             finally:
                 current.wait_stream(side)
@@ -88,14 +96,17 @@ class CudaDevice:
         # captured (TensorRT's CUDA-graph guidance): run once for real, then record.
         with self.stream(device) as warmup:
             run(warmup)
-        with torch.cuda.device(device):
-            graph = torch.cuda.CUDAGraph()
+        # On a stream of the engine's GPU: torch.cuda.graph's own default is one stream for the
+        # whole process, made on whichever GPU was current at the first capture.
+        with self._capture_lock, cuda.device(device):
+            stream = self._made_once(self._capture_streams, device)
+            graph = cuda.CUDAGraph()
             # thread_local: other threads may keep using CUDA while this one captures.
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                run(torch.cuda.current_stream(device).cuda_stream)
+            with cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+                run(stream.cuda_stream)
 
         def replay() -> None:
-            with torch.cuda.device(device):
+            with cuda.device(device):
                 graph.replay()
 
         return replay
