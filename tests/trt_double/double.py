@@ -13,7 +13,11 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
 - 8.6 turns INT64 engine I/O into INT32: the context reads and writes int32 buffers there;
 - the execution context runs the parsed ONNX with ONNX Runtime, reading inputs from and writing
   outputs to the raw addresses it was given (host memory), with shapes checked against the
-  optimization profile.
+  optimization profile;
+- CUDA devices as TensorRT sees them (`set_device`, `create_stream`): an engine and its contexts
+  are bound to the device current when it was deserialized, and an enqueue refuses another
+  current device or a stream of another device (on a GPU: an invalid-handle or illegal-access
+  error).
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`).
@@ -284,6 +288,11 @@ class State:
     pending: dict[int, list["_Job"]] = field(default_factory=dict)
     # Stream handle -> the work recorded so far, while it is being captured.
     capturing: dict[int, list["_Job"]] = field(default_factory=dict)
+    # The CUDA runtime as TensorRT sees it: each thread's current device (cudaSetDevice), and the
+    # device of each stream made by `create_stream`; handle 0 (and HostDevice's handles) is the
+    # current device's default stream.
+    current_devices: dict[int, int] = field(default_factory=dict)
+    stream_devices: dict[int, int] = field(default_factory=dict)
 
 
 state = State()
@@ -292,6 +301,27 @@ state = State()
 def reset() -> None:
     global state
     state = State()
+
+
+# -- CUDA devices and streams ----------------------------------------------------------------
+def set_device(index: int) -> None:
+    """cudaSetDevice: the calling thread's current device."""
+    state.current_devices[threading.get_ident()] = index
+
+
+def get_device() -> int:
+    return state.current_devices.get(threading.get_ident(), 0)
+
+
+def create_stream(device: int) -> int:
+    """cudaStreamCreate on `device`: a new handle, bound to that device for good."""
+    handle = (1 << 32) + len(state.stream_devices)
+    state.stream_devices[handle] = device
+    return handle
+
+
+def stream_device(handle: int) -> int:
+    return state.stream_devices.get(handle, get_device())
 
 
 # -- network and parser -----------------------------------------------------------------------
@@ -586,6 +616,8 @@ class ICudaEngine(_ICudaEngine):
     def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger) -> None:
         proto = onnx.load_from_string(model)
         self._logger = logger
+        # An engine is bound to the device current when it was deserialized, and so are its contexts.
+        self._device = get_device()
         self._session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
@@ -765,6 +797,15 @@ class IExecutionContext(_IExecutionContext):
         unset = [n for n, t in tensors.items() if t.mode == "INPUT" and -1 in t.shape and n not in self._shapes]
         if unset:
             _error(self._engine._logger, f"IExecutionContext::enqueueV3: input shapes not set for {unset}")
+            return False
+        device, engine_device = get_device(), self._engine._device
+        if device != engine_device:
+            _error(self._engine._logger, f"IExecutionContext::enqueueV3: the engine is bound to device {engine_device}"
+                                         f" but the current device is {device} (cudaSetDevice to it first)")
+            return False
+        if stream_device(stream_handle) != engine_device:
+            _error(self._engine._logger, f"IExecutionContext::enqueueV3: the stream belongs to device "
+                                         f"{stream_device(stream_handle)}, the engine to device {engine_device}")
             return False
         if self._engine._data_dependent:
             _error(self._engine._logger, "IExecutionContext::enqueueV3: an output has a data-dependent shape "
