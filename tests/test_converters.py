@@ -669,7 +669,12 @@ CASES: list[Case] = [
     Case(aten.kthvalue.default, lambda x: x.kthvalue(2, 0), lambda: (r(4, 3),)),
     Case(aten.kthvalue.default, lambda x: x.kthvalue(3, keepdim=True), lambda: (ri(2, 5),), id="int-keepdim"),
     Case(aten.median.dim, lambda x: x.median(1), lambda: (r(3, 6),)),
+    Case(aten.median.dim, lambda x: (lambda v, i: (v.nan_to_num(7.0), i))(*x.median(1, keepdim=True)), lambda: (torch.tensor(
+        [[1.0, 2.0, 3.0, float("nan")], [float("nan"), 1.0, float("nan"), 0.0], [4.0, -1.0, 2.0, 7.0]]),), id="nan-keepdim"),
     Case(aten.median.default, torch.median, lambda: (r(3, 5),)),
+    Case(aten.median.default, lambda x: torch.median(x).nan_to_num(7.0),
+         lambda: (r(3, 5).index_fill(1, torch.tensor([3]), float("nan")),), id="nan"),
+    Case(aten.median.dim, lambda x: x.median(0), lambda: (ri(5, 2),), id="int"),
     Case(aten.bucketize.Tensor, torch.bucketize, lambda: (torch.tensor([[-2.0, 0.0], [0.5, float("nan")]]), torch.tensor([-1.0, 0.0, 1.0]))),
     Case(aten.bucketize.Tensor, lambda x, bs: torch.bucketize(x, bs, right=True, out_int32=True),
          lambda: (torch.tensor([-1, 0, 3]), torch.tensor([-1.0, 0.0, 1.0])), id="right-int32-promote"),

@@ -167,10 +167,24 @@ def kthvalue(b: GraphBuilder, x: Value, k: int, dim: int = -1, keepdim: bool = F
     return _kth(b, x, k, dim, keepdim)
 
 
+def _median(b: GraphBuilder, x: Value, dim: int, keepdim: bool) -> tuple[Ref, Ref]:
+    """The lower median along `dim`; torch's median, unlike kthvalue, answers NaN for a row that
+    holds one, with the index of its first NaN."""
+    axis = normalize_dim(dim, x.rank)
+    values, indices = _kth(b, x, _lower_median(static(x.shape[axis], "the median dim")), axis, keepdim)
+    if not x.dtype.is_floating_point:
+        return values, indices
+    nan = b.cast(b.op("IsNaN", x), torch.int32)
+    first_nan = b.op("ArgMax", nan, axis=axis, keepdims=int(keepdim), select_last_index=0, dtype=torch.int64)
+    has_nan = b.cast(b.op("ReduceMax", nan, axes=[axis], keepdims=int(keepdim)), torch.bool)
+    values = b.op("Where", has_nan, b.const(float("nan"), x.dtype), values, dtype=x.dtype)
+    return values, b.op("Where", has_nan, first_nan, indices, dtype=torch.int64)
+
+
 @converter(aten.median.dim, capability=_median_dim_capability)
 def median_dim(b: GraphBuilder, x: Value, dim: int, keepdim: bool = False) -> tuple[Ref, Ref]:
     """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)  (the lower median)"""
-    return _kth(b, x, _lower_median(static(x.shape[normalize_dim(dim, x.rank)], "the median dim")), dim, keepdim)
+    return _median(b, x, dim, keepdim)
 
 
 @converter(aten.median.default, capability=_median_capability)
@@ -178,7 +192,7 @@ def median(b: GraphBuilder, x: Value) -> Ref:
     """median(Tensor self) -> Tensor  (the lower median of all elements)"""
     n = static(static_numel(x.shape), "the element count")
     flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype, shape=(n,))
-    return _kth(b, flat, _lower_median(n), 0, False)[0]
+    return _median(b, flat, 0, False)[0]
 
 
 # -- searching sorted boundaries: count the boundaries below each value --------------------------
