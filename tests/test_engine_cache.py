@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,22 @@ def test_entries_round_trip_and_leave_no_temporary_files(tmp_path: Path, caplog:
     assert sorted(p.name for p in (tmp_path / "engines").iterdir()) == sorted(
         ["k.engine", cache.timing_cache_path.name])
     assert not caplog.records
+
+
+def test_a_killed_writers_old_temporary_file_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    cache = _cache(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    stale, fresh = tmp_path / ".k.engine.dead.tmp", tmp_path / ".k.engine.live.tmp"
+    other = tmp_path / ".other.engine.dead.tmp"
+    for path in (stale, fresh, other):
+        path.write_bytes(b"half a plan")
+    day_ago = time.time() - 86400
+    for path in (stale, other):
+        os.utime(path, (day_ago, day_ago))
+    cache.store("k", b"plan")
+    # An old leftover of this entry goes; one still being written (recent), or another entry's, stays.
+    assert not stale.exists() and fresh.exists() and other.exists()
+    assert cache.load("k") == b"plan"
 
 
 def test_timing_cache_is_per_version_and_device(tmp_path: Path) -> None:

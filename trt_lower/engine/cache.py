@@ -5,7 +5,8 @@ weights included), the input profiles and the builder settings: the key hashes a
 file is an envelope — magic, a JSON header (key, TensorRT version, device, size and SHA-256 of the
 payload), the payload — so a truncated, corrupted or foreign entry is detected, discarded with a
 warning and rebuilt instead of being handed to TensorRT. Writes go to a temporary file renamed
-into place, so a crash or a concurrent lowering never leaves a half-written entry behind, and
+into place, so a crash or a concurrent lowering never leaves a half-written entry behind (a killed
+writer's temporary file is deleted by the next write of that entry, once it is old), and
 `exclusive(key)` (a lock file per key) lets one process build an engine while the others lowering
 the same model wait and then load it. A directory that cannot be written (read-only, full, not a
 directory) costs one warning: lowering goes on, building without caching.
@@ -14,11 +15,13 @@ The TensorRT timing cache (kernel timings, which speed up later builds) is kept 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import logging
 import os
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -45,9 +48,24 @@ def default_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trt_lower"
 
 
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete what writers of `path` that were killed mid-write left (plans are large). Only
+    files older than the lock time-out: no live writer takes that long to write one."""
+    now = time.time()
+    for tmp in path.parent.glob(f"{glob.escape(_temporary_prefix(path))}*.tmp"):
+        with contextlib.suppress(OSError):  # another process cleaning up, or not ours to remove
+            if now - tmp.stat().st_mtime > LOCK_TIMEOUT_S:
+                tmp.unlink()
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
