@@ -85,16 +85,24 @@ MODELS: dict[str, Callable[[], Example]] = {
 }
 
 
-def whole_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
-    """The model exported without trt_lower, run by `session.run` on numpy inputs."""
+def _names(inputs: tuple[torch.Tensor, ...]) -> list[str]:
+    return [f"input_{i}" for i in range(len(inputs))]
+
+
+def export_whole(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> bytes:
+    """The model exported whole without trt_lower (TorchScript exporter, opset 17)."""
     f = io.BytesIO()
-    names = [f"input_{i}" for i in range(len(inputs))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, inputs, f, dynamo=False, opset_version=17, input_names=names,
+        torch.onnx.export(model, inputs, f, dynamo=False, opset_version=17, input_names=_names(inputs),
                           do_constant_folding=True)
-    session = create_session(f.getvalue())
-    feeds = {n: np.ascontiguousarray(t.numpy()) for n, t in zip(names, inputs)}
+    return f.getvalue()
+
+
+def whole_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
+    """The whole-graph export, run by `session.run` on numpy inputs."""
+    session = create_session(export_whole(model, inputs))
+    feeds = {n: np.ascontiguousarray(t.numpy()) for n, t in zip(_names(inputs), inputs)}
     return lambda: session.run(None, feeds)
 
 

@@ -46,17 +46,19 @@ def gelu(b: GraphBuilder, x: Value, *, approximate: str = "none") -> Ref:
     """gelu(Tensor self, *, str approximate='none') -> Tensor
 
     Written as its formula: the ONNX Gelu op is opset 20, which TensorRT 8.6 cannot parse;
-    TensorRT fuses the Erf/Tanh pattern itself.
+    TensorRT fuses the Erf/Tanh pattern itself. The node order and constants are the ones ONNX
+    Runtime's GeluFusion (Div by sqrt(2)) and FastGeluFusion (0.7978845834732056 * x *
+    (1 + 0.044715 * x * x)) match, so its CPU sessions run one fused Gelu/FastGelu kernel.
     """
     dtype = x.dtype
     half, one = b.const(0.5, dtype), b.const(1.0, dtype)
     if approximate == "tanh":
-        cube = b.op("Mul", b.op("Mul", x, x), x)
-        inner = b.op("Add", x, b.op("Mul", cube, b.const(0.044715, dtype)))
-        inner = b.op("Mul", inner, b.const(math.sqrt(2 / math.pi), dtype))
+        # sqrt(2/pi) * (x + 0.044715 x^3), factored as FastGeluFusion's first formula.
+        cubic = b.op("Add", b.op("Mul", b.op("Mul", x, b.const(0.044715, dtype)), x), one)
+        inner = b.op("Mul", b.op("Mul", x, b.const(math.sqrt(2 / math.pi), dtype)), cubic)
         gate = b.op("Add", b.op("Tanh", inner), one)
     else:
-        gate = b.op("Add", b.op("Erf", b.op("Mul", x, b.const(1 / math.sqrt(2), dtype))), one)
+        gate = b.op("Add", b.op("Erf", b.op("Div", x, b.const(math.sqrt(2), dtype))), one)
     return b.op("Mul", b.op("Mul", x, half), gate, dtype=dtype)
 
 

@@ -7,12 +7,15 @@ op (opset 23) needs TensorRT 10.14+.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
+import numpy as np
+from numpy.typing import NDArray
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
+from converters.core.fold import constant_value
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -54,6 +57,9 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
     perm[-2], perm[-1] = perm[-1], perm[-2]
     scores = b.op("Mul", b.op("MatMul", q, b.op("Transpose", k, perm=perm)), factor)
     minus_inf = b.const(-math.inf, dtype)
+    known = None if attn_mask is None else constant_value(b, attn_mask)
+    if known is not None and _masks_nothing(known):
+        attn_mask = None  # e.g. transformers' mask built from torch.ones: a no-op, left out
     if is_causal:
         # Top-left aligned: query i sees keys 0..i.
         one = b.const(1, torch.int64)
@@ -68,8 +74,19 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
         else:
             scores = b.op("Add", scores, attn_mask)
     probs = b.op("Softmax", scores, axis=-1)
-    if attn_mask is not None:
-        # torch's math path gives a query that sees no key zeros, not NaN.
+    if attn_mask is not None and (known is None or _masks_a_row(known)):
+        # torch's math path gives a query that sees no key zeros, not NaN. Left out where the
+        # mask is known to leave every query a key, as it is without a mask.
         blind = b.op("Equal", b.op("ReduceMax", scores, axes=[-1], keepdims=1), minus_inf)
         probs = b.op("Where", blind, b.const(0, dtype), probs)
     return b.op("MatMul", probs, v, dtype=dtype)
+
+
+def _masks_nothing(mask: NDArray[Any]) -> bool:
+    return bool(mask.all()) if mask.dtype == np.bool_ else not mask.any()
+
+
+def _masks_a_row(mask: NDArray[Any]) -> bool:
+    """Whether some query sees no key: a row all False, or all -inf for an additive mask."""
+    hidden = ~mask if mask.dtype == np.bool_ else np.isneginf(mask)
+    return bool(hidden.all(axis=-1).any())

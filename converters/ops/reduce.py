@@ -38,10 +38,21 @@ def _reduce(b: GraphBuilder, op_type: str, x: Value, axes: list[int], keepdim: b
         # torch's mean of no elements is NaN (0 / 0), ONNX Runtime's ReduceMean gives 0.
         total = b.op("ReduceSum", x, b.ints(axes), keepdims=int(keepdim))
         return b.op("Div", total, b.const(0, x.dtype), dtype=x.dtype)
+    if op_type == "ReduceMean" and keepdim and _over_static_spatial_dims(x, axes):
+        # adaptive_avg_pool to size 1 after decomposition; the exporter's GlobalAveragePool, which
+        # ONNX Runtime's NCHWc layout pass keeps in the convolutions' blocked layout (a ReduceMean
+        # costs a reorder each side).
+        return b.op("GlobalAveragePool", x, dtype=x.dtype)
     out = b.op(op_type, x, axes=axes, keepdims=int(keepdim), dtype=x.dtype)
     if op_type in ("ReduceMax", "ReduceMin") and x.dtype is not None and x.dtype.is_floating_point:
         out = nan_propagated(b, x, out, axes, keepdim)
     return out
+
+
+def _over_static_spatial_dims(x: Value, axes: list[int]) -> bool:
+    """Whether `axes` are all the dims after (N, C) of a float tensor, each of a known nonzero size."""
+    return (x.rank >= 3 and axes == list(range(2, x.rank)) and x.dtype in (torch.float16, torch.float32, torch.float64)
+            and all(is_static_dim(x.shape[a]) and x.shape[a] > 0 for a in axes))
 
 
 def _reduce_dims(b: GraphBuilder, op_type: str, x: Value, dim: Dims, keepdim: bool,

@@ -1,0 +1,106 @@
+"""The ONNX forms that make ONNX Runtime run our engines as cheaply as the exporter's whole graph
+(bench/onnx_opdiff.py prints the op-type difference per real model). Untimed: they pin the
+structure, and compare with eager like every converter test."""
+from __future__ import annotations
+
+import collections
+import os
+import tempfile
+from typing import Callable
+
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trt_lower
+
+from harness import lower_and_compare
+
+
+def _raw_ops(lowered: trt_lower.LoweredModule) -> collections.Counter[str]:
+    return collections.Counter(n.op_type for _, m in _engines(lowered) for n in onnx.load_from_string(m).graph.node)
+
+
+def _engines(lowered: trt_lower.LoweredModule) -> list[tuple[str, bytes]]:
+    engines = [(name, m.onnx_bytes) for name, m in lowered.named_children() if name.startswith("engine_")]
+    assert engines, "nothing was lowered"
+    return engines
+
+
+def _optimized_ops(lowered: trt_lower.LoweredModule) -> collections.Counter[str]:
+    """Op types after ONNX Runtime's optimizer, at the level create_session uses."""
+    counts: collections.Counter[str] = collections.Counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in _engines(lowered):
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            options.optimized_model_filepath = os.path.join(tmp, f"{name}.onnx")
+            ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            model = onnx.load(options.optimized_model_filepath, load_external_data=False)
+            counts.update(n.op_type for n in model.graph.node)
+    return counts
+
+
+class _Gelu(torch.nn.Module):
+    def __init__(self, approximate: str) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.approximate = approximate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # A Relu after it: ONNX Runtime fuses no Gelu whose output is a graph output.
+        return F.gelu(self.linear(x), approximate=self.approximate).relu()
+
+
+@pytest.mark.parametrize(("approximate", "fused"), [("none", "Gelu"), ("tanh", "FastGelu")])
+def test_gelu_runs_as_one_fused_kernel(approximate: str, fused: str) -> None:
+    lowered = lower_and_compare(_Gelu(approximate).eval(), (torch.randn(4, 8) * 3,), ops=[torch.ops.aten.gelu.default])
+    ops = _optimized_ops(lowered)
+    assert ops[fused] == 1 and not ops["Erf"] and not ops["Tanh"], ops
+
+
+def test_spatial_mean_is_global_average_pool() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()).eval()
+    ops = _raw_ops(lower_and_compare(model, (torch.randn(1, 3, 12, 12),)))
+    assert ops["GlobalAveragePool"] == 1 and not ops["ReduceMean"], ops
+
+
+def _ones(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)
+
+
+def _causal(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return _ones(q, k).tril()
+
+
+def _first_row_blind(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    mask = _ones(q, k)
+    mask[0] = False
+    return mask
+
+
+# (mask built in forward from constants, the ops the converter must have left out / kept)
+@pytest.mark.parametrize(("mask", "absent", "present"), [
+    (_ones, {"Where", "ReduceMax"}, set()),  # transformers' mask of torch.ones: no masking at all
+    (_causal, {"ReduceMax"}, {"Where"}),  # every query sees a key: no fully-masked-row guard
+    (_first_row_blind, set(), {"Where", "ReduceMax"}),  # a query sees nothing: eager gives zeros
+], ids=["all-true", "causal", "blind-row"])
+def test_constant_attention_mask_costs_only_what_it_can_change(mask: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                                                                 absent: set[str], present: set[str]) -> None:
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask(q, k))
+
+    q, k, v = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    ops = _raw_ops(lower_and_compare(attend, (q, k, v), ops=[torch.ops.aten.scaled_dot_product_attention.default]))
+    assert not absent & set(ops) and present <= set(ops), ops
+
+
+def test_attention_mask_from_an_input_keeps_the_blind_row_guard() -> None:
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    mask[2] = False
+    lowered = lower_and_compare(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                                (torch.randn(1, 4, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8), mask))
+    assert _raw_ops(lowered)["ReduceMax"] == 1
