@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import trt_lower
 
-from harness import lower_and_compare
+from harness import Fn, lower_and_compare
 
 
 def _raw_ops(lowered: trt_lower.LoweredModule) -> collections.Counter[str]:
@@ -104,3 +104,46 @@ def test_attention_mask_from_an_input_keeps_the_blind_row_guard() -> None:
     lowered = lower_and_compare(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
                                 (torch.randn(1, 4, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8), mask))
     assert _raw_ops(lowered)["ReduceMax"] == 1
+
+
+class _Stem(torch.nn.Module):
+    """ResNet's stem and a residual block: convolution, max pooling, convolution plus identity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.block = torch.nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.max_pool2d(torch.relu(self.conv(x)), 3, 2, 1)
+        return torch.relu(self.block(y) + y)
+
+
+def test_max_pool_with_nan_windows_stays_in_the_blocked_layout() -> None:
+    ops = _optimized_ops(lower_and_compare(_Stem().eval(), (torch.randn(1, 3, 16, 16),)))
+    # One reorder back to NCHW, for the output: none around the pool, the Add+Relu fused.
+    assert ops["ReorderOutput"] == 1 and not ops["Where"] and not ops["IsNaN"] and not ops["Add"], ops
+
+
+def test_max_pool_gives_nan_inf_and_negative_zero_as_eager() -> None:
+    nan, inf = float("nan"), float("inf")
+    x = torch.randn(1, 16, 8, 8)
+    x[0, 0, 0, :2] = torch.tensor([nan, inf])  # NaN beside +inf: NaN
+    x[0, 1, 0, :2] = torch.tensor([inf, -inf])  # +inf beside -inf (their mean is NaN): +inf
+    x[0, 2, :2, :2] = -0.0  # a window of -0.0 only: -0.0
+    x[0, 3, 2:4, 2:4] = torch.tensor([[-inf, -0.0], [-inf, -inf]])  # -0.0
+    lowered = lower_and_compare(lambda t: F.max_pool2d(t, 2), (torch.randn(1, 16, 8, 8),))
+    actual, expected = lowered(x), F.max_pool2d(x, 2)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
+
+
+def test_max_pool_over_a_dynamic_channel_count_gives_nan_windows() -> None:
+    spec = trt_lower.TensorSpec((1, 2, 8), (1, 4, 8), (1, 8, 8))
+    fn = lambda t: F.max_pool1d(t, 2)  # noqa: E731
+    lowered = trt_lower.lower_to_trt(Fn(fn), (spec,), backend="onnxruntime", min_block_size=1)
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks
+    x = torch.randn(1, 5, 8)
+    x[0, 0, :2] = float("nan")
+    x[0, 1, 2:4] = torch.tensor([float("inf"), -float("inf")])
+    torch.testing.assert_close(lowered(x), fn(x), equal_nan=True)

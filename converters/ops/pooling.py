@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value, onnx_type
+from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value
 from converters.core.common import all_of, float_inputs, nan_propagated, per_spatial_dim, only_first_output_used
 from converters.core.dims import input_val, is_static_dim, node_arg, static
 from converters.core.registry import Capability, converter
@@ -45,12 +45,27 @@ def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict[str, Any],
-                 dtype: torch.dtype) -> Ref:
+                 dtype: torch.dtype, channels: ShapeDim) -> Ref:
     """NaN where a window holds a NaN, as torch's max pooling gives (ONNX Runtime's MaxPool skips
-    NaNs; found by tests/test_reliability_inputs.py): the NaN mask pooled the same way."""
-    nans = b.op("Cast", b.op("IsNaN", x), to=onnx_type(dtype), dtype=dtype)
-    hit = b.op("Greater", b.op(op_type, nans, **attrs), b.const(0, dtype))
-    return b.op("Where", hit, b.const(float("nan"), dtype), pooled, dtype=dtype)
+    NaNs; found by tests/test_reliability_inputs.py): the pooled values times a factor that is 1,
+    or NaN where the window's mean of tanh(x) is (tanh keeps NaN and bounds +-inf, so nothing else
+    makes that mean NaN; times 1 keeps every value, -0.0 and +-inf included). The factor, 0 * mean
+    + 1, is a BatchNormalization of scale 0 and bias 1 where the channel count is known: ONNX
+    Runtime's NCHWc layout pass then keeps Tanh, the average, the factor and the Mul in the
+    convolutions' blocked layout (an IsNaN/Where test cost a reorder each way around every pool,
+    and kept a residual Add or Relu after it from fusing into its convolution)."""
+    if op_type == "GlobalMaxPool":
+        mean = b.op("GlobalAveragePool", b.op("Tanh", x))
+    else:
+        # Padding left out of the divisor (ONNX's default; NCHWc pools it in ceil mode only so):
+        # every max pooling window holds at least one element.
+        mean = b.op("AveragePool", b.op("Tanh", x), **attrs)
+    if is_static_dim(channels):
+        zero, one = b.const([0.0] * int(channels), dtype), b.const([1.0] * int(channels), dtype)
+        factor = b.op("BatchNormalization", mean, zero, one, zero, one, epsilon=0.0)
+    else:
+        factor = b.op("Add", b.op("Mul", mean, b.const(0, dtype)), b.const(1, dtype))
+    return b.op("Mul", pooled, factor, dtype=dtype)
 
 
 def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]) -> Ref:
@@ -72,7 +87,7 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
             attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, static_in, out_spatial))
     pooled = b.op(op_type, y, **attrs)
     if op_type.endswith("MaxPool"):
-        pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype)
+        pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype, x.shape[-n - 1])
     if squeeze:
         pooled = b.op("Squeeze", pooled, b.ints(sorted(squeeze)))
     return Ref(pooled.name, x.dtype)
