@@ -8,7 +8,10 @@ backend="onnxruntime" and, independently, exported whole with `torch.onnx.export
 exporter, opset 17) into a session with trt_lower's own session options. The two run in
 alternating blocks of `--calls` calls (the order flips per block); a block's median per call
 gives one ratio, whole-graph time / lowered time (above 1: lowered is faster). Printed per
-model: the median ratio over blocks and its spread; then the geometric mean over models.
+model: the median ratio over blocks and its spread; then the geometric mean over models. A third
+contender, for a model lowered to one engine, is that engine's ONNX alone in a bare `session.run`:
+whole / engine is the ratio without trt_lower's per-call code, the part the emitted ONNX decides
+(bench/onnx_opdiff.py lists where the two graphs differ after ONNX Runtime's optimizer).
 See bench/README.md.
 """
 from __future__ import annotations
@@ -32,6 +35,7 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
@@ -118,24 +122,46 @@ def block(fn: Callable[[], object], calls: int) -> tuple[float, float]:
     return statistics.median(wall), statistics.median(cpu)
 
 
+def bare_engine(lowered: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object] | None:
+    """The lowered module's engine alone, its ONNX run by a bare `session.run` on the tensors it
+    receives (none of trt_lower's per-call code); None unless there is exactly one engine."""
+    engines = [m for m in lowered.modules() if isinstance(m, OrtEngineModule)]
+    if len(engines) != 1:
+        return None
+    received: list[tuple[torch.Tensor, ...]] = []
+    hook = engines[0].register_forward_pre_hook(lambda _, args: received.append(args))
+    with torch.inference_mode():
+        lowered(*inputs)
+    hook.remove()
+    session = create_session(engines[0].onnx_bytes)
+    feeds = {i.name: np.ascontiguousarray(t.numpy()) for i, t in zip(session.get_inputs(), received[0])}
+    return lambda: session.run(None, feeds)
+
+
 def measure(name: str, blocks: int, calls: int) -> dict[str, Any]:
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
     contenders = {"lowered": lambda: lowered(*inputs), "whole": whole_graph(model, inputs)}
-    seconds: dict[str, list[tuple[float, float]]] = {"lowered": [], "whole": []}
+    engine = bare_engine(lowered, inputs)
+    if engine is not None:
+        contenders["engine"] = engine
+    seconds: dict[str, list[tuple[float, float]]] = {n: [] for n in contenders}
+    order = list(contenders)
     with torch.inference_mode():
         for fn in contenders.values():
             block(fn, 3)
         for b in range(blocks):
-            for n in (("lowered", "whole") if b % 2 == 0 else ("whole", "lowered")):
+            for n in (order if b % 2 == 0 else order[::-1]):
                 seconds[n].append(block(contenders[n], calls))
     result: dict[str, Any] = {"engines": len(lowered.report.engines), "coverage": lowered.report.coverage}
     for i, clock in enumerate(("wall", "cpu")):
-        lo, whole = ([s[i] for s in seconds[n]] for n in ("lowered", "whole"))
-        ratios = [w / max(x, 1e-9) for x, w in zip(lo, whole)]
-        result[clock] = {"lowered_ms": statistics.median(lo) * 1e3, "whole_ms": statistics.median(whole) * 1e3,
-                         "ratios": ratios, "ratio": statistics.median(ratios)}
+        times = {n: [s[i] for s in seconds[n]] for n in contenders}
+        c = result[clock] = {f"{n}_ms": statistics.median(t) * 1e3 for n, t in times.items()}
+        c["ratios"] = [w / max(x, 1e-9) for x, w in zip(times["lowered"], times["whole"])]
+        c["ratio"] = statistics.median(c["ratios"])
+        if engine is not None:  # the ONNX alone: what is left of the ratio without per-call overhead
+            c["engine_ratio"] = statistics.median(w / max(x, 1e-9) for x, w in zip(times["engine"], times["whole"]))
     return result
 
 
@@ -147,9 +173,11 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.blocks} alternating blocks "
-          f"x {args.calls} calls; ratio = whole-graph ORT time / lowered time (> 1: lowered faster)")
-    print(f"{'':28s}{'--- wall time ---':^34s}  {'--- process CPU time ---':^34s}")
-    print(f"{'model':20s} {'engines':>7s}" + f" {'lowered ms':>10s} {'whole ms':>9s} {'ratio':>5s} {'spread':>9s}" * 2)
+          f"x {args.calls} calls; ratio = whole-graph ORT time / lowered time (> 1: lowered faster); "
+          "engine = the lowered module's ONNX in a bare session.run, eng.ratio = whole / engine")
+    columns = f" {'lowered ms':>10s} {'whole ms':>9s} {'ratio':>5s} {'spread':>10s} {'engine ms':>9s} {'eng.ratio':>9s}"
+    print(f"{'':28s}{'--- wall time ---':^58s}  {'--- process CPU time ---':^58s}")
+    print(f"{'model':20s} {'engines':>7s}" + columns * 2)
     results = {}
     for name in args.models.split(","):
         r = results[name] = measure(name, args.blocks, args.calls)
@@ -157,7 +185,8 @@ def main() -> None:
         for clock in ("wall", "cpu"):
             c = r[clock]
             line += (f" {c['lowered_ms']:10.3f} {c['whole_ms']:9.3f} {c['ratio']:5.2f} "
-                     f"{min(c['ratios']):4.2f}..{max(c['ratios']):4.2f}")
+                     f"{min(c['ratios']):4.2f}..{max(c['ratios']):4.2f} "
+                     + (f"{c['engine_ms']:9.3f} {c['engine_ratio']:9.2f}" if "engine_ms" in c else f"{'-':>9s} {'-':>9s}"))
         print(line, flush=True)
     summary = {}
     for clock in ("wall", "cpu"):
