@@ -88,6 +88,8 @@ class GraphBuilder:
         self.node: torch.fx.Node | None = None
         self._names = Names()
         self._constants: dict[tuple[Any, ...], Value] = {}
+        # converters/core/fold.py's answers by value name: every attention layer asks about one mask.
+        self.folded: dict[str, NDArray[Any] | None] = {}
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:

@@ -19,12 +19,18 @@ from converters.passes.weights import is_external
 
 # Evaluating more than this is not worth it for what converters ask (masks built in a few ops).
 _MAX_NODES = 64
-_MAX_ELEMENTS = 1 << 20
+_MAX_ELEMENTS = 1 << 24  # a (1, 1, 4096, 4096) mask
 
 
 def constant_value(b: GraphBuilder, value: Ref) -> NDArray[Any] | None:
     """`value`'s array when the nodes that compute it read initializers only; None when it depends
     on a graph input, is large, or ONNX's reference evaluator cannot compute it."""
+    if value.name not in b.folded:
+        b.folded[value.name] = _evaluate(b, value)
+    return b.folded[value.name]
+
+
+def _evaluate(b: GraphBuilder, value: Ref) -> NDArray[Any] | None:
     shape = getattr(value, "shape", None)
     if shape is None or not all(isinstance(d, int) for d in shape) or np.prod(shape) > _MAX_ELEMENTS:
         return None
