@@ -174,7 +174,7 @@ BAD = {
     "no importer": (_model([helper.make_node("Det", ["x"], ["y"], name="n/Det")], [("x", FX, [3, 3])],
                            [("y", FX, [])]), VERSIONS, "Det is not in the TensorRT support table"),
     "Hardmax on 8.6": (_unary("Hardmax"), ("8.6",), "Hardmax needs TensorRT 10.4+"),
-    "NonZero": (_unary("NonZero", out_type=I64), VERSIONS, "NonZero's output shape depends on the data"),
+    "NonZero on ints": (_unary("NonZero", I64, out_type=I64), VERSIONS, "runs NonZero on FLOAT/FLOAT16 only"),
     # operands that must be initializers
     "Slice axes": (_axes_input("Slice"), VERSIONS, "input 3 ('axes') must be an initializer"),
     "Squeeze axes": (_axes_input("Squeeze"), VERSIONS, "input 1 ('axes') must be an initializer"),

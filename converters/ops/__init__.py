@@ -15,6 +15,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     linalg,
     math_functions,
     matmul,
+    nonzero,
     normalization,
     padding,
     pooling,

@@ -5,8 +5,8 @@ by GatherND / ScatterND over x with the indexed dims moved to the front; torch t
 broadcast index dims first, or where the indexed dims were when those are adjacent. Negative
 indices are made positive first (torch allows them; TensorRT's gathers expect them in range).
 
-Boolean masks select a data-dependent number of elements, which an engine cannot shape, except
-x[mask] = scalar: that is a Where.
+One boolean mask (x[mask], x[:, mask]) selects a data-dependent number of elements: a GatherND
+at the mask's NonZero coordinates (nonzero.py). x[mask] = scalar is a Where.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg
 from converters.core.registry import converter
 from converters.core.target import Target
 from converters.core.where import where
+from converters.ops.nonzero import masked
 
 aten = torch.ops.aten
 Indices = Sequence[Optional[Value]]
@@ -34,9 +35,14 @@ def _index_vals(node: torch.fx.Node) -> list[torch.Tensor]:
 def _int_indices(node: torch.fx.Node, target: Target) -> Optional[str]:
     if input_val(node, 0).dim() == 0:
         return "indexing a 0-d tensor"
-    for val in _index_vals(node):
+    vals = _index_vals(node)
+    if any(v.dtype == torch.bool for v in vals):
+        if len(vals) > 1:
+            return "a boolean mask beside other indices"
+        return "a 0-d boolean mask" if vals[0].dim() == 0 else None
+    for val in vals:
         if val.dtype not in _INDEX_DTYPES:
-            return f"{val.dtype} index: a boolean mask selects a data-dependent number of elements"
+            return f"{val.dtype} index"
     return None
 
 
@@ -84,6 +90,8 @@ class _Plan:
 def index(b: GraphBuilder, x: Value, indices: Indices) -> Ref:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
     given = [(p, i) for p, i in enumerate(indices) if i is not None]
+    if len(given) == 1 and given[0][1].dtype == torch.bool:
+        return masked(b, x, given[0][1], given[0][0])
     if len(given) == 1:
         axis, i = given[0]
         return b.op("Gather", x, _normalized(b, x, i, axis), axis=axis, dtype=x.dtype)

@@ -1,7 +1,7 @@
 """What TensorRT's ONNX parser accepts, per target version, and a checker for emitted models.
 
 Sources: docs/tensorrt.md (what the project relies on), onnx-tensorrt's docs/operators.md (10.15) and its
-Changelog for when each op arrived (8.5: Mod, NonZero, Trilu, GridSample; 8.6: LayerNormalization,
+Changelog for when each op arrived (8.5: Mod, NonZero (FP32/FP16 inputs), Trilu, GridSample; 8.6: LayerNormalization,
 IsInf, INT32 ArgMax/TopK; 9.0: INT64 kept as INT64; 9.2: Hardmax; 10.0: ScatterElements
 `reduction`; 10.4: window ops; 10.5: STFT; 10.12: Einsum ellipsis). Only opset-17 ops are listed:
 that is what we emit. Where a version's limits are not documented the table is conservative
@@ -133,11 +133,6 @@ def _einsum(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
     return None
 
 
-def _nonzero(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
-    return ("NonZero's output shape depends on the data: TensorRT needs an output allocator, "
-            "which trt_lower's engine runtime does not have")
-
-
 def _only_first_output(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
     if any(node.output[1:]):
         return f"{node.op_type}: only output Y is supported"
@@ -201,7 +196,9 @@ def _table() -> dict[str, OpRule]:
         # axes operands: initializers (Slice until 10.3, Squeeze/Unsqueeze until 10.7; always ours)
         ("Slice", OpRule(ANY, initializers=(3,))),
         ("Squeeze Unsqueeze", OpRule(ANY, initializers=(1,))),
-        ("NonZero", OpRule(FLOATS, check=_nonzero)),
+        # Its output size depends on the data: the engine module serves such engine outputs
+        # with an IOutputAllocator (8.5+, so every target).
+        ("NonZero", OpRule(FLOATS)),
     ]:
         for op in ops.split():
             table[op] = rule

@@ -17,7 +17,12 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
 - CUDA devices as TensorRT sees them (`set_device`, `create_stream`): an engine and its contexts
   are bound to the device current when it was deserialized, and an enqueue refuses another
   current device or a stream of another device (on a GPU: an invalid-handle or illegal-access
-  error).
+  error);
+- an output downstream of a data-dependent op (NonZero) with a dim the input shapes leave open
+  reports -1 until run; enqueueing without an IOutputAllocator for it fails; with one, the
+  enqueue runs the stream's earlier work and the engine at once (TensorRT waits for the size),
+  asks the allocator for the bytes (reallocate_output_async from 10.x, reallocate_output on 8.x)
+  and tells it the shape before returning, and writes the data when the stream runs.
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`).
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     _IBuilderConfig = stubs.IBuilderConfig
     _ICudaEngine = stubs.ICudaEngine
     _IExecutionContext = stubs.IExecutionContext
+    _IOutputAllocator = stubs.IOutputAllocator
     _IHostMemory = stubs.IHostMemory
     _ILogger = stubs.ILogger
     _INetworkDefinition = stubs.INetworkDefinition
@@ -66,6 +72,7 @@ else:
     _Builder = _BuilderFlag = _DataType = _Dims = _IBuilderConfig = _ICudaEngine = object
     _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
+    _IOutputAllocator = object
     _Runtime = _Severity = _TensorIOMode = object
 
 __version__ = os.environ.get("TRT_DOUBLE_VERSION", "10.13.0")
@@ -273,6 +280,9 @@ class State:
     builds: int = 0
     deserializations: int = 0
     executions: int = 0
+    # IOutputAllocator calls made for data-dependent outputs (reallocate_output(_async), notify_shape).
+    output_reallocations: int = 0
+    shape_notifications: int = 0
     timing_cache_hits: int = 0
     last_build: BuildRecord | None = None
     # The GPU's compute capability: plans built for another one do not deserialize.
@@ -609,6 +619,23 @@ def _host_array(address: int, dtype: type, shape: tuple[int, ...]) -> np.ndarray
 
 # Ops whose output shapes depend on the data, not only on the input shapes.
 _DATA_DEPENDENT_OPS = {"NonZero", "Unique", "Compress"}
+
+
+def _data_dependent_outputs(model: onnx.ModelProto) -> frozenset[str]:
+    """Graph outputs computed from a data-dependent op's result with a dim not fixed by the
+    graph: their size is known only once the engine has run."""
+    tainted: set[str] = set()
+    for node in model.graph.node:  # topologically sorted
+        if node.op_type in _DATA_DEPENDENT_OPS or tainted.intersection(node.input):
+            tainted.update(node.output)
+    return frozenset(v.name for v in model.graph.output if v.name in tainted and -1 in _static_shape(v))
+
+
+class IOutputAllocator(_IOutputAllocator):
+    """The base class applications derive from (its methods are theirs to write)."""
+
+    def __init__(self) -> None:
+        pass
 ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresses
 
 
@@ -621,8 +648,8 @@ class ICudaEngine(_ICudaEngine):
         self._session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
-        # A dynamic output dim of a graph with a data-dependent op is -1 until the engine has run.
-        self._data_dependent = any(n.op_type in _DATA_DEPENDENT_OPS for n in proto.graph.node)
+        # Their shape is -1 until the engine has run; they need an IOutputAllocator.
+        self._data_dependent = _data_dependent_outputs(proto)
         # TensorRT 8.6 casts INT64 to INT32, engine I/O included.
         narrow = _version()[0] < 9
         self._tensors: dict[str, _Tensor] = {}
@@ -666,14 +693,19 @@ class ICudaEngine(_ICudaEngine):
 @dataclass
 class _Job:
     """One enqueued execution: the context's bindings as they were at enqueue time; it reads
-    the input memory and writes the outputs when it runs (when its stream is synchronized)."""
+    the input memory and writes the outputs when it runs (when its stream is synchronized).
+    With `values` (an engine with data-dependent outputs, run at enqueue) it only writes them."""
 
     context: "IExecutionContext"
     shapes: dict[str, tuple[int, ...]]
     addresses: dict[str, int]
+    values: dict[str, np.ndarray[Any, Any]] | None = None
 
     def run(self) -> None:
-        self.context._execute(self.shapes, self.addresses)
+        if self.values is None:
+            self.context._execute(self.shapes, self.addresses)
+        else:
+            self.context._write(self.values, self.addresses)
 
 
 def synchronize(stream: int) -> None:
@@ -713,6 +745,8 @@ class IExecutionContext(_IExecutionContext):
         self._addresses: dict[str, int] = {}
         self._user: tuple[int, int | None] | None = None  # (thread, stream with pending work)
         self._pending = 0
+        self._allocators: dict[str, IOutputAllocator] = {}
+        self._allocated: dict[str, int] = {}  # what each allocator last returned
 
     def _claim(self, stream: int | None) -> None:
         thread = threading.get_ident()
@@ -769,10 +803,22 @@ class IExecutionContext(_IExecutionContext):
     def get_tensor_shape(self, name: str) -> Dims:
         tensor = self._engine._tensors[name]
         if tensor.mode == "OUTPUT" and -1 in tensor.shape:
-            if self._engine._data_dependent:
+            if name in self._engine._data_dependent:
                 return Dims(tensor.shape)
             return Dims(self._output_shapes(self._shapes)[name])
         return Dims(self._shapes.get(name, tensor.shape))
+
+    def set_output_allocator(self, name: str, output_allocator: stubs.IOutputAllocator) -> bool:
+        self._claim(None)
+        tensor = self._engine._tensors.get(name)
+        if tensor is None or tensor.mode != "OUTPUT":
+            _error(self._engine._logger, f"IExecutionContext::setOutputAllocator: '{name}' is not an output tensor")
+            return False
+        self._allocators[name] = _own(output_allocator, IOutputAllocator)
+        return True
+
+    def get_output_allocator(self, name: str) -> IOutputAllocator:
+        return self._allocators.get(name) or _null(IOutputAllocator)
 
     def _output_shapes(self, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
         """Output shapes for the input shapes set, as TensorRT infers them: here by running the
@@ -790,7 +836,13 @@ class IExecutionContext(_IExecutionContext):
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         tensors = self._engine._tensors
-        missing = [n for n in tensors if n not in self._addresses]
+        served = self._engine._data_dependent
+        unserved = sorted(served - set(self._allocators))
+        if unserved:
+            _error(self._engine._logger, f"IExecutionContext::enqueueV3: outputs {unserved} have data-dependent "
+                                         "shapes and no IOutputAllocator is set")
+            return False
+        missing = [n for n in tensors if n not in self._addresses and n not in served]
         if missing:
             _error(self._engine._logger, f"IExecutionContext::enqueueV3: address is not set for {missing}")
             return False
@@ -807,10 +859,8 @@ class IExecutionContext(_IExecutionContext):
             _error(self._engine._logger, f"IExecutionContext::enqueueV3: the stream belongs to device "
                                          f"{stream_device(stream_handle)}, the engine to device {engine_device}")
             return False
-        if self._engine._data_dependent:
-            _error(self._engine._logger, "IExecutionContext::enqueueV3: an output has a data-dependent shape "
-                                         "and no IOutputAllocator is set")
-            return False
+        if served:
+            return self._enqueue_data_dependent(stream_handle)
         job = _Job(self, dict(self._shapes), dict(self._addresses))
         if stream_handle in state.capturing:
             state.capturing[stream_handle].append(job)
@@ -818,6 +868,52 @@ class IExecutionContext(_IExecutionContext):
         self._claim(stream_handle)
         state.pending.setdefault(stream_handle, []).append(job)
         return True
+
+    def _enqueue_data_dependent(self, stream: int) -> bool:
+        """TensorRT learns the data-dependent sizes on the GPU and waits for them inside the
+        enqueue: the stream's earlier work runs, then the engine; the allocators get the sizes and
+        shapes now, the memory gets the data when the stream runs."""
+        if stream in state.capturing:
+            _error(self._engine._logger, "IExecutionContext::enqueueV3: an engine with data-dependent output "
+                                         "shapes synchronizes its stream, which a CUDA graph capture forbids")
+            return False
+        synchronize(stream)
+        shapes = dict(self._shapes)
+        inputs = {n: t for n, t in self._engine._tensors.items() if t.mode == "INPUT"}
+        feeds = {n: _host_array(self._addresses[n], _NUMPY[t.engine_type], shapes.get(n, t.shape))
+                 .astype(_NUMPY[t.onnx_type]) for n, t in inputs.items()}
+        outputs = [n for n, t in self._engine._tensors.items() if t.mode == "OUTPUT"]
+        values = dict(zip(outputs, self._engine._session.run(outputs, feeds)))
+        addresses = dict(self._addresses)
+        for name in sorted(self._engine._data_dependent):
+            value, allocator = values[name], self._allocators[name]
+            size = value.size * np.dtype(_NUMPY[self._engine._tensors[name].engine_type]).itemsize
+            current = self._allocated.get(name, 0)
+            state.output_reallocations += 1
+            # The application's methods (the stubs' base class declares none); 10.x calls the
+            # async one where the application wrote it.
+            method = getattr(allocator, "reallocate_output_async", None) if _version()[0] >= 10 else None
+            if method is not None:
+                memory = method(name, current, size, ALIGNMENT, stream)
+            else:
+                memory = getattr(allocator, "reallocate_output")(name, current, size, ALIGNMENT)
+            if not memory or memory % ALIGNMENT:
+                _error(self._engine._logger, f"IExecutionContext::enqueueV3: the IOutputAllocator gave "
+                                             f"{'no' if not memory else 'unaligned'} memory for '{name}'")
+                return False
+            addresses[name] = self._allocated[name] = memory
+            state.shape_notifications += 1
+            allocator.notify_shape(name, Dims(value.shape))
+        self._claim(stream)
+        state.pending.setdefault(stream, []).append(_Job(self, shapes, addresses, values))
+        return True
+
+    def _write(self, values: dict[str, np.ndarray[Any, Any]], addresses: dict[str, int]) -> None:
+        for name, value in values.items():
+            if value.size:
+                engine_type = _NUMPY[self._engine._tensors[name].engine_type]
+                _host_array(addresses[name], engine_type, value.shape)[...] = value.astype(engine_type)
+        state.executions += 1
 
     def _execute(self, shapes: dict[str, tuple[int, ...]], addresses: dict[str, int]) -> None:
         binding = self._engine._session.io_binding()

@@ -11,10 +11,25 @@ import torch
 SymbolRanges = Mapping[sympy.Symbol, tuple[int, int, int]]
 
 
+# A data-dependent dim whose upper bound torch could not prove: TensorRT's largest dim.
+_UNBOUNDED = 2**31 - 1
+
+
+def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
+    """A size the data decides (nonzero, boolean masks: an unbacked symbol): the bounds torch
+    proved for it, e.g. 0..numel of the mask; opt is the upper bound."""
+    bounds = dim.node.shape_env.bound_sympy(dim.node.expr)
+    low = max(0, int(bounds.lower)) if bounds.lower.is_finite else 0
+    high = int(bounds.upper) if bounds.upper.is_finite else _UNBOUNDED
+    return low, high, high
+
+
 def _dim_range(dim: int | torch.SymInt, symbols: SymbolRanges) -> tuple[int, int, int]:
     if isinstance(dim, int):
         return dim, dim, dim
     expr = dim.node.expr
+    if not expr.free_symbols <= set(symbols):
+        return _data_dependent_range(dim)
     values = [int(expr.xreplace({s: sympy.Integer(r[k]) for s, r in symbols.items()})) for k in range(3)]
     return values[0], values[1], values[2]
 

@@ -5,7 +5,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import tensorrt as trt
 import torch
@@ -15,6 +15,7 @@ from trt_lower import device as devices
 from trt_lower.runtime.engine_module import EngineModule, Outputs
 from trt_lower.runtime.signature import EngineInputError, TensorSig
 from trt_lower.runtime.trt_logger import LOGGER
+from trt_lower.runtime.trt_output_allocator import OutputAllocator
 
 log = logging.getLogger("trt_lower")
 
@@ -25,6 +26,8 @@ _INT32 = torch.iinfo(torch.int32)
 ALIGNMENT = 256
 
 Shapes = tuple[torch.Size, ...]
+# Per output: its shape, or None where the data decides it (served by an OutputAllocator).
+OutShapes = tuple[tuple[int, ...] | None, ...]
 
 
 class PlanLoadError(RuntimeError):
@@ -65,6 +68,7 @@ class _Binding:
         self.shapes: list[torch.Size | None] = [None] * inputs
         self.addresses = [0] * (inputs + outputs)
         self.graphs: dict[Shapes, _Graph] = {}
+        self.allocator: OutputAllocator | None = None  # set on the context for data-dependent outputs
 
 
 class TRTEngineModule(EngineModule):
@@ -91,6 +95,10 @@ class TRTEngineModule(EngineModule):
     buffers, runs the engine on them once for real and records the enqueue into a CUDA graph;
     later calls with those shapes copy their inputs in, replay, and return copies of the
     outputs. If capture fails, those shapes run without a graph (with a warning).
+
+    Outputs whose shape the data decides (TensorRT reports -1 for them once the input shapes are
+    set) get their memory from an OutputAllocator set on the context, and their shape from it
+    after the enqueue (see trt_output_allocator.py); such engines run without CUDA graphs.
     """
 
     def __init__(self, name: str, plan: bytes, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
@@ -114,7 +122,7 @@ class TRTEngineModule(EngineModule):
         self._out_dtypes = tuple(dtypes[s.name] for s in outputs)
         self._casts_back = tuple(None if dtypes[s.name] == s.dtype else s.dtype for s in outputs)
         # Input shapes -> output shapes; static engines know theirs.
-        self._out_shapes: dict[Shapes, tuple[tuple[int, ...], ...]] = {}
+        self._out_shapes: dict[Shapes, OutShapes] = {}
         static = all(s.is_static for s in inputs + outputs)
         self._static_out = tuple(s.min_shape for s in outputs) if static else None
         # A valid address for empty tensors (TensorRT refuses null ones), made when first needed.
@@ -193,19 +201,26 @@ class TRTEngineModule(EngineModule):
                 raise RuntimeError(f"{self.name}: TensorRT refused the address of '{name}': {LOGGER.take_errors()}")
             binding.addresses[index] = address
 
-    def _output_shapes(self, binding: _Binding, key: Shapes) -> tuple[tuple[int, ...], ...]:
+    def _output_shapes(self, binding: _Binding, key: Shapes) -> OutShapes:
         shapes = self._out_shapes.get(key)
         if shapes is None:
-            shapes = tuple(_shape(binding.context.get_tensor_shape(name)) for name in self._out_names)
-            for name, shape in zip(self._out_names, shapes):
-                if -1 in shape:  # would need an IOutputAllocator, which trt_lower does not set
-                    raise RuntimeError(f"{self.name}: output '{name}' has a data-dependent shape, which "
-                                       "trt_lower's TensorRT runtime does not support")
-            self._out_shapes[key] = shapes
+            known = (_shape(binding.context.get_tensor_shape(name)) for name in self._out_names)
+            shapes = self._out_shapes[key] = tuple(None if -1 in shape else shape for shape in known)
         return shapes
 
-    def _bind(self, binding: _Binding, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Point the context at `args` and at new output tensors, which it returns."""
+    def _set_allocator(self, binding: _Binding, shapes: OutShapes) -> None:
+        """Set an allocator for the data-dependent outputs (shape None) on the context, once."""
+        if binding.allocator is None:
+            allocator = OutputAllocator(lambda size: aligned_empty((size,), torch.uint8, self.device))
+            for name, shape in zip(self._out_names, shapes):
+                if shape is None and not binding.context.set_output_allocator(name, allocator):
+                    raise RuntimeError(f"{self.name}: TensorRT refused an output allocator for '{name}': "
+                                       f"{LOGGER.take_errors()}")
+            binding.allocator = allocator
+
+    def _bind(self, binding: _Binding, args: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:
+        """Point the context at `args` and at new output tensors, which it returns (None for
+        the outputs its OutputAllocator serves)."""
         context = binding.context
         for i, (t, name) in enumerate(zip(args, self._in_names)):
             shape = t.shape
@@ -215,10 +230,22 @@ class TRTEngineModule(EngineModule):
                 binding.shapes[i] = shape
             self._set_address(binding, i, name, t)
         shapes = self._static_out or self._output_shapes(binding, tuple(t.shape for t in args))
-        outputs = [aligned_empty(shape, dtype, self.device) for shape, dtype in zip(shapes, self._out_dtypes)]
+        if any(shape is None for shape in shapes):
+            self._set_allocator(binding, shapes)
+        outputs = [None if shape is None else aligned_empty(shape, dtype, self.device)
+                   for shape, dtype in zip(shapes, self._out_dtypes)]
         for j, (t, name) in enumerate(zip(outputs, self._out_names), len(args)):
-            self._set_address(binding, j, name, t)
+            if t is not None:
+                self._set_address(binding, j, name, t)
         return outputs
+
+    def _allocated(self, binding: _Binding, outputs: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        """`outputs` with the data-dependent ones taken from the allocator (after the enqueue)."""
+        if binding.allocator is None:
+            return cast(list[torch.Tensor], outputs)
+        allocator = binding.allocator
+        return [allocator.take(name, dtype) if t is None else t
+                for t, name, dtype in zip(outputs, self._out_names, self._out_dtypes)]
 
     def _enqueue(self, context: trt.IExecutionContext, stream: int) -> None:
         if not context.execute_async_v3(stream):
@@ -233,13 +260,17 @@ class TRTEngineModule(EngineModule):
             # indices there would be an illegal memory access.
             inputs = [aligned_empty(t.shape, t.dtype, self.device).copy_(t) for t in args]
             outputs = self._bind(binding, inputs)
+            replay: Callable[[], None] | None = None
+            if any(t is None for t in outputs):
+                log.warning("trt_lower: %s: no CUDA graph: an output's shape depends on the data, which "
+                            "TensorRT learns during the run (a graph replays fixed sizes)", self.name)
+                return binding.graphs.setdefault(key, _Graph(None))
             try:
                 replay = self._device.capture(lambda stream: self._enqueue(binding.context, stream), self.device)
             except RuntimeError as e:
                 log.warning("trt_lower: %s: CUDA graph capture failed (%s); running without a graph for input "
                             "shapes %s", self.name, e, [tuple(s) for s in key])
-                replay = None
-            graph = binding.graphs[key] = _Graph(replay, inputs, outputs)
+            graph = binding.graphs[key] = _Graph(replay, inputs, cast(list[torch.Tensor], outputs))
         return graph
 
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
@@ -255,8 +286,9 @@ class TRTEngineModule(EngineModule):
                 graph.replay()
                 results = graph.outputs
             else:
-                results = self._bind(binding, args)
+                bound = self._bind(binding, args)
                 self._enqueue(binding.context, stream)
+                results = self._allocated(binding, bound)
                 self._device.hold(stream, [*args, *results])
         if graph is not None and graph.replay is not None:
             # The next replay overwrites the static buffers: hand out copies.
