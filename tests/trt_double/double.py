@@ -903,7 +903,7 @@ class IExecutionContext(_IExecutionContext):
                 return False
             addresses[name] = self._allocated[name] = memory
             state.shape_notifications += 1
-            allocator.notify_shape(name, Dims(value.shape))
+            getattr(allocator, "notify_shape")(name, Dims(value.shape))
         self._claim(stream)
         state.pending.setdefault(stream, []).append(_Job(self, shapes, addresses, values))
         return True

@@ -18,7 +18,10 @@ _UNBOUNDED = 2**31 - 1
 def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
     """A size the data decides (nonzero, boolean masks: an unbacked symbol): the bounds torch
     proved for it, e.g. 0..numel of the mask; opt is the upper bound."""
-    bounds = dim.node.shape_env.bound_sympy(dim.node.expr)
+    env = dim.node.shape_env
+    if env is None:
+        return 0, _UNBOUNDED, _UNBOUNDED
+    bounds = env.bound_sympy(dim.node.expr)
     low = max(0, int(bounds.lower)) if bounds.lower.is_finite else 0
     high = int(bounds.upper) if bounds.upper.is_finite else _UNBOUNDED
     return low, high, high

@@ -234,9 +234,9 @@ class TRTEngineModule(EngineModule):
             self._set_allocator(binding, shapes)
         outputs = [None if shape is None else aligned_empty(shape, dtype, self.device)
                    for shape, dtype in zip(shapes, self._out_dtypes)]
-        for j, (t, name) in enumerate(zip(outputs, self._out_names), len(args)):
-            if t is not None:
-                self._set_address(binding, j, name, t)
+        for j, (out, name) in enumerate(zip(outputs, self._out_names), len(args)):
+            if out is not None:
+                self._set_address(binding, j, name, out)
         return outputs
 
     def _allocated(self, binding: _Binding, outputs: list[torch.Tensor | None]) -> list[torch.Tensor]:
