@@ -162,3 +162,8 @@ def test_nonzero_is_in_every_targets_table_for_floats() -> None:
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         for version in ("8.6", "10.4", "latest"):
             assert (trt_support.violations(model, version) == []) == accepted, (elem, version)
+
+
+@pytest.mark.parametrize("mask", [MASK, torch.tensor([True, False, False, True]), NONE[0]], ids=["same", "row", "none"])
+def test_masked_select_runs_in_an_engine(mask: torch.Tensor) -> None:
+    lower_and_compare(torch.masked_select, (X, mask), ops=[aten.masked_select.default])

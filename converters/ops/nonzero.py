@@ -1,4 +1,4 @@
-"""Data-dependent sizes: nonzero, and the gather a boolean mask makes (x[mask], index.py).
+"""Data-dependent sizes: nonzero, masked_select and the gather a boolean mask makes (x[mask], index.py).
 
 The output's leading size is known only once the data is: ONNX NonZero, whose output TensorRT
 sizes while running (the engine module serves such engine outputs with an output allocator,
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.dims import input_val
+from converters.core.builder import GraphBuilder, Ref, Value, is_static_shape
+from converters.core.dims import input_val, static
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -35,6 +36,22 @@ def coordinates(b: GraphBuilder, x: Value) -> Ref:
 def nonzero(b: GraphBuilder, x: Value) -> Ref:
     """nonzero(Tensor self) -> Tensor"""
     return coordinates(b, x)
+
+
+def _masked_select_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    shapes = (input_val(node, 0).shape, input_val(node, 1).shape)
+    return None if all(is_static_shape(s) for s in shapes) else "masked_select over dynamic shapes"
+
+
+@converter(aten.masked_select.default, capability=_masked_select_capability)
+def masked_select(b: GraphBuilder, x: Value, mask: Value) -> Ref:
+    """masked_select(Tensor self, Tensor mask) -> Tensor
+
+    Both broadcast to their common shape, then x[mask] over every dim."""
+    shape = np.broadcast_shapes(*(tuple(static(d, 'a dim') for d in v.shape) for v in (x, mask)))
+    grown = [v if tuple(v.shape) == shape else
+             b.op("Expand", v, b.ints(list(shape)), dtype=v.dtype, shape=shape) for v in (x, mask)]
+    return masked(b, grown[0], grown[1], 0)
 
 
 def masked(b: GraphBuilder, x: Value, mask: Value, position: int) -> Ref:
