@@ -24,12 +24,14 @@ def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
         yield f"output {i}", v
 
 
-def _dtype_reason(node: torch.fx.Node) -> Optional[str]:
+def _dtype_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
     for where, val in _tensor_vals(node):
+        if isinstance(val, torch.Tensor) and val.dtype == torch.bfloat16 and target.bf16_reason():
+            return f"dtype bfloat16 unsupported ({where}): {target.bf16_reason()}"
         if isinstance(val, torch.Tensor):
             if val.dtype in CAST_ONLY_DTYPES and node.target is not torch.ops.aten._to_copy.default:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} only crosses the engine boundary ({where})"
-            if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES:
+            if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES | {torch.bfloat16}:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where})"
             if val.device.type != "cpu" and val.device.type != "cuda":
                 return f"device {val.device} unsupported ({where})"
@@ -73,7 +75,7 @@ def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozen
     conv = converters.lookup(node.target)
     if conv is None:
         return f"no converter for {node.target}"
-    reason = _dtype_reason(node) or _int32_reason(node, target)
+    reason = _dtype_reason(node, target) or _int32_reason(node, target)
     if reason is None and conv.capability is not None:
         reason = conv.capability(node, target)
     return reason

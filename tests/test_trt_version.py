@@ -159,15 +159,17 @@ def _layer_norm_with_mean() -> onnx.ModelProto:
 
 BAD = {
     # op / dtype limits
-    "integer MatMul": (_binary("MatMul", I64, I64), VERSIONS, "runs MatMul on FLOAT/FLOAT16 only"),
-    "integer Clip": (_unary("Clip", I32), VERSIONS, "runs Clip on FLOAT/FLOAT16 only"),
+    "integer MatMul": (_binary("MatMul", I64, I64), VERSIONS, "runs MatMul on FLOAT/FLOAT16"),
+    "integer Clip": (_unary("Clip", I32), VERSIONS, "runs Clip on FLOAT/FLOAT16"),
     "Pad on bools": (_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="p/Pad")], [("x", B, [2])],
                             [("y", B, [4])], [_ints("pads", [1, 1])]),
                      VERSIONS, "runs Pad on FLOAT/FLOAT16/INT32/INT64"),
-    "Equal on bools": (_binary("Equal", B, B), VERSIONS, "runs Equal on FLOAT/FLOAT16/INT32/INT64 only"),
+    "Equal on bools": (_binary("Equal", B, B), VERSIONS, "runs Equal on FLOAT/FLOAT16/INT32/INT64"),
     "integer Relu before latest": (_unary("Relu", I32), ("8.6", "10.4"), "runs Relu on FLOAT/FLOAT16 only"),
     "float64": (_unary("Abs", TensorProto.DOUBLE), VERSIONS, "is DOUBLE, which TensorRT engines do not compute in"),
-    "bf16": (_unary("Cast", FX, TensorProto.BFLOAT16, to=TensorProto.BFLOAT16), VERSIONS, "is BFLOAT16"),
+    "bf16 before latest": (_unary("Cast", FX, TensorProto.BFLOAT16, to=TensorProto.BFLOAT16), ("8.6", "10.4"),
+                           "is BFLOAT16"),
+    "bf16 NonZero": (_unary("NonZero", TensorProto.BFLOAT16, out_type=I64), VERSIONS, "is BFLOAT16"),
     "int8": (_unary("Cast", FX, TensorProto.INT8, to=TensorProto.INT8), VERSIONS, "is INT8"),
     "uint8 arithmetic": (_binary("Add", TensorProto.UINT8, TensorProto.UINT8), VERSIONS,
                          "is UINT8: TensorRT takes it only as engine I/O"),

@@ -1,10 +1,11 @@
 """Stage 4, build: each converted segment -> the module that runs its engine, on one backend."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from converters.passes.bfloat16 import has_bfloat16
 from trt_lower import progress
 from trt_lower.convert import ConvertedSegment
 from trt_lower.engine.build_settings import BuildSettings
@@ -25,6 +26,9 @@ class Engine:
 def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings) -> Engine:
     if backend == "onnxruntime":
         module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output)
+        if has_bfloat16(segment.onnx.model):
+            note = f"{segment.name} computes bfloat16 as float32 on ONNX Runtime (no bfloat16 kernels on its CPU provider)"
+            segment = replace(segment, notes=(*segment.notes, note))
         return Engine(segment, module, None)
     # Imports tensorrt, so only here: backend resolution has checked that it is usable.
     from trt_lower.engine.trt_engines import load_engine

@@ -10,7 +10,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from converters.core.dtypes import numpy_type as numpy_type, onnx_type as onnx_type  # converters use them from here
+from converters.core.dtypes import numpy_type as numpy_type, numpy_view, onnx_type as onnx_type  # converters use them
 from converters.passes import weights
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
@@ -125,7 +125,7 @@ class GraphBuilder:
     def initializer(self, name: str, tensor: torch.Tensor) -> Value:
         """A weight: stored as an initializer under (a unique form of) its module path."""
         name = self.fresh(name)
-        array = tensor.detach().cpu().contiguous().numpy()  # a view: weights are not copied
+        array = numpy_view(tensor.detach().cpu().contiguous())  # a view: weights are not copied
         self.initializers.append(weights.initializer(name, array, self.weights))
         return Value(name, tensor.dtype, tuple(tensor.shape))
 

@@ -3,8 +3,12 @@ Runtime's and TensorRT's names for them, and which dtypes an engine may carry
 (docs/tensorrt.md)."""
 from __future__ import annotations
 
+from typing import Any
+
+import ml_dtypes
 import numpy as np
 import torch
+from numpy.typing import NDArray
 from onnx import TensorProto
 
 ONNX_TYPES: dict[torch.dtype, int] = {
@@ -22,6 +26,7 @@ ONNX_TYPES: dict[torch.dtype, int] = {
 NUMPY_TYPES: dict[torch.dtype, type] = {
     torch.float32: np.float32,
     torch.float16: np.float16,
+    torch.bfloat16: ml_dtypes.bfloat16,  # numpy has none; ONNX's numpy_helper reads and writes this one
     torch.float64: np.float64,
     torch.int64: np.int64,
     torch.int32: np.int32,
@@ -48,8 +53,8 @@ TRT_TYPES: dict[str, torch.dtype] = {
 }
 
 # Dtypes an engine may carry. float64 is computed as float32 (TensorRT has no float64 kernels;
-# converters/passes/float64.py). bf16 is not on V100 and no precision mode emits it; int8 is only a
-# quantized type to TensorRT; int16 and the rest it does not have.
+# converters/passes/float64.py). bf16 only where the target has it (Target.bf16_reason); int8 is
+# only a quantized type to TensorRT; int16 and the rest it does not have.
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
@@ -65,3 +70,10 @@ def onnx_type(dtype: torch.dtype) -> int:
 
 def numpy_type(dtype: torch.dtype) -> type:
     return NUMPY_TYPES[dtype]
+
+
+def numpy_view(tensor: torch.Tensor) -> NDArray[Any]:
+    """A CPU tensor's memory as a numpy array (bfloat16 through its bits: torch's .numpy() has none)."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()

@@ -51,6 +51,14 @@ class Target:
     def max_opset(self) -> int:
         return _MAX_OPSET[self.version]
 
+    def bf16_reason(self) -> str | None:
+        """Why engines for this target cannot carry bfloat16, or None (10.12+ on Ampere and newer)."""
+        if self.version == "8.6":
+            return "TensorRT 8.6 has no bfloat16 (it arrived in 9.0)"
+        if self.version == "10.4":
+            return "target TensorRT 10.4 stands for V100 (Volta) GPUs, which have no bfloat16"
+        return None
+
     def int32_reason(self, what: str, low: int, high: int) -> str | None:
         """Why integer values in [low, high] (`what`) cannot be computed as they are: on a
         target without native int64 (8.6 computes int64 as int32, clamping) when they do not

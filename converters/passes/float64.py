@@ -7,33 +7,12 @@ Values beyond float32's range become inf; the report names the nodes this applie
 """
 from __future__ import annotations
 
-import numpy as np
-import onnx
 from onnx import TensorProto
 
+from converters.passes.retype import retype
 from converters.passes.weights import OnnxSegment
-
-_DTYPE_ATTRIBUTES = ("to", "dtype")  # Cast, EyeLike / RandomUniformLike ...
-
-
-def _narrow(segment: OnnxSegment, tensor: onnx.TensorProto) -> None:
-    with np.errstate(over="ignore"):
-        segment.assign(tensor, segment.values(tensor).astype(np.float32))
 
 
 def narrow_float64(segment: OnnxSegment) -> OnnxSegment:
     """`segment` with every DOUBLE retyped FLOAT (in place; returned for chaining)."""
-    graph = segment.model.graph
-    for value in (*graph.input, *graph.output, *graph.value_info):
-        if value.type.tensor_type.elem_type == TensorProto.DOUBLE:
-            value.type.tensor_type.elem_type = TensorProto.FLOAT
-    for init in graph.initializer:
-        if init.data_type == TensorProto.DOUBLE:
-            _narrow(segment, init)
-    for node in graph.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE:
-                a.i = TensorProto.FLOAT
-            elif a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.DOUBLE:
-                _narrow(segment, a.t)
-    return segment
+    return retype(segment, TensorProto.DOUBLE, TensorProto.FLOAT)

@@ -212,6 +212,9 @@ TABLE = _table()
 # rest it has not (float64 is narrowed to float32 before this check: converters/passes/float64.py).
 ENGINE_TYPES = ANY
 BOUNDARY_TYPES = frozenset({TensorProto.UINT8})
+# BFLOAT16 runs wherever FLOAT does on targets with bf16 (Target.bf16_reason), except on these
+# ops, which operators.md (10.15) lists for FP32/FP16 only.
+_NO_BF16 = frozenset({"NonZero", "GridSample", "RoiAlign", "NonMaxSuppression", "STFT"})
 
 
 # -- the checker -------------------------------------------------------------------------------
@@ -224,9 +227,11 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
     if not target.at_least(rule.since):
         return [f"{node.op_type} needs TensorRT {rule.since}+ (target {target.label})"]
     found = []
+    bf16 = target.bf16_reason() is None and node.op_type not in _NO_BF16
+    engine_types = ENGINE_TYPES | {TensorProto.BFLOAT16} if bf16 else ENGINE_TYPES
     for i, name in enumerate([*node.input, *node.output]):
         t = g.types.get(name)
-        if not name or t is None or t in ENGINE_TYPES:
+        if not name or t is None or t in engine_types:
             continue
         where = f"input {i}" if i < len(node.input) else f"output {i - len(node.input)}"
         if t in BOUNDARY_TYPES and node.op_type in ("Cast", "Identity"):
@@ -236,11 +241,13 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
         else:
             found.append(f"{where} '{name}' is {_name(t)}, which TensorRT engines do not compute in")
     types = rule.types | (INTS if rule.int_since and target.at_least(rule.int_since) else frozenset())
+    if bf16 and TensorProto.FLOAT in types:
+        types |= {TensorProto.BFLOAT16}
     data = range(len(node.input)) if rule.data is None else rule.data
     for i in data:
         t = g.types.get(node.input[i]) if i < len(node.input) and node.input[i] else None
-        if t is not None and t in ENGINE_TYPES and t not in types:
-            allowed = "/".join(sorted(_name(x) for x in types))
+        if t is not None and t in engine_types and t not in types:
+            allowed = "/".join(sorted((_name(x) for x in types), key=lambda n: (n == "BFLOAT16", n)))
             found.append(f"input {i} is {_name(t)}: {target.label} runs {node.op_type} on {allowed} only")
     for i in rule.initializers:
         if i < len(node.input) and node.input[i] and node.input[i] not in g.initializers:

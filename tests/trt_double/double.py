@@ -37,10 +37,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto
+
+from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
+from converters.passes.weights import OnnxSegment
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -381,6 +385,8 @@ class OnnxParser(_OnnxParser):
         opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         if opset > _max_opset():
             return self._fail(f"opset {opset} is above {_max_opset()}, the highest this parser knows")
+        if _version()[0] < 9 and has_bfloat16(proto):
+            return self._fail("BFLOAT16 tensors: this TensorRT has no bfloat16 (9.0+)")
         for i, node in enumerate(proto.graph.node):
             if node.op_type in state.unsupported_ops:
                 self._fail(f"No importer registered for op: {node.op_type}", i)
@@ -517,6 +523,8 @@ class Builder(_Builder):
             return state.build_failure
         if network.flags & _STRONGLY_TYPED and config.flags & _FP16:
             return "precision builder flags (FP16) are not allowed on a strongly typed network"
+        if has_bfloat16(network.model) and float(state.compute_capability) < 8.0:
+            return f"bfloat16 needs compute capability 8.0 or newer, this GPU has {state.compute_capability}"
         inputs = {v.name: _static_shape(v) for v in _graph_inputs(network.model)}
         for profile in config.profiles:
             for name, (low, best, high) in profile.shapes.items():
@@ -534,7 +542,8 @@ class Builder(_Builder):
             if missing:
                 return f"optimization profile {i} has no shapes for dynamic inputs {missing}"
         try:
-            ort.InferenceSession(network.model.SerializeToString(), providers=["CPUExecutionProvider"])
+            runnable = widen_bfloat16(OnnxSegment(network.model)).model
+            ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"])
         except Exception as e:  # ONNX Runtime raises its own exception types
             return f"could not build the network: {e}"
         return None
@@ -591,6 +600,7 @@ _TRT_TYPE = {
 }
 _NUMPY = {
     "FLOAT": np.float32,
+    "BF16": ml_dtypes.bfloat16,
     "HALF": np.float16,
     "INT8": np.int8,
     "UINT8": np.uint8,
@@ -645,7 +655,10 @@ class ICudaEngine(_ICudaEngine):
         self._logger = logger
         # An engine is bound to the device current when it was deserialized, and so are its contexts.
         self._device = get_device()
-        self._session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        # ONNX Runtime has no bfloat16 kernels on the CPU: bfloat16 engine tensors are computed in
+        # float32, their buffers converted on the way in and out.
+        runnable = widen_bfloat16(OnnxSegment(proto)).model
+        self._session = ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"])
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
         # Their shape is -1 until the engine has run; they need an IOutputAllocator.
@@ -657,6 +670,7 @@ class ICudaEngine(_ICudaEngine):
             for v in values:
                 onnx_type = _TRT_TYPE[TensorProto.DataType.Name(v.type.tensor_type.elem_type)]
                 engine_type = "INT32" if narrow and onnx_type == "INT64" else onnx_type
+                onnx_type = "FLOAT" if onnx_type == "BF16" else onnx_type
                 self._tensors[v.name] = _Tensor(v.name, mode, onnx_type, engine_type, _static_shape(v))
 
     @property

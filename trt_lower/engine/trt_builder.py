@@ -7,6 +7,8 @@ Version branches (docs/tensorrt.md):
   as a STRONGLY_TYPED network, so the islands stay float32 (the FP16 builder flag would let
   TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing, only
   the FP16 flag.
+- bf16 (target "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
+  typed too, so TensorRT computes in the ONNX's types.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import onnx
 import tensorrt as trt
 
 from converters.core.target import parse_version
+from converters.passes.bfloat16 import has_bfloat16
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 
@@ -32,10 +35,10 @@ class BuildFailure(Exception):
         self.fx_node = fx_node
 
 
-def network_flags(major: int, precision: str) -> int:
+def network_flags(major: int, precision: str, bf16: bool) -> int:
     if major < 10:
         return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
-    if major == 10 and precision == "fp16":
+    if major == 10 and (precision == "fp16" or bf16):
         return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     return 0
 
@@ -83,7 +86,8 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
     builder = trt.Builder(logger)
-    network = builder.create_network(network_flags(major, settings.precision))
+    bf16 = has_bfloat16(onnx.load_from_string(onnx_bytes))
+    network = builder.create_network(network_flags(major, settings.precision, bf16))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):
         raise _parse_failure(parser, onnx_bytes)

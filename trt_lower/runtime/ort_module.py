@@ -6,6 +6,7 @@ from typing import Iterable, Sequence
 import torch
 
 from converters.core.dtypes import ORT_TYPES
+from converters.passes.bfloat16 import widen_bfloat16
 from converters.passes.weights import OnnxSegment
 from trt_lower.runtime.ort_session import create_session
 from trt_lower.runtime.engine_module import EngineModule, Outputs
@@ -38,7 +39,9 @@ class OrtEngineModule(EngineModule):
                  outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
         super().__init__(name, inputs, outputs, tuple_output, _CPU)
         self.segment = segment
-        self._session = create_session(segment.model.SerializeToString(), segment.weights)
+        # bfloat16 runs as float32 (the CPU provider has no bfloat16 kernels): the casts below follow.
+        runnable = widen_bfloat16(segment)
+        self._session = create_session(runnable.model.SerializeToString(), runnable.weights)
         self._run = self._session._sess.run
         engine = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
         self._in_names = tuple(s.name for s in inputs)
