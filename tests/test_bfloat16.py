@@ -12,6 +12,7 @@ import torch
 from onnx import TensorProto
 
 import trt_lower
+from harness import Fn
 
 BF16 = torch.bfloat16
 Make = Callable[[], tuple[torch.nn.Module, torch.Tensor]]
@@ -80,3 +81,17 @@ def test_a_gpu_without_bf16_cannot_build_a_bf16_engine(trt_double: ModuleType,
     assert lowered.report.engines == []
     assert "bfloat16 needs compute capability 8.0" in caplog.text
     torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_bf16_constants_and_common_ops_convert() -> None:
+    f = torch.nn.functional
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = f.layer_norm(x, (16,)).softmax(-1) + torch.arange(16, dtype=BF16) + torch.full_like(x, 0.5)
+        return f.scaled_dot_product_attention(y, x, x).masked_fill(x > 1, -1e4).clamp(-10, 10)
+
+    x = torch.randn(2, 8, 16, dtype=BF16)
+    lowered = trt_lower.lower_to_trt(Fn(fn), (x,), backend="onnxruntime", trt_version="latest", require_full=True,
+                                     min_block_size=1)
+    assert lowered.report.coverage == 1.0
+    torch.testing.assert_close(lowered(x), fn(x), **TOLERANCE)

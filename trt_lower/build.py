@@ -27,7 +27,8 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings)
     if backend == "onnxruntime":
         module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output)
         if has_bfloat16(segment.onnx.model):
-            note = f"{segment.name} computes bfloat16 as float32 on ONNX Runtime (no bfloat16 kernels on its CPU provider)"
+            note = (f"{segment.name} computes bfloat16 as float32 on ONNX Runtime "
+                    "(no bfloat16 kernels on its CPU provider)")
             segment = replace(segment, notes=(*segment.notes, note))
         return Engine(segment, module, None)
     # Imports tensorrt, so only here: backend resolution has checked that it is usable.

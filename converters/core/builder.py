@@ -10,7 +10,8 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from converters.core.dtypes import numpy_type as numpy_type, numpy_view, onnx_type as onnx_type  # converters use them
+# Converters use these from here.
+from converters.core.dtypes import numpy_type as numpy_type, numpy_view as numpy_view, onnx_type as onnx_type
 from converters.passes import weights
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime

@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.builder import GraphBuilder, Ref, Value, numpy_view
 from converters.core.common import as_operand
 from converters.core.dims import node_arg
 from converters.core.registry import Capability, converter
@@ -27,7 +27,7 @@ def _computed(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     if not callable(op):
         raise TypeError(f"{op!r} is not an op to run")
     value = op(*args, **{**kwargs, "device": "cpu"})
-    return b.const(value.numpy(), value.dtype)
+    return b.const(numpy_view(value), value.dtype)
 
 
 @converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
