@@ -164,6 +164,7 @@ def test_nonzero_is_in_every_targets_table_for_floats() -> None:
             assert (trt_support.violations(model, version) == []) == accepted, (elem, version)
 
 
-@pytest.mark.parametrize("mask", [MASK, torch.tensor([True, False, False, True]), NONE[0]], ids=["same", "row", "none"])
-def test_masked_select_runs_in_an_engine(mask: torch.Tensor) -> None:
-    lower_and_compare(torch.masked_select, (X, mask), ops=[aten.masked_select.default])
+@pytest.mark.parametrize(("x", "mask"), [(X, MASK), (X, torch.tensor([True, False, False, True])), (X, NONE[0]),
+                                         (torch.tensor(2.0), torch.tensor(True))], ids=["same", "row", "none", "0-d"])
+def test_masked_select_runs_in_an_engine(x: torch.Tensor, mask: torch.Tensor) -> None:
+    lower_and_compare(torch.masked_select, (x, mask), ops=[aten.masked_select.default])

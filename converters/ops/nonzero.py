@@ -47,8 +47,8 @@ def _masked_select_capability(node: torch.fx.Node, target: Target) -> Optional[s
 def masked_select(b: GraphBuilder, x: Value, mask: Value) -> Ref:
     """masked_select(Tensor self, Tensor mask) -> Tensor
 
-    Both broadcast to their common shape, then x[mask] over every dim."""
-    shape = np.broadcast_shapes(*(tuple(static(d, 'a dim') for d in v.shape) for v in (x, mask)))
+    Both broadcast to their common shape (at least 1-D: GatherND's), then x[mask] over every dim."""
+    shape = np.broadcast_shapes((1,), *(tuple(static(d, 'a dim') for d in v.shape) for v in (x, mask)))
     grown = [v if tuple(v.shape) == shape else
              b.op("Expand", v, b.ints(list(shape)), dtype=v.dtype, shape=shape) for v in (x, mask)]
     return masked(b, grown[0], grown[1], 0)
