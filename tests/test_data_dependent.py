@@ -38,12 +38,13 @@ def _inner(x: torch.Tensor) -> torch.Tensor:
     (lambda x: torch.nonzero(x), (X,), aten.nonzero.default),
     (lambda x: torch.nonzero(x > 0), (X,), aten.nonzero.default),
     (lambda x: torch.nonzero(x), (torch.tensor([0, 3, 0, -2]),), aten.nonzero.default),
+    (lambda x: torch.nonzero(x), (torch.tensor(1.5),), aten.nonzero.default),
     (_masked, (X, MASK), aten.index.Tensor),
     (_masked, (X, NONE), aten.index.Tensor),
     (lambda x, m: x[:, m], (torch.randn(2, 3, 4), MASK), aten.index.Tensor),
     (lambda x, m: x[m], (torch.randn(3, 4, 2), MASK), aten.index.Tensor),
     (_inner, (X,), aten.index.Tensor),
-], ids=["nonzero", "nonzero-bool", "nonzero-int", "mask", "mask-all-false", "mask-middle", "mask-leading",
+], ids=["nonzero", "nonzero-bool", "nonzero-int", "nonzero-0d", "mask", "mask-all-false", "mask-middle", "mask-leading",
         "inner"])
 def test_data_dependent_ops_run_in_engines_on_onnxruntime(fn: Callable[..., Any], inputs: Sequence[torch.Tensor],
                                                          op: Any) -> None:
@@ -82,6 +83,8 @@ def test_data_dependent_outputs_are_served_by_an_output_allocator(trt_double: Mo
     assert "aten.nonzero.default" in engine_ops(lowered)
     assert lowered.report.engines[0].output_shapes == [(-1, 2), ()]
     assert state.output_reallocations == 4
+    _on_double(torch.nonzero, (torch.tensor(0.0),))  # no rows of no coordinates: (0, 0)
+    assert state.output_reallocations == 5
 
 
 @pytest.mark.parametrize(("trt_double", "first"), [("8.6.1", "reallocate_output"),

@@ -22,20 +22,20 @@ aten = torch.ops.aten
 _NONZERO_DTYPES = (torch.float32, torch.float16)
 
 
-def _nonzero_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    return "nonzero of a 0-d tensor" if input_val(node, 0).dim() == 0 else None
-
-
 def coordinates(b: GraphBuilder, x: Value) -> Ref:
     """The (count, rank) int64 coordinates of x's nonzero elements, in row-major order."""
     source = x if x.dtype in _NONZERO_DTYPES else b.cast(x, torch.float32)
     return b.op("Transpose", b.op("NonZero", source, dtype=torch.int64), perm=[1, 0], dtype=torch.int64)
 
 
-@converter(aten.nonzero.default, capability=_nonzero_capability)
+@converter(aten.nonzero.default)
 def nonzero(b: GraphBuilder, x: Value) -> Ref:
     """nonzero(Tensor self) -> Tensor"""
-    return coordinates(b, x)
+    if x.rank:
+        return coordinates(b, x)
+    # A 0-d x: one row per nonzero element (at most 1), of no coordinates.
+    rows = coordinates(b, b.op("Reshape", x, b.ints([1]), dtype=x.dtype, shape=(1,)))
+    return b.op("Slice", rows, b.ints([0]), b.ints([0]), b.ints([1]), dtype=torch.int64)
 
 
 def _masked_select_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
