@@ -587,6 +587,10 @@ CASES: list[Case] = [
          id="adjacent-inner"),
     Case(aten.index.Tensor, lambda x, i, j: x[i, :, j], lambda: (r(4, 2, 5), torch.tensor([0, 3]), torch.tensor([1, -1])),
          id="separated"),
+    # data-dependent sizes (more in test_data_dependent.py, the TensorRT output allocator there)
+    Case(aten.index.Tensor, lambda x, m: x[:, m], lambda: (r(2, 3, 4), rb(3, 4)), id="bool-mask"),
+    Case(aten.nonzero.default, torch.nonzero, lambda: (ri(3, 4, high=2),)),
+    Case(aten.masked_select.default, torch.masked_select, lambda: (r(3, 4), rb(4))),
     Case(aten.index_put.default, lambda x, i, v: x.index_put((i,), v), lambda: (r(5, 3), torch.tensor([0, -1]), r(2, 3))),
     Case(aten.index_put.default, lambda x, i, v: aten.index_put.default(x, [None, i], v), lambda: (r(2, 5, 3), torch.tensor([4, 1]), r(3)),
          id="inner-broadcast-values"),
