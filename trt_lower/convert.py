@@ -70,6 +70,13 @@ def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto, goal: Targ
     raise ConversionError(blamed, UnsupportedOnnx(f"{goal.label}'s ONNX parser would reject {problems[0]}"))
 
 
+def _check_no_branches(sub: torch.fx.GraphModule) -> None:
+    """The fp16 rewrite does not reach into torch.cond's branches (ONNX If subgraphs): such a
+    node runs eagerly under precision="fp16"."""
+    for node in sub.graph.find_nodes(op="call_function", target=torch.ops.higher_order.cond):
+        raise ConversionError(node, UnsupportedOnnx("precision='fp16' does not rewrite torch.cond's branches"))
+
+
 def _dtypes(node: torch.fx.Node) -> set[torch.dtype]:
     vals = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
     flat = [v for val in vals for v in (val if isinstance(val, (tuple, list)) else (val,))]
@@ -108,6 +115,7 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
     # float64 is computed as float32 (TensorRT has none), then the fp16 rewrite if asked for.
     segment = narrow_float64(segment_to_onnx(sub, name, constants))
     if precision == "fp16":
+        _check_no_branches(sub)
         segment = to_fp16(segment, fp32_nodes(sub.graph, keep_fp32))
     for hook in ON_SEGMENT:
         hook(segment.model, goal)

@@ -87,10 +87,20 @@ class GraphBuilder:
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
         self.node: torch.fx.Node | None = None
+        self.scope = ""  # prefixes node names in a subgraph: '<FX node>/<branch>/'
         self._names = Names()
         self._constants: dict[tuple[Any, ...], Value] = {}
         # converters/core/fold.py's answers by value name: every attention layer asks about one mask.
         self.folded: dict[str, NDArray[Any] | None] = {}
+
+    def subgraph(self, scope: str) -> "GraphBuilder":
+        """A builder for a subgraph (an If branch): its own nodes and outputs; names, constants
+        and initializers shared with this graph, whose values it may read (ONNX's outer scope)."""
+        child = GraphBuilder(self.graph_name)
+        child.scope = f"{self.scope}{scope}/"
+        child.initializers, child.weights = self.initializers, self.weights
+        child._names, child._constants = self._names, self._constants
+        return child
 
     # -- names -------------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:
@@ -185,7 +195,7 @@ class GraphBuilder:
         return tuple(Ref(name, dtype) for name in self._emit(op_type, inputs, outputs, attrs))
 
     def _emit(self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any]) -> list[str]:
-        prefix = self.node.name if self.node is not None else self.graph_name
+        prefix = self.scope + (self.node.name if self.node is not None else self.graph_name)
         # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
         # fusions (Conv+BatchNormalization+Relu) only match the short form.
         inputs_list = list(inputs)

@@ -39,22 +39,20 @@ def _wrap(result: Any, meta: Any) -> Any:
     return _described(result.name, meta)
 
 
-def segment_to_onnx(
-    gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor]
-) -> OnnxSegment:
-    """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
-    ones kept beside the model (converters/passes/weights.py)."""
-    b = GraphBuilder(name)
-    env: dict[torch.fx.Node, Any] = {}
+def _constant(b: GraphBuilder, name: str, value: Any) -> Any:
+    """A weight as an initializer; a subgraph (torch.cond's branches) as itself, for its converter."""
+    return value if isinstance(value, torch.fx.GraphModule) else b.initializer(name, value)
+
+
+def convert_nodes(b: GraphBuilder, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any]) -> list[torch.fx.Node]:
+    """Emit the ONNX of `gm`'s nodes into `b`, given its placeholders' values in `env` (filled
+    in for every node); returns the nodes `gm` outputs."""
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            if node.target in constants:
-                env[node] = b.initializer(node.target, constants[node.target])
-            else:
-                val = node.meta["val"]
-                env[node] = b.add_input(node.name, val.dtype, val.shape)
+            if node not in env:
+                raise NotImplementedError(f"placeholder {node.name} has no value")
         elif node.op == "get_attr":
-            env[node] = b.initializer(node.target, getattr(gm, node.target))
+            env[node] = _constant(b, node.target, getattr(gm, node.target))
         elif node.op == "call_function" and node.target is operator.getitem:
             source, index = node.args
             env[node] = env[source][index]
@@ -67,9 +65,26 @@ def segment_to_onnx(
                 raise ConversionError(node, e) from e
         elif node.op == "output":
             results = node.args[0]
-            for out in results if isinstance(results, (tuple, list)) else (results,):
-                val = out.meta["val"]
-                b.add_output(env[out], out.name, val.dtype, val.shape)
+            return list(results) if isinstance(results, (tuple, list)) else [results]
         else:
             raise NotImplementedError(f"{node.op} node {node.name} inside an engine segment")
+    raise NotImplementedError(f"{gm} has no output node")
+
+
+def segment_to_onnx(
+    gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor]
+) -> OnnxSegment:
+    """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
+    ones kept beside the model (converters/passes/weights.py)."""
+    b = GraphBuilder(name)
+    env: dict[torch.fx.Node, Any] = {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        if node.target in constants:
+            env[node] = _constant(b, node.target, constants[node.target])
+        else:
+            val = node.meta["val"]
+            env[node] = b.add_input(node.name, val.dtype, val.shape)
+    for out in convert_nodes(b, gm, env):
+        val = out.meta["val"]
+        b.add_output(env[out], out.name, val.dtype, val.shape)
     return b.segment()

@@ -6,6 +6,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
     bitwise,
+    control_flow,
     conv,
     creation,
     elementwise,

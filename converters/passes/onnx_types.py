@@ -35,7 +35,16 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
     )
     inferred = onnx.shape_inference.infer_shapes(light, strict_mode=True).graph
     types = {i.name: i.data_type for i in graph.initializer}
-    for value in (*inferred.input, *inferred.output, *inferred.value_info):
+    _collect(inferred, types)
+    return types
+
+
+def _collect(graph: onnx.GraphProto, types: dict[str, int]) -> None:
+    """The types inference wrote into `graph` and its subgraphs (If branches)."""
+    for value in (*graph.input, *graph.output, *graph.value_info):
         if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
             types.setdefault(value.name, value.type.tensor_type.elem_type)
-    return types
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _collect(a.g, types)

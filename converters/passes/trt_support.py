@@ -199,6 +199,8 @@ def _table() -> dict[str, OpRule]:
         # Its output size depends on the data: the engine module serves such engine outputs
         # with an IOutputAllocator (8.5+, so every target).
         ("NonZero", OpRule(FLOATS)),
+        # the condition a boolean scalar; the branches' nodes are checked like the graph's
+        ("If", OpRule(BOOLS)),
     ]:
         for op in ops.split():
             table[op] = rule
@@ -299,10 +301,22 @@ def violations(model: onnx.ModelProto, version: str) -> list[Violation]:
     except onnx.shape_inference.InferenceError as e:
         return found + [Violation("", "", f"ONNX type inference fails: {e}")]
     consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
-    for node in model.graph.node:
+    nodes = _nodes(model.graph)
+    for node in nodes:
         for i, name in enumerate(node.input):
             consumers.setdefault(name, []).append((node, i))
     g = _Graph(types, {i.name: i for i in model.graph.initializer}, consumers)
-    for node in model.graph.node:
+    for node in nodes:
         found += [Violation(node.name, node.op_type, rule) for rule in _node_violations(node, target, g)]
-    return found + _int64_overflow(target, g, list(model.graph.node))
+    return found + _int64_overflow(target, g, nodes)
+
+
+def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The graph's nodes and, after each, those of its subgraphs (If branches)."""
+    found = []
+    for node in graph.node:
+        found.append(node)
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                found += _nodes(a.g)
+    return found
