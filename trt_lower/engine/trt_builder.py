@@ -19,7 +19,6 @@ import onnx
 import tensorrt as trt
 
 from converters.core.target import parse_version
-from converters.passes.bfloat16 import has_bfloat16
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 
@@ -80,13 +79,13 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
 
 
 def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings,
-               timing_cache: bytes) -> tuple[bytes, bytes]:
-    """The serialized engine, and the timing cache updated with this build's kernel timings."""
+               timing_cache: bytes, *, bf16: bool = False) -> tuple[bytes, bytes]:
+    """The serialized engine, and the timing cache updated with this build's kernel timings;
+    `bf16`: the ONNX computes in bfloat16 (converters/passes/bfloat16.py: has_bfloat16)."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
     builder = trt.Builder(logger)
-    bf16 = has_bfloat16(onnx.load_from_string(onnx_bytes))
     network = builder.create_network(network_flags(major, settings.precision, bf16))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):

@@ -9,6 +9,7 @@ from typing import Sequence
 
 import tensorrt as trt
 
+from converters.passes.bfloat16 import has_bfloat16
 from converters.passes.weights import OnnxSegment
 from trt_lower import device as devices
 from trt_lower.engine.build_settings import BuildSettings, InputProfile
@@ -54,12 +55,13 @@ def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], 
     # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
     with cache.exclusive(key):
         return _load_or_build(name, cache, key, onnx_bytes, profiles, inputs, outputs, tuple_output,
-                              nodes=nodes, build=build, cuda_graphs=cuda_graphs)
+                              nodes=nodes, build=build, cuda_graphs=cuda_graphs, bf16=has_bfloat16(segment.model))
 
 
 def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, profiles: list[InputProfile],
                    inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
-                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
+                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool,
+                   bf16: bool) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)
     if cached is not None:
         try:
@@ -73,7 +75,7 @@ def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, p
     log.info("trt_lower: %s: building TensorRT engine (TensorRT %s, %s) ...", name, trt.__version__, cache.device)
     start = time.perf_counter()
     try:
-        plan, timing_cache = build_plan(onnx_bytes, profiles, build, cache.load_timing_cache())
+        plan, timing_cache = build_plan(onnx_bytes, profiles, build, cache.load_timing_cache(), bf16=bf16)
         module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
     except BuildFailure as e:
         raise _fallback(name, e.reason, nodes, e.fx_node) from e

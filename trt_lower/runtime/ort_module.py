@@ -26,12 +26,12 @@ class OrtEngineModule(EngineModule):
 
     Inputs go to ONNX Runtime as numpy views of the tensors' memory; ONNX Runtime allocates the
     outputs and hands their buffers to numpy, which torch.from_numpy wraps. Measured per call
-    (bench/bench_overhead.py's MLP and BERT): this `run` through the session's C binding object
+    (bench/bench_overhead.py's MLP and BERT): `run` of the session's C binding object
     (`InferenceSession._sess`, stable across the pinned version; the Python wrapper re-validates
-    the feed names on every call), its bound method looked up once costs the same as an IOBinding with torch-allocated outputs on
-    a tiny MLP and ~0.1-0.2 ms less on BERT, where ONNX Runtime's own output allocation beats
-    writing into bound buffers; `run_with_ort_values` costs more (an OrtValue per input per
-    call). Where the engine's I/O dtype differs from the segment's (float64 runs as float32),
+    the feed names on every call), looked up once, costs the same as an IOBinding with
+    torch-allocated outputs on a tiny MLP and ~0.1-0.2 ms less on BERT, where ONNX Runtime's own
+    output allocation beats writing into bound buffers; `run_with_ort_values` costs more (an
+    OrtValue per input per call). Where the engine's I/O dtype differs from the segment's (float64 runs as float32),
     tensors are cast on the way in and back on the way out.
     """
 
