@@ -27,8 +27,8 @@ def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
 def _dtype_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
     for where, val in _tensor_vals(node):
         if isinstance(val, torch.Tensor):
-            if val.dtype == torch.bfloat16 and target.bf16_reason():
-                return f"dtype bfloat16 unsupported ({where}): {target.bf16_reason()}"
+            if val.dtype == torch.bfloat16 and (reason := target.bf16_reason()):
+                return f"dtype bfloat16 unsupported ({where}): {reason}"
             if val.dtype in CAST_ONLY_DTYPES and node.target is not torch.ops.aten._to_copy.default:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} only crosses the engine boundary ({where})"
             if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES | {torch.bfloat16}:
