@@ -2,6 +2,8 @@
 double: each double rule here is one the old, lenient double did not enforce."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib
 import logging
 import threading
@@ -10,6 +12,8 @@ from typing import Any, Callable
 
 import pytest
 import torch
+import torch.utils._pytree
+import transformers
 from onnx import TensorProto, helper
 
 import trt_lower
@@ -17,6 +21,7 @@ from harness import Fn
 from trt_double.device import HostDevice
 from trt_lower import device
 from trt_lower.runtime import signature
+from trt_lower.runtime.output import OutputBuilder
 
 
 class ConvHead(torch.nn.Module):
@@ -77,18 +82,67 @@ def test_a_lowered_forward_checks_its_inputs_once(trt_double: ModuleType, backen
         lowered.engine_1(torch.randn(2, 4, 8, 8, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("returns", ["tensor", "tuple", "dict"])
+@pytest.mark.parametrize("returns", ["tensor", "tuple", "dict", "nested"])
 def test_the_forward_rebuilds_outputs_only_where_the_model_returns_a_structure(returns: str) -> None:
     def f(x: torch.Tensor) -> Any:
         a, b = x.relu(), x * 2
-        return {"tensor": a, "tuple": (a, b), "dict": {"a": a, "b": b}}[returns]
+        return {"tensor": a, "tuple": (a, b), "dict": {"a": a, "b": b}, "nested": {"a": (a, b)}}[returns]
 
     x = torch.randn(2, 3)
     lowered = trt_lower.lower_to_trt(Fn(f), (x,), backend="onnxruntime")
-    assert ("tree_unflatten" in lowered.code) == (returns == "dict")
+    assert ("tree_unflatten" in lowered.code) == (returns == "nested")
     # No traceback-rewriting wrapper around the generated forward (a call's fixed cost).
     assert type(lowered).__call__ is torch.nn.Module.__call__
     torch.testing.assert_close(lowered(x), f(x))
+
+
+@dataclasses.dataclass
+class _Output(transformers.utils.ModelOutput):
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
+    attentions: torch.Tensor | None = None
+
+
+def test_a_model_output_is_built_directly_and_equals_the_models() -> None:
+    def f(x: torch.Tensor) -> _Output:
+        return _Output(logits=x.relu(), hidden=x * 2)
+
+    x = torch.randn(2, 3)
+    lowered = trt_lower.lower_to_trt(Fn(f), (x,), backend="onnxruntime")
+    assert "self._output.build" in lowered.code and "tree_unflatten" not in lowered.code
+    for call in range(3):  # the first call builds through the constructor, the later ones directly
+        x = torch.randn(2, 3)
+        got, want = lowered(x), f(x)
+        assert type(got) is _Output and list(got.keys()) == ["logits", "hidden"]
+        assert list(vars(got)) == list(vars(want)) and got.loss is None and got.attentions is None
+        torch.testing.assert_close(got.to_tuple(), want.to_tuple())
+        torch.testing.assert_close((got.logits, got["hidden"]), (want.logits, want["hidden"]))
+    assert lowered._output.build.__name__ == "build", "the direct build was not trusted"
+
+
+class _Tagged(dict):  # type: ignore[type-arg]
+    """A dict subclass whose constructor leaves more than its items: never built directly."""
+
+    def __init__(self, items: Any) -> None:
+        super().__init__(items)
+        self.tag = "made by the constructor"
+
+
+torch.utils._pytree.register_pytree_node(
+    _Tagged, lambda d: (list(d.values()), list(d)), lambda values, keys: _Tagged(zip(keys, values)))
+
+
+def test_an_output_builder_keeps_the_constructor_where_a_direct_build_differs() -> None:
+    a, b = torch.ones(1), torch.zeros(1)
+    _, spec = torch.utils._pytree.tree_flatten(_Tagged({"a": a, "b": b}))
+    builder = OutputBuilder(spec)
+    for _ in range(2):
+        out = builder.build(a, b)
+        assert type(out) is _Tagged and out == {"a": a, "b": b} and out.tag == "made by the constructor"
+    assert builder.build == builder._unflatten
+    # A copy (or an unpickled builder) derives its build again on its first call.
+    assert copy.deepcopy(builder).build.__name__ == "_first"
 
 
 # -- the double is as strict as TensorRT --------------------------------------------------------

@@ -11,22 +11,31 @@ from trt_lower.draw import describe
 from trt_lower.report import LoweringReport
 from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.runtime.output import OutputBuilder, mirrors_items
 
 
-def _plain_outputs(spec: pytree.TreeSpec, count: int) -> str | None:
-    """How many outputs a return of `spec` is built from, as code: `x` for a single tensor, a
-    tuple display for a tuple of tensors; None for anything else (left to tree_unflatten)."""
+def _plain_outputs(spec: pytree.TreeSpec, names: list[str]) -> str | None:
+    """A return of `spec` built from the outputs `names`, as code: `x` for a single tensor, a
+    tuple or dict display for a tuple or a dict of tensors, the OutputBuilder for a dict
+    subclass of tensors (a ModelOutput); None for anything else (left to tree_unflatten)."""
     if spec.is_leaf():
-        return "{0}" if count == 1 else None
-    if spec.type is tuple and spec.num_children == count and all(c.is_leaf() for c in spec.children()):
-        return "(" + "".join(f"{{{k}}}, " for k in range(count)) + ")"
+        return names[0] if len(names) == 1 else None
+    if spec.num_children != len(names) or not all(c.is_leaf() for c in spec.children()):
+        return None
+    if spec.type is tuple:
+        return "(" + "".join(f"{n}, " for n in names) + ")"
+    if spec.type is dict and all(isinstance(key, (str, int)) for key in spec.context):
+        return "{" + ", ".join(f"{key!r}: {n}" for key, n in zip(spec.context, names)) + "}"
+    if mirrors_items(spec):
+        return f"self._output.build({', '.join(names)})"
     return None
 
 
 class _DirectCodeGen(_PyTreeCodeGen):
-    """torch.export's codegen, without the per-call pytree work where it is the identity: the
-    inputs' flatten when they are plain positional arguments, the outputs' unflatten when the
-    model returns a tensor or a tuple of tensors (each a few microseconds a call for nothing)."""
+    """torch.export's codegen, without the per-call pytree work: the inputs' flatten when they are
+    plain positional arguments, the outputs' unflatten when the model returns a tensor, a tuple or
+    dict of tensors, or a ModelOutput-like dict subclass of tensors (each a few microseconds a
+    call; tens for a ModelOutput)."""
 
     def gen_var_bindings(self, fn_args: list[str], free_vars: list[str], expanded_def: bool) -> str:
         spec = self.pytree_info.in_spec
@@ -39,9 +48,9 @@ class _DirectCodeGen(_PyTreeCodeGen):
                         repr_fn: Callable[[object], str] | None = None) -> str:
         spec = self.pytree_info.out_spec
         if spec is not None and isinstance(output_args, (list, tuple)):
-            template = _plain_outputs(spec, len(output_args))
-            if template is not None:
-                return "return " + template.format(*((repr_fn or repr)(a) for a in output_args))
+            code = _plain_outputs(spec, [(repr_fn or repr)(a) for a in output_args])
+            if code is not None:
+                return "return " + code
         return super().generate_output(output_args, descs=descs, repr_fn=repr_fn)
 
 
@@ -61,6 +70,9 @@ class LoweredModule(torch.fx.GraphModule):
         if isinstance(graph._codegen, _PyTreeCodeGen):
             graph._codegen = _DirectCodeGen(graph._codegen.pytree_info)
         super().__init__(root, graph, class_name="LoweredModule")
+        spec = graph._codegen.pytree_info.out_spec if isinstance(graph._codegen, _PyTreeCodeGen) else None
+        if spec is not None and mirrors_items(spec):
+            self._output = OutputBuilder(spec)  # the generated forward returns through it
         self.report = report
         report.graph = describe(self.graph)
         # torch.export's pytree codegen reads the input/output specs from the module.
