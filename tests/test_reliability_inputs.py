@@ -125,9 +125,10 @@ def test_every_grad_mode_gives_eager_results(convnet: tuple[torch.nn.Module, trt
         expected = model(x)
     context = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode, "neither": torch.enable_grad}[mode]
     with context():
-        actual = lowered(x)
-    torch.testing.assert_close(actual, expected)
-    assert not actual.requires_grad  # engines are inference only
+        for given in (x, x.clone().requires_grad_()):
+            actual = lowered(given)
+            torch.testing.assert_close(actual, expected)
+            assert not actual.requires_grad  # engines are inference only
 
 
 def test_zero_size_dims_inside_a_range_give_eager_results() -> None:

@@ -124,9 +124,9 @@ class InputCheck:
         index = self._index
         try:
             for t, (dtype, static, ranges) in zip(tensors, self._plans):
-                # get_device() is -1 for any non-CUDA tensor (meta too), hence is_cpu on the CPU.
-                if t.dtype is not dtype or (index is not None and (t.get_device() != index
-                                                                   or (index == -1 and not t.is_cpu))):
+                # On the CPU is_cpu (get_device() is -1 for a meta tensor too), else the GPU's index.
+                if t.dtype is not dtype or (index is not None and (not t.is_cpu if index == -1
+                                                                   else t.get_device() != index)):
                     self._fail(tensors)
                 shape = t.shape
                 if static is not None:
