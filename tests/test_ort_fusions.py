@@ -98,6 +98,19 @@ def test_constant_attention_mask_costs_only_what_it_can_change(mask: Callable[[t
     assert not absent & set(ops) and present <= set(ops), ops
 
 
+@pytest.mark.parametrize("causal", ["mask", "is_causal"])
+def test_a_constant_boolean_mask_is_added_as_a_bias_onnx_runtime_folds(causal: str) -> None:
+    # torch adds a boolean mask as 0 / -inf; built from constants, only that Add is left to run.
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if causal == "is_causal":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=_causal(q, k))
+
+    q, k, v = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8)
+    ops = _optimized_ops(lower_and_compare(attend, (q, k, v), ops=[torch.ops.aten.scaled_dot_product_attention.default]))
+    assert not ops["Where"] and ops["Add"] == 1, ops
+
+
 def test_attention_mask_from_an_input_keeps_the_blind_row_guard() -> None:
     mask = torch.ones(4, 5, dtype=torch.bool)
     mask[2] = False

@@ -1,5 +1,5 @@
 """scaled_dot_product_attention, kept whole at capture and written in its math form:
-softmax(q @ kᵀ * scale + mask) @ v.
+softmax(q @ kᵀ * scale + mask) @ v, a boolean or causal mask added as 0 / -inf as torch does.
 
 MatMul/Softmax/MatMul is the pattern TensorRT fuses into its attention kernels; the ONNX Attention
 op (opset 23) needs TensorRT 10.14+.
@@ -67,12 +67,12 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
         rows = b.op("Range", zero, dim_size_scalar(b, q, q.rank - 2), one)
         cols = b.op("Range", zero, dim_size_scalar(b, k, k.rank - 2), one)
         visible = b.op("LessOrEqual", cols, b.op("Unsqueeze", rows, b.ints([1])))
-        scores = b.op("Where", visible, scores, minus_inf)
+        scores = b.op("Add", scores, b.op("Where", visible, b.const(0, dtype), minus_inf))
     elif attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            scores = b.op("Where", attn_mask, scores, minus_inf)
-        else:
-            scores = b.op("Add", scores, attn_mask)
+        # As torch does, a boolean mask becomes an additive one (0 or -inf): built from
+        # constants, ONNX Runtime folds it and the masking is one Add, as in the exporter's ONNX.
+        bias = b.op("Where", attn_mask, b.const(0, dtype), minus_inf) if attn_mask.dtype == torch.bool else attn_mask
+        scores = b.op("Add", scores, bias)
     probs = b.op("Softmax", scores, axis=-1)
     if attn_mask is not None and (known is None or _masks_a_row(known)):
         # torch's math path gives a query that sees no key zeros, not NaN. Left out where the
