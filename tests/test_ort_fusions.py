@@ -133,20 +133,32 @@ class _Stem(torch.nn.Module):
 
 
 def test_max_pool_with_nan_windows_stays_in_the_blocked_layout() -> None:
-    ops = _optimized_ops(lower_and_compare(_Stem().eval(), (torch.randn(1, 3, 16, 16),)))
+    stem = _Stem().eval()
+    lowered = lower_and_compare(stem, (torch.randn(1, 3, 16, 16),))
+    ops = _optimized_ops(lowered)
     # One reorder back to NCHW, for the output: none around the pool, the Add+Relu fused.
     assert ops["ReorderOutput"] == 1 and not ops["Where"] and not ops["IsNaN"] and not ops["Add"], ops
+    x = torch.randn(1, 3, 16, 16)
+    x[0, 1, 5, 6] = float("nan")  # the convolution spreads it over part of some pooling windows: NaN there
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), stem(x), equal_nan=True)
 
 
-def test_max_pool_gives_nan_inf_and_negative_zero_as_eager() -> None:
+@pytest.mark.parametrize("pool", [
+    lambda t: F.max_pool2d(t, 2),
+    lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=True),
+    lambda t: F.max_pool2d(t, 3, 1, 1),
+], ids=["k2", "k3s2p1_ceil", "k3s1p1"])
+def test_max_pool_gives_nan_inf_and_negative_zero_as_eager(pool: Callable[[torch.Tensor], torch.Tensor]) -> None:
     nan, inf = float("nan"), float("inf")
     x = torch.randn(1, 16, 8, 8)
     x[0, 0, 0, :2] = torch.tensor([nan, inf])  # NaN beside +inf: NaN
     x[0, 1, 0, :2] = torch.tensor([inf, -inf])  # +inf beside -inf (their mean is NaN): +inf
-    x[0, 2, :2, :2] = -0.0  # a window of -0.0 only: -0.0
+    x[0, 2, :2, :2] = -0.0  # a window of -0.0 only (k2): -0.0
     x[0, 3, 2:4, 2:4] = torch.tensor([[-inf, -0.0], [-inf, -inf]])  # -0.0
-    lowered = lower_and_compare(lambda t: F.max_pool2d(t, 2), (torch.randn(1, 16, 8, 8),))
-    actual, expected = lowered(x), F.max_pool2d(x, 2)
+    x[0, 4, 7, 7] = nan  # in the last window only
+    lowered = lower_and_compare(pool, (torch.randn(1, 16, 8, 8),))
+    actual, expected = lowered(x), pool(x)
     torch.testing.assert_close(actual, expected, equal_nan=True)
     assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
 
@@ -157,6 +169,6 @@ def test_max_pool_over_a_dynamic_channel_count_gives_nan_windows() -> None:
     lowered = trt_lower.lower_to_trt(Fn(fn), (spec,), backend="onnxruntime", min_block_size=1)
     assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks
     x = torch.randn(1, 5, 8)
-    x[0, 0, :2] = float("nan")
+    x[0, 0, 0] = float("nan")  # beside a number: NaN
     x[0, 1, 2:4] = torch.tensor([float("inf"), -float("inf")])
     torch.testing.assert_close(lowered(x), fn(x), equal_nan=True)
