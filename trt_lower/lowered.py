@@ -70,7 +70,7 @@ class LoweredModule(torch.fx.GraphModule):
         if isinstance(graph._codegen, _PyTreeCodeGen):
             graph._codegen = _DirectCodeGen(graph._codegen.pytree_info)
         super().__init__(root, graph, class_name="LoweredModule")
-        spec = graph._codegen.pytree_info.out_spec if isinstance(graph._codegen, _PyTreeCodeGen) else None
+        spec = graph._codegen.pytree_info.out_spec if isinstance(graph._codegen, _DirectCodeGen) else None
         if spec is not None and mirrors_items(spec):
             self._output = OutputBuilder(spec)  # the generated forward returns through it
         self.report = report

@@ -73,7 +73,7 @@ class OrtEngineModule(EngineModule):
             else:
                 feeds = {name: t.numpy() for name, t in zip(names, tensors)}
         except RuntimeError:  # numpy() refuses a tensor that requires grad (engines are inference only)
-            feeds = {name: t.detach().resolve_conj().resolve_neg().numpy() for name, t in zip(self._in_names, tensors)}
+            feeds = {name: t.detach().resolve_conj().resolve_neg().numpy() for name, t in zip(names, tensors)}
         arrays = self._run(self._out_names, feeds, None)
         if not self._casts_back:
             return tuple(map(torch.from_numpy, arrays)) if self.tuple_output else torch.from_numpy(arrays[0])

@@ -28,7 +28,7 @@ def _direct(spec: pytree.TreeSpec, made: Any) -> Callable[..., Any] | None:
     attribute (the state a ModelOutput's dataclass __init__ and __post_init__ leave)."""
     cls, keys = spec.type, tuple(spec.context)
     attrs = vars(made) if hasattr(made, "__dict__") else {}
-    if tuple(dict.keys(made)) != keys or any(attrs.get(k, None) is not made[k] for k in keys):
+    if tuple(dict.keys(made)) != keys or any(attrs.get(k) is not made[k] for k in keys):
         return None
     if any(v is not None for k, v in attrs.items() if k not in keys):
         return None
@@ -67,10 +67,11 @@ class OutputBuilder:
         made = self._unflatten(*leaves)
         try:
             direct = _direct(self.spec, made)
-            trusted = direct is not None and _identical(direct(*leaves), made)
+            if direct is not None and not _identical(direct(*leaves), made):
+                direct = None
         except Exception:  # a type whose instances are not built so: keep its constructor
-            trusted = False
-        self.build = direct if trusted and direct is not None else self._unflatten
+            direct = None
+        self.build = direct or self._unflatten
         return made
 
     def _unflatten(self, *leaves: Any) -> Any:
