@@ -11,6 +11,7 @@ from trt_lower.draw import describe
 from trt_lower.report import LoweringReport
 from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.output import OutputBuilder, mirrors_items
 
 
@@ -90,7 +91,7 @@ class LoweredModule(torch.fx.GraphModule):
         code = super().recompile()
         # GraphModule calls its forward through a wrapper that only rewrites tracebacks (a
         # microsecond or two a call); the generated code is in linecache either way.
-        setattr(type(self), "__call__", torch.nn.Module.__call__)
+        setattr(type(self), "__call__", direct_call)
         return code
 
     def _check_inputs_once(self) -> None:

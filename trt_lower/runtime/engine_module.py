@@ -5,6 +5,7 @@ from typing import Sequence
 
 import torch
 
+from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.signature import InputCheck, TensorSig
 
 Outputs = torch.Tensor | tuple[torch.Tensor, ...]
@@ -37,6 +38,8 @@ class EngineModule(torch.nn.Module):
         else:
             self.check(tensors)
         return self.run(tensors)
+
+    __call__ = direct_call
 
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
         """The engine's outputs for inputs that passed the check."""
