@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import logging
 import threading
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -21,6 +22,7 @@ from harness import Fn
 from trt_double.device import HostDevice
 from trt_lower import device
 from trt_lower.runtime import signature
+from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.runtime.output import OutputBuilder
 
 
@@ -451,3 +453,27 @@ def test_onnxruntime_engine_serves_two_threads_at_once() -> None:
     for t in threads:
         t.join(timeout=120)
     assert not wrong
+
+
+@pytest.mark.parametrize(("fallback_ops", "engines", "spins"), [
+    ([], 1, True),                       # the engine is the whole call
+    (["aten.add.Tensor"], 1, False),      # eager work after it
+    (["aten.relu.default"], 2, False),    # another engine's session (and an eager op) between its runs
+])
+def test_onnxruntime_workers_spin_between_runs_only_where_the_engine_is_the_whole_call(
+        fallback_ops: list[str], engines: int, spins: bool, tmp_path: Path) -> None:
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", fallback_ops=fallback_ops,
+                                     min_block_size=1)
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    loaded = trt_lower.load(tmp_path / "m.trtl", backend="onnxruntime")
+    for module in (lowered, loaded):
+        assert len(module.report.engines) == engines
+        for engine in (m for m in module.modules() if isinstance(m, OrtEngineModule)):
+            options = engine._session.get_session_options()
+            if spins:
+                with pytest.raises(RuntimeError, match="does not have configuration"):
+                    options.get_session_config_entry("session.force_spinning_stop")
+            else:
+                assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+        torch.testing.assert_close(module(x), model(x))

@@ -105,7 +105,7 @@ def lower_to_trt(
                 _require_full(parts.fallbacks, settings)
                 segments = convert(parts, goal, settings.precision, captured.symbols, settings.keep_fp32)
             with _timed(timings, "session"):
-                engines = build(segments, resolved, settings)
+                engines = build(segments, resolved, settings, alone=len(parts.engines) == 1 and not parts.fallbacks)
             with _timed(timings, "convert"):
                 lowered = stitch(parts, engines, captured.symbols, resolved, settings)
             break

@@ -347,7 +347,7 @@ def _segments(archive: _Archive) -> list[ConvertedSegment]:
 
 
 def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend: str,
-                    settings: LoweringSettings) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None],
+                    settings: LoweringSettings, alone: bool) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None],
                                                          dict[str, list[Plan]]]:
     """Each engine's module: from the file's plan where one fits this TensorRT and GPU, else made
     as lowering makes it (build.build: through the engine cache on TensorRT). Also whether it came
@@ -380,7 +380,7 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
         elif here is not None:
             rebuilt.append(name)
         unbuilt.append(segment)
-    for engine in build(unbuilt, backend, settings):
+    for engine in build(unbuilt, backend, settings, alone=alone):
         modules[engine.segment.name], hits[engine.segment.name] = engine.module, engine.cache_hit
     if rebuilt and here is not None:
         others = sorted({f"TensorRT {p.tensorrt} on {p.device}" for ps in carried.values() for p in ps})
@@ -430,7 +430,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
                                                set(weights), where)
     settings = replace(saved, backend=resolved)
-    modules, hits, carried = _engine_modules(archive, segments, resolved, settings)
+    modules, hits, carried = _engine_modules(archive, segments, resolved, settings,
+                                             alone=len(segments) == 1 and not report.fallbacks)
     report.backend = resolved
     report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
     report.timings = {"load": time.perf_counter() - start}

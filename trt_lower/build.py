@@ -23,9 +23,10 @@ class Engine:
     cache_hit: bool | None
 
 
-def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings) -> Engine:
+def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings, alone: bool) -> Engine:
     if backend == "onnxruntime":
-        module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output)
+        module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output,
+                                 spin_between_runs=alone)
         if has_bfloat16(segment.onnx.model):
             note = (f"{segment.name} computes bfloat16 as float32 on ONNX Runtime "
                     "(no bfloat16 kernels on its CPU provider)")
@@ -41,11 +42,14 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings)
     return Engine(segment, trt_module, cache_hit)
 
 
-def build(segments: list[ConvertedSegment], backend: str, settings: LoweringSettings) -> list[Engine]:
-    """Stage 4. In: the converted segments, the resolved backend ("tensorrt" or "onnxruntime")
-    and the settings (precision, engine cache directory, CUDA graphs). Out: one Engine per
+def build(segments: list[ConvertedSegment], backend: str, settings: LoweringSettings, *,
+          alone: bool) -> list[Engine]:
+    """Stage 4. In: the converted segments, the resolved backend ("tensorrt" or "onnxruntime"),
+    the settings (precision, engine cache directory, CUDA graphs) and whether the engine is all
+    the lowered call computes (one engine, no eager op: then ONNX Runtime's workers spin between
+    its runs, see runtime/ort_session.py; measured in bench/bench_spinning.py). Out: one Engine per
     segment, in order: an ONNX Runtime session, or a TensorRT engine loaded from the engine cache
     or built (and cached). Raises EngineBuildError naming the FX nodes to run eagerly instead
     when TensorRT cannot build a segment."""
-    return [_engine(segment, backend, settings)
+    return [_engine(segment, backend, settings, alone)
             for segment in progress.track(segments, "trt_lower: building engines")]

@@ -157,7 +157,7 @@ class Replay:
         values of its inputs and return its `outputs`."""
         segment, fed = self.convert(nodes, outputs, name)
         settings = dataclasses.replace(self.settings, cache_dir=Path(self._scratch.name))  # not the user's cache
-        (engine,) = build([segment], self.settings.backend, settings)
+        (engine,) = build([segment], self.settings.backend, settings, alone=False)  # between eager steps
         with torch.no_grad():
             return list(engine.module(*(self.values[a] for a in fed)))
 

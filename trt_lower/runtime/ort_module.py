@@ -32,16 +32,18 @@ class OrtEngineModule(EngineModule):
     torch-allocated outputs on a tiny MLP and ~0.1-0.2 ms less on BERT, where ONNX Runtime's own
     output allocation beats writing into bound buffers; `run_with_ort_values` costs more (an
     OrtValue per input per call). Where the engine's I/O dtype differs from the segment's (float64 runs as float32),
-    tensors are cast on the way in and back on the way out.
+    tensors are cast on the way in and back on the way out. spin_between_runs: see create_session
+    (False where the lowered call runs other work between this engine's runs).
     """
 
     def __init__(self, name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...],
-                 outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
+                 outputs: tuple[TensorSig, ...], tuple_output: bool, *, spin_between_runs: bool = True) -> None:
         super().__init__(name, inputs, outputs, tuple_output, _CPU)
         self.segment = segment
         # bfloat16 runs as float32 (the CPU provider has no bfloat16 kernels): the casts below follow.
         runnable = widen_bfloat16(segment)
-        self._session = create_session(runnable.model.SerializeToString(), runnable.weights)
+        self._session = create_session(runnable.model.SerializeToString(), runnable.weights,
+                                       spin_between_runs=spin_between_runs)
         self._run = self._session._sess.run
         engine = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
         self._in_names = tuple(s.name for s in inputs)

@@ -8,10 +8,18 @@ from numpy.typing import NDArray
 import onnxruntime as ort
 
 
-def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None) -> ort.InferenceSession:
+def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None, *,
+                   spin_between_runs: bool = True) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
-    (converters/passes/weights.py), handed over without serializing them."""
+    (converters/passes/weights.py), handed over without serializing them.
+
+    spin_between_runs=False: ONNX Runtime's intra-op workers keep spinning after a run, to start
+    the next one at once; where other work runs between two runs of the session (another engine's
+    session with workers of its own, eager ops on torch's threads), they hold the cores that work
+    needs. Then they stop when a run ends (they still spin within it)."""
     options = ort.SessionOptions()
+    if not spin_between_runs:
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # ORT logs a warning per unused initializer etc.; errors still raise.
     options.log_severity_level = 3
