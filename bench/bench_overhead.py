@@ -11,7 +11,9 @@ with every engine's session call swapped for a stub that returns its outputs at 
 engines' own time and its noise drop out. All run in alternating blocks of `--calls`
 calls (the order rotates per block, so load drifts reach all of them); per-call time is a block's
 median, and the figures are the median over blocks with their spread (min..max). Overhead =
-lowered - bare, against the target of 10 µs plus 5 µs per further engine. See bench/README.md.
+lowered - bare, against the target of 10 µs plus 5 µs per further engine. "mlp-relu-eager" is
+the MLP lowered with its ReLU eager: two engines, run in turn by the bare contenders; its lowered
+figures also hold the eager ReLU. See bench/README.md.
 """
 from __future__ import annotations
 
@@ -53,17 +55,22 @@ def resnet18() -> Example:
     return torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 64, 64),)
 
 
-MODELS: dict[str, Callable[[], Example]] = {"mlp": mlp, "bert": bert, "resnet18": resnet18}
+MODELS: dict[str, Callable[[], Example]] = {"mlp": mlp, "bert": bert, "resnet18": resnet18, "mlp-relu-eager": mlp}
+# Lowering settings other than the backend, by model: the MLP's ReLU eager makes two engines.
+LOWERING: dict[str, dict[str, Any]] = {"mlp-relu-eager": {"fallback_ops": ["aten.relu.default"], "min_block_size": 1}}
 
 
-def engine_call(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
-    """The arguments the lowered module hands engine_0 for `inputs`."""
-    seen: list[tuple[Any, ...]] = []
-    handle = lowered.engine_0.register_forward_pre_hook(lambda _, args: seen.append(args))
+def engine_calls(lowered: trt_lower.LoweredModule,
+                 inputs: tuple[torch.Tensor, ...]) -> list[tuple[OrtEngineModule, tuple[Any, ...]]]:
+    """Each engine, in call order, with the arguments the lowered module hands it for `inputs`."""
+    seen: list[tuple[OrtEngineModule, tuple[Any, ...]]] = []
+    engines = [m for m in lowered.modules() if isinstance(m, OrtEngineModule)]
+    handles = [e.register_forward_pre_hook(lambda module, args: seen.append((module, args))) for e in engines]
     with torch.no_grad():
         lowered(*inputs)
-    handle.remove()
-    return seen[0]
+    for handle in handles:
+        handle.remove()
+    return seen
 
 
 def _stub(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) -> None:
@@ -86,31 +93,45 @@ def _stub(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) ->
         engine._run = lambda names, feeds, options, arrays=recorded[engine]: arrays
 
 
+def _in_turn(calls: list[Callable[[], object]]) -> Callable[[], object]:
+    """One call running `calls` in turn (the call itself where there is one)."""
+    return calls[0] if len(calls) == 1 else lambda: [call() for call in calls]
+
+
 def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
+    """With k engines, "engine" calls each engine module in turn and the bare runs run each
+    engine's session in turn (on the arguments the lowered call hands them): the eager ops
+    between them are in the lowered figures only."""
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
-    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
-    engine = lowered.engine_0
-    args = engine_call(lowered, inputs)
-    session = create_session(engine.onnx_bytes)
-    names = [i.name for i in session.get_inputs()]
-    feeds = {n: np.ascontiguousarray(a.numpy()) for n, a in zip(names, args)}
-    outputs = [o.name for o in session.get_outputs()]
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **LOWERING.get(name, {}))
+    called = engine_calls(lowered, inputs)
+    # The session options trt_lower picks (workers spin between runs only for one engine alone).
+    alone = len(called) == 1 and not lowered.report.fallbacks
+    engine_runs, bare_runs, from_torch_runs = [], [], []
+    for engine, args in called:
+        session = create_session(engine.onnx_bytes, spin_between_runs=alone)
+        names = [i.name for i in session.get_inputs()]
+        feeds = {n: np.ascontiguousarray(a.numpy()) for n, a in zip(names, args)}
+        outputs = [o.name for o in session.get_outputs()]
+        engine_runs.append(lambda engine=engine, args=args: engine(*args))
+        bare_runs.append(lambda session=session, outputs=outputs, feeds=feeds: session.run(outputs, feeds))
+        from_torch_runs.append(lambda session=session, outputs=outputs, names=names, args=args: [
+            torch.from_numpy(a) for a in session.run(outputs, {n: a.numpy() for n, a in zip(names, args)})])
     flat = pytree.tree_leaves(lowered(*inputs))
-    stubbed = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    stubbed = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **LOWERING.get(name, {}))
     _stub(stubbed, inputs)
     calls: dict[str, Callable[[], object]] = {
         "eager": lambda: model(*inputs),
         "lowered": lambda: lowered(*inputs),
-        "engine": lambda: engine(*args),
-        "bare session.run": lambda: session.run(outputs, feeds),
-        "bare from torch": lambda: [torch.from_numpy(a) for a in session.run(
-            outputs, {n: a.numpy() for n, a in zip(names, args)})],
+        "engine": _in_turn(engine_runs),
+        "bare session.run": _in_turn(bare_runs),
+        "bare from torch": _in_turn(from_torch_runs),
         "lowered, engines stubbed": lambda: stubbed(*inputs),
         # What eager pays too: the model's own output object (a transformers ModelOutput, say).
         "output object": lambda: pytree.tree_unflatten(flat, lowered._out_spec),
     }
-    return calls, len(lowered.report.engines)
+    return calls, len(called)
 
 
 def measure(calls: dict[str, Callable[[], object]], blocks: int, per_block: int,
