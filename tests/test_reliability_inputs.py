@@ -116,6 +116,18 @@ def test_non_contiguous_inputs_give_eager_results(convnet: tuple[torch.nn.Module
         torch.testing.assert_close(lowered(x), model(x))
 
 
+@pytest.mark.parametrize("view", ["imaginary part of a conjugate", "contiguous"])
+def test_a_lazily_negated_input_gives_eager_results(convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
+                                                    view: str) -> None:
+    model, lowered = convnet
+    # torch negates these views lazily: their memory holds the values' negatives.
+    x = (torch.randn(2, 3, 8, 8, dtype=torch.complex64).conj().imag if view != "contiguous"
+         else torch._neg_view(torch.randn(2, 3, 8, 8)))
+    assert x.is_neg() and x.is_contiguous() == (view == "contiguous")
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), model(x))
+
+
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode", "neither"])
 def test_every_grad_mode_gives_eager_results(convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
                                              mode: str) -> None:
