@@ -346,9 +346,8 @@ def _segments(archive: _Archive) -> list[ConvertedSegment]:
     return segments
 
 
-def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend: str,
-                    settings: LoweringSettings, alone: bool) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None],
-                                                         dict[str, list[Plan]]]:
+def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend: str, settings: LoweringSettings,
+                    alone: bool) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None], dict[str, list[Plan]]]:
     """Each engine's module: from the file's plan where one fits this TensorRT and GPU, else made
     as lowering makes it (build.build: through the engine cache on TensorRT). Also whether it came
     from a plan or the cache, and the file's plans for other TensorRT versions and GPUs."""

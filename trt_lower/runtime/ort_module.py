@@ -32,8 +32,8 @@ class OrtEngineModule(EngineModule):
     Measured against `session.run` on `Tensor.numpy()` views with `torch.from_numpy` on the outputs
     (bench/bench_overhead.py's MLP, alternating blocks): ~2 µs less per call (12.9 vs 15.1 µs, the
     bare run 6.7); `run_with_ort_values` and an IOBinding cost more than either (an object or a
-    binding call per tensor per call). Inputs that are not one contiguous block (or carry torch's lazy
-    negation bit), and empty ones (no data pointer, which ONNX Runtime refuses), go as numpy
+    binding call per tensor per call). Inputs that are not one contiguous block (or carry torch's
+    lazy negation bit), and empty ones (no data pointer, which ONNX Runtime refuses), go as numpy
     views: ONNX Runtime makes a non-contiguous array contiguous itself. Where the engine's I/O
     dtype differs from the segment's (float64 runs as float32), tensors are cast on the way in
     and back on the way out. spin_between_runs: see create_session (False where the lowered call
@@ -90,7 +90,7 @@ class OrtEngineModule(EngineModule):
         """The outputs, from the inputs' memory by address; None for an empty input (null address)."""
         feeds = _ort.OrtValueVector()
         try:
-            # The vector holds the tensors (first argument) until it is dropped, after the run.
+            # Addresses only: the caller holds the tensors until the run has read them.
             feeds.push_back_batch(tensors, [t.data_ptr() for t in tensors], self._in_types,
                                   [t.shape for t in tensors], self._in_devices)
         except RuntimeError:
