@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -34,6 +34,8 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from converters.core.dtypes import NUMPY_TYPES  # noqa: E402
+from trt_lower.build import engine_is_whole_call  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
@@ -77,11 +79,7 @@ def _stub(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) ->
     """Swap each engine's session run for one that hands back, at once, what it computed for
     `inputs` (their buffers by address, as the session's own outputs come): the lowered module's
     time is then its host cost alone (the stub's own ~1 µs per engine included)."""
-    from converters.core.dtypes import NUMPY_TYPES
-
-    with torch.no_grad():
-        called = engine_calls(lowered, inputs)
-    for engine, args in called:
+    for engine, args in engine_calls(lowered, inputs):
         outputs = engine.run(args)
         recorded = [t.clone() for t in (outputs if isinstance(outputs, tuple) else (outputs,))]
         pointers = [t.data_ptr() for t in recorded]
@@ -96,7 +94,7 @@ def _stub(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) ->
         engine._run_vector = fill
 
 
-def _in_turn(calls: list[Callable[[], object]]) -> Callable[[], object]:
+def _in_turn(calls: Sequence[Callable[..., object]]) -> Callable[[], object]:
     """One call running `calls` in turn (the call itself where there is one)."""
     return calls[0] if len(calls) == 1 else lambda: [call() for call in calls]
 
@@ -109,8 +107,8 @@ def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
     model, inputs = MODELS[name]()
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **LOWERING.get(name, {}))
     called = engine_calls(lowered, inputs)
-    # The session options trt_lower picks (workers spin between runs only for one engine alone).
-    alone = len(called) == 1 and not lowered.report.fallbacks
+    # The session options trt_lower picks.
+    alone = engine_is_whole_call(len(called), len(lowered.report.fallbacks))
     engine_runs, bare_runs, from_torch_runs = [], [], []
     for engine, args in called:
         session = create_session(engine.onnx_bytes, spin_between_runs=alone)

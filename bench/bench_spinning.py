@@ -21,6 +21,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from trt_lower.build import engine_is_whole_call  # noqa: E402
+
 # name: (bench_models model, ops kept eager)
 CASES: dict[str, tuple[str, list[str]]] = {
     "resnet18-adds": ("resnet18", ["aten.add.Tensor"]),                    # each residual add eager
@@ -35,12 +39,11 @@ def child(case: str, spin: bool, calls: int) -> None:
     """Lower `case` with every engine session's spinning set to `spin`; print the median ms."""
     import torch
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import trt_lower
     from bench_models import MODELS
     from trt_lower.runtime import ort_module, ort_session
 
-    ort_module.create_session = lambda onnx, weights=None, **_: ort_session.create_session(  # type: ignore[misc]
+    ort_module.create_session = lambda onnx, weights=None, **_: ort_session.create_session(  # type: ignore[attr-defined]
         onnx, weights, spin_between_runs=spin)
     name, fallback = CASES[case]
     torch.manual_seed(0)
@@ -87,7 +90,7 @@ def main() -> None:
                 shape = run_child(case, spin, args.calls)
                 times[spin].append(shape["ms"])
         kept, stopped = times[True], times[False]
-        alone = shape["engines"] == 1 and not shape["eager"]
+        alone = engine_is_whole_call(int(shape["engines"]), int(shape["eager"]))
         print(f"{case:20s} {shape['engines']:7.0f} {shape['eager']:5.0f}"
               f" {statistics.median(kept):9.3f} ({min(kept):.2f}..{max(kept):.2f})"
               f" {statistics.median(stopped):9.3f} ({min(stopped):.2f}..{max(stopped):.2f})"

@@ -13,7 +13,7 @@ import torch
 from converters.core.interpreter import ConversionError
 from converters.core.target import Target, for_installed
 from splitter import ConverterSupport, split
-from trt_lower.build import build
+from trt_lower.build import build, engine_is_whole_call
 from trt_lower.capture import capture, check_inputs
 from trt_lower.convert import convert
 from trt_lower.engine import tensorrt as trt_engine
@@ -105,7 +105,8 @@ def lower_to_trt(
                 _require_full(parts.fallbacks, settings)
                 segments = convert(parts, goal, settings.precision, captured.symbols, settings.keep_fp32)
             with _timed(timings, "session"):
-                engines = build(segments, resolved, settings, alone=len(parts.engines) == 1 and not parts.fallbacks)
+                alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
+                engines = build(segments, resolved, settings, alone=alone)
             with _timed(timings, "convert"):
                 lowered = stitch(parts, engines, captured.symbols, resolved, settings)
             break

@@ -40,7 +40,7 @@ from torch.fx.graph import _PyTreeCodeGen
 from converters.passes.weights import OnnxSegment, initializer, is_external
 from trt_lower import artifact_graph
 from trt_lower import device as devices
-from trt_lower.build import build
+from trt_lower.build import build, engine_is_whole_call
 from trt_lower.convert import ConvertedSegment
 from trt_lower.engine.cache import _write_atomic as write_atomic
 from trt_lower.lowered import LoweredModule
@@ -430,7 +430,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
                                                set(weights), where)
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(archive, segments, resolved, settings,
-                                             alone=len(segments) == 1 and not report.fallbacks)
+                                             alone=engine_is_whole_call(len(segments), len(report.fallbacks)))
     report.backend = resolved
     report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
     report.timings = {"load": time.perf_counter() - start}

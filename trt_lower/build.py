@@ -42,12 +42,17 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
     return Engine(segment, trt_module, cache_hit)
 
 
+def engine_is_whole_call(engines: int, eager_ops: int) -> bool:
+    """Whether a lowered call computes nothing but its one engine (then ONNX Runtime's workers
+    spin between the engine's runs, see runtime/ort_session.py)."""
+    return engines == 1 and not eager_ops
+
+
 def build(segments: list[ConvertedSegment], backend: str, settings: LoweringSettings, *,
           alone: bool) -> list[Engine]:
     """Stage 4. In: the converted segments, the resolved backend ("tensorrt" or "onnxruntime"),
-    the settings (precision, engine cache directory, CUDA graphs) and whether the engine is all
-    the lowered call computes (one engine, no eager op: then ONNX Runtime's workers spin between
-    its runs, see runtime/ort_session.py; measured in bench/bench_spinning.py). Out: one Engine per
+    the settings (precision, engine cache directory, CUDA graphs) and whether the engine is the
+    whole lowered call (`engine_is_whole_call`; measured in bench/bench_spinning.py). Out: one Engine per
     segment, in order: an ONNX Runtime session, or a TensorRT engine loaded from the engine cache
     or built (and cached). Raises EngineBuildError naming the FX nodes to run eagerly instead
     when TensorRT cannot build a segment."""

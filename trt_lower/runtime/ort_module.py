@@ -79,9 +79,6 @@ class OrtEngineModule(EngineModule):
         results = self._by_address(tensors) if all(t.is_contiguous() and not t.is_neg() for t in tensors) else None
         if results is None:
             results = [torch.from_numpy(a) for a in self._run(self._out_names, self._numpy_feeds(tensors), None)]
-        elif self._bool_outputs:
-            for i in self._bool_outputs:
-                results[i] = results[i].view(torch.bool)
         if self._casts_back:
             results = [t if back is None else t.to(back) for t, back in zip(results, self._casts_back)]
         return tuple(results) if self.tuple_output else results[0]
@@ -98,6 +95,8 @@ class OrtEngineModule(EngineModule):
         fetched = _ort.OrtValueVector()
         self._run_vector(self._run_options, self._in_names, feeds, self._out_names, fetched, self._out_devices)
         results: list[torch.Tensor] = fetched.to_dlpacks(torch._C._from_dlpack)
+        for i in self._bool_outputs:
+            results[i] = results[i].view(torch.bool)
         return results
 
     def _numpy_feeds(self, tensors: Sequence[torch.Tensor]) -> dict[str, Any]:
