@@ -44,22 +44,30 @@ def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _never_minus_inf(node: torch.fx.Node) -> bool:
+    """Whether the pooled input comes from a ReLU (ResNet's stem, SqueezeNet): no -inf in it."""
+    source = node.args[0]
+    return isinstance(source, torch.fx.Node) and source.target == aten.relu.default
+
+
 def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict[str, Any],
-                 dtype: torch.dtype, channels: ShapeDim) -> Ref:
+                 dtype: torch.dtype, channels: ShapeDim, never_minus_inf: bool) -> Ref:
     """NaN where a window holds a NaN, as torch's max pooling gives (ONNX Runtime's MaxPool skips
     NaNs; found by tests/test_reliability_inputs.py): the pooled values times a factor that is 1,
     or NaN where the window's mean of tanh(x) is (tanh keeps NaN and bounds +-inf, so nothing else
-    makes that mean NaN; times 1 keeps every value, -0.0 and +-inf included). The factor, 0 * mean
-    + 1, is a BatchNormalization of scale 0 and bias 1 where the channel count is known: ONNX
-    Runtime's NCHWc layout pass then keeps Tanh, the average, the factor and the Mul in the
-    convolutions' blocked layout (an IsNaN/Where test cost a reorder each way around every pool,
-    and kept a residual Add or Relu after it from fusing into its convolution)."""
-    if op_type == "GlobalMaxPool":
-        mean = b.op("GlobalAveragePool", b.op("Tanh", x))
-    else:
+    makes that mean NaN; times 1 keeps every value, -0.0 and +-inf included). Where x holds no
+    -inf (a ReLU's output), the plain mean is NaN only where a NaN is, so tanh goes after the
+    average, onto the pooled grid: one pass over x less (SqueezeNet's engine ~7% faster). The
+    factor, 0 * tanh + 1, is a BatchNormalization of scale 0 and bias 1 where the channel count is
+    known: ONNX Runtime's NCHWc layout pass then keeps Tanh, the average, the factor and the Mul
+    in the convolutions' blocked layout (an IsNaN/Where test cost a reorder each way around every
+    pool, and kept a residual Add or Relu after it from fusing into its convolution)."""
+    def average(v: Ref) -> Ref:
         # Padding left out of the divisor (ONNX's default; NCHWc pools it in ceil mode only so):
         # every max pooling window holds at least one element.
-        mean = b.op("AveragePool", b.op("Tanh", x), **attrs)
+        return b.op("GlobalAveragePool", v) if op_type == "GlobalMaxPool" else b.op("AveragePool", v, **attrs)
+
+    mean = b.op("Tanh", average(x)) if never_minus_inf else average(b.op("Tanh", x))
     if is_static_dim(channels):
         zero, one = b.const([0.0] * int(channels), dtype), b.const([1.0] * int(channels), dtype)
         factor = b.op("BatchNormalization", mean, zero, one, zero, one, epsilon=0.0)
@@ -87,7 +95,8 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
             attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, static_in, out_spatial))
     pooled = b.op(op_type, y, **attrs)
     if op_type.endswith("MaxPool"):
-        pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype, x.shape[-n - 1])
+        pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype, x.shape[-n - 1],
+                              _never_minus_inf(b.converting))
     if squeeze:
         pooled = b.op("Squeeze", pooled, b.ints(sorted(squeeze)))
     return Ref(pooled.name, x.dtype)
