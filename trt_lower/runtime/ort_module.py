@@ -76,28 +76,34 @@ class OrtEngineModule(EngineModule):
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
         if self._in_casts:
             tensors = [t if cast is None else t.to(cast) for t, cast in zip(tensors, self._in_casts)]
-        results = self._by_address(tensors) if all(t.is_contiguous() and not t.is_neg() for t in tensors) else None
-        if results is None:
+        feeds = self._feeds(tensors)
+        if feeds is None:
             results = [torch.from_numpy(a) for a in self._run(self._out_names, self._numpy_feeds(tensors), None)]
+        else:
+            fetched = _ort.OrtValueVector()
+            self._run_vector(self._run_options, self._in_names, feeds, self._out_names, fetched, self._out_devices)
+            results = fetched.to_dlpacks(torch._C._from_dlpack)
+            for i in self._bool_outputs:
+                results[i] = results[i].view(torch.bool)
         if self._casts_back:
             results = [t if back is None else t.to(back) for t, back in zip(results, self._casts_back)]
         return tuple(results) if self.tuple_output else results[0]
 
-    def _by_address(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor] | None:
-        """The outputs, from the inputs' memory by address; None for an empty input (null address)."""
+    def _feeds(self, tensors: Sequence[torch.Tensor]) -> Any:
+        """The inputs as views of their memory (address, shape, dtype), or None where one is not a
+        contiguous block, carries the negation bit or is empty (null address, which ONNX Runtime
+        refuses). A view holds no reference: the caller holds the tensors until the run has read
+        them."""
+        for t in tensors:
+            if not t.is_contiguous() or t.is_neg():
+                return None
         feeds = _ort.OrtValueVector()
         try:
-            # Addresses only: the caller holds the tensors until the run has read them.
             feeds.push_back_batch(tensors, [t.data_ptr() for t in tensors], self._in_types,
                                   [t.shape for t in tensors], self._in_devices)
         except RuntimeError:
             return None
-        fetched = _ort.OrtValueVector()
-        self._run_vector(self._run_options, self._in_names, feeds, self._out_names, fetched, self._out_devices)
-        results: list[torch.Tensor] = fetched.to_dlpacks(torch._C._from_dlpack)
-        for i in self._bool_outputs:
-            results[i] = results[i].view(torch.bool)
-        return results
+        return feeds
 
     def _numpy_feeds(self, tensors: Sequence[torch.Tensor]) -> dict[str, Any]:
         """Numpy views of the tensors' memory (the tensors outlive the run that reads them)."""
