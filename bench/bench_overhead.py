@@ -1,6 +1,7 @@
 """Per-call host overhead of a lowered module above its engine (ONNX Runtime backend, CPU).
 
-    python bench/bench_overhead.py [--blocks 7] [--calls 50] [--models mlp,bert,resnet18] [--clock wall|cpu] [--json out.json]
+    python bench/bench_overhead.py [--blocks 7] [--calls 50] [--models mlp,bert,resnet18] [--clock wall|cpu]
+                                   [--threads N] [--json out.json]
 
 For each model, side by side in one process: eager PyTorch, the lowered module, its engine
 module alone (called with the arguments the lowered module hands it), a bare `session.run` on
@@ -13,11 +14,15 @@ calls (the order rotates per block, so load drifts reach all of them); per-call 
 median, and the figures are the median over blocks with their spread (min..max). Overhead =
 lowered - bare, against the target of 10 µs plus 5 µs per further engine. "mlp-relu-eager" is
 the MLP lowered with its ReLU eager: two engines, run in turn by the bare contenders; its lowered
-figures also hold the eager ReLU. See bench/README.md.
+figures also hold the eager ReLU. --threads N gives every session (the engines' and the bare
+ones) N intra-op threads: with 1, the engines' run-to-run noise, which hides lowered - bare on
+the larger models with ONNX Runtime's default of a thread per core, mostly drops out. See
+bench/README.md.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -36,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trt_lower  # noqa: E402
 from converters.core.dtypes import NUMPY_TYPES  # noqa: E402
 from trt_lower.build import engine_is_whole_call  # noqa: E402
+from trt_lower.runtime import ort_module  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
@@ -99,10 +105,12 @@ def _in_turn(calls: Sequence[Callable[..., object]]) -> Callable[[], object]:
     return calls[0] if len(calls) == 1 else lambda: [call() for call in calls]
 
 
-def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
+def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], object]], int]:
     """With k engines, "engine" calls each engine module in turn and the bare runs run each
     engine's session in turn (on the arguments the lowered call hands them): the eager ops
     between them are in the lowered figures only."""
+    # The engines' sessions too: the engine modules make them through ort_module's name.
+    setattr(ort_module, "create_session", functools.partial(create_session, threads=threads))
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **LOWERING.get(name, {}))
@@ -111,7 +119,7 @@ def contenders(name: str) -> tuple[dict[str, Callable[[], object]], int]:
     alone = engine_is_whole_call(len(called), len(lowered.report.fallbacks))
     engine_runs, bare_runs, from_torch_runs = [], [], []
     for engine, args in called:
-        session = create_session(engine.onnx_bytes, spin_between_runs=alone)
+        session = create_session(engine.onnx_bytes, spin_between_runs=alone, threads=threads)
         names = [i.name for i in session.get_inputs()]
         feeds = {n: np.ascontiguousarray(a.numpy()) for n, a in zip(names, args)}
         outputs = [o.name for o in session.get_outputs()]
@@ -166,14 +174,16 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
+          f"intra-op threads {args.threads or 'ONNX Runtime default'}; "
           f"{args.clock} clock, median of {args.blocks} blocks x {args.calls} calls "
           "(spread: min..max of block medians)")
     report: dict[str, Any] = {}
     for name in args.models.split(","):
-        calls, engines = contenders(name)
+        calls, engines = contenders(name, args.threads)
         times = measure(calls, args.blocks, args.calls, CLOCKS[args.clock])
         med = {n: statistics.median(ts) for n, ts in times.items()}
         overhead = [lo - bare for lo, bare in zip(times["lowered"], times["bare session.run"])]

@@ -9,15 +9,19 @@ import onnxruntime as ort
 
 
 def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None, *,
-                   spin_between_runs: bool = True) -> ort.InferenceSession:
+                   spin_between_runs: bool = True, threads: int | None = None) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
     (converters/passes/weights.py), handed over without serializing them.
 
     spin_between_runs=False: ONNX Runtime's intra-op workers keep spinning after a run, to start
     the next one at once; where other work runs between two runs of the session (another engine's
     session with workers of its own, eager ops on torch's threads), they hold the cores that work
-    needs. Then they stop when a run ends (they still spin within it)."""
+    needs. Then they stop when a run ends (they still spin within it).
+
+    threads: intra-op threads (None: ONNX Runtime's default, one per core)."""
     options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
     if not spin_between_runs:
         options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
