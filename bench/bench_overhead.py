@@ -56,7 +56,8 @@ def mlp() -> Example:
 def bert() -> Example:
     config = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=512, vocab_size=1000)
-    return transformers.BertModel(config).eval(), (torch.randint(0, 1000, (1, 32)),)
+    model: torch.nn.Module = transformers.BertModel(config)
+    return model.eval(), (torch.randint(0, 1000, (1, 32)),)
 
 
 def resnet18() -> Example:
@@ -128,6 +129,8 @@ def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], o
         from_torch_runs.append(lambda session=session, outputs=outputs, names=names, args=args: [
             torch.from_numpy(a) for a in session.run(outputs, {n: a.numpy() for n, a in zip(names, args)})])
     flat = pytree.tree_leaves(lowered(*inputs))
+    spec = lowered._out_spec
+    assert spec is not None  # torch.export's module, which lowering keeps, records it
     stubbed = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **LOWERING.get(name, {}))
     _stub(stubbed, inputs)
     calls: dict[str, Callable[[], object]] = {
@@ -138,7 +141,7 @@ def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], o
         "bare from torch": _in_turn(from_torch_runs),
         "lowered, engines stubbed": lambda: stubbed(*inputs),
         # What eager pays too: the model's own output object (a transformers ModelOutput, say).
-        "output object": lambda: pytree.tree_unflatten(flat, lowered._out_spec),
+        "output object": lambda: pytree.tree_unflatten(flat, spec),
     }
     return calls, len(called)
 
