@@ -163,23 +163,27 @@ def test_max_pool_gives_nan_inf_and_negative_zero_as_eager(pool: Callable[[torch
     assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
 
 
-@pytest.mark.parametrize("pool", [
-    lambda t: F.max_pool2d(torch.relu(t), 2),
-    lambda t: F.max_pool2d(torch.relu(t), 3, 2, 1, ceil_mode=True),
-    lambda t: F.adaptive_max_pool2d(torch.relu(t), 1),
-], ids=["k2", "k3s2p1_ceil", "global"])
-def test_max_pool_after_a_relu_takes_tanh_of_the_pooled_mean_and_gives_eager_nan_windows(
-        pool: Callable[[torch.Tensor], torch.Tensor]) -> None:
+@pytest.mark.parametrize("pool, after_relu", [
+    (lambda t: F.max_pool2d(torch.relu(t), 2), True),
+    (lambda t: F.max_pool2d(torch.relu(t), 3, 2, 1, ceil_mode=True), True),
+    (lambda t: F.adaptive_max_pool2d(torch.relu(t), 1), True),
+    (lambda t: F.max_pool2d(torch.cat([torch.relu(t[:, :4]), torch.relu(t[:, 4:])], 1), 2), True),
+    (lambda t: F.max_pool2d(torch.cat([torch.relu(t[:, :4]), t[:, 4:]], 1), 2), False),
+], ids=["k2", "k3s2p1_ceil", "global", "cat_of_relus", "cat_with_a_plain_input"])
+def test_max_pool_of_relu_outputs_takes_tanh_of_the_pooled_mean_and_gives_eager_nan_windows(
+        pool: Callable[[torch.Tensor], torch.Tensor], after_relu: bool) -> None:
     nan, inf = float("nan"), float("inf")
     x = torch.randn(1, 8, 8, 8)
     x[0, 0, 0, :2] = torch.tensor([nan, inf])  # NaN beside +inf: NaN
     x[0, 1, 0, :2] = torch.tensor([inf, -inf])  # +inf beside a ReLU's 0: +inf
     x[0, 2, :, :] = inf  # every window +inf (their mean is +inf, its tanh 1): +inf
-    x[0, 3, 7, 7] = nan  # in the last window only
-    lowered = lower_and_compare(pool, (torch.randn(1, 8, 8, 8),), ops=[torch.ops.aten.relu.default])
+    x[0, 5, 0, :2] = torch.tensor([inf, -inf])  # without a ReLU: +inf beside -inf (their mean is NaN): +inf
+    x[0, 6, 7, 7] = nan  # in the last window only
+    lowered = lower_and_compare(pool, (torch.randn(1, 8, 8, 8),))
     nodes = [n for _, m in _engines(lowered) for n in onnx.load_from_string(m).graph.node]
     averaged = {o for n in nodes if n.op_type.endswith("AveragePool") for o in n.output}
-    assert [n.input[0] in averaged for n in nodes if n.op_type == "Tanh"] == [True], nodes
+    # Tanh on the pooled mean (a ReLU's output holds no -inf), else on the input.
+    assert [n.input[0] in averaged for n in nodes if n.op_type == "Tanh"] == [after_relu], nodes
     torch.testing.assert_close(lowered(x), pool(x), equal_nan=True)
 
 

@@ -44,10 +44,15 @@ def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _never_minus_inf(node: torch.fx.Node) -> bool:
-    """Whether the pooled input comes from a ReLU (ResNet's stem, SqueezeNet): no -inf in it."""
-    source = node.args[0]
-    return isinstance(source, torch.fx.Node) and source.target == aten.relu.default
+def _never_minus_inf(value: object) -> bool:
+    """Whether an FX value holds no -inf: a ReLU's output (ResNet's stem), or a concatenation of
+    such (SqueezeNet's Fire modules)."""
+    if not isinstance(value, torch.fx.Node):
+        return False
+    if value.target == aten.cat.default:
+        parts = value.args[0]
+        return isinstance(parts, (list, tuple)) and all(_never_minus_inf(v) for v in parts)
+    return value.target == aten.relu.default
 
 
 def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict[str, Any],
@@ -57,7 +62,7 @@ def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict
     or NaN where the window's mean of tanh(x) is (tanh keeps NaN and bounds +-inf, so nothing else
     makes that mean NaN; times 1 keeps every value, -0.0 and +-inf included). Where x holds no
     -inf (a ReLU's output), the plain mean is NaN only where a NaN is, so tanh goes after the
-    average, onto the pooled grid: one pass over x less (SqueezeNet's engine ~7% faster). The
+    average, onto the pooled grid: one pass over x less (SqueezeNet's engine ~6% faster). The
     factor, 0 * tanh + 1, is a BatchNormalization of scale 0 and bias 1 where the channel count is
     known: ONNX Runtime's NCHWc layout pass then keeps Tanh, the average, the factor and the Mul
     in the convolutions' blocked layout (an IsNaN/Where test cost a reorder each way around every
@@ -96,7 +101,7 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
     pooled = b.op(op_type, y, **attrs)
     if op_type.endswith("MaxPool"):
         pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype, x.shape[-n - 1],
-                              _never_minus_inf(b.converting))
+                              _never_minus_inf(b.converting.args[0]))
     if squeeze:
         pooled = b.op("Squeeze", pooled, b.ints(sorted(squeeze)))
     return Ref(pooled.name, x.dtype)
