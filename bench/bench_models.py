@@ -37,6 +37,7 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from trt_lower.runtime import ort_module  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
@@ -127,6 +128,15 @@ def block(fn: Callable[[], object], calls: int) -> tuple[float, float]:
         wall.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     return statistics.median(wall), statistics.median(cpu)
+
+
+def engine_sessions_with(**options: Any) -> None:
+    """From now on, make every engine session trt_lower builds with these `create_session`
+    options, over trt_lower's own choice (how the benches build their variants)."""
+    def make(onnx_bytes: bytes, weights: Any = None, **chosen: Any) -> Any:
+        return create_session(onnx_bytes, weights, **{**chosen, **options})
+    # The engine modules make their sessions through ort_module's name.
+    setattr(ort_module, "create_session", make)
 
 
 def bare_engine(lowered: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object] | None:

@@ -26,8 +26,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_models  # noqa: E402
 import converters.ops.pooling as pooling  # noqa: E402
 import trt_lower  # noqa: E402
-from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
-from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
 EMITTED = pooling._nan_windows
 
@@ -55,16 +53,11 @@ def sessions(name: str) -> dict[str, Callable[[], object]]:
             lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
         finally:
             pooling._nan_windows = EMITTED
-        (engine,) = [m for m in lowered.modules() if isinstance(m, OrtEngineModule)]
-        runs[form] = _bare(engine.onnx_bytes, inputs)
-    runs["whole graph"] = _bare(bench_models.export_whole(model, inputs), inputs)
+        run = bench_models.bare_engine(lowered, inputs)
+        assert run is not None, f"{name} lowers to more than one engine"
+        runs[form] = run
+    runs["whole graph"] = bench_models.whole_graph(model, inputs)["whole"]
     return runs
-
-
-def _bare(onnx_bytes: bytes, inputs: tuple[torch.Tensor, ...]) -> Callable[[], object]:
-    session = create_session(onnx_bytes)
-    feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
-    return lambda: session.run(None, feeds)
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ bench/README.md.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -39,9 +38,9 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from bench_models import engine_sessions_with  # noqa: E402
 from converters.core.dtypes import NUMPY_TYPES  # noqa: E402
 from trt_lower.build import engine_is_whole_call  # noqa: E402
-from trt_lower.runtime import ort_module  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
@@ -110,8 +109,7 @@ def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], o
     """With k engines, "engine" calls each engine module in turn and the bare runs run each
     engine's session in turn (on the arguments the lowered call hands them): the eager ops
     between them are in the lowered figures only."""
-    # The engines' sessions too: the engine modules make them through ort_module's name.
-    setattr(ort_module, "create_session", functools.partial(create_session, threads=threads))
+    engine_sessions_with(threads=threads)
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **LOWERING.get(name, {}))

@@ -40,11 +40,9 @@ def child(case: str, spin: bool, calls: int) -> None:
     import torch
 
     import trt_lower
-    from bench_models import MODELS
-    from trt_lower.runtime import ort_module, ort_session
+    from bench_models import MODELS, engine_sessions_with
 
-    ort_module.create_session = lambda onnx, weights=None, **_: ort_session.create_session(  # type: ignore[attr-defined]
-        onnx, weights, spin_between_runs=spin)
+    engine_sessions_with(spin_between_runs=spin)
     name, fallback = CASES[case]
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
