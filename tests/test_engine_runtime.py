@@ -109,21 +109,21 @@ def test_module_calls_skip_nn_module_dispatch_until_a_hook_is_registered(
     assert seen == ["pre", lowered.engine_0, lowered.engine_1, lowered]
 
 
-def test_onnxruntime_engines_take_contiguous_inputs_by_address_and_give_torch_outputs(
+def test_onnxruntime_engines_take_contiguous_inputs_through_dlpack_and_give_torch_outputs(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.relu(x) * 2, x > 0  # a float and a bool output
+    def f(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(x) * 2, (x > 0) & mask  # a float and a bool output
 
-    lowered = trt_lower.lower_to_trt(Fn(f), (torch.randn(4, 6),), backend="onnxruntime")
+    lowered = trt_lower.lower_to_trt(Fn(f), (torch.randn(4, 6), torch.rand(4, 6) > 0.5), backend="onnxruntime")
     made: list[object] = []
     real = torch.Tensor.numpy
     monkeypatch.setattr(torch.Tensor, "numpy", lambda self, *a, **k: (made.append(self), real(self, *a, **k))[1])
-    x = torch.randn(4, 6)
-    torch.testing.assert_close(lowered(x), f(x))  # dtypes included: the bool output comes back bool
-    assert made == []  # no numpy view on the way in (nor torch.from_numpy on the way out)
+    x, mask = torch.randn(4, 6), torch.rand(4, 6) > 0.5
+    torch.testing.assert_close(lowered(x, mask), f(x, mask))  # dtypes included: the bool output comes back bool
+    assert made == []  # no numpy view on the way in, the bool input included (nor torch.from_numpy on the way out)
     strided = torch.randn(6, 4).t()
-    torch.testing.assert_close(lowered(strided), f(strided))
-    assert len(made) == 1  # not one block of memory: handed over as a numpy view
+    torch.testing.assert_close(lowered(strided, mask), f(strided, mask))
+    assert len(made) == 2  # not one block of memory: both inputs handed over as numpy views
 
 
 @pytest.mark.parametrize("returns", ["tensor", "tuple", "dict", "nested"])

@@ -6,7 +6,7 @@ from typing import Any, Iterable, Sequence
 import torch
 from onnxruntime.capi import _pybind_state as _ort
 
-from converters.core.dtypes import NUMPY_TYPES, ORT_TYPES
+from converters.core.dtypes import ORT_TYPES
 from converters.passes.bfloat16 import widen_bfloat16
 from converters.passes.weights import OnnxSegment
 from trt_lower.runtime.ort_session import create_session
@@ -26,15 +26,16 @@ def _casts(pairs: Iterable[tuple[torch.dtype, torch.dtype]]) -> tuple[torch.dtyp
 class OrtEngineModule(EngineModule):
     """Runs the segment's ONNX on torch tensors (CPU) without copying them.
 
-    The common call hands ONNX Runtime the tensors' memory by address (an `OrtValueVector` of
-    (pointer, shape, dtype), the binding ONNX Runtime's own PyTorch training front end uses) and
-    takes its output buffers back as torch tensors through DLPack: no numpy object on either side.
-    Measured against `session.run` on `Tensor.numpy()` views with `torch.from_numpy` on the outputs
-    (bench/bench_overhead.py's MLP, alternating blocks): ~2 µs less per call (12.9 vs 15.1 µs, the
-    bare run 6.7); `run_with_ort_values` and an IOBinding cost more than either (an object or a
-    binding call per tensor per call). Inputs that are not one contiguous block (or carry torch's
-    lazy negation bit), and empty ones (no data pointer, which ONNX Runtime refuses), go as numpy
-    views: ONNX Runtime makes a non-contiguous array contiguous itself. Where the engine's I/O
+    The common call hands ONNX Runtime the tensors' memory through DLPack (an `OrtValueVector`,
+    the binding ONNX Runtime's own PyTorch training front end uses) and takes its output buffers
+    back as torch tensors the same way: no numpy object on either side. Measured against
+    `session.run` on `Tensor.numpy()` views with `torch.from_numpy` on the outputs
+    (bench/bench_overhead.py's MLP, alternating blocks): ~2 µs less per call; a DLPack capsule
+    per input costs ~0.5 µs less than one batch of (address, shape, dtype) lists on the MLP, ~3 µs
+    on the two-engine MLP; `run_with_ort_values`, an IOBinding and output buffers allocated by
+    torch cost more (an object or a binding call per tensor per call). Inputs that are not one
+    contiguous block (or carry torch's lazy negation bit, which DLPack drops) go as numpy views:
+    ONNX Runtime makes a non-contiguous array contiguous itself. Where the engine's I/O
     dtype differs from the segment's (float64 runs as float32), tensors are cast on the way in
     and back on the way out. spin_between_runs: see create_session (False where the lowered call
     runs other work between this engine's runs).
@@ -55,8 +56,7 @@ class OrtEngineModule(EngineModule):
         engine = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
         self._in_names = tuple(s.name for s in inputs)
         self._out_names = [s.name for s in outputs]
-        self._in_types = [NUMPY_TYPES[engine[s.name]] for s in inputs]
-        self._in_devices = [_CPU_MEMORY] * len(inputs)
+        self._bool_inputs = tuple(engine[s.name] == torch.bool for s in inputs)
         self._out_devices = [_CPU_MEMORY] * len(outputs)
         # DLPack hands a bool buffer over as uint8: these outputs are viewed back as bool.
         self._bool_outputs = tuple(i for i, s in enumerate(outputs) if engine[s.name] == torch.bool)
@@ -90,17 +90,16 @@ class OrtEngineModule(EngineModule):
         return tuple(results) if self.tuple_output else results[0]
 
     def _feeds(self, tensors: Sequence[torch.Tensor]) -> Any:
-        """The inputs as views of their memory (address, shape, dtype), or None where one is not a
-        contiguous block, carries the negation bit or is empty (null address, which ONNX Runtime
-        refuses). A view holds no reference: the caller holds the tensors until the run has read
-        them."""
-        for t in tensors:
-            if not t.is_contiguous() or t.is_neg():
-                return None
+        """The inputs as OrtValues over their memory (DLPack; each keeps its tensor alive), or
+        None where one is not a contiguous block or carries the negation bit (which DLPack
+        drops), or ONNX Runtime refuses it."""
         feeds = _ort.OrtValueVector()
         try:
-            feeds.push_back_batch(tensors, [t.data_ptr() for t in tensors], self._in_types,
-                                  [t.shape for t in tensors], self._in_devices)
+            for t, is_bool in zip(tensors, self._bool_inputs):
+                if not t.is_contiguous() or t.is_neg():
+                    return None
+                # ONNX Runtime reads no DLPack bool: a bool goes as its bytes, flagged bool.
+                feeds.push_back(torch._C._to_dlpack(t.view(torch.uint8) if is_bool else t), is_bool)
         except RuntimeError:
             return None
         return feeds
