@@ -21,7 +21,7 @@ import trt_lower
 from harness import Fn
 from trt_double.device import HostDevice
 from trt_lower import device
-from trt_lower.runtime import signature
+from trt_lower.runtime import bindings, signature
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.runtime.output import OutputBuilder
 
@@ -185,6 +185,42 @@ def test_an_output_builder_keeps_the_constructor_where_a_direct_build_differs() 
     assert builder.build == builder._unflatten
     # A copy (or an unpickled builder) derives its build again on its first call.
     assert copy.deepcopy(builder).build.__name__ == "_first"
+
+
+def test_eager_ops_are_called_through_torch_bindings_and_the_graph_keeps_its_overloads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime",
+                                     fallback_ops=["aten.relu.default", "aten.add.Tensor"], min_block_size=1)
+    eager = [n.target for n in lowered.graph.nodes if n.op == "call_function"]
+    assert eager == [torch.ops.aten.relu.default, torch.ops.aten.add.Tensor]  # what report and artifact read
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    loaded = trt_lower.load(tmp_path / "m.trtl", backend="onnxruntime")  # its graph carries no example values
+    called: list[object] = []
+    real = torch._ops.OpOverload.__call__
+    monkeypatch.setattr(torch._ops.OpOverload, "__call__",
+                        lambda self, *a, **k: (called.append(self), real(self, *a, **k))[1])
+    for module in (lowered, loaded):
+        assert "torch.relu(" in module.code and "torch.add(" in module.code and "torch.ops" not in module.code
+        torch.testing.assert_close(module(x), model(x))
+    assert called == []
+
+
+@pytest.mark.parametrize("op, args, bound", [
+    (torch.ops.aten.add.Tensor, ("x", "w"), torch.add),
+    (torch.ops.aten.add.Tensor, ("x", 2), torch.add),
+    (torch.ops.aten.cat.default, (["x", "w"], 1), torch.cat),
+    (torch.ops.aten.add.Scalar, ("x", 2), None),  # torch.add(x, 2) dispatches add.Tensor
+    (torch.ops.aten.linear.default, ("x", "w"), None),  # torch's linear dispatches its decomposition
+    (torch.ops.aten.view.default, ("x", [4]), None),  # a Tensor method only
+    (torch.ops.aten.max.dim, ("x", 0), None),  # two outputs (the binding's is a named tuple)
+])
+def test_an_eager_op_is_bound_only_where_the_binding_dispatches_it_with_the_same_arguments(
+        op: torch._ops.OpOverload, args: tuple[Any, ...], bound: Callable[..., Any] | None) -> None:
+    graph = torch.fx.Graph()
+    values = {name: graph.placeholder(name) for name in ("x", "w")}
+    node = graph.call_function(op, torch.fx.node.map_aggregate(args, lambda a: values[a] if isinstance(a, str) else a))
+    assert bindings.binding(node) is bound
 
 
 # -- the double is as strict as TensorRT --------------------------------------------------------

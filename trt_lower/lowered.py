@@ -9,6 +9,7 @@ from torch.fx.graph import PythonCode, _PyTreeCodeGen
 
 from trt_lower.draw import describe
 from trt_lower.report import LoweringReport
+from trt_lower.runtime.bindings import eager_ops_bound
 from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.module_call import direct_call
@@ -88,7 +89,8 @@ class LoweredModule(torch.fx.GraphModule):
             self.__dict__[name] = module
 
     def recompile(self) -> PythonCode:
-        code = super().recompile()
+        with eager_ops_bound(self.graph):  # see trt_lower/runtime/bindings.py
+            code = super().recompile()
         # GraphModule calls its forward through a wrapper that only rewrites tracebacks (a
         # microsecond or two a call); the generated code is in linecache either way.
         setattr(type(self), "__call__", direct_call)

@@ -1,0 +1,121 @@
+"""Eager ATen ops of a stitched forward, called through torch's own Python bindings.
+
+The graph calls each eager op as an OpOverload (`torch.ops.aten.relu.default`), whose call packs
+the Python arguments against the op's schema at run time: ~1 µs more than `torch.relu` in a hot
+loop, ~5 µs between two engine runs (bench/bench_overhead.py's two-engine MLP). The generated
+forward calls the binding instead where calling it with the node's arguments is proven to reach
+the very same op with the very same arguments; the graph itself keeps the OpOverloads (what the
+report, the artifact and the debugging tools read).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.node import _get_qualified_name
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Where torch's generated bindings of ATen ops live: `torch.<name>` and `torch.nn.functional`'s C half.
+_BINDINGS = (torch._C._VariableFunctions, torch._C._nn)
+
+
+class _Dispatched(Exception):
+    """The first op a call dispatched, with its arguments (raised to stop the call there)."""
+
+
+class _FirstDispatch(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's class is untyped
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        raise _Dispatched(func, args, kwargs or {})
+
+
+def _first_dispatch(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What `fn(*args, **kwargs)` dispatches first, as (op, args, kwargs) with tensors by
+    identity; None if it dispatches nothing or fails first. Nothing is computed: the call stops
+    at the dispatch."""
+    try:
+        with _FirstDispatch():  # type: ignore[no-untyped-call]
+            fn(*args, **kwargs)
+    except _Dispatched as first:
+        op, a, k = first.args
+        return op, pytree.tree_map(lambda v: ("tensor", id(v)) if isinstance(v, torch.Tensor) else v, (a, k))
+    except Exception:  # the binding takes these arguments differently (or not at all)
+        return None
+    return None
+
+
+def _example(value: Any, schema_type: str) -> Any:
+    """A stand-in of the run-time value of an argument, as the binding's argument parser sees it:
+    a tensor for a tensor (on the meta device: its dims only), a Python number for a symbolic
+    size. Raises LookupError when the run-time type is not known."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_example(v, schema_type) for v in value)
+    if not isinstance(value, torch.fx.Node):
+        return value
+    val = value.meta.get("val")
+    if isinstance(val, torch.Tensor) or (val is None and "Tensor" in schema_type):
+        return torch.empty((1,) * (val.dim() if isinstance(val, torch.Tensor) else 1), device="meta")
+    for sym, plain in ((torch.SymBool, bool), (torch.SymInt, int), (torch.SymFloat, float)):
+        if isinstance(val, (sym, plain)):
+            return plain(1)
+    if val is None and schema_type in ("int", "SymInt", "List[int]", "List[SymInt]"):
+        return 1
+    raise LookupError(f"{value.name}: run-time type unknown")
+
+
+def binding(node: torch.fx.Node) -> Callable[..., Any] | None:
+    """The Python binding that computes this call_function node's ATen op, or None: one exists
+    when the op returns one tensor, the binding has the op's name and, called with stand-ins of
+    the node's arguments, dispatches that op first with the same arguments (which the bindings'
+    argument parser decides by the arguments' types, fixed for the node)."""
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        return None
+    returns = op._schema.returns
+    if len(returns) != 1 or returns[0].type.kind() != "TensorType":
+        return None
+    name = op._schema.name.split("::")[1]
+    candidates: list[Callable[..., Any]] = [getattr(module, name) for module in _BINDINGS if hasattr(module, name)]
+    if len(candidates) != 1 or not _codegen_finds(candidates[0]):
+        return None
+    types = {a.name: str(a.type) for a in op._schema.arguments}
+    positional = [str(a.type) for a in op._schema.arguments]
+    try:
+        args = tuple(_example(a, t) for a, t in zip(node.args, positional))
+        kwargs = {k: _example(v, types.get(k, "")) for k, v in node.kwargs.items()}
+    except LookupError:
+        return None
+    expected = _first_dispatch(op, args, kwargs)
+    if expected is None or expected[0] is not op or _first_dispatch(candidates[0], args, kwargs) != expected:
+        return None
+    return candidates[0]
+
+
+@functools.cache
+def _codegen_finds(fn: Callable[..., Any]) -> bool:
+    """Whether the name torch.fx's codegen writes for `fn` leads back to it from `torch`."""
+    try:
+        root, *path = _get_qualified_name(fn).split(".")
+        found: Any = torch if root == "torch" else None
+        for part in path:
+            found = getattr(found, part)
+        return found is fn
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@contextlib.contextmanager
+def eager_ops_bound(graph: torch.fx.Graph) -> Iterator[None]:
+    """Inside: every eager ATen call of `graph` that has a proven binding targets it (for the
+    code generated inside); after: the graph as it was."""
+    swapped = [(node, node.target, fn) for node in graph.nodes
+               if node.op == "call_function" and (fn := binding(node)) is not None]
+    for node, _, fn in swapped:
+        node.target = fn
+    try:
+        yield
+    finally:
+        for node, op, _ in swapped:
+            node.target = op
