@@ -16,6 +16,7 @@ from harness import Fn, engine_ops
 from trt_double.device import HostDevice
 from trt_lower import device
 from trt_lower import EngineInputError
+from trt_lower.runtime.signature import InputCheck, TensorSig
 
 NAN, INF = float("nan"), float("inf")
 # Every row mixes NaN, +-Inf and ordinary values (rows holding both NaN and +Inf: SPECIAL_PAIRS below).
@@ -179,6 +180,21 @@ def test_a_tensor_on_another_device_is_refused_naming_both_devices(
     other = "cuda" if torch.cuda.is_available() else "meta"
     with pytest.raises(EngineInputError, match=rf"input '\w+' is on {other}(:0)?, the engine runs on cpu"):
         convnet[1](torch.randn(2, 3, 8, 8, device=other))
+
+
+class _OnIndexZero(torch.Tensor):
+    """A tensor of another GPU kind (XPU, MPS): get_device() is 0, as a cuda:0 tensor's is."""
+
+    def get_device(self) -> int:
+        return 0
+
+
+def test_a_tensor_of_another_gpu_kind_with_the_engines_index_is_refused() -> None:
+    sig = TensorSig("x", "x", torch.float32, (2,), (2,), (2,))
+    check = InputCheck("", (sig,), torch.device("cuda", 0))
+    other = torch.Tensor._make_subclass(_OnIndexZero, torch.randn(2))
+    with pytest.raises(EngineInputError, match=r"input 'x' is on cpu, the engine runs on cuda:0"):
+        check((other,))
 
 
 def test_requires_grad_and_grad_modes_on_tensorrt(trt_double: ModuleType) -> None:

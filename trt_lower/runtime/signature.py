@@ -92,13 +92,6 @@ def check_input(where: str, sig: TensorSig, t: object) -> None:
         )
 
 
-def _device_index(device: torch.device | None) -> int | None:
-    """What `Tensor.get_device()` returns for a tensor on `device` (-1 on the CPU)."""
-    if device is None:
-        return None
-    return -1 if device.type == "cpu" else (device.index or 0)
-
-
 class InputCheck:
     """The per-call check of a call's tensors against their signatures (and, when given, the
     device the engines run on).
@@ -112,7 +105,10 @@ class InputCheck:
         self.where = where
         self.sigs = sigs
         self.device = device
-        self._index = _device_index(device)
+        # How a tensor's device is told apart on the hot path: "cpu" (is_cpu), "cuda" (is_cuda and
+        # the index: get_device() alone gives any other GPU kind's index too), else the device.
+        self._kind = None if device is None else device.type if device.type in ("cpu", "cuda") else "other"
+        self._index = None if device is None else device.index or 0
         # Per input: dtype, then the static shape or None, then each dim's (min, max) range.
         self._plans = tuple(
             (s.dtype, s.min_shape if s.is_static else None, tuple(zip(s.min_shape, s.max_shape))) for s in sigs
@@ -121,12 +117,12 @@ class InputCheck:
     def __call__(self, tensors: Sequence[torch.Tensor]) -> None:
         if len(tensors) != len(self._plans):
             self._fail(tensors)
-        index = self._index
+        kind, index = self._kind, self._index
         try:
             for t, (dtype, static, ranges) in zip(tensors, self._plans):
-                # On the CPU is_cpu (get_device() is -1 for a meta tensor too), else the GPU's index.
-                if t.dtype is not dtype or (index is not None and (not t.is_cpu if index == -1
-                                                                   else t.get_device() != index)):
+                if t.dtype is not dtype or (kind is not None and (
+                        not t.is_cpu if kind == "cpu" else
+                        (not t.is_cuda or t.get_device() != index) if kind == "cuda" else t.device != self.device)):
                     self._fail(tensors)
                 shape = t.shape
                 if static is not None:
