@@ -212,7 +212,8 @@ def test_eager_ops_are_called_through_torch_bindings_and_the_graph_keeps_its_ove
     (torch.ops.aten.cat.default, (["x", "w"], 1), torch.cat),
     (torch.ops.aten.add.Scalar, ("x", 2), None),  # torch.add(x, 2) dispatches add.Tensor
     (torch.ops.aten.linear.default, ("x", "w"), None),  # torch's linear dispatches its decomposition
-    (torch.ops.aten.view.default, ("x", [4]), None),  # a Tensor method only
+    (torch.ops.aten.view.default, ("x", [4]), torch.Tensor.view),  # a Tensor method only
+    (torch.ops.aten.slice.Tensor, ("x", 0, 0, 1), None),  # no binding of that name
     (torch.ops.aten.max.dim, ("x", 0), None),  # two outputs (the binding's is a named tuple)
 ])
 def test_an_eager_op_is_bound_only_where_the_binding_dispatches_it_with_the_same_arguments(

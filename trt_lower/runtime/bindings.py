@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from typing import Any, Callable, Iterator
 
 import torch
@@ -18,8 +19,9 @@ import torch.utils._pytree as pytree
 from torch.fx.node import _get_qualified_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Where torch's generated bindings of ATen ops live: `torch.<name>` and `torch.nn.functional`'s C half.
-_BINDINGS = (torch._C._VariableFunctions, torch._C._nn)
+# Where torch's generated bindings of ATen ops live, in the order they are tried: `torch.<name>`,
+# `torch.nn.functional`'s C half, the Tensor methods (`view` has no function).
+_BINDINGS = (torch._C._VariableFunctions, torch._C._nn, torch.Tensor)
 
 
 class _Dispatched(Exception):
@@ -66,10 +68,11 @@ def _example(value: Any, schema_type: str) -> Any:
 
 
 def binding(node: torch.fx.Node) -> Callable[..., Any] | None:
-    """The Python binding that computes this call_function node's ATen op, or None: one exists
-    when the op returns one tensor, the binding has the op's name and, called with stand-ins of
-    the node's arguments, dispatches that op first with the same arguments (which the bindings'
-    argument parser decides by the arguments' types, fixed for the node)."""
+    """The first Python binding that computes this call_function node's ATen op, or None: one
+    qualifies when the op returns one tensor, the binding is torch's C binding of the op's name
+    and, called with stand-ins of the node's arguments, dispatches that op first with the same
+    arguments (which the bindings' argument parser decides by the arguments' types, fixed for
+    the node)."""
     op = node.target
     if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
         return None
@@ -77,20 +80,19 @@ def binding(node: torch.fx.Node) -> Callable[..., Any] | None:
     if len(returns) != 1 or returns[0].type.kind() != "TensorType":
         return None
     name = op._schema.name.split("::")[1]
-    candidates: list[Callable[..., Any]] = [getattr(module, name) for module in _BINDINGS if hasattr(module, name)]
-    if len(candidates) != 1 or not _codegen_finds(candidates[0]):
-        return None
-    types = {a.name: str(a.type) for a in op._schema.arguments}
-    positional = [str(a.type) for a in op._schema.arguments]
+    # C bindings only: a Python function (`torch.Tensor.split`) does its own work around the op.
+    candidates = [fn for fn in (getattr(module, name, None) for module in _BINDINGS)
+                  if isinstance(fn, (types.BuiltinFunctionType, types.MethodDescriptorType)) and _codegen_finds(fn)]
+    schema_types = {a.name: str(a.type) for a in op._schema.arguments}
     try:
-        args = tuple(_example(a, t) for a, t in zip(node.args, positional))
-        kwargs = {k: _example(v, types.get(k, "")) for k, v in node.kwargs.items()}
+        args = tuple(_example(a, t) for a, t in zip(node.args, schema_types.values()))
+        kwargs = {k: _example(v, schema_types.get(k, "")) for k, v in node.kwargs.items()}
     except LookupError:
         return None
     expected = _first_dispatch(op, args, kwargs)
-    if expected is None or expected[0] is not op or _first_dispatch(candidates[0], args, kwargs) != expected:
+    if expected is None or expected[0] is not op:
         return None
-    return candidates[0]
+    return next((fn for fn in candidates if _first_dispatch(fn, args, kwargs) == expected), None)
 
 
 @functools.cache
