@@ -2,7 +2,7 @@
 
 The graph calls each eager op as an OpOverload (`torch.ops.aten.relu.default`), whose call packs
 the Python arguments against the op's schema at run time: ~1 µs more than `torch.relu` in a hot
-loop, ~5 µs between two engine runs (bench/bench_overhead.py's two-engine MLP). The generated
+loop, 4-6 µs between two engine runs (bench/bench_eager_ops.py). The generated
 forward calls the binding instead where calling it with the node's arguments is proven to reach
 the very same op with the very same arguments; the graph itself keeps the OpOverloads (what the
 report, the artifact and the debugging tools read).
