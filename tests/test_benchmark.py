@@ -19,6 +19,7 @@ import torch
 import trt_lower
 from trt_lower import cli, demo_models, draw, progress
 from trt_lower.benchmark import Latency, UnstableTimingWarning, benchmark
+from trt_lower.breakdown import breakdown
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
 from trt_lower.timing import cuda_time
 
@@ -86,6 +87,17 @@ def test_json_has_every_field_for_each_variant_and_batch_size(result: trt_lower.
             assert parts["engine_0"]["kind"] == "engine" and parts["engine_0"]["nodes"] == 4
             assert parts["eager_0"]["kind"] == "eager" and parts["eager_0"]["nodes"] == 1  # the sin
             assert all(p["ms"] >= 0 for p in parts.values())
+
+
+def test_the_breakdown_runs_eager_ops_as_the_forward_does(lowered: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, low, inputs, _ = lowered
+    assert "torch.sin(" in low.code  # the forward calls the binding, not the OpOverload
+    called: list[object] = []
+    real = torch._ops.OpOverload.__call__
+    monkeypatch.setattr(torch._ops.OpOverload, "__call__",
+                        lambda self, *a, **k: (called.append(self), real(self, *a, **k))[1])
+    parts = {p.name: p for p in breakdown(low, inputs, calls=1)}
+    assert parts["eager_0"].nodes == 1 and called == []
 
 
 def test_summary_names_each_run(result: trt_lower.BenchmarkResult) -> None:
