@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import opinfo_corpus as corpus
 import trt_lower
 from harness import Fn, check_onnx
 from support_audit import SupportAudit
+from trt_lower.runtime import bindings
 
 MAX_SAMPLES = int(os.environ.get("TRT_LOWER_OPINFO_SAMPLES", "8")) or None
 # The capped run counted 3,640 passes and 408 refusals (bench/README.md): a pass that silently
@@ -133,3 +136,64 @@ def test_found_by_the_sweep(name: str) -> None:
     check_onnx(lowered)
     with torch.no_grad():
         torch.testing.assert_close(lowered(*inputs), module(*inputs), rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+class _Calls(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's class is untyped
+    """Records every functional ATen call with one tensor output that a sample makes."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.calls: list[tuple[torch._ops.OpOverload, tuple[Any, ...], dict[str, Any]]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        schema = func._schema
+        if func.namespace == "aten" and not schema.is_mutable and len(schema.returns) == 1:
+            self.calls.append((func, args, kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def _node(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.fx.Node:
+    """A graph node calling `op`, its tensor arguments placeholders carrying them as example values."""
+    graph = torch.fx.Graph()
+
+    def placeholder(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        node = graph.placeholder(f"t{len(graph.nodes)}")
+        node.meta["val"] = value
+        return node
+
+    args, kwargs = torch.utils._pytree.tree_map(placeholder, (args, kwargs))
+    return graph.call_function(op, args, kwargs)
+
+
+def test_eager_op_bindings_compute_what_their_overloads_compute_on_every_opinfo_sample() -> None:
+    """runtime/bindings.py's proof against PyTorch's own samples: every ATen call the float32
+    OpInfo samples make (4 per OpInfo) that gets a binding gives, through the binding, the
+    OpOverload's result on the real arguments: values, dtype, shape and strides."""
+    bound = set()
+    for info in corpus.op_db():
+        try:
+            samples = list(info.sample_inputs("cpu", torch.float32))[:4]
+        except Exception:  # an OpInfo whose samples need what this build lacks
+            continue
+        for sample in samples:
+            recorder = _Calls()
+            try:
+                with recorder:
+                    info(sample.input, *sample.args, **sample.kwargs)
+            except Exception:  # the sample is an error case
+                continue
+            for op, args, kwargs in recorder.calls:
+                fn = bindings.binding(_node(op, args, kwargs))
+                if fn is None:
+                    continue
+                bound.add(op)
+                torch.manual_seed(0)
+                want = op(*args, **kwargs)
+                torch.manual_seed(0)
+                got = fn(*args, **kwargs)
+                assert (got.dtype, got.shape, got.stride()) == (want.dtype, want.shape, want.stride()), op
+                if op.overloadpacket.__name__ not in corpus.UNSPECIFIED_VALUES:
+                    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=str(op))
+    assert len(bound) >= 300, len(bound)  # the corpus reached the bindings
