@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any, Callable
 
 import torch
 
@@ -27,11 +28,11 @@ from bench_overhead import measure  # noqa: E402
 from bench_overhead import MODELS as SMALL  # noqa: E402
 from trt_lower.runtime import bindings  # noqa: E402
 
-# name: (model, ops kept eager)
-CASES: dict[str, tuple[str, list[str]]] = {
-    "mlp-relu": ("mlp", ["aten.relu.default"]),                          # two engines, a ReLU between
-    "mobilenet_v2-relu6": ("mobilenet_v2", ["aten.hardtanh.default"]),  # each ReLU6 eager
-    "resnet18-adds": ("resnet18", ["aten.add.Tensor"]),                 # each residual add eager
+# name: (the model and its inputs, ops kept eager)
+CASES: dict[str, tuple[Callable[[], Any], list[str]]] = {
+    "mlp-relu": (SMALL["mlp"], ["aten.relu.default"]),                          # two engines, a ReLU between
+    "mobilenet_v2-relu6": (MODELS["mobilenet_v2"], ["aten.hardtanh.default"]),  # each ReLU6 eager
+    "resnet18-adds": (MODELS["resnet18"], ["aten.add.Tensor"]),                 # each residual add eager
 }
 
 
@@ -56,9 +57,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; intra-op threads "
           f"{args.threads or 'ONNX Runtime default'}; median of {args.blocks} blocks x {args.calls} calls")
     for case in args.cases.split(","):
-        name, eager = CASES[case]
+        make, eager = CASES[case]
         torch.manual_seed(0)
-        model, inputs = (SMALL if name in SMALL else MODELS)[name]()
+        model, inputs = make()
         bound, plain = (trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", fallback_ops=eager,
                                                min_block_size=1) for _ in range(2))
         with_overloads(plain)

@@ -193,7 +193,6 @@ def test_eager_op_bindings_compute_what_their_overloads_compute_on_every_opinfo_
                 want = op(*args, **kwargs)
                 torch.manual_seed(0)
                 got = fn(*args, **kwargs)
-                assert (got.dtype, got.shape, got.stride()) == (want.dtype, want.shape, want.stride()), op
-                if op.overloadpacket.__name__ not in corpus.UNSPECIFIED_VALUES:
-                    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=str(op))
+                values = op.overloadpacket.__name__ not in corpus.UNSPECIFIED_VALUES
+                assert got.stride() == want.stride() and corpus._same(got, want, 0.0, 0.0, values) is None, op
     assert len(bound) >= 300, len(bound)  # the corpus reached the bindings

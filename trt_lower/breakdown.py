@@ -20,7 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from splitter.partition import ENGINE_PREFIX, is_compute
-from trt_lower.runtime.bindings import binding
+from trt_lower.runtime.bindings import eager_ops_bound
 
 
 @dataclass(frozen=True)
@@ -54,20 +54,13 @@ class _TimingInterpreter(torch.fx.Interpreter):
         self.owner = owner
         self.sync = sync
         self.ms: dict[str, float] = defaultdict(float)
-        # Eager ops run as the generated forward runs them: through their bindings, where proven.
-        self.bound = {n: fn for n in gm.graph.nodes if (fn := binding(n)) is not None}
 
     def run_node(self, n: torch.fx.Node) -> Any:
         part = self.owner.get(n)
         if part is None:
             return super().run_node(n)
         start = time.perf_counter()
-        bound = self.bound.get(n)
-        if bound is None:
-            result = super().run_node(n)
-        else:
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
-            result = bound(*args, **kwargs)
+        result = super().run_node(n)
         self.sync()
         self.ms[part] += (time.perf_counter() - start) * 1e3
         return result
@@ -83,17 +76,19 @@ def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], calls: int = 5) -
     cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
     sync = torch.cuda.synchronize if cuda else _no_sync
     runs, overheads = [], []
-    for _ in range(calls):
-        interp = _TimingInterpreter(gm, owner, sync)
-        with torch.inference_mode():
-            sync()
-            start = time.perf_counter()
-            gm(*inputs)
-            sync()
-            call_ms = (time.perf_counter() - start) * 1e3
-            interp.run(*pytree.tree_leaves(tuple(inputs)))
-        runs.append(interp.ms)
-        overheads.append(call_ms - sum(interp.ms.values()))
+    # The interpreter calls eager ops as the generated forward does (the forward itself is unchanged).
+    with eager_ops_bound(gm.graph):
+        for _ in range(calls):
+            interp = _TimingInterpreter(gm, owner, sync)
+            with torch.inference_mode():
+                sync()
+                start = time.perf_counter()
+                gm(*inputs)
+                sync()
+                call_ms = (time.perf_counter() - start) * 1e3
+                interp.run(*pytree.tree_leaves(tuple(inputs)))
+            runs.append(interp.ms)
+            overheads.append(call_ms - sum(interp.ms.values()))
     counts = Counter(owner.values())  # an eager segment's compute nodes (an engine: 1 call)
     report = getattr(gm, "report", None)
     counts.update({e.name: e.num_nodes - 1 for e in (report.engines if report is not None else [])})
