@@ -19,12 +19,12 @@ See bench/README.md.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from typing import Any, Callable
@@ -65,7 +65,8 @@ class _Hidden(torch.nn.Module):
         self.body = body
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.body(input_ids=ids, return_dict=True).last_hidden_state
+        hidden: torch.Tensor = self.body(input_ids=ids, return_dict=True).last_hidden_state
+        return hidden
 
 
 def _text(config: Any, model_class: Any) -> Callable[[], Example]:
@@ -74,7 +75,7 @@ def _text(config: Any, model_class: Any) -> Callable[[], Example]:
     return build
 
 
-_SMALL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, vocab_size=1000)
+_SMALL: dict[str, Any] = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, vocab_size=1000)
 MODELS: dict[str, Callable[[], Example]] = {
     "resnet18": _vision("resnet18"),
     "mobilenet_v3_small": _vision("mobilenet_v3_small"),
@@ -98,12 +99,13 @@ def _names(inputs: tuple[torch.Tensor, ...]) -> list[str]:
 
 def export_whole(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> bytes:
     """The model exported whole without trt_lower (TorchScript exporter, opset 17)."""
-    f = io.BytesIO()
-    with warnings.catch_warnings():
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, inputs, f, dynamo=False, opset_version=17, input_names=_names(inputs),
+        path = os.path.join(folder, "whole.onnx")
+        torch.onnx.export(model, inputs, path, dynamo=False, opset_version=17, input_names=_names(inputs),
                           do_constant_folding=True)
-    return f.getvalue()
+        with open(path, "rb") as f:
+            return f.read()
 
 
 def whole_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, Callable[[], object]]:
