@@ -92,6 +92,10 @@ CASES: list[Case] = [
     Case(aten.pow.Tensor_Scalar, lambda x: x**1.5, lambda: (rp(4),)),
     Case(aten.pow.Tensor_Tensor, torch.pow, lambda: (rp(2, 3), r(3))),
     Case(aten.pow.Scalar, lambda x: 2**x, lambda: (r(4),)),
+    # A float base with an integer exponent (BLOOM's ALiBi slopes): the exponent promoted.
+    Case(aten.pow.Tensor_Tensor, torch.pow, lambda: (torch.tensor(0.7), torch.arange(1, 9, dtype=torch.int32)),
+         id="int-exponent"),
+    Case(aten.pow.Scalar, lambda x: 1.5**x, lambda: (ri(4, high=5),), id="int-exponent"),
     Case(aten.maximum.default, torch.maximum, lambda: (r(2, 3), r(3))),
     Case(aten.maximum.default, lambda x, y: torch.maximum(x > 0, y > 0), lambda: (r(6), r(6)), id="bool"),
     Case(aten.minimum.default, torch.minimum, lambda: (r(2, 3), ri(3)), id="float-int"),
@@ -646,6 +650,12 @@ CASES: list[Case] = [
     Case(aten.outer.default, torch.outer, lambda: (r(3), ri(4))),
     Case(aten.einsum.default, lambda x, y: torch.einsum("bij,bjk->bik", x, y), lambda: (r(2, 3, 4), r(2, 4, 5))),
     Case(aten.einsum.default, lambda x, y: torch.einsum("ij, kj", x, y), lambda: (r(2, 3), r(4, 3)), id="implicit-output"),
+    # maxvit's labels: capitals and spaces, renamed to a-z for ONNX.
+    Case(aten.einsum.default, lambda x, y: torch.einsum("B G I D, B G J D -> B G I J", x, y),
+         lambda: (r(2, 3, 4, 5), r(2, 3, 6, 5)), id="capital-labels"),
+    # Implicit output in torch's order (A-Z before a-z: "Jb"), not in the renamed labels' order.
+    Case(aten.einsum.default, lambda x, y: torch.einsum("bi,iJ", x, y), lambda: (r(2, 3), r(3, 4)),
+         id="implicit-output-capital"),
     Case(aten.cosine_similarity.default, F.cosine_similarity, lambda: (r(3, 4), r(3, 4))),
     Case(aten.cosine_similarity.default, lambda x, y: F.cosine_similarity(x, y, -1), lambda: (r(2, 1, 4), r(3, 4)),
          id="broadcast"),
@@ -805,6 +815,16 @@ def test_integer_cumsum_of_unbounded_values_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.cumsum.default"]
     assert "2**24" in fallback.reason
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_integer_pow_is_refused() -> None:
+    """TensorRT's Pow is float-only: an integer result stays eager (a float one casts its inputs)."""
+    fn = Fn(lambda x, y: (x + 1) ** y)
+    inputs = (ri(4, high=4), torch.arange(4))
+    lowered = trt_lower.lower_to_trt(fn, inputs, backend="onnxruntime", min_block_size=1)
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.pow.Tensor_Tensor"]
+    assert "floating-point tensors only, got a torch.int64 result" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))
 
 

@@ -62,6 +62,15 @@ def float_inputs(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
+def float_result(node: torch.fx.Node, target: Target) -> Optional[str]:
+    """Capability: TensorRT runs this op on floating-point tensors only, and the converter casts
+    every input to the node's result dtype (as torch promotes them): the result must be floating."""
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor) and not val.dtype.is_floating_point:
+        return f"TensorRT runs {node.target} on floating-point tensors only, got a {val.dtype} result"
+    return None
+
+
 def all_of(*checks: Capability) -> Capability:
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         for c in checks:

@@ -10,7 +10,7 @@ import math
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
-from converters.core.common import Operand, as_operand, float_inputs, promoted_dtype
+from converters.core.common import Operand, as_operand, float_result, promoted_dtype
 from converters.core.registry import converter
 from converters.core.where import where as select_where
 from converters.ops.math_functions import rounded_toward_zero
@@ -104,9 +104,12 @@ def floor_divide(b: GraphBuilder, x: Operand, y: Operand) -> Ref:
     return div_mode(b, x, y, rounding_mode="floor")
 
 
-@converter(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar, capability=float_inputs)
+@converter(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar, capability=float_result)
 def pow(b: GraphBuilder, x: Operand, y: Operand) -> Ref:
-    """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor"""
+    """pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+
+    A float base with an integer exponent (BLOOM's ALiBi slopes) runs on the exponent cast to
+    the result's dtype, as torch promotes it."""
     if y == 2 and isinstance(x, Value):
         return square(b, x)
     return _binary(b, "Pow", x, y)

@@ -4,7 +4,6 @@ float-only in TensorRT."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Optional, Sequence
 
 import torch
@@ -54,10 +53,32 @@ def outer(b: GraphBuilder, x: Value, vec2: Value) -> Ref:
     return b.op("Mul", column, b.cast(vec2, dtype), dtype=dtype)
 
 
+def _einsum_equation(equation: str) -> str | None:
+    """The equation as ONNX's Einsum spells it: no spaces, an explicit output, labels renamed to
+    a-z in order of first use (torch also takes A-Z: maxvit writes "B G H I D, ..."); None where
+    it holds more than 26 labels. Renamed after the output is made explicit, since torch's
+    implicit output lists the labels used once in their own (ASCII) order."""
+    equation = equation.replace(" ", "")
+    if "..." in equation:
+        return equation
+    inputs, arrow, output = equation.partition("->")
+    letters = inputs.replace(",", "")
+    if not arrow:
+        output = "".join(sorted(label for label in set(letters) if letters.count(label) == 1))
+    labels = dict.fromkeys(letters + output)
+    if len(labels) > 26:
+        return None
+    renamed = dict(zip(labels, "abcdefghijklmnopqrstuvwxyz"))
+    return "".join(renamed.get(c, c) for c in f"{inputs}->{output}")
+
+
 def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     """TensorRT before 10.12: no ellipsis, no diagonal (a label repeated in one operand), no
-    broadcasting between operands; labels as ONNX spells them (letters)."""
-    equation = node_arg(node, 0, "equation").replace(" ", "")
+    broadcasting between operands."""
+    given = node_arg(node, 0, "equation")
+    equation = _einsum_equation(given)
+    if equation is None:
+        return "einsum with more than 26 labels"
     if "..." in equation:
         return "einsum with an ellipsis"
     terms = equation.split("->")[0].split(",")
@@ -66,15 +87,13 @@ def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
         return "einsum of non-floating-point tensors (TensorRT's Einsum is float-only)"
     sizes: dict[str, object] = {}
     for term, val in zip(terms, vals):
-        if not re.fullmatch("[a-z]*", term):
-            return f"einsum label outside a-z in {equation!r}"
         if len(set(term)) != len(term):
-            return f"einsum diagonal ({term!r} repeats a label)"
+            return f"einsum diagonal (an operand repeats a label in {given!r})"
         for label, size in zip(term, val.shape):
             if not isinstance(size, int):
                 return "einsum over a dynamic dim"
             if sizes.setdefault(label, size) != size:
-                return f"einsum broadcasts label {label!r} ({sizes[label]} vs {size})"
+                return f"einsum broadcasts a label ({sizes[label]} vs {size}) in {given!r}"
     return None
 
 
@@ -82,7 +101,7 @@ def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
 def einsum(b: GraphBuilder, equation: str, tensors: Sequence[Value], *, path: Sequence[int] | None = None) -> Ref:
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor"""
     dtype = b.out.dtype
-    return b.op("Einsum", *[b.cast(t, dtype) for t in tensors], equation=equation.replace(" ", ""), dtype=dtype)
+    return b.op("Einsum", *[b.cast(t, dtype) for t in tensors], equation=_einsum_equation(equation), dtype=dtype)
 
 
 def _vectors(node: torch.fx.Node, target: Target) -> Optional[str]:
