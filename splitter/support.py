@@ -12,8 +12,10 @@ import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES
 from converters.core.target import Target
 
-# Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing.
-_CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2, 3)}
+# Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
+# slice_scatter converter clamps start and end itself (or hands them to a Slice).
+_CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2, 3),
+                                                torch.ops.aten.slice_scatter.default: (3, 4)}
 
 
 def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:

@@ -304,6 +304,15 @@ def test_int64_beyond_int32_is_refused_on_8_6_only() -> None:
     # Slicing to the end (end = INT64_MAX) is exempt: Slice clamps its bounds anyway.
     sliced = _lower(lambda x: x[1:] * 2, (x,), "8.6", require_full=True)
     assert "Slice" in {n.op_type for n in onnx.load_from_string(sliced.engine_0.onnx_bytes).graph.node}
+    # So is a slice_scatter to the end (swin_t's shifted-window mask, `mask[-3:] = 1`, exports as
+    # one with end = INT64_MAX).
+    def fill_tail(x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y[-2:] = 7
+        return y
+
+    scattered = _lower(fill_tail, (x,), "8.6", require_full=True)
+    assert "aten.slice_scatter.default" in engine_ops(scattered)
 
 
 def test_int64_on_8_6_is_noted_in_the_report() -> None:
