@@ -79,6 +79,26 @@ def test_gpt2() -> None:
     _coverage_one_engine(transformers.GPT2Model(config).eval(), torch.randint(0, 500, (2, 16)))
 
 
+def test_causal_lm_with_its_key_value_cache() -> None:
+    """LlamaForCausalLM returns logits and a DynamicCache (use_cache defaults to True), which
+    torch.export flattens once transformers' cache types are registered as pytree nodes."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      intermediate_size=128, vocab_size=500, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 500, (1, 8))
+    lowered = _lower_whole(model, (ids,))
+    out = lowered(ids)
+    with torch.no_grad():
+        expected = model(ids)
+    assert type(out.past_key_values) is type(expected.past_key_values)
+    _assert_matches(out.logits, expected.logits)
+    for got, want in zip(out.past_key_values.layers, expected.past_key_values.layers, strict=True):
+        _assert_matches(got.keys, want.keys)
+        _assert_matches(got.values, want.values)
+
+
 def test_roberta() -> None:
     """Its position ids are an integer cumsum over a padding mask (with ne.Scalar and _to_copy)."""
     transformers = pytest.importorskip("transformers")

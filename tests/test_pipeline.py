@@ -189,6 +189,19 @@ def test_uncapturable_model_says_so() -> None:
         trt_lower.lower_to_trt(DataDependent(), (torch.randn(3),), backend="onnxruntime")
 
 
+def test_output_object_torch_cannot_flatten_says_what_to_do() -> None:
+    class Box:
+        def __init__(self, t: torch.Tensor) -> None:
+            self.t = t
+
+    class ReturnsBox(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Box:
+            return Box(x * 2)
+
+    with pytest.raises(trt_lower.CaptureError, match=r"register it with torch.utils._pytree.register_pytree_node"):
+        trt_lower.lower_to_trt(ReturnsBox(), (torch.randn(3),), backend="onnxruntime")
+
+
 def test_tensorrt_backend_without_tensorrt_names_what_is_missing() -> None:
     if not torch.cuda.is_available():
         match = "no CUDA device"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -81,6 +82,29 @@ def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor,
         ) from e
 
 
+def _register_cache_types(model: torch.nn.Module) -> None:
+    """A transformers model returns its key/value cache as an object (`DynamicCache`) that
+    torch.export cannot flatten until it is registered as a pytree node; transformers' own
+    exporter registers every cache type, and so does this, through the same function. Nothing
+    for other models, or a transformers without that exporter."""
+    transformers = sys.modules.get("transformers")  # a model of it means it is imported
+    if transformers is None or not isinstance(model, transformers.PreTrainedModel):
+        return
+    try:
+        from transformers.exporters.exporter_dynamo import register_cache_pytrees_for_model
+    except ImportError:
+        return
+    register_cache_pytrees_for_model(model)
+
+
+def _capture_hint(error: Exception) -> str:
+    """What to do about a capture error users hit often, or ''."""
+    if "which is not a known type" in str(error):
+        return (" (the model takes or returns an object that is not tensors, tuples, lists or dicts: "
+                "register it with torch.utils._pytree.register_pytree_node, or wrap the model to return tensors)")
+    return ""
+
+
 def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
            specs: Sequence[TensorSpec] = (), infer: bool = False) -> torch.export.ExportedProgram:
     """The model as core ATen, fusable ops kept whole.
@@ -95,6 +119,7 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
         if isinstance(model, torch.jit.ScriptModule):
             # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
             source = _from_torchscript(model, tuple(inputs))
+        _register_cache_types(source)
         program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs, infer),
                                          strict=False)
         decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
@@ -103,7 +128,7 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
         raise
     except Exception as e:
         raise CaptureError(
-            f"torch.export could not capture {type(model).__name__}: {type(e).__name__}: {e}"
+            f"torch.export could not capture {type(model).__name__}: {type(e).__name__}: {e}{_capture_hint(e)}"
         ) from e
     finally:
         model.train(was_training)
