@@ -9,7 +9,7 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
-from splitter.support import ConverterSupport
+from splitter.support import ConverterSupport, is_size
 
 aten = torch.ops.aten
 
@@ -42,11 +42,6 @@ ENGINE_PREFIX = "engine_"
 
 def is_compute(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node)
-
-
-def is_size(node: torch.fx.Node) -> bool:
-    """A size computed at run time (sym_size, arithmetic on sizes): an int, not a tensor."""
-    return node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
 
 
 def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: Mapping[torch.fx.Node, object],

@@ -18,6 +18,33 @@ _CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2,
                                                 torch.ops.aten.slice_scatter.default: (3, 4)}
 
 
+# Ops that read a Python number out of a tensor's data (`x.item()`): no engine computes one.
+_DATA_READS = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
+_SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def is_size(node: torch.fx.Node) -> bool:
+    """A size computed at run time from tensors' shapes (sym_size, int arithmetic on sizes): an
+    int, not a tensor, which an engine recomputes from its own inputs' shapes."""
+    return (node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
+            and node.target not in _DATA_READS
+            and all(is_size(a) for a in node.all_input_nodes if isinstance(a.meta.get("val"), _SCALARS)))
+
+
+def _scalar_reason(node: torch.fx.Node) -> Optional[str]:
+    """Engines exchange tensors and recompute sizes: any other Python number computed at run time
+    (a float, a bool, an int read from data by `x.item()`) can neither come in nor be made inside."""
+    for arg in [node, *node.all_input_nodes]:
+        val = arg.meta.get("val")
+        if isinstance(val, _SCALARS) and not is_size(arg):
+            kind = type(val).__name__.removeprefix("Sym").lower()
+            made = "read from a tensor's data (item())" if arg.target in _DATA_READS else "computed at run time"
+            if arg is node:
+                return f"its result is a Python {kind} {made}, which an engine cannot produce"
+            return f"takes {arg.name}, a Python {kind} {made}, which an engine cannot receive"
+    return None
+
+
 def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
     for i, arg in enumerate(node.all_input_nodes):
         yield f"input {i} ({arg.name})", arg.meta.get("val")
@@ -77,7 +104,7 @@ def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozen
     conv = converters.lookup(node.target)
     if conv is None:
         return f"no converter for {node.target}"
-    reason = _dtype_reason(node, target) or _int32_reason(node, target)
+    reason = _dtype_reason(node, target) or _scalar_reason(node) or _int32_reason(node, target)
     if reason is None and conv.capability is not None:
         reason = conv.capability(node, target)
     return reason

@@ -171,3 +171,17 @@ def test_nonzero_is_in_every_targets_table_for_floats() -> None:
                                          (torch.tensor(2.0), torch.tensor(True))], ids=["same", "row", "none", "0-d"])
 def test_masked_select_runs_in_an_engine(x: torch.Tensor, mask: torch.Tensor) -> None:
     lower_and_compare(torch.masked_select, (x, mask), ops=[aten.masked_select.default])
+
+
+@pytest.mark.parametrize("scale", [torch.tensor(0.5), torch.tensor(3)], ids=["float", "int"])
+def test_a_number_read_from_data_stays_eager_with_its_users(scale: torch.Tensor) -> None:
+    """`t.item()` is a Python number no engine receives or computes: the ops that take it run
+    eager, with the reason (an int one once made the split loop forever, a float one crashed)."""
+    model = Fn(lambda x, t: (x * 2 + 1) * t.item() - 3)
+    x = torch.randn(4, 4)
+    lowered = trt_lower.lower_to_trt(model, (x, scale), backend="onnxruntime", min_block_size=1)
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    assert "read from a tensor's data (item())" in reasons["aten.mul.Tensor"]
+    assert len(lowered.report.engines) == 2, str(lowered.report)
+    for t in (scale, scale * 4):  # the number is read on each call
+        torch.testing.assert_close(lowered(x, t), model(x, t))

@@ -78,6 +78,17 @@ def test_sizes_cross_an_eager_fallback() -> None:
     _check_sizes(model, lowered, [(1, 2, 4), (3, 5, 4), (8, 9, 4)], torch.randn)
 
 
+def test_a_float_computed_from_a_size_runs_eager() -> None:
+    """x.shape[0] * 0.5 is a Python float computed at run time: engines exchange tensors and
+    recompute only integer sizes, so the float and its users stay eager (this once crashed)."""
+    model = Fn(lambda x: (x * 2 + 1) * (x.shape[0] * 0.5) - 3)
+    spec = trt_lower.TensorSpec((1, 4), (3, 4), (8, 4))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    assert "a Python float computed at run time, which an engine cannot receive" in reasons["aten.mul.Tensor"]
+    _check_sizes(model, lowered, [(1, 4), (3, 4), (8, 4)], torch.randn)
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)

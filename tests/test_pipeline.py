@@ -114,6 +114,23 @@ def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
         trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
 
 
+def test_a_failure_that_keeping_eager_does_not_cure_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each retry keeps the failed node eager; if the same node fails again (the split put it
+    in an engine anyway), lowering raises instead of retrying for ever."""
+    node_name = "sigmoid"
+
+    class Stuck:
+        name, target = node_name, torch.ops.aten.sigmoid.default
+
+    def convert(*args: object, **kwargs: object) -> None:
+        raise converters.core.interpreter.ConversionError(Stuck(), KeyError("fails however often it is retried"))
+
+    monkeypatch.setattr(trt_lower.api, "convert", convert)
+    model = Fn(lambda x: torch.sigmoid(x * 2 + 1) - 3)
+    with pytest.raises(converters.core.interpreter.ConversionError, match="fails however often"):
+        trt_lower.lower_to_trt(model, (torch.randn(4),), backend="onnxruntime", min_block_size=1)
+
+
 def test_pytree_outputs_are_preserved() -> None:
     model = Fn(lambda x, y: {"sum": x + y, "pair": (x * y, torch.relu(x))})
     inputs = (torch.randn(2, 3), torch.randn(2, 3))

@@ -111,7 +111,10 @@ def lower_to_trt(
                 lowered = stitch(parts, engines, captured.symbols, resolved, settings)
             break
         except (ConversionError, EngineBuildError) as e:
-            failed.update(_keep_eager(e, settings))
+            eager = _keep_eager(e, settings)
+            if eager.keys() <= failed.keys():  # kept eager already, failed again: retrying cannot end
+                raise
+            failed.update(eager)
     lowered.report.timings = timings
     lowered.report.notes[:0] = captured.notes
     return lowered

@@ -259,7 +259,8 @@ def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[Tenso
             # lower bound of 2 is no narrowing.
             if int(bounds.lower) > 2:
                 lo[i] = max(lo[i], int(bounds.lower))
-            hi[i] = min(hi[i], int(bounds.upper)) if bounds.upper.is_finite else hi[i]
+            # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite.
+            hi[i] = min(hi[i], int(bounds.upper)) if bounds.upper.is_Integer else hi[i]
             opt[i] = min(max(opt[i], lo[i]), hi[i])
             if (lo[i], hi[i]) != (spec.min_shape[i], spec.max_shape[i]):
                 notes.append(f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "

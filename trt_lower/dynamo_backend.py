@@ -44,8 +44,9 @@ def _dim_range(d: torch.SymInt, seen: int) -> tuple[int, int, int] | str:
         return f"a dim computed from sizes ({expr})"
     shape_env = d.node.shape_env
     bounds = shape_env.var_to_range.get(expr) if shape_env is not None else None
-    lo = int(bounds.lower) if bounds is not None and bounds.lower.is_finite else 0
-    hi = int(bounds.upper) if bounds is not None and bounds.upper.is_finite else max(DEFAULT_DYNAMIC_MAX, seen)
+    # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite, and int() fails on it.
+    lo = int(bounds.lower) if bounds is not None and bounds.lower.is_Integer else 0
+    hi = int(bounds.upper) if bounds is not None and bounds.upper.is_Integer else max(DEFAULT_DYNAMIC_MAX, seen)
     return lo, seen, hi
 
 

@@ -303,7 +303,8 @@ def _max_size(d: int | torch.SymInt) -> int | None:
         return d
     shape_env = d.node.shape_env
     upper = shape_env.bound_sympy(d.node.expr).upper if shape_env is not None else None
-    return int(upper) if upper is not None and upper.is_finite else None
+    # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite.
+    return int(upper) if upper is not None and upper.is_Integer else None
 
 
 def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:

@@ -22,8 +22,9 @@ def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
     if env is None:
         return 0, _UNBOUNDED, _UNBOUNDED
     bounds = env.bound_sympy(dim.node.expr)
-    low = max(0, int(bounds.lower)) if bounds.lower.is_finite else 0
-    high = int(bounds.upper) if bounds.upper.is_finite else _UNBOUNDED
+    # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite, and int() fails on it.
+    low = max(0, int(bounds.lower)) if bounds.lower.is_Integer else 0
+    high = int(bounds.upper) if bounds.upper.is_Integer else _UNBOUNDED
     return low, high, high
 
 
