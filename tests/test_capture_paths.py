@@ -224,3 +224,12 @@ def test_torch_cond_runs_inside_the_engine() -> None:
     with torch.no_grad():
         for sign in (1, -1):  # both branches
             torch.testing.assert_close(lowered(x * sign), model(x * sign))
+
+
+def test_a_dynamo_size_without_bounds_takes_the_default_range() -> None:
+    """Dynamo's unbounded sizes carry torch's int_oo, which calls itself finite but is no int
+    (int() of it raised AttributeError, FasterRCNN under torch.compile)."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    size = ShapeEnv().create_unbacked_symint()
+    assert dynamo_backend._dim_range(size, 5) == (0, 5, dynamo_backend.DEFAULT_DYNAMIC_MAX)
