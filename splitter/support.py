@@ -18,6 +18,17 @@ _CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2,
                                                 torch.ops.aten.slice_scatter.default: (3, 4)}
 
 
+def target_label(target: object) -> str:
+    """How reports name a call target: 'aten.add.Tensor' for an ATen op, else its qualified name
+    ('operator.mul', 'torch.sym_float'), never a repr with an address."""
+    if isinstance(target, (str, torch._ops.OpOverload)):
+        return str(target)
+    try:
+        return torch.fx.node._get_qualified_name(target).replace("_operator.", "operator.")  # type: ignore[arg-type]
+    except (AttributeError, RuntimeError):
+        return str(target)
+
+
 # Ops that read a Python number out of a tensor's data (`x.item()`): no engine computes one.
 _DATA_READS = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
 _SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -103,7 +114,7 @@ def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozen
         return "forced to eager by fallback_ops"
     conv = converters.lookup(node.target)
     if conv is None:
-        return f"no converter for {node.target}"
+        return f"no converter for {target_label(node.target)}"
     reason = _dtype_reason(node, target) or _scalar_reason(node) or _int32_reason(node, target)
     if reason is None and conv.capability is not None:
         reason = conv.capability(node, target)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from splitter.partition import ENGINE_PREFIX
+from splitter.support import target_label
 from trt_lower.report import EngineReport, GraphNode, LoweringReport
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def describe(graph: torch.fx.Graph) -> list[GraphNode]:
         kind = {"placeholder": "input", "output": "output", "call_module": "engine"}.get(node.op, "eager")
         edges = tuple((source[a].name, _tensor(a.meta.get("val")))
                       for a in node.all_input_nodes if source.get(a, a).op != "get_attr")
-        nodes.append(GraphNode(node.name, kind, str(node.target), edges))
+        nodes.append(GraphNode(node.name, kind, target_label(node.target), edges))
     return nodes
 
 

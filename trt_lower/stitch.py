@@ -6,6 +6,7 @@ from collections import Counter
 import torch
 
 from splitter.partition import Split, is_compute
+from splitter.support import target_label
 from trt_lower.build import Engine
 from trt_lower.convert import call_node, is_constant
 from trt_lower.lowered import LoweredModule
@@ -61,7 +62,7 @@ def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: 
     report = LoweringReport(
         coverage=in_engines / total if total else 1.0,
         engines=reports,
-        fallbacks=[Fallback(node.name, str(node.target), reason) for node, reason in split.fallbacks.items()],
+        fallbacks=[Fallback(node.name, target_label(node.target), reason) for node, reason in split.fallbacks.items()],
         backend=backend,
         precision=settings.precision,
         trt_version=settings.trt_version,
