@@ -109,6 +109,24 @@ def test_fp16_shares_constants_and_casts_correctly() -> None:
     assert TensorProto.FLOAT16 in types.values()
 
 
+def test_fp16_ops_without_a_float16_form_run_in_fp32() -> None:
+    """IsInf (a vector norm's test for an inf in the slice) and a float Range take no float16 at
+    opset 17: they run in float32 (the segments failed ONNX type inference: XCiT, EdgeNeXt,
+    wav2vec2's weight norm)."""
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.linalg.vector_norm(x * 2, dim=-1), x[0] * torch.arange(0.5, x.shape[1], 0.5)[::2] + 1
+
+    spec = trt_lower.TensorSpec((3, 2), (3, 4), (3, 8))  # a size known at run time: a Range, not a constant
+    lowered = trt_lower.lower_to_trt(Fn(fn), (spec,), backend="onnxruntime", precision="fp16",
+                                     require_full=True, min_block_size=1)
+    check_onnx(lowered)
+    onnx_model = _engine_onnx(lowered)
+    assert _input_types(onnx_model, "IsInf") == {TensorProto.FLOAT}
+    assert _input_types(onnx_model, "Range") == {TensorProto.FLOAT}
+    for x in (torch.randn(3, 4), torch.randn(3, 7)):
+        torch.testing.assert_close(lowered(x), fn(x), **FP16_TOL)
+
+
 @pytest.mark.parametrize("trt_double", ["10.4.0", "11.0.0"], indirect=True)
 def test_fp16_engine_on_tensorrt(trt_double: ModuleType) -> None:
     """Through the TensorRT path: fp16 ONNX with float32 engine I/O, built strongly typed (10.x

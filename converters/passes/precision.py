@@ -29,13 +29,16 @@ from converters.passes.weights import OnnxSegment
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
 
-# Numerically sensitive in fp16: sums over many elements, statistics, softmax, exp/log/pow.
+# Numerically sensitive in fp16: sums over many elements, statistics, softmax, exp/log/pow;
+# and ops ONNX gives no float16 form at the opset the converters write.
 KEEP_FP32 = frozenset({
     "Softmax", "LogSoftmax",
     "LayerNormalization", "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization",
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum",
     "Exp", "Log", "Pow",
+    # No float16 form at opset 17 (IsInf takes float16 from opset 20; Range never).
+    "IsInf", "Range",
 })
 # Inputs that stay float32 at any precision. ONNX types Resize's roi/scales float32.
 # BatchNormalization keeps its statistics and affine weights exact (ONNX lets their type differ
