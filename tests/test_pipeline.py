@@ -114,6 +114,24 @@ def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
         trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
 
 
+def test_onnx_that_onnx_runtime_refuses_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """An engine ONNX Runtime cannot load (here: fp16 IsInf, which opset 17 does not define, as
+    the precision pass once wrote it) runs eagerly with a warning instead of failing lowering."""
+    from converters.passes import precision
+
+    monkeypatch.setattr(precision, "KEEP_FP32", precision.KEEP_FP32 - {"IsInf"})
+    model = Fn(lambda x: torch.linalg.vector_norm(x * 2, dim=-1) + 1)
+    inputs = (torch.randn(3, 4),)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", precision="fp16", min_block_size=1)
+    assert not lowered.report.engines
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    assert reasons["aten.linalg_vector_norm.default"].startswith("ONNX Runtime could not build engine_0: InvalidGraph")
+    assert "ONNX Runtime could not build engine_0" in caplog.text
+    torch.testing.assert_close(lowered(*inputs), model(*inputs))
+
+
 def test_a_failure_that_keeping_eager_does_not_cure_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each retry keeps the failed node eager; if the same node fails again (the split put it
     in an engine anyway), lowering raises instead of retrying for ever."""

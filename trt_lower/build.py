@@ -9,7 +9,9 @@ from converters.passes.bfloat16 import has_bfloat16
 from trt_lower import progress
 from trt_lower.convert import ConvertedSegment
 from trt_lower.engine.build_settings import BuildSettings
+from trt_lower.engine.errors import EngineBuildError
 from trt_lower.runtime.ort_module import OrtEngineModule
+from trt_lower.runtime.ort_session import SESSION_ERRORS
 from trt_lower.settings import LoweringSettings
 
 
@@ -25,8 +27,13 @@ class Engine:
 
 def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings, alone: bool) -> Engine:
     if backend == "onnxruntime":
-        module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output,
-                                 spin_between_runs=alone)
+        try:
+            module = OrtEngineModule(segment.name, segment.onnx, segment.inputs, segment.outputs,
+                                     segment.tuple_output, spin_between_runs=alone)
+        except SESSION_ERRORS as e:  # ONNX we emitted that ONNX Runtime refuses: a converter bug
+            reason = f"{type(e).__name__}: {e}"
+            why = f"ONNX Runtime could not build {segment.name}: {reason}"
+            raise EngineBuildError(segment.name, reason, dict.fromkeys(segment.nodes, why), "ONNX Runtime") from e
         if has_bfloat16(segment.onnx.model):
             note = (f"{segment.name} computes bfloat16 as float32 on ONNX Runtime "
                     "(no bfloat16 kernels on its CPU provider)")
@@ -55,6 +62,6 @@ def build(segments: list[ConvertedSegment], backend: str, settings: LoweringSett
     whole lowered call (`engine_is_whole_call`; measured in bench/bench_spinning.py). Out: one Engine per
     segment, in order: an ONNX Runtime session, or a TensorRT engine loaded from the engine cache
     or built (and cached). Raises EngineBuildError naming the FX nodes to run eagerly instead
-    when TensorRT cannot build a segment."""
+    when TensorRT cannot build a segment, or ONNX Runtime cannot load one."""
     return [_engine(segment, backend, settings, alone)
             for segment in progress.track(segments, "trt_lower: building engines")]

@@ -5,14 +5,14 @@ from typing import Mapping
 
 
 class EngineBuildError(RuntimeError):
-    """TensorRT could not build (or load) a segment's engine.
+    """TensorRT could not build (or load) a segment's engine, or ONNX Runtime could not load it.
 
     `nodes` maps the FX nodes that run in eager PyTorch instead to the reason: the one node
     TensorRT's ONNX parser rejected when it names one, else every node of the segment.
     """
 
-    def __init__(self, segment: str, reason: str, nodes: Mapping[str, str]) -> None:
+    def __init__(self, segment: str, reason: str, nodes: Mapping[str, str], runtime: str = "TensorRT") -> None:
         self.segment = segment
         self.reason = reason
         self.nodes = dict(nodes)
-        super().__init__(f"TensorRT could not build {segment}: {reason}")
+        super().__init__(f"{runtime} could not build {segment}: {reason}")

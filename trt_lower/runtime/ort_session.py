@@ -8,6 +8,14 @@ from numpy.typing import NDArray
 import onnxruntime as ort
 
 
+# What ONNX Runtime raises when it cannot load a model (an invalid graph, a type without a kernel):
+# its own exception classes, which derive from Exception alone.
+SESSION_ERRORS: tuple[type[Exception], ...] = tuple(
+    getattr(ort.capi.onnxruntime_pybind11_state, name)
+    for name in ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NotImplemented",
+                 "RuntimeException", "EPFail"))
+
+
 def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None, *,
                    spin_between_runs: bool = True, threads: int | None = None) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
