@@ -19,9 +19,10 @@ _CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2,
 
 
 def target_label(target: object) -> str:
-    """How reports name a call target: 'aten.add.Tensor' for an ATen op, else its qualified name
-    ('operator.mul', 'torch.sym_float'), never a repr with an address."""
-    if isinstance(target, (str, torch._ops.OpOverload)):
+    """How reports name a call target: 'aten.add.Tensor' for an ATen op, 'cond' for a
+    higher-order op, else its qualified name ('operator.mul', 'torch.sym_float'), never a repr
+    with an address."""
+    if isinstance(target, (str, torch._ops.OperatorBase)):
         return str(target)
     try:
         return torch.fx.node._get_qualified_name(target).replace("_operator.", "operator.")  # type: ignore[arg-type]
