@@ -12,6 +12,7 @@ import torch
 from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 
+from converters.core.dims import int_bound
 from trt_lower.decompositions import decomposition_table
 from trt_lower.runtime.signature import SymbolRanges
 from trt_lower.spec import TensorSpec
@@ -259,8 +260,7 @@ def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[Tenso
             # lower bound of 2 is no narrowing.
             if int(bounds.lower) > 2:
                 lo[i] = max(lo[i], int(bounds.lower))
-            # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite.
-            hi[i] = min(hi[i], int(bounds.upper)) if bounds.upper.is_Integer else hi[i]
+            hi[i] = min(hi[i], int_bound(bounds.upper, hi[i]))
             opt[i] = min(max(opt[i], lo[i]), hi[i])
             if (lo[i], hi[i]) != (spec.min_shape[i], spec.max_shape[i]):
                 notes.append(f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch._dynamo import register_backend
 
+from converters.core.dims import int_bound
 from trt_lower.api import lower_to_trt
 from trt_lower.capture import CaptureError
 from trt_lower.spec import TensorSpec
@@ -44,10 +45,10 @@ def _dim_range(d: torch.SymInt, seen: int) -> tuple[int, int, int] | str:
         return f"a dim computed from sizes ({expr})"
     shape_env = d.node.shape_env
     bounds = shape_env.var_to_range.get(expr) if shape_env is not None else None
-    # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite, and int() fails on it.
-    lo = int(bounds.lower) if bounds is not None and bounds.lower.is_Integer else 0
-    hi = int(bounds.upper) if bounds is not None and bounds.upper.is_Integer else max(DEFAULT_DYNAMIC_MAX, seen)
-    return lo, seen, hi
+    unbounded = max(DEFAULT_DYNAMIC_MAX, seen)
+    if bounds is None:
+        return 0, seen, unbounded
+    return int_bound(bounds.lower, 0), seen, int_bound(bounds.upper, unbounded)
 
 
 def _spec(node: torch.fx.Node, example: torch.Tensor) -> TensorSpec | str:

@@ -5,15 +5,23 @@ Dims may be torch.SymInt (dynamic); they are compared only after `isinstance(d, 
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, TypeGuard
+from typing import Any, Optional, Sequence, TypeGuard, TypeVar
 
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.target import Target
 
+T = TypeVar("T")
+
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
+
+
+def int_bound(bound: object, default: T) -> int | T:
+    """A sympy value-range bound as an int, or `default` where the range is unbounded there: ±oo,
+    or torch's ±int_oo, which calls itself finite (is_finite) but which int() cannot convert."""
+    return int(bound) if getattr(bound, "is_Integer", False) else default  # type: ignore[call-overload]
 
 
 def is_static_dim(d: object) -> TypeGuard[int]:

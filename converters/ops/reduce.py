@@ -13,7 +13,7 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import float_inputs, nan_propagated, normalize_dim
-from converters.core.dims import input_val, is_static_dim, node_arg, static_numel
+from converters.core.dims import input_val, int_bound, is_static_dim, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -302,9 +302,7 @@ def _max_size(d: int | torch.SymInt) -> int | None:
     if isinstance(d, int):
         return d
     shape_env = d.node.shape_env
-    upper = shape_env.bound_sympy(d.node.expr).upper if shape_env is not None else None
-    # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite.
-    return int(upper) if upper is not None and upper.is_Integer else None
+    return int_bound(shape_env.bound_sympy(d.node.expr).upper, None) if shape_env is not None else None
 
 
 def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:

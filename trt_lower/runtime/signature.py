@@ -7,6 +7,8 @@ from typing import Mapping, Sequence
 import sympy
 import torch
 
+from converters.core.dims import int_bound
+
 # Each shape symbol of the captured graph (one per dynamic input dim) -> its (min, opt, max).
 SymbolRanges = Mapping[sympy.Symbol, tuple[int, int, int]]
 
@@ -22,9 +24,8 @@ def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
     if env is None:
         return 0, _UNBOUNDED, _UNBOUNDED
     bounds = env.bound_sympy(dim.node.expr)
-    # is_Integer, not is_finite: torch's unbounded int (int_oo) says it is finite, and int() fails on it.
-    low = max(0, int(bounds.lower)) if bounds.lower.is_Integer else 0
-    high = int(bounds.upper) if bounds.upper.is_Integer else _UNBOUNDED
+    low = max(0, int_bound(bounds.lower, 0))
+    high = int_bound(bounds.upper, _UNBOUNDED)
     return low, high, high
 
 
