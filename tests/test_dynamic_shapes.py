@@ -92,6 +92,20 @@ def test_a_float_computed_from_a_size_runs_eager() -> None:
     _check_sizes(model, lowered, [(1, 4), (3, 4), (8, 4)], torch.randn)
 
 
+def test_size_floor_division_and_remainder_follow_python_below_zero() -> None:
+    """(s0 - 5) // 2 is negative for small batches: ONNX's integer Div truncates (-3 // 2 gave -1,
+    not -2), so a size that can go below 0 is floor-divided as (x - x % y) / y."""
+    model = Fn(lambda x: x * ((x.shape[0] - 5) // 2) + (x.shape[0] - 7) % 3 + x.shape[0] // 2)
+    spec = trt_lower.TensorSpec((1, 4), (6, 4), (9, 4))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks, str(lowered.report)
+    check_onnx(lowered)
+    # One floor division needs the exact form; x.shape[0] // 2 keeps the plain Div.
+    ops = [n.op_type for n in onnx.load_from_string(lowered.engine_0.onnx_bytes).graph.node]
+    assert ops.count("Div") == 2 and ops.count("Mod") == 2, ops
+    _check_sizes(model, lowered, [(n, 4) for n in range(1, 10)], torch.randn)
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)

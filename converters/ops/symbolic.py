@@ -10,6 +10,7 @@ import operator
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.dims import int_bound
 from converters.core.registry import converter
 
 aten = torch.ops.aten
@@ -30,7 +31,18 @@ def _arith(b: GraphBuilder, op_type: str, x: Size, y: Size) -> Ref:
     return b.op(op_type, _size(b, x), _size(b, y), dtype=torch.int64, shape=())
 
 
-# Sizes are non-negative, where ONNX's truncating Div and Mod agree with Python's // and %.
+def _never_negative(arg: object) -> bool:
+    """Whether an FX size argument is known to be >= 0: a literal, or a SymInt whose value range
+    (torch.export's shape environment) starts at 0 or above."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+    if isinstance(val, int):
+        return val >= 0
+    if isinstance(val, torch.SymInt):
+        node = val.node
+        return int_bound(node.shape_env.bound_sympy(node.expr).lower, -1) >= 0
+    return False
+
+
 @converter(operator.add)
 def add(b: GraphBuilder, x: Size, y: Size) -> Ref:
     """SymInt + SymInt"""
@@ -51,11 +63,17 @@ def mul(b: GraphBuilder, x: Size, y: Size) -> Ref:
 
 @converter(operator.floordiv)
 def floordiv(b: GraphBuilder, x: Size, y: Size) -> Ref:
-    """SymInt // SymInt"""
-    return _arith(b, "Div", x, y)
+    """SymInt // SymInt
+
+    ONNX's integer Div truncates, which is Python's floor only where neither side is negative
+    (`(s0 - 5) // 2`): elsewhere (x - x % y) / y, exact because ONNX's integer Mod, as Python's %,
+    takes the divisor's sign."""
+    if all(_never_negative(a) for a in b.converting.args):
+        return _arith(b, "Div", x, y)
+    return _arith(b, "Div", _arith(b, "Sub", x, _arith(b, "Mod", x, y)), y)
 
 
 @converter(operator.mod)
 def mod(b: GraphBuilder, x: Size, y: Size) -> Ref:
-    """SymInt % SymInt"""
+    """SymInt % SymInt (ONNX's integer Mod takes the divisor's sign, as Python's % does)"""
     return _arith(b, "Mod", x, y)
