@@ -106,6 +106,19 @@ def test_size_floor_division_and_remainder_follow_python_below_zero() -> None:
     _check_sizes(model, lowered, [(n, 4) for n in range(1, 10)], torch.randn)
 
 
+def test_einsum_over_a_dynamic_batch() -> None:
+    """maxvit's attention einsums under a dynamic batch (they once all ran eager: 45 engines)."""
+    model = Fn(lambda q, k: torch.einsum("B H I D, B H J D -> B H I J", q, k).softmax(-1) * 2 + 1)
+    specs = [trt_lower.TensorSpec((1, 2, 5, 4), (3, 2, 5, 4), (6, 2, 5, 4))] * 2
+    lowered = trt_lower.lower_to_trt(model, specs, backend="onnxruntime")
+    assert "aten.einsum.default" in engine_ops(lowered) and not lowered.report.fallbacks, str(lowered.report)
+    check_onnx(lowered)
+    with torch.no_grad():
+        for n in (1, 4, 6):
+            q, k = torch.randn(n, 2, 5, 4), torch.randn(n, 2, 5, 4)
+            torch.testing.assert_close(lowered(q, k), model(q, k))
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)

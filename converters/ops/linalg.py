@@ -90,10 +90,10 @@ def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
         if len(set(term)) != len(term):
             return f"einsum diagonal (an operand repeats a label in {given!r})"
         for label, size in zip(term, val.shape):
-            if not isinstance(size, int):
-                return "einsum over a dynamic dim"
-            if sizes.setdefault(label, size) != size:
-                return f"einsum broadcasts a label ({sizes[label]} vs {size}) in {given!r}"
+            # A dynamic size by its symbolic expression: operands sharing a label share it.
+            known = size.node.expr if isinstance(size, torch.SymInt) else size
+            if sizes.setdefault(label, known) != known:
+                return f"einsum broadcasts a label ({sizes[label]} vs {known}) in {given!r}"
     return None
 
 
