@@ -119,6 +119,27 @@ def test_einsum_over_a_dynamic_batch() -> None:
             torch.testing.assert_close(lowered(q, k), model(q, k))
 
 
+def test_as_strided_that_reshapes_a_dynamic_batch() -> None:
+    """as_strided reading a contiguous input in order is a reshape, dynamic sizes and all
+    (convnext's head: (N, C, 1, 1) viewed with channels-last strides); one that reorders a
+    dynamic batch's elements stays eager, saying so."""
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = x.shape[0]
+        pooled = (x * 2).mean((2, 3), keepdim=True)
+        head = torch.as_strided(pooled, (n, 6, 1, 1), (6, 1, 6, 6)).permute(0, 2, 3, 1) + 1
+        flat = torch.as_strided(x.relu(), (n, 6 * 12), (6 * 12, 1)) - 1
+        return head, flat, torch.as_strided(x.sigmoid(), (n, 2), (72, 2)) * 3
+
+    model = Fn(fn)
+    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 6, 3, 4), (3, 6, 3, 4), (5, 6, 3, 4)),),
+                                     backend="onnxruntime", min_block_size=1)
+    assert [(f.op, f.reason) for f in lowered.report.fallbacks] == [
+        ("aten.as_strided.default", "as_strided with a dynamic shape, stride or offset, other than a reshape")]
+    assert len(lowered.report.engines) == 2, str(lowered.report)
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(1, 6, 3, 4), (4, 6, 3, 4), (5, 6, 3, 4)], torch.randn)
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)

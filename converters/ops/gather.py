@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim, only_first_output_used
@@ -69,7 +70,7 @@ def _strided_positions(node: torch.fx.Node) -> torch.Tensor | str:
     x = input_val(node, 0)
     size, stride, offset = node_arg(node, 1, "size"), node_arg(node, 2, "stride"), node_arg(node, 3, "storage_offset")
     if not all(isinstance(d, int) for d in (*x.shape, *x.stride(), *size, *stride, offset or 0)):
-        return "as_strided with a dynamic shape, stride or offset"
+        return "as_strided with a dynamic shape, stride or offset, other than a reshape"
     if not is_non_overlapping_and_dense_or_false(x):
         return f"as_strided of a tensor whose memory has gaps or overlaps (strides {x.stride()})"
     start = (x.storage_offset() if offset is None else offset) - x.storage_offset()
@@ -83,9 +84,39 @@ def _strided_positions(node: torch.fx.Node) -> torch.Tensor | str:
         return f"as_strided reads outside its input: {e}"
 
 
+def _known_equal(a: object, b: object) -> bool:
+    return bool(statically_known_true(a == b))  # type: ignore[arg-type]
+
+
+def _row_major(shape: Sequence[object], strides: Sequence[object]) -> bool:
+    """Whether `strides` are `shape`'s contiguous strides wherever a dim is not 1 (as far as the
+    sizes' symbols tell, without adding a guard)."""
+    expected: object = 1
+    for d, st in zip(reversed(shape), reversed(strides)):
+        if not _known_equal(d, 1):
+            if not _known_equal(st, expected):
+                return False
+            expected = expected * d  # type: ignore[operator]
+    return True
+
+
+def _reads_in_order(node: torch.fx.Node) -> bool:
+    """Whether as_strided reads all of a contiguous input in its own order: a reshape, also where
+    sizes are dynamic (convnext's head views its (N, C, 1, 1) pooled features with channels-last
+    strides)."""
+    def val(arg: object) -> object:  # a dynamic size is an FX node: its SymInt
+        return arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg
+
+    x = input_val(node, 0)
+    size, stride = [val(d) for d in node_arg(node, 1, "size")], [val(d) for d in node_arg(node, 2, "stride")]
+    offset = val(node_arg(node, 3, "storage_offset"))
+    return (offset is None or _known_equal(offset, x.storage_offset())) and _row_major(x.shape, x.stride()) \
+        and _row_major(size, stride) and _known_equal(math.prod(size), x.numel())
+
+
 def _gather_strides(node: torch.fx.Node, target: Target) -> Optional[str]:
     positions = _strided_positions(node)
-    return positions if isinstance(positions, str) else None
+    return positions if isinstance(positions, str) and not _reads_in_order(node) else None
 
 
 @converter(aten.as_strided.default, capability=_gather_strides)
@@ -95,6 +126,8 @@ def as_strided(b: GraphBuilder, x: Value, size: Sequence[int], stride: Sequence[
 
     A gather of the flattened input at constant positions (a reshape where they are in order).
     """
+    if _reads_in_order(b.converting):
+        return b.op("Reshape", x, b.shape_tensor(size), allowzero=1 if 0 in size else None, dtype=x.dtype)
     positions = _strided_positions(b.converting)
     assert isinstance(positions, torch.Tensor), positions
     flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype)
