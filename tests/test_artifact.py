@@ -161,7 +161,8 @@ def test_tensorrt_plans_load_without_a_build(trt_double: ModuleType, tmp_path: P
     assert trt_double.state.builds == builds + 2
 
 
-def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     model, x = Sandwich().eval(), torch.randn(2, 3, 8, 8)
     path = tmp_path / "t.trtl"
     with use_trt_double("10.4.0", tmp_path / "a"):
@@ -172,7 +173,9 @@ def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplo
         torch.testing.assert_close(loaded(x), model(x))
     assert "no TensorRT plan for TensorRT 10.13.0 on trt_double host (it has: TensorRT 10.4.0" in caplog.text
     caplog.clear()
-    # No TensorRT here: backend="auto" runs the ONNX on ONNX Runtime, with lower_to_trt's one warning.
+    # No TensorRT here: backend="auto" runs the ONNX on ONNX Runtime, with lower_to_trt's one
+    # warning (once per process: as if this were the first).
+    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         loaded = trt_lower.load(path)
     assert [r.getMessage() for r in caplog.records][0].startswith("trt_lower: TensorRT is not usable")

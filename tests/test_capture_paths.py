@@ -2,6 +2,7 @@
 GraphModule, TorchScript (traced and scripted) and torch.compile."""
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import pytest
@@ -120,6 +121,21 @@ def test_torch_compile_lowers_each_graph_and_does_not_recompile(monkeypatch: pyt
     with torch.no_grad():
         compiled(x)
     assert len(recorder.lowered) == count, "a second call with the same shapes recompiled"
+
+
+def test_torch_compile_warns_once_that_tensorrt_is_not_usable(monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """backend="auto" without TensorRT: one warning, not one per Dynamo graph."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())
+    monkeypatch.setattr(trt_lower.api.trt_engine, "unavailable_reason", lambda: "no tensorrt module")
+    model = WithGraphBreak().eval()
+    compiled = torch.compile(model, backend="trt_lower")
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="trt_lower"):
+        for x in (torch.randn(2, 3, 16, 16), -torch.ones(2, 3, 16, 16)):  # both branches
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+    warned = [r.getMessage() for r in caplog.records if "TensorRT is not usable" in r.getMessage()]
+    assert warned == ["trt_lower: TensorRT is not usable (no tensorrt module); running engines on ONNX Runtime"]
 
 
 def test_torch_compile_options_reach_lower_to_trt() -> None:

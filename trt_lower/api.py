@@ -30,6 +30,11 @@ class UnsupportedOpsError(RuntimeError):
     """require_full=True and some nodes cannot run inside an engine."""
 
 
+# The reasons backend="auto" has warned of: once per process, as Python's warnings do (under
+# torch.compile every Dynamo graph is lowered on its own: FasterRCNN repeated it dozens of times).
+_warned_unusable: set[str] = set()
+
+
 def _resolve_backend(backend: str) -> str:
     if backend == "onnxruntime":
         return backend
@@ -38,7 +43,9 @@ def _resolve_backend(backend: str) -> str:
         return "tensorrt"
     if backend == "tensorrt":
         raise RuntimeError(f"backend='tensorrt' cannot run here: {reason}")
-    log.warning("trt_lower: TensorRT is not usable (%s); running engines on ONNX Runtime", reason)
+    if reason not in _warned_unusable:
+        _warned_unusable.add(reason)
+        log.warning("trt_lower: TensorRT is not usable (%s); running engines on ONNX Runtime", reason)
     return "onnxruntime"
 
 
