@@ -140,6 +140,19 @@ def test_as_strided_that_reshapes_a_dynamic_batch() -> None:
     _check_sizes(model, lowered, [(1, 6, 3, 4), (4, 6, 3, 4), (5, 6, 3, 4)], torch.randn)
 
 
+def test_repeat_and_tile_by_a_dynamic_count() -> None:
+    """Counts read from a dynamic dim (BLOOM's ALiBi repeated over the batch) run in the engine."""
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        row = (x[0] * 2).sigmoid()
+        return x + row.repeat(x.shape[0], 1), torch.tile(row, (x.shape[0] // 2, 2)) - 1
+
+    model = Fn(fn)
+    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((2, 5), (4, 5), (7, 5)),), backend="onnxruntime")
+    assert {"aten.repeat.default"} <= engine_ops(lowered) and not lowered.report.fallbacks, str(lowered.report)
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(2, 5), (5, 5), (7, 5)], torch.randn)
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)

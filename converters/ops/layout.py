@@ -91,27 +91,23 @@ def unbind(b: GraphBuilder, x: Value, dim: int = 0) -> tuple[Ref, ...]:
     return tuple(b.op("Squeeze", p, b.ints([axis]), dtype=x.dtype) for p in pieces)
 
 
-def _constant_repeats(node: torch.fx.Node, target: Target) -> Optional[str]:
-    if not all(isinstance(r, int) for r in node_arg(node, 1, "repeats")):
-        return "repeat counts that are not constants"
-    return None
-
-
-def _tiled(b: GraphBuilder, x: Value, repeats: Sequence[int]) -> Ref:
-    """Tile after giving x leading 1-dims up to len(repeats) (torch's repeat rule)."""
+def _tiled(b: GraphBuilder, x: Value, repeats: Sequence[int | Ref]) -> Ref:
+    """Tile after giving x leading 1-dims up to len(repeats) (torch's repeat rule). A count known
+    only at run time (BLOOM's ALiBi repeated over a dynamic batch) is read from the engine's
+    shapes: TensorRT takes Tile's repeats as a shape tensor."""
     extra = len(repeats) - x.rank
     lifted = b.op("Unsqueeze", x, b.ints(list(range(extra))), dtype=x.dtype) if extra > 0 else x
-    return b.op("Tile", lifted, b.ints(list(repeats)), dtype=x.dtype)
+    return b.op("Tile", lifted, b.shape_tensor(repeats), dtype=x.dtype)
 
 
-@converter(aten.repeat.default, capability=_constant_repeats)
-def repeat(b: GraphBuilder, x: Value, repeats: Sequence[int]) -> Ref:
+@converter(aten.repeat.default)
+def repeat(b: GraphBuilder, x: Value, repeats: Sequence[int | Ref]) -> Ref:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
     return _tiled(b, x, repeats)
 
 
-@converter(aten.tile.default, capability=_constant_repeats)
-def tile(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
+@converter(aten.tile.default)
+def tile(b: GraphBuilder, x: Value, dims: Sequence[int | Ref]) -> Ref:
     """tile(Tensor self, SymInt[] dims) -> Tensor  (fewer dims than the rank: leading 1s)"""
     return _tiled(b, x, [1] * (x.rank - len(dims)) + list(dims))
 
