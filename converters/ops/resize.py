@@ -2,8 +2,8 @@
 
 TensorRT's Resize: nearest, linear and cubic modes, floating-point input, no antialias (those
 overloads have no converter). A scale factor goes in as Resize's `scales`, so the engine
-sizes its output from its input; an explicit output size goes in as `sizes` after the runtime
-(N, C).
+sizes its output from its input; an explicit output size (constant, or computed from dynamic
+dims) goes in as `sizes` after the runtime (N, C).
 
 Coordinate mappings, matching torch's area_pixel_compute_source_index:
   nearest        src = floor(dst / scale)                 asymmetric + floor
@@ -41,15 +41,12 @@ def _scales_of_default(node: torch.fx.Node, first_scale_at: int) -> list[Any]:
 
 
 def _capability(first_scale_at: int | None) -> Capability:
-    """Output sizes must be constants; for the .default overloads (output size and optional scales
-    both given), scales must be all absent or all given and agree with the output size, since
-    Resize takes one or the other."""
+    """For the .default overloads (output size and optional scales both given), scales must be all
+    absent or all given and agree with the output size, since Resize takes one or the other."""
 
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         x = input_val(node, 0)
         output_size = node_arg(node, 1, "output_size")
-        if output_size is not None and not all(isinstance(d, int) for d in output_size):
-            return "output size depends on a dynamic dimension"
         if first_scale_at is None:
             return None
         scales = _scales_of_default(node, first_scale_at)
@@ -65,7 +62,7 @@ def _capability(first_scale_at: int | None) -> Capability:
     return check
 
 
-def _resize(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, scales: Sequence[float] | None,
+def _resize(b: GraphBuilder, x: Value, output_size: Sequence[int | Ref] | None, scales: Sequence[float] | None,
             **attrs: Any) -> Ref:
     if scales is not None and all(s is not None for s in scales):
         factors = b.const([1.0, 1.0, *[float(s) for s in scales]], torch.float32)
@@ -73,7 +70,9 @@ def _resize(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, scales
         return by_scales
     if output_size is None:
         raise ValueError("Resize needs an output size or scales")
-    sizes = shape_of(b, [dim_size(b, x, 0), dim_size(b, x, 1), *output_size])
+    # An output size known only at run time (DeepLab's head resized to a dynamic input's size) is
+    # computed from shapes in the engine: TensorRT takes Resize's sizes as a shape tensor.
+    sizes = shape_of(b, [dim_size(b, x, 0), dim_size(b, x, 1), b.shape_tensor(output_size)])
     by_sizes: Ref = b.op("Resize", x, None, None, sizes, dtype=x.dtype, **attrs)
     return by_sizes
 
