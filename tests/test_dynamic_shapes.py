@@ -153,6 +153,24 @@ def test_repeat_and_tile_by_a_dynamic_count() -> None:
     _check_sizes(model, lowered, [(2, 5), (5, 5), (7, 5)], torch.randn)
 
 
+def test_resize_to_a_size_known_only_at_run_time() -> None:
+    """A segmentation head resized back to the input's dynamic size (DeepLab, LR-ASPP) and an
+    upsampling by a scale factor both run in the engine."""
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        F = torch.nn.functional
+        small = F.avg_pool2d(x.relu(), 2) * 3
+        head = F.interpolate(small, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return head + x, F.interpolate(small, scale_factor=2, mode="nearest") - 1, \
+            F.interpolate(small, size=(x.shape[2] + 1, 5), mode="bicubic", align_corners=True)
+
+    model = Fn(fn)
+    spec = trt_lower.TensorSpec((1, 2, 4, 4), (2, 2, 8, 10), (3, 2, 16, 16))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime")
+    assert not lowered.report.fallbacks and len(lowered.report.engines) == 1, str(lowered.report)
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(1, 2, 4, 4), (2, 2, 10, 6), (3, 2, 16, 16)], torch.randn)
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)
@@ -176,11 +194,30 @@ def test_shape_ops_under_dynamic_dims() -> None:
 
 @pytest.mark.parametrize("pool", [
     lambda x: torch.nn.functional.max_pool2d(x, 3, 2, ceil_mode=True),
+    lambda x: torch.nn.functional.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
+    lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True, count_include_pad=False),
+    lambda x: torch.nn.functional.max_pool1d(x.flatten(2), 2, 2, ceil_mode=True),
+], ids=["max_pool2d", "max_pool2d-padding", "avg_pool2d", "max_pool1d"])
+def test_ceil_mode_pooling_over_dynamic_spatial_dims(pool: object) -> None:
+    """Where padding + stride <= kernel, ONNX's ceil_mode window count is torch's for every size
+    (googlenet's pools): the pool runs in the engine, odd and even sizes alike."""
+    model = Fn(lambda x: torch.relu(pool(x)) + 1)  # type: ignore[operator]
+    spec = trt_lower.TensorSpec((1, 2, 5, 5), (2, 2, 9, 12), (3, 2, 12, 12))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
+    assert not lowered.report.fallbacks and len(lowered.report.engines) == 1, str(lowered.report)
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(n, 2, h, w) for n, h, w in ((1, 5, 5), (2, 6, 11), (3, 12, 12), (1, 7, 8))],
+                 torch.randn)
+
+
+@pytest.mark.parametrize("pool", [
+    lambda x: torch.nn.functional.max_pool2d(x, 2, 2, padding=1, ceil_mode=True),
     lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True),
     lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)),
 ], ids=["max_pool2d-ceil", "avg_pool2d-ceil", "adaptive_avg_pool2d"])
 def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: object) -> None:
-    """ceil_mode's dropped last window and adaptive windows are computed from the spatial sizes."""
+    """ceil_mode's dropped last window (possible where padding + stride > kernel), the padding
+    an average counts, and adaptive windows are computed from the spatial sizes."""
     model = Fn(lambda x: torch.relu(pool(x)) + 1)  # type: ignore[operator]
     spec = trt_lower.TensorSpec((1, 2, 6, 6), (2, 2, 9, 12), (4, 2, 12, 12))
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)

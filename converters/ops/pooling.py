@@ -94,7 +94,7 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
         y = b.op("Unsqueeze", y, b.ints([2]))
         squeeze.append(2)
         attrs, in_spatial, out_spatial = _lift_1d(attrs), [1, *in_spatial], [1, *out_spatial]
-    if attrs.get("ceil_mode"):
+    if attrs.get("ceil_mode") and all(is_static_dim(d) for d in in_spatial):  # else: _dynamic_ceil_mode
         static_in = [static(d, "a pooled dim") for d in in_spatial]
         if _onnx_ceil_count(attrs, static_in) != [int(o) for o in out_spatial]:
             attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, static_in, out_spatial))
@@ -147,11 +147,21 @@ def _no_divisor_override(at: int) -> Capability:
     return check
 
 
-def _static_ceil_mode(n: int, at: int) -> Capability:
+def _dynamic_ceil_mode(n: int, at: int, averages: bool = False) -> Capability:
+    """ceil_mode over dynamic spatial dims, where the window count is not known when converting:
+    ONNX's ceil count is torch's unless torch drops a last window that would start in the end
+    padding, which needs padding + stride > kernel in that dim (googlenet's pools, kernel 3 and
+    stride 2, never do). Average pooling counting the padding stays static (_ceil_within_padding)."""
     def check(node: torch.fx.Node, target: Target) -> Optional[str]:
         x = input_val(node, 0)
-        if node_arg(node, at, "ceil_mode", False) and not all(is_static_dim(d) for d in x.shape[-n:]):
-            return "ceil_mode over dynamic spatial dims"
+        if not node_arg(node, at, "ceil_mode", False) or all(is_static_dim(d) for d in x.shape[-n:]):
+            return None
+        if averages and node_arg(node, 5, "count_include_pad", True):
+            return "ceil_mode over dynamic spatial dims with count_include_pad=True"
+        attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),
+                       node_arg(node, 3, "padding", 0), True)
+        if any(p + s > k for p, s, k in zip(attrs["pads"], attrs["strides"], attrs["kernel_shape"])):
+            return "ceil_mode over dynamic spatial dims with padding + stride > kernel (a last window torch may drop)"
         return None
 
     return check
@@ -167,7 +177,7 @@ def _ceil_within_padding(n: int) -> Any:
         x = input_val(node, 0)
         out = node.meta["val"]
         if not all(is_static_dim(d) for d in (*x.shape[-n:], *out.shape[-n:])):
-            return None  # _static_ceil_mode refuses it
+            return None  # _dynamic_ceil_mode refuses it
         attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),
                        node_arg(node, 3, "padding", 0), True)
         if _onnx_ceil_count(attrs, x.shape[-n:]) == [int(o) for o in out.shape[-n:]]:
@@ -184,7 +194,7 @@ def _ceil_within_padding(n: int) -> Any:
 
 # -- max pooling (values only: TensorRT's MaxPool has no Indices output) ---------------------
 @converter(aten.max_pool2d_with_indices.default,
-           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _static_ceil_mode(2, at=5)))
+           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _dynamic_ceil_mode(2, at=5)))
 def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
                             ceil_mode: bool = False) -> tuple[Ref, None]:
@@ -194,7 +204,7 @@ def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int
 
 
 @converter(aten.max_pool3d_with_indices.default,
-           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _static_ceil_mode(3, at=5)))
+           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _dynamic_ceil_mode(3, at=5)))
 def max_pool3d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                             padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
                             ceil_mode: bool = False) -> tuple[Ref, None]:
@@ -211,7 +221,7 @@ def _avg_pool(b: GraphBuilder, x: Value, n: int, kernel_size: Sequence[int], str
 
 
 @converter(aten.avg_pool1d.default,
-           capability=all_of(float_inputs, _static_ceil_mode(1, at=4), _ceil_within_padding(1)))
+           capability=all_of(float_inputs, _dynamic_ceil_mode(1, at=4, averages=True), _ceil_within_padding(1)))
 def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True) -> Ref:
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False,
@@ -220,7 +230,7 @@ def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 
 @converter(aten.avg_pool2d.default,
-           capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(2, at=4),
+           capability=all_of(float_inputs, _no_divisor_override(at=6), _dynamic_ceil_mode(2, at=4, averages=True),
                               _ceil_within_padding(2)))
 def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
@@ -231,7 +241,7 @@ def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 
 @converter(aten.avg_pool3d.default,
-           capability=all_of(float_inputs, _no_divisor_override(at=6), _static_ceil_mode(3, at=4),
+           capability=all_of(float_inputs, _no_divisor_override(at=6), _dynamic_ceil_mode(3, at=4, averages=True),
                       _ceil_within_padding(3)))
 def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
                padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
