@@ -33,12 +33,15 @@ def normalize_dim(dim: int, rank: int) -> int:
     return dim + rank if dim < 0 else dim
 
 
-def nan_propagated(b: GraphBuilder, x: Value, reduced: Ref, axes: Sequence[int], keepdim: bool, *,
+def nan_propagated(b: GraphBuilder, x: Ref, reduced: Ref, axes: Sequence[int], keepdim: bool, *,
                    test: str = "IsNaN", value: float = float("nan")) -> Ref:
     """A float ReduceMax/ReduceMin result as torch computes it: NaN wherever the reduced slice
     holds a NaN (ONNX leaves that open; ONNX Runtime's answer depends on where the NaN sits).
-    With test="IsInf", value=inf: inf wherever the slice holds an infinity (a 2-norm)."""
+    With test="IsInf", value=inf: inf wherever the slice holds an infinity (a 2-norm). `x` must
+    say its dtype."""
     dtype = x.dtype
+    if dtype is None:
+        raise ValueError(f"nan_propagated: {x.name} has no dtype")
     hits = b.op("Cast", b.op(test, x), to=onnx_type(dtype), dtype=dtype)
     any_hit = b.op("ReduceMax", hits, axes=list(axes), keepdims=int(keepdim), dtype=dtype)
     return b.op("Where", b.op("Greater", any_hit, b.const(0, dtype)), b.const(value, dtype), reduced, dtype=dtype)

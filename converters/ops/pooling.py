@@ -18,7 +18,7 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value
 from converters.core.common import all_of, float_inputs, nan_propagated, per_spatial_dim, only_first_output_used
-from converters.core.dims import input_val, is_static_dim, node_arg, static
+from converters.core.dims import dim_size, input_val, is_static_dim, node_arg, static
 from converters.core.registry import Capability, converter
 from converters.core.target import Target
 
@@ -252,24 +252,25 @@ def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 
 # -- adaptive pooling ------------------------------------------------------------------------
-# Uneven windows (an output size that does not divide the input) overlap and differ in length, so
-# no single pool gives them. Both reductions are separable, so each spatial dim is reduced on its
+# Uneven windows (an output size that does not divide the input, or may not: a dynamic input size)
+# overlap and differ in length, so no single pool gives them. Both reductions are separable, so each spatial dim is reduced on its
 # own, one Slice and ReduceMean/ReduceMax per output index, concatenated. (Not a MatMul with an
 # averaging matrix: its zeros would turn an inf or NaN into NaN in every window.)
-def _static_windows(n: int) -> Capability:
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        in_shape = input_val(node, 0).shape[-n:]
-        out_size = per_spatial_dim(node_arg(node, 1, "output_size"), n)
-        if all(o == 1 for o in out_size) or all(is_static_dim(i) for i in in_shape):
-            return None
-        return f"adaptive pooling from dynamic spatial dims {tuple(in_shape)} to {tuple(out_size)}"
-
-    return check
-
-
 def _windows(size: int, out: int) -> list[tuple[int, int]]:
     """torch's adaptive windows: [floor(i * size / out), ceil((i + 1) * size / out))."""
     return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _dynamic_windows(b: GraphBuilder, x: Value, axis: int, out: int) -> list[tuple[Ref, Ref]]:
+    """The same windows' bounds over a dim known only at run time, computed in the engine from
+    its size (as 1-element Slice starts and ends)."""
+    size = dim_size(b, x, axis)
+
+    def bound(numerator_step: int, rounding: int) -> Ref:  # (step * size + rounding) // out
+        scaled = b.op("Mul", size, b.ints([numerator_step]), dtype=torch.int64)
+        return b.op("Div", b.op("Add", scaled, b.ints([rounding])), b.ints([out]), dtype=torch.int64)
+
+    return [(bound(i, 0), bound(i + 1, out - 1)) for i in range(out)]
 
 
 def _reduced_shape(x: Value, axis: int, out: int) -> tuple[ShapeDim, ...]:
@@ -278,62 +279,64 @@ def _reduced_shape(x: Value, axis: int, out: int) -> tuple[ShapeDim, ...]:
 
 def _reduce_dim(b: GraphBuilder, x: Value, axis: int, out: int, reduce_op: str) -> Value:
     """One Slice and `reduce_op` per output index along `axis`, concatenated."""
-    size = static(x.shape[axis], "an adaptively pooled dim")
+    d = x.shape[axis]
+    windows: list[tuple[Ref, Ref]] = (
+        [(b.ints([start]), b.ints([stop])) for start, stop in _windows(d, out)] if is_static_dim(d)
+        else _dynamic_windows(b, x, axis, out))
     axes = b.ints([axis])
     cells = []
-    for start, stop in _windows(size, out):
-        window = b.op("Slice", x, b.ints([start]), b.ints([stop]), axes, dtype=x.dtype,
-                      shape=_reduced_shape(x, axis, stop - start))
+    for start, stop in windows:
+        window = b.op("Slice", x, start, stop, axes, dtype=x.dtype)
         reduced = b.op(reduce_op, window, axes=[axis], keepdims=1)
         cells.append(nan_propagated(b, window, reduced, [axis], True) if reduce_op == "ReduceMax" else reduced)
     return b.op("Concat", *cells, axis=axis, dtype=x.dtype, shape=_reduced_shape(x, axis, out))
 
 
 def _adaptive(b: GraphBuilder, op_type: str, x: Value, n: int, output_size: Sequence[int]) -> Ref:
-    """Even windows are a plain pool (a global one for output size 1); uneven ones are reduced
-    one spatial dim at a time."""
+    """Even windows are a plain pool (a global one for output size 1); uneven ones, and windows
+    over dynamic dims, are reduced one spatial dim at a time."""
     out = per_spatial_dim(output_size, n)
     if all(o == 1 for o in out):
         return _pool(b, f"Global{op_type}", x, n, {})
-    sizes = [static(d, "an adaptively pooled dim") for d in x.shape[-n:]]
-    if all(i % o == 0 for i, o in zip(sizes, out)):
-        kernel = [i // o for i, o in zip(sizes, out)]
+    sizes = x.shape[-n:]
+    if all(is_static_dim(i) and i % o == 0 for i, o in zip(sizes, out)):
+        kernel = [int(i) // o for i, o in zip(sizes, out)]
         return _pool(b, op_type, x, n, dict(kernel_shape=kernel, strides=kernel))
     reduce_op = "ReduceMean" if op_type == "AveragePool" else "ReduceMax"
     y = x
     for k, (size, o) in enumerate(zip(sizes, out)):
-        if size != o:
+        if not (is_static_dim(size) and size == o):
             y = _reduce_dim(b, y, x.rank - n + k, o, reduce_op)
     return y
 
 
-@converter(aten.adaptive_avg_pool1d.default, capability=all_of(float_inputs, _static_windows(1)))
+@converter(aten.adaptive_avg_pool1d.default, capability=float_inputs)
 def adaptive_avg_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 1, output_size)
 
 
-@converter(aten._adaptive_avg_pool2d.default, capability=all_of(float_inputs, _static_windows(2)))
+@converter(aten._adaptive_avg_pool2d.default, capability=float_inputs)
 def adaptive_avg_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 2, output_size)
 
 
-@converter(aten._adaptive_avg_pool3d.default, capability=all_of(float_inputs, _static_windows(3)))
+@converter(aten._adaptive_avg_pool3d.default, capability=float_inputs)
 def adaptive_avg_pool3d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> Ref:
     """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
     return _adaptive(b, "AveragePool", x, 3, output_size)
 
 
 @converter(aten.adaptive_max_pool1d.default,
-           capability=all_of(float_inputs, only_first_output_used, _static_windows(1)))
+           capability=all_of(float_inputs, only_first_output_used))
 def adaptive_max_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 1, output_size), None
 
 
 @converter(aten.adaptive_max_pool2d.default,
-           capability=all_of(float_inputs, only_first_output_used, _static_windows(2)))
+           capability=all_of(float_inputs, only_first_output_used))
 def adaptive_max_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 2, output_size), None
