@@ -147,10 +147,11 @@ def test_repeat_and_tile_by_a_dynamic_count() -> None:
         return x + row.repeat(x.shape[0], 1), torch.tile(row, (x.shape[0] // 2, 2)) - 1
 
     model = Fn(fn)
-    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((2, 5), (4, 5), (7, 5)),), backend="onnxruntime")
+    # (torch.export guards x.shape[0] // 2 != 1, so the range starts at 4.)
+    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((4, 5), (4, 5), (7, 5)),), backend="onnxruntime")
     assert {"aten.repeat.default"} <= engine_ops(lowered) and not lowered.report.fallbacks, str(lowered.report)
     check_onnx(lowered)
-    _check_sizes(model, lowered, [(2, 5), (5, 5), (7, 5)], torch.randn)
+    _check_sizes(model, lowered, [(4, 5), (5, 5), (7, 5)], torch.randn)
 
 
 def test_resize_to_a_size_known_only_at_run_time() -> None:
@@ -171,35 +172,73 @@ def test_resize_to_a_size_known_only_at_run_time() -> None:
     _check_sizes(model, lowered, [(1, 2, 4, 4), (2, 2, 10, 6), (3, 2, 16, 16)], torch.randn)
 
 
+def test_size_tests_the_model_branches_on_are_kept() -> None:
+    """torch.export captures the branch the example sizes take; a test no range expresses was
+    dropped with export's own guards, and a call on the other branch got that branch's result.
+    Now a test on one size that holds on an interval narrows that size's range, and any other
+    is checked on every call, naming it."""
+    class Branches(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            padded = x.shape[1] + (7 - x.shape[1] % 7) % 7  # swin pads to whole windows
+            if padded > 7:
+                x = x * 2
+            if x.shape[0] % 2 == 0:
+                x = x + 1
+            if x.shape[0] * y.shape[0] > 12:
+                return (x.sum(1, keepdim=True) + y.sum()).relu()
+            return x - y.mean()
+
+    model = Branches()
+    specs = (trt_lower.TensorSpec((1, 4), (4, 10), (6, 20)), trt_lower.TensorSpec((1,), (5,), (9,)))
+    lowered = trt_lower.lower_to_trt(model, specs, backend="onnxruntime", min_block_size=1)
+    notes = lowered.report.notes
+    assert any("x.shape[1]: asked for 4..20, the captured graph holds for 8..20" in n for n in notes), notes
+    assert lowered._input_guard.inputs[0].describe() == "(1..6, 8..20) float32"
+    assert lowered._input_guard.conditions.texts == ("(x.shape[0] % 2) == 0", "x.shape[0]*y.shape[0] > 12")
+    for a, b, c in [(4, 10, 5), (6, 8, 9), (2, 20, 7)]:
+        x, y = torch.randn(a, b), torch.randn(c)
+        torch.testing.assert_close(lowered(x, y), model(x, y))
+    for (a, b, c), broken in [((4, 7, 5), r"range \(1\.\.6, 8\.\.20\)"), ((3, 10, 5), r"% 2\) == 0"),
+                              ((2, 10, 5), r"x\.shape\[0\]\*y\.shape\[0\] > 12")]:
+        with pytest.raises(trt_lower.EngineInputError, match=broken):
+            lowered(torch.randn(a, b), torch.randn(c))
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)
-        first, rest = x.split(3, dim=0)[0], x[3:]
+        first, rest = x.split([3, x.shape[0] - 3], dim=0)
         full = torch.full((x.shape[0], 2), 1.5) + torch.zeros(x.shape[0], 1)
         return a.expand(x.shape[0], 2, 3) * 2, b[:, -1:], first.flatten(), rest[-1].unsqueeze(0), full
 
     model = Fn(fn)
     spec = trt_lower.TensorSpec((4, 3, 3), (6, 5, 3), (10, 7, 3))
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", require_full=True, min_block_size=1)
+    # torch.export traced the split pieces as sizes other than 1: the graph holds from 4 and 5 on.
+    assert lowered._input_guard.inputs[0].describe() == "(5..10, 4..7, 3) float32", str(lowered.report)
+    assert "args_0.shape[0]: asked for 4..10, the captured graph holds for 5..10" in str(lowered.report)
     ran = engine_ops(lowered)
     assert {"aten.split_with_sizes.default", "aten.full.default", "aten.zeros.default"} <= ran
     # Sizes are computed inside the engine, not handed to it from Python.
     engine = onnx.load_from_string(lowered.engine_0.onnx_bytes)
     assert any(n.name.startswith("sym_size") for n in engine.graph.node)
     assert not any(n.target is aten.sym_size.int for n in lowered.graph.nodes)
-    for shape in [(4, 3, 3), (6, 5, 3), (10, 7, 3)]:
+    for shape in [(5, 4, 3), (6, 5, 3), (10, 7, 3)]:
         x = torch.randn(shape)
         torch.testing.assert_close(lowered(x), model(x))
+    with pytest.raises(trt_lower.EngineInputError, match=r"lowered for the range \(5\.\.10, 4\.\.7, 3\)"):
+        lowered(torch.randn(4, 3, 3))
 
 
 @pytest.mark.parametrize("pool", [
     lambda x: torch.nn.functional.max_pool2d(x, 3, 2, ceil_mode=True),
     lambda x: torch.nn.functional.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
     lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True, count_include_pad=False),
-    lambda x: torch.nn.functional.max_pool1d(x.flatten(2), 2, 2, ceil_mode=True),
+    lambda x: torch.nn.functional.max_pool2d(x, 3, 1, padding=1, ceil_mode=True),
     lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)),
     lambda x: torch.nn.functional.adaptive_max_pool2d(x, 7),
-], ids=["max_pool2d", "max_pool2d-padding", "avg_pool2d", "max_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d"])
+], ids=["max_pool2d", "max_pool2d-padding", "avg_pool2d", "max_pool2d-stride-1", "adaptive_avg_pool2d",
+        "adaptive_max_pool2d"])
 def test_pooling_over_dynamic_spatial_dims(pool: object) -> None:
     """Where padding + stride <= kernel, ONNX's ceil_mode window count is torch's for every size
     (googlenet's pools); adaptive windows are computed from the run-time size (VGG's 7 x 7 head,
@@ -217,7 +256,8 @@ def test_pooling_over_dynamic_spatial_dims(pool: object) -> None:
     lambda x: torch.nn.functional.max_pool2d(x, 2, 2, padding=1, ceil_mode=True),
     lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True),
 ], ids=["max_pool2d-ceil", "avg_pool2d-ceil"])
-def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: object) -> None:
+def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: object,
+                                                                      request: pytest.FixtureRequest) -> None:
     """ceil_mode's dropped last window (possible where padding + stride > kernel) and the padding
     an average counts are computed from the spatial sizes."""
     model = Fn(lambda x: torch.relu(pool(x)) + 1)  # type: ignore[operator]
@@ -225,7 +265,13 @@ def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: obje
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
     reasons = [f.reason for f in lowered.report.fallbacks if "pool" in f.op]
     assert reasons and all("ceil_mode over dynamic" in r for r in reasons), str(lowered.report)
-    _check_sizes(model, lowered, [(1, 2, 6, 6), (2, 2, 9, 12), (3, 2, 12, 7)], torch.randn)
+    _check_sizes(model, lowered, [(1, 2, 9, 12), (4, 2, 7, 6)], torch.randn)
+    assert bool(lowered._input_guard.conditions) == ("max_pool2d" in request.node.name)
+    if lowered._input_guard.conditions:
+        # Whether torch drops the last window is a branch in its output size, taken for the
+        # example's odd height and even width: calls on the other branch are refused, named.
+        with pytest.raises(trt_lower.EngineInputError, match="break a condition torch.export captured"):
+            lowered(torch.randn(1, 2, 8, 12))
 
 
 @pytest.mark.parametrize("args, message", [
@@ -293,7 +339,7 @@ def test_dynamic_engine_on_tensorrt_gets_one_profile_per_input(trt_double: objec
     lambda x: torch.slice_scatter(x, x[1::2] * 2, 0, 1, None, 2),
 ], ids=["roll", "roll-two-dims", "roll-flat", "slice_scatter-static-dim", "slice_scatter-dynamic-dim",
         "slice_scatter-negative-start", "slice_scatter-step"])
-def test_roll_and_slice_scatter_over_a_dynamic_dim(fn: object) -> None:
+def test_roll_and_slice_scatter_over_a_dynamic_dim(fn: object, request: pytest.FixtureRequest) -> None:
     """The split point (roll) and the slice's place (slice_scatter) come from sizes read at run time."""
     model = Fn(fn)  # type: ignore[arg-type]
     spec = trt_lower.TensorSpec((3, 4), (5, 4), (9, 4))
@@ -301,4 +347,7 @@ def test_roll_and_slice_scatter_over_a_dynamic_dim(fn: object) -> None:
     assert engine_ops(lowered) & {"aten.roll.default", "aten.slice_scatter.default"}, str(lowered.report)
     assert lowered.report.engines[0].input_shapes == [(-1, 4)]
     check_onnx(lowered)
-    _check_sizes(model, lowered, [(3, 4), (4, 4), (5, 4), (9, 4)], torch.randn)
+    # x[1:-1] and x[1::2] traced as more than one row: those graphs hold from 4 rows on.
+    low = lowered._input_guard.inputs[0].min_shape[0]
+    assert low == (4 if "slice_scatter-dynamic-dim" in request.node.name or "step" in request.node.name else 3)
+    _check_sizes(model, lowered, [(n, 4) for n in (3, 4, 5, 9) if n >= low], torch.randn)

@@ -246,9 +246,11 @@ def test_tensorrt_backend_without_tensorrt_names_what_is_missing() -> None:
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), backend="tensorrt")
 
 
-def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(caplog: pytest.LogCaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: auto may pick TensorRT")
+    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())  # as in a fresh process
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         lowered = trt_lower.lower_to_trt(Fn(lambda x: torch.relu(x) * 2 + 1), (torch.ones(3),))
     assert lowered.report.backend == "onnxruntime"

@@ -46,13 +46,16 @@ from trt_lower.engine.cache import _write_atomic as write_atomic
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
 from trt_lower.runtime import TensorSig
+from trt_lower.runtime.conditions import SizeConditions
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.settings import BACKENDS, LoweringSettings
 
 log = logging.getLogger("trt_lower")
 
 FORMAT = "trt_lower artifact"
-FORMAT_VERSION = 1
+# 2: the input guard's size conditions (runtime/conditions.py). A file without any is written
+# as version 1, which trt_lower before them reads the same.
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.safetensors"
 GUARD = "_input_guard"
@@ -212,12 +215,13 @@ def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
     members[WEIGHTS] = safetensors.torch.save(weights)
     manifest = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": 2 if guard.conditions else 1,
         "written_by": _versions(),
         "settings": loaded.settings if loaded else _settings_to_json(lowered, lowered.report),
         "report": asdict(lowered.report),
         "graph": artifact_graph.graph_to_json(lowered.graph),
         "inputs": [_sig_to_json(s) for s in guard.inputs],
+        "conditions": list(guard.conditions.texts) if guard.conditions else [],
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
     }
@@ -425,7 +429,9 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
         segments = _segments(archive)
-        guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]))
+        sigs = tuple(_sig_from_json(s) for s in manifest["inputs"])
+        conditions = manifest.get("conditions", [])
+        guard = InputGuard(sigs, SizeConditions(conditions, [s.source for s in sigs]) if conditions else None)
         graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
                                                set(weights), where)
     settings = replace(saved, backend=resolved)

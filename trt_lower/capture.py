@@ -13,6 +13,7 @@ from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 
 from converters.core.dims import int_bound
+from trt_lower.capture_conditions import size_conditions
 from trt_lower.decompositions import decomposition_table
 from trt_lower.runtime.signature import SymbolRanges
 from trt_lower.spec import TensorSpec
@@ -209,6 +210,8 @@ class CapturedGraph:
     program: torch.export.ExportedProgram
     symbols: SymbolRanges
     notes: tuple[str, ...] = ()  # where the captured ranges differ from the specs
+    # Size tests the graph was captured under that the ranges do not imply (capture_conditions.py).
+    conditions: tuple[str, ...] = ()
 
     def graph_module(self) -> torch.fx.GraphModule:
         """A fresh GraphModule to split (splitting rewrites it in place)."""
@@ -234,7 +237,8 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tenso
     # Export may also accept a range and narrow it by a guard on a size (`if x.shape[0] > 2`):
     # engines and the input guard take the range the graph is valid for.
     specs, notes = _inferred_specs(program, specs, refused)
-    return CapturedGraph(program, _symbol_ranges(program, specs), notes)
+    specs, conditions, more = size_conditions(program, specs)
+    return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions)
 
 
 def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],

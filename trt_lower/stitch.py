@@ -11,15 +11,19 @@ from trt_lower.build import Engine
 from trt_lower.convert import call_node, is_constant
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, LoweringReport
+from trt_lower.runtime.conditions import SizeConditions
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.signature import SymbolRanges, TensorSig
 from trt_lower.settings import LoweringSettings
 
 
-def _guard_inputs(gm: torch.fx.GraphModule, symbols: SymbolRanges) -> None:
-    """Check every call's inputs first, with errors that name the input and its range."""
+def _guard_inputs(gm: torch.fx.GraphModule, symbols: SymbolRanges, conditions: tuple[str, ...]) -> None:
+    """Check every call's inputs first, with errors that name the input and its range (or the size
+    condition it breaks)."""
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
-    gm.add_submodule("_input_guard", InputGuard(tuple(TensorSig.of(n.name, n, symbols) for n in inputs)))
+    sigs = tuple(TensorSig.of(n.name, n, symbols) for n in inputs)
+    gm.add_submodule("_input_guard", InputGuard(sigs, SizeConditions(conditions, [s.source for s in sigs])
+                                                if conditions else None))
     with gm.graph.inserting_after(inputs[-1] if inputs else None):
         gm.graph.call_module("_input_guard", tuple(inputs))
 
@@ -44,10 +48,10 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
 
 
 def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: str,
-           settings: LoweringSettings) -> LoweredModule:
+           settings: LoweringSettings, conditions: tuple[str, ...] = ()) -> LoweredModule:
     """Stage 5. In: the split graph, the engine of each of its segments, the shape symbols'
-    ranges (for the input guard), the backend the engines run on and the settings (for the
-    report). Out: the LoweredModule, the split graph itself with each `engine_<k>` submodule
+    ranges and the size conditions (for the input guard), the backend the engines run on and the
+    settings (for the report). Out: the LoweredModule, the split graph itself with each `engine_<k>` submodule
     replaced by its engine, weights the engines took in dropped, an InputGuard checking every
     call's inputs first, and its LoweringReport (timings are api.py's to fill in)."""
     gm = split.gm
@@ -55,7 +59,7 @@ def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: 
     for node in list(gm.graph.nodes):
         if node.op == "get_attr" and not node.users:
             gm.graph.erase_node(node)
-    _guard_inputs(gm, symbols)
+    _guard_inputs(gm, symbols, conditions)
 
     in_engines = sum(e.num_nodes for e in reports)
     total = in_engines + sum(1 for n in gm.graph.nodes if is_compute(n))

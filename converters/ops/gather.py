@@ -85,7 +85,7 @@ def _strided_positions(node: torch.fx.Node) -> torch.Tensor | str:
 
 
 def _known_equal(a: object, b: object) -> bool:
-    return bool(statically_known_true(a == b))  # type: ignore[arg-type]
+    return bool(statically_known_true(a == b))
 
 
 def _row_major(shape: Sequence[object], strides: Sequence[object]) -> bool:
@@ -111,7 +111,7 @@ def _reads_in_order(node: torch.fx.Node) -> bool:
     size, stride = [val(d) for d in node_arg(node, 1, "size")], [val(d) for d in node_arg(node, 2, "stride")]
     offset = val(node_arg(node, 3, "storage_offset"))
     return (offset is None or _known_equal(offset, x.storage_offset())) and _row_major(x.shape, x.stride()) \
-        and _row_major(size, stride) and _known_equal(math.prod(size), x.numel())
+        and _row_major(size, stride) and _known_equal(math.prod(size), x.numel())  # type: ignore[arg-type]
 
 
 def _gather_strides(node: torch.fx.Node, target: Target) -> Optional[str]:

@@ -14,7 +14,7 @@ from converters.core.dims import int_bound
 from converters.core.registry import converter
 
 aten = torch.ops.aten
-Size = Value | int
+Size = Ref | int
 
 
 def _size(b: GraphBuilder, x: Size) -> Ref:
@@ -37,10 +37,9 @@ def _never_negative(arg: object) -> bool:
     val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
     if isinstance(val, int):
         return val >= 0
-    if isinstance(val, torch.SymInt):
-        node = val.node
-        return int_bound(node.shape_env.bound_sympy(node.expr).lower, -1) >= 0
-    return False
+    if not isinstance(val, torch.SymInt) or val.node.shape_env is None:
+        return False
+    return int_bound(val.node.shape_env.bound_sympy(val.node.expr).lower, -1) >= 0
 
 
 @converter(operator.add)

@@ -5,6 +5,7 @@ from typing import Sequence
 
 import torch
 
+from trt_lower.runtime.conditions import SizeConditions
 from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.signature import InputCheck, TensorSig
 
@@ -14,11 +15,13 @@ class InputGuard(torch.nn.Module):
     input, its shape and the shapes (or range) it was lowered for, before any engine runs.
 
     It is the one input check of a lowered module's call: `cover` adds the engines' device to it,
-    and after each check it tells those engines that their inputs are checked (EngineModule)."""
+    and after each check it tells those engines that their inputs are checked (EngineModule).
+    Where the model was captured under size tests its ranges do not imply, it checks those too."""
 
-    def __init__(self, inputs: tuple[TensorSig, ...]) -> None:
+    def __init__(self, inputs: tuple[TensorSig, ...], conditions: SizeConditions | None = None) -> None:
         super().__init__()
         self.inputs = inputs
+        self.conditions = conditions
         self.check = InputCheck("", inputs)
         self._engines: tuple[EngineModule, ...] = ()
 
@@ -28,6 +31,8 @@ class InputGuard(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> None:
         self.check(tensors)
+        if self.conditions is not None:
+            self.conditions(tensors)
         for engine in self._engines:
             engine.__dict__["checked_upstream"] = True  # see EngineModule: nn.Module's __setattr__ is slow
 

@@ -1,0 +1,136 @@
+"""What torch.export assumed about the input sizes beyond their ranges (part of stage 1, capture).
+
+Tracing with dynamic dims, torch records a guard for every test on a size the model makes
+(`if x.shape[1] % 7:`, and the shape checks of its ops). A guard the input ranges imply needs no
+check. torch narrows a range where a guard bounds one size, but not where the bound is not
+linear (`x.shape[1] // 32 == 1`), nor does a range express a guard on several sizes or on a
+remainder. Those guards are what the captured graph is valid under: a call that breaks one would
+run the branch the model does not take. Here each is settled when it can be (provably true over
+the ranges, or true on an interval of one size, which then becomes that size's range) and kept,
+as text over `<input>.shape[<dim>]`, for the input guard to check per call when it cannot.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+from torch.utils._sympy.printers import PythonPrinter
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+from trt_lower.runtime.conditions import compile_condition
+from trt_lower.spec import TensorSpec
+
+# The most size values (or combinations of values) a condition is evaluated on to settle it here.
+_TRIES = 100_000
+
+
+def _input_dims(program: torch.export.ExportedProgram) -> list[tuple[str, tuple[int | torch.SymInt, ...]]]:
+    user_inputs = set(program.graph_signature.user_inputs)
+    return [(n.name, tuple(n.meta["val"].shape)) for n in program.graph.find_nodes(op="placeholder")
+            if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
+
+
+def _guards(dims: list[tuple[str, tuple[int | torch.SymInt, ...]]], symbols: set[sympy.Symbol]) -> list[sympy.Basic]:
+    """The shape environment's guards and runtime assertions on the input sizes alone."""
+    sizes = [d for _, shape in dims for d in shape if isinstance(d, torch.SymInt)]
+    env = sizes[0].node.shape_env if sizes else None
+    if env is None:
+        return []
+    exprs = [g.expr for g in env.guards] + [a.expr for asserts in env.deferred_runtime_asserts.values()
+                                            for a in asserts]
+    found: dict[sympy.Basic, None] = {}
+    for expr in exprs:
+        if expr.free_symbols and expr.free_symbols <= symbols and expr is not sympy.true:
+            found.setdefault(expr)
+    return list(found)
+
+
+def _function(expr: sympy.Basic, variables: Sequence[sympy.Symbol]) -> Callable[..., Any]:
+    return compile_condition(PythonPrinter().doprint(expr), [str(s) for s in variables])
+
+
+def _holds(function: Callable[..., Any], *values: int) -> bool:
+    try:
+        return bool(function(*values))
+    except ArithmeticError:
+        return False
+
+
+def _proved(expr: sympy.Basic, ranges: dict[sympy.Symbol, tuple[int, int]]) -> bool:
+    """True for every size in the ranges: by interval arithmetic, else by trying every combination
+    where there are few."""
+    try:
+        bound = bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, hi) in ranges.items()})
+        if bound.lower is sympy.true:
+            return True
+    except Exception:  # an expression torch's range analysis does not handle: try the values
+        pass
+    variables = sorted(expr.free_symbols, key=str)
+    spans = [range(ranges[s][0], ranges[s][1] + 1) for s in variables]
+    if math.prod(len(r) for r in spans) > _TRIES:
+        return False
+    function = _function(expr, variables)
+    return all(_holds(function, *values) for values in itertools.product(*spans))
+
+
+def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec]
+                    ) -> tuple[list[TensorSpec], tuple[str, ...], tuple[str, ...]]:
+    """The specs narrowed where a guard on one size holds on an interval of it, the guards left
+    for the input guard to check per call (SizeConditions texts), and a note for each of both."""
+    dims = _input_dims(program)
+    # Each input-dim symbol: the dims it sizes (the first names it in texts), and its range.
+    reads: dict[sympy.Symbol, list[tuple[int, int]]] = {}
+    ranges: dict[sympy.Symbol, tuple[int, int]] = {}
+    for k, ((name, shape), spec) in enumerate(zip(dims, specs)):
+        for i in spec.dynamic_dims:
+            d = shape[i]
+            if isinstance(d, torch.SymInt) and isinstance(d.node.expr, sympy.Symbol):
+                reads.setdefault(d.node.expr, []).append((k, i))
+                ranges.setdefault(d.node.expr, (spec.min_shape[i], spec.max_shape[i]))
+    where = {s: f"{dims[k][0]}.shape[{i}]" for s, ((k, i), *_) in reads.items()}
+    pending = [g for g in _guards(dims, set(where)) if not _proved(g, ranges)]
+    notes: list[str] = []
+    narrowed = True
+    while narrowed:  # a range narrowed by one guard may prove others
+        narrowed = False
+        for guard in list(pending):
+            if _proved(guard, ranges):
+                pending.remove(guard)
+                continue
+            if len(guard.free_symbols) != 1:
+                continue
+            (symbol,) = guard.free_symbols
+            lo, hi = ranges[symbol]
+            if hi - lo >= _TRIES:
+                continue
+            function = _function(guard, [symbol])
+            valid = [v for v in range(lo, hi + 1) if _holds(function, v)]
+            if valid and valid == list(range(valid[0], valid[-1] + 1)):
+                ranges[symbol] = (valid[0], valid[-1])
+                notes.append(f"{where[symbol]}: asked for {lo}..{hi}, the captured graph holds for "
+                             f"{valid[0]}..{valid[-1]} ({_text(guard, where)}); engines take that range")
+                pending.remove(guard)
+                narrowed = True
+    texts = tuple(dict.fromkeys(_text(g, where) for g in pending))
+    notes.extend(f"calls must meet {t}, a size test the model was captured under; others raise EngineInputError"
+                 for t in texts)
+    narrowed_specs = list(specs)
+    for symbol, dims_read in reads.items():
+        for k, i in dims_read:
+            narrowed_specs[k] = _narrowed(narrowed_specs[k], i, *ranges[symbol])
+    return narrowed_specs, texts, tuple(notes)
+
+
+def _text(expr: sympy.Basic, where: dict[sympy.Symbol, str]) -> str:
+    text: str = PythonPrinter().doprint(expr.xreplace({s: sympy.Symbol(where[s]) for s in expr.free_symbols}))
+    return text
+
+
+def _narrowed(spec: TensorSpec, i: int, lo: int, hi: int) -> TensorSpec:
+    """`spec` with dim i's range lo..hi (its opt moved into it)."""
+    low, opt, high = list(spec.min_shape), list(spec.opt_shape), list(spec.max_shape)
+    low[i], high[i], opt[i] = lo, hi, min(max(opt[i], lo), hi)
+    return TensorSpec(low, opt, high, spec.dtype)
