@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import math
 import os
 import pickle
 import subprocess
@@ -105,6 +106,60 @@ def test_dynamic_shapes_dicts_and_namedtuples(tmp_path: Path) -> None:
     # `* mask` makes both batch dims one shape symbol; the manifest says so.
     (batch, four), (mask_batch, _) = artifact.read(tmp_path / "d.trtl").manifest["input_dims"]
     assert isinstance(batch, str) and batch == mask_batch and four == 4
+
+
+class EvenBranch(torch.nn.Module):
+    """Branches on a size test no range expresses: torch.export captures the even branch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x * 2 - 1) if x.shape[1] % 2 == 0 else x
+
+
+def test_size_conditions_travel_with_the_file(tmp_path: Path) -> None:
+    spec = trt_lower.TensorSpec((1, 2), (2, 6), (4, 12))
+    calls = [(torch.randn(b, n),) for b, n in ((1, 2), (3, 8), (4, 12))]
+    loaded = _round_trip(EvenBranch(), (spec,), tmp_path / "even.trtl", calls, min_block_size=1)
+    manifest = artifact.read(tmp_path / "even.trtl").manifest
+    assert manifest["conditions"] == ["(x.shape[1] % 2) == 0"] and manifest["format_version"] == 2
+    with pytest.raises(trt_lower.EngineInputError, match=r"input shapes x \(2, 5\) break a condition .*% 2\) == 0"):
+        loaded(torch.randn(2, 5))
+    # A module without conditions is written as format 1, which trt_lower before them reads.
+    trt_lower.save(trt_lower.lower_to_trt(Sandwich().eval(), (torch.randn(1, 3, 8, 8),)), tmp_path / "plain.trtl")
+    assert artifact.read(tmp_path / "plain.trtl").manifest["format_version"] == 1
+
+
+class PairsUp(torch.nn.Module):
+    """A size rounded up by math.ceil (mobilevit's patch counts), in the graph's Python."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pairs = math.ceil(x.shape[1] / 2)
+        padded = torch.nn.functional.pad(x, (0, 2 * pairs - x.shape[1]))
+        return padded.reshape(x.shape[0], pairs, 2).sum(-1) * 2
+
+
+def test_sizes_rounded_by_math_ceil(tmp_path: Path) -> None:
+    spec = trt_lower.TensorSpec((1, 3), (2, 6), (4, 11))
+    loaded = _round_trip(PairsUp(), (spec,), tmp_path / "pairs.trtl", [(torch.randn(b, n),) for b, n in ((1, 3), (4, 11))],
+                         min_block_size=1)
+    assert any(n["target"] == "math.ceil" for n in artifact.read(tmp_path / "pairs.trtl").manifest["graph"]["nodes"])
+    assert loaded(torch.randn(2, 7)).shape == (2, 4)
+
+
+@pytest.mark.parametrize("condition, message", [
+    ("__import__('os').system('touch {marker}')", "is not allowed in one"),
+    ("x.shape.__class__ == 1", "is not allowed"),
+    ("x.shape[0] >", "is not an expression"),
+])
+def test_a_planted_size_condition_is_refused_and_never_runs(tmp_path: Path, condition: str, message: str) -> None:
+    marker = tmp_path / "pwned"
+    spec = trt_lower.TensorSpec((1, 2), (2, 6), (4, 12))
+    trt_lower.save(trt_lower.lower_to_trt(EvenBranch(), (spec,), min_block_size=1), tmp_path / "even.trtl")
+    planted = condition.format(marker=marker)
+    path = _rewrite(tmp_path / "even.trtl", tmp_path / "evil.trtl",
+                    lambda manifest, members: manifest.update(conditions=[planted]))
+    with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: malformed manifest .*{message}"):
+        trt_lower.load(path)
+    assert not marker.exists()
 
 
 def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogCaptureFixture) -> None:
@@ -338,8 +393,8 @@ def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
                         lambda manifest, members: members.update({"weights.safetensors": b"x"}))
     with pytest.raises(trt_lower.ArtifactError, match="checksum mismatch in member 'weights.safetensors'"):
         trt_lower.load(tampered)
-    newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=2))
-    with pytest.raises(trt_lower.ArtifactError, match="format version 2 .* reads up to version 1: upgrade"):
+    newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=3))
+    with pytest.raises(trt_lower.ArtifactError, match="format version 3 .* reads up to version 2: upgrade"):
         trt_lower.load(newer)
     malformed = _rewrite(saved, tmp_path / "malformed.trtl",
                          lambda manifest, members: manifest["engines"][0].pop("inputs"))

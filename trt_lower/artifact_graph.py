@@ -36,6 +36,8 @@ _PYTHON_TARGETS: dict[str, Callable[..., Any]] = {
 }
 _PYTHON_TARGETS.update({f"torch.{name}": getattr(torch, name)
                         for name in ("sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sqrt")})
+# Rounding a float size back to an int (mobilevit's patch counts at a dynamic resolution).
+_PYTHON_TARGETS.update({f"math.{name}": getattr(math, name) for name in ("ceil", "floor", "trunc")})
 _PYTHON_NAMES = {fn: name for name, fn in _PYTHON_TARGETS.items()}
 _OP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENUMS: dict[str, type] = {"dtype": torch.dtype, "layout": torch.layout, "memory_format": torch.memory_format}
