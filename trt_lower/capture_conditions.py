@@ -12,6 +12,7 @@ as text over `<input>.shape[<dim>]`, for the input guard to check per call when 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from typing import Any, Callable, Sequence
 
@@ -22,6 +23,8 @@ from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from trt_lower.runtime.conditions import compile_condition
 from trt_lower.spec import TensorSpec
+
+log = logging.getLogger("trt_lower")
 
 # The most size values (or combinations of values) a condition is evaluated on to settle it here.
 _TRIES = 100_000
@@ -52,6 +55,14 @@ def _function(expr: sympy.Basic, variables: Sequence[sympy.Symbol]) -> Callable[
     return compile_condition(PythonPrinter().doprint(expr), [str(s) for s in variables])
 
 
+def _checkable(expr: sympy.Basic) -> bool:
+    try:
+        _function(expr, sorted(expr.free_symbols, key=str))
+    except ValueError:  # printed with a function a condition may not call
+        return False
+    return True
+
+
 def _holds(function: Callable[..., Any], *values: int) -> bool:
     try:
         return bool(function(*values))
@@ -70,7 +81,7 @@ def _proved(expr: sympy.Basic, ranges: dict[sympy.Symbol, tuple[int, int]]) -> b
         pass
     variables = sorted(expr.free_symbols, key=str)
     spans = [range(ranges[s][0], ranges[s][1] + 1) for s in variables]
-    if math.prod(len(r) for r in spans) > _TRIES:
+    if math.prod(len(r) for r in spans) > _TRIES or not _checkable(expr):
         return False
     function = _function(expr, variables)
     return all(_holds(function, *values) for values in itertools.product(*spans))
@@ -104,24 +115,34 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
                 continue
             (symbol,) = guard.free_symbols
             lo, hi = ranges[symbol]
-            if hi - lo >= _TRIES:
+            if hi - lo >= _TRIES or not _checkable(guard):
                 continue
             function = _function(guard, [symbol])
             valid = [v for v in range(lo, hi + 1) if _holds(function, v)]
             if valid and valid == list(range(valid[0], valid[-1] + 1)):
                 ranges[symbol] = (valid[0], valid[-1])
                 notes.append(f"{where[symbol]}: asked for {lo}..{hi}, the captured graph holds for "
-                             f"{valid[0]}..{valid[-1]} ({_text(guard, where)}); engines take that range")
+                             f"{valid[0]}..{valid[-1]} ({_shortened(_text(guard, where))}); engines take that range")
                 pending.remove(guard)
                 narrowed = True
+    for guard in [g for g in pending if not _checkable(g)]:
+        pending.remove(guard)
+        log.warning("trt_lower: a size test the model was captured under cannot be checked per call: %s",
+                    _text(guard, where))
+        notes.append(f"not checked: {_shortened(_text(guard, where))}, a size test the model was captured "
+                     "under; a call that breaks it gets the captured branch's result")
     texts = tuple(dict.fromkeys(_text(g, where) for g in pending))
-    notes.extend(f"calls must meet {t}, a size test the model was captured under; others raise EngineInputError"
-                 for t in texts)
+    notes.extend(f"calls must meet {_shortened(t)}, a size test the model was captured under; others raise "
+                 "EngineInputError" for t in texts)
     narrowed_specs = list(specs)
     for symbol, dims_read in reads.items():
         for k, i in dims_read:
             narrowed_specs[k] = _narrowed(narrowed_specs[k], i, *ranges[symbol])
     return narrowed_specs, texts, tuple(notes)
+
+
+def _shortened(text: str, most: int = 160) -> str:
+    return text if len(text) <= most else text[:most] + " ..."
 
 
 def _text(expr: sympy.Basic, where: dict[sympy.Symbol, str]) -> str:

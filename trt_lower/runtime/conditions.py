@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import math
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import torch
@@ -16,6 +17,9 @@ _NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.C
           ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _FUNCTIONS = {"min": min, "max": max, "abs": abs}
 _MATH = {"floor", "ceil", "trunc"}
+# torch's symbolic-size functions, as they act on plain ints (the only `torch.` names allowed).
+_TORCH = SimpleNamespace(sym_float=float, sym_int=int, sym_max=max, sym_min=min)
+_MODULE_FUNCTIONS = {("math", f) for f in _MATH} | {("torch", f) for f in vars(_TORCH)}
 
 
 def _check_syntax(text: str, names: Sequence[str]) -> ast.Expression:
@@ -27,13 +31,13 @@ def _check_syntax(text: str, names: Sequence[str]) -> ast.Expression:
     for node in ast.walk(tree):
         ok = isinstance(node, _NODES) and not (
             isinstance(node, ast.Constant) and type(node.value) not in (int, float, bool)
-            or isinstance(node, ast.Name) and node.id not in (*names, *_FUNCTIONS, "math")
+            or isinstance(node, ast.Name) and node.id not in (*names, *_FUNCTIONS, "math", "torch")
             or isinstance(node, ast.Attribute) and not (
                 node.attr == "shape" and isinstance(node.value, ast.Name) and node.value.id in names
-                or node.attr in _MATH and isinstance(node.value, ast.Name) and node.value.id == "math")
+                or isinstance(node.value, ast.Name) and (node.value.id, node.attr) in _MODULE_FUNCTIONS)
             or isinstance(node, ast.Call) and (node.keywords or not (
                 isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
-                or isinstance(node.func, ast.Attribute) and node.func.attr in _MATH)))
+                or isinstance(node.func, ast.Attribute) and node.func.attr != "shape")))
         if not ok:
             raise ValueError(f"size condition {text!r}: {ast.unparse(node)!r} is not allowed in one")
     return tree
@@ -41,13 +45,13 @@ def _check_syntax(text: str, names: Sequence[str]) -> ast.Expression:
 
 def compile_condition(text: str, names: Sequence[str]) -> Callable[..., Any]:
     """A function of the inputs `names` (anything with a `.shape`) returning `text`'s value."""
-    if any(not n.isidentifier() or n in _FUNCTIONS or n == "math" for n in names):
+    if any(not n.isidentifier() or n in _FUNCTIONS or n in ("math", "torch") for n in names):
         raise ValueError(f"size condition {text!r}: input names {list(names)} cannot all be read in one")
     tree = _check_syntax(text, names)
     code = compile(ast.fix_missing_locations(ast.Expression(ast.Lambda(
         ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[], kw_defaults=[], defaults=[]),
         tree.body))), "<size condition>", "eval")
-    function: Callable[..., Any] = eval(code, {"__builtins__": {}, "math": math, **_FUNCTIONS})
+    function: Callable[..., Any] = eval(code, {"__builtins__": {}, "math": math, "torch": _TORCH, **_FUNCTIONS})
     return function
 
 
