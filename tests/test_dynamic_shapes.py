@@ -204,6 +204,27 @@ def test_size_tests_the_model_branches_on_are_kept() -> None:
             lowered(torch.randn(a, b), torch.randn(c))
 
 
+@pytest.mark.parametrize("trt_version", ["10.4", "8.6"])
+def test_padding_to_whole_windows_of_a_dynamic_size(trt_version: str) -> None:
+    """swin and twins pad a dynamic map to whole windows: pads computed from sizes run in the
+    engine where the target TensorRT takes run-time pads (10.4 on); 8.6 keeps them eager."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        right = (4 - x.shape[2] % 4) % 4
+        return torch.nn.functional.pad(x.sigmoid() * 2, (0, right, 0, 1)).cumsum(2) + 1
+
+    model = Fn(fn)
+    spec = trt_lower.TensorSpec((1, 3, 5), (2, 3, 6), (3, 3, 13))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", trt_version=trt_version,
+                                     min_block_size=1)
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    if trt_version == "8.6":
+        assert reasons == {"aten.constant_pad_nd.default": "pads computed at run time (TensorRT 8.6 takes constant pads only)"}
+    else:
+        assert not reasons and "aten.constant_pad_nd.default" in engine_ops(lowered), str(lowered.report)
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(1, 3, 5), (2, 3, 8), (3, 3, 13)], torch.randn)
+
+
 def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)

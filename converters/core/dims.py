@@ -24,6 +24,17 @@ def int_bound(bound: object, default: T) -> int | T:
     return int(bound) if getattr(bound, "is_Integer", False) else default  # type: ignore[call-overload]
 
 
+def never_negative(arg: object) -> bool:
+    """Whether an FX size argument is known to be >= 0: a literal, or a SymInt whose value range
+    (torch.export's shape environment) starts at 0 or above."""
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+    if isinstance(val, int):
+        return val >= 0
+    if not isinstance(val, torch.SymInt) or val.node.shape_env is None:
+        return False
+    return int_bound(val.node.shape_env.bound_sympy(val.node.expr).lower, -1) >= 0
+
+
 def is_static_dim(d: object) -> TypeGuard[int]:
     return isinstance(d, int)
 

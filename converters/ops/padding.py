@@ -1,8 +1,9 @@
 """Padding: constant, reflect and replicate, as ONNX Pad (modes constant, reflect, edge).
 
 torch lists pads from the last dim backwards as (begin, end) pairs; ONNX wants every dim's begins,
-then every dim's ends. Pad's `pads` is an initializer (TensorRT wants constant pads before 10.4),
-and TensorRT's Pad takes no bool tensors.
+then every dim's ends. Pad's `pads` is an initializer, or where a pad is a size computed at run time
+(swin and twins pad a dynamic map to whole windows) a shape tensor: TensorRT takes those from 10.4
+on. TensorRT's Pad takes no bool tensors.
 """
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from typing import Optional, Sequence
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.dims import input_val, node_arg
+from converters.core.dims import input_val, never_negative, node_arg
 from converters.core.registry import converter
 from converters.core.target import Target
 
 aten = torch.ops.aten
 
 
-def _onnx_pads(rank: int, pad: Sequence[int]) -> list[int]:
-    begins, ends = [0] * rank, [0] * rank
+def _onnx_pads(rank: int, pad: Sequence[int | Ref]) -> list[int | Ref]:
+    begins: list[int | Ref] = [0] * rank
+    ends: list[int | Ref] = [0] * rank
     for i in range(len(pad) // 2):
         begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
     return begins + ends
@@ -30,17 +32,16 @@ def _pad_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     if x.dtype == torch.bool:
         return "TensorRT's Pad takes no bool tensors"
     pad = node_arg(node, 1, "pad")
-    pads = [p for p in pad if isinstance(p, int)]
-    if len(pads) != len(pad):
-        return "pads that are not constants"
-    if any(p < 0 for p in pads):
-        return "negative pads (cropping)"
+    if not all(isinstance(p, int) for p in pad) and not target.at_least("10.4"):
+        return f"pads computed at run time ({target.label} takes constant pads only)"
+    if not all(never_negative(p) for p in pad):
+        return "negative pads (cropping), or pads computed at run time that may be"
     return None
 
 
-def _pad(b: GraphBuilder, x: Value, pad: Sequence[int], mode: str, value: float | None = None) -> Ref:
+def _pad(b: GraphBuilder, x: Value, pad: Sequence[int | Ref], mode: str, value: float | None = None) -> Ref:
     fill = None if value is None else b.const(value, x.dtype)
-    return b.op("Pad", x, b.ints(_onnx_pads(x.rank, pad)), fill, mode=mode, dtype=x.dtype)
+    return b.op("Pad", x, b.shape_tensor(_onnx_pads(x.rank, pad)), fill, mode=mode, dtype=x.dtype)
 
 
 @converter(aten.constant_pad_nd.default, capability=_pad_capability)

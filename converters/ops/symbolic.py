@@ -10,7 +10,7 @@ import operator
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.dims import int_bound
+from converters.core.dims import never_negative
 from converters.core.registry import converter
 
 aten = torch.ops.aten
@@ -29,17 +29,6 @@ def sym_size(b: GraphBuilder, x: Value, dim: int) -> Ref:
 
 def _arith(b: GraphBuilder, op_type: str, x: Size, y: Size) -> Ref:
     return b.op(op_type, _size(b, x), _size(b, y), dtype=torch.int64, shape=())
-
-
-def _never_negative(arg: object) -> bool:
-    """Whether an FX size argument is known to be >= 0: a literal, or a SymInt whose value range
-    (torch.export's shape environment) starts at 0 or above."""
-    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
-    if isinstance(val, int):
-        return val >= 0
-    if not isinstance(val, torch.SymInt) or val.node.shape_env is None:
-        return False
-    return int_bound(val.node.shape_env.bound_sympy(val.node.expr).lower, -1) >= 0
 
 
 @converter(operator.add)
@@ -67,7 +56,7 @@ def floordiv(b: GraphBuilder, x: Size, y: Size) -> Ref:
     ONNX's integer Div truncates, which is Python's floor only where neither side is negative
     (`(s0 - 5) // 2`): elsewhere (x - x % y) / y, exact because ONNX's integer Mod, as Python's %,
     takes the divisor's sign."""
-    if all(_never_negative(a) for a in b.converting.args):
+    if all(never_negative(a) for a in b.converting.args):
         return _arith(b, "Div", x, y)
     return _arith(b, "Div", _arith(b, "Sub", x, _arith(b, "Mod", x, y)), y)
 
