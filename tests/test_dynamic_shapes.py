@@ -229,7 +229,7 @@ def test_shape_ops_under_dynamic_dims() -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         a, b = x.split([2, x.shape[1] - 2], dim=1)
         first, rest = x.split([3, x.shape[0] - 3], dim=0)
-        full = torch.full((x.shape[0], 2), 1.5) + torch.zeros(x.shape[0], 1)
+        full = torch.full((x.shape[0], 2), 1.5) + torch.zeros(x.shape[0], 1) + x.new_ones(x.shape[0], 1)
         return a.expand(x.shape[0], 2, 3) * 2, b[:, -1:], first.flatten(), rest[-1].unsqueeze(0), full
 
     model = Fn(fn)
@@ -239,7 +239,7 @@ def test_shape_ops_under_dynamic_dims() -> None:
     assert lowered._input_guard.inputs[0].describe() == "(5..10, 4..7, 3) float32", str(lowered.report)
     assert "args_0.shape[0]: asked for 4..10, the captured graph holds for 5..10" in str(lowered.report)
     ran = engine_ops(lowered)
-    assert {"aten.split_with_sizes.default", "aten.full.default", "aten.zeros.default"} <= ran
+    assert {"aten.split_with_sizes.default", "aten.full.default", "aten.zeros.default", "aten.new_ones.default"} <= ran
     # Sizes are computed inside the engine, not handed to it from Python.
     engine = onnx.load_from_string(lowered.engine_0.onnx_bytes)
     assert any(n.name.startswith("sym_size") for n in engine.graph.node)

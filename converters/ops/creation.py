@@ -15,7 +15,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value, numpy_view
 from converters.core.common import as_operand
 from converters.core.dims import node_arg
-from converters.core.registry import Capability, converter
+from converters.core.registry import converter
 from converters.core.target import Target
 
 aten = torch.ops.aten
@@ -154,49 +154,38 @@ def ones_like(b: GraphBuilder, x: Value, **kwargs: Any) -> Ref:
     return full_like(b, x, 1)
 
 
-def _static_size(at: int) -> Capability:
-    """Capability: the size argument at position `at` has no dynamic dim."""
-
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
-        if not all(isinstance(d, int) for d in node_arg(node, at, "size")):
-            return "size depends on a dynamic dimension"
-        return None
-
-    return check
-
-
-@converter(aten.new_zeros.default, capability=_static_size(1))
-def new_zeros(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Ref:
+@converter(aten.new_zeros.default)
+def new_zeros(b: GraphBuilder, x: Value, size: Sequence[int | Value], **kwargs: Any) -> Ref:
     """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None) -> Tensor"""
-    return _expanded(b, b.ints(size), 0)
+    return _expanded(b, b.shape_tensor(size), 0)
 
 
-@converter(aten.new_ones.default, capability=_static_size(1))
-def new_ones(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Ref:
+@converter(aten.new_ones.default)
+def new_ones(b: GraphBuilder, x: Value, size: Sequence[int | Value], **kwargs: Any) -> Ref:
     """new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return _expanded(b, b.ints(size), 1)
+    return _expanded(b, b.shape_tensor(size), 1)
 
 
-@converter(aten.new_full.default, capability=_static_size(1))
-def new_full(b: GraphBuilder, x: Value, size: Sequence[int], fill_value: Any, **kwargs: Any) -> Ref:
+@converter(aten.new_full.default)
+def new_full(b: GraphBuilder, x: Value, size: Sequence[int | Value], fill_value: Any, **kwargs: Any) -> Ref:
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return _expanded(b, b.ints(size), fill_value)
+    return _expanded(b, b.shape_tensor(size), fill_value)
 
 
-@converter(aten.new_empty.default, capability=_static_size(1))
-def new_empty(b: GraphBuilder, x: Value, size: Sequence[int], **kwargs: Any) -> Ref:
+@converter(aten.new_empty.default)
+def new_empty(b: GraphBuilder, x: Value, size: Sequence[int | Value], **kwargs: Any) -> Ref:
     """new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor  (zeros: contents are unspecified)"""
-    return _expanded(b, b.ints(size), 0)
+    return _expanded(b, b.shape_tensor(size), 0)
 
 
-@converter(aten.empty_strided.default, capability=_static_size(0))
-def empty_strided(b: GraphBuilder, size: Sequence[int], stride: Sequence[int], **kwargs: Any) -> Ref:
+@converter(aten.empty_strided.default)
+def empty_strided(b: GraphBuilder, size: Sequence[int | Value], stride: Sequence[int], **kwargs: Any) -> Ref:
     """empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, ...) -> Tensor
 
     Zeros; strides are a memory layout, meaningless for an engine's dense outputs.
     """
-    return _expanded(b, b.ints(size), 0)
+    return _expanded(b, b.shape_tensor(size), 0)
 
 
 # -- one-hot, copies and casts ---------------------------------------------------------------
