@@ -1,14 +1,17 @@
 """Real architectures through lower_to_trt: engines, eager fallbacks, coverage, error against eager.
 
     python bench/model_zoo.py [--models vit,llama,...] [--backend onnxruntime] [--trt-version 8.6|10.4|latest]
-                              [--precision fp32|fp16] [--artifact] [--json out.json]
+                              [--precision fp32|fp16] [--artifact] [--dynamic [spatial]] [--json out.json]
 
 Each model is a real torchvision, timm or transformers architecture in a small configuration
 with random weights (nothing is downloaded), lowered as a user would (`lower_to_trt(model,
 inputs)`, defaults; `--trt-version` picks the TensorRT whose parser limits the converters
-respect, `--precision` the engines' precision), then called on its example inputs. Printed per model: engines, coverage
+respect, `--precision` the engines' precision), then called on its example inputs. With `--dynamic`
+each input is a `TensorSpec` whose batch dim ranges over 1..4 (token ids: their sequence dim over
+4..32 too; `--dynamic spatial`: an image's height and width over its size -32..+32 too), and the
+module is called at the ends of the ranges it was lowered for and in between. Printed per model: engines, coverage
 (the share of the graph's compute nodes inside engines), the ops left eager with their counts,
-the largest error over all output tensors relative to that output's largest magnitude, and the
+the largest error over all output tensors (and calls) relative to that output's largest magnitude, and the
 lowering time; with `--artifact`, whether `trt_lower.save` then `trt_lower.load` gives a module
 whose outputs are bit-identical to the lowered module's. A failure prints the exception's type and
 first line and the sweep goes on.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import sys
 import tempfile
@@ -213,26 +217,89 @@ def _round_trip(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ..
     return "ok" if same else "differs"
 
 
-def sweep_one(name: str, backend: str, trt_version: str | None, precision: str, artifact: bool) -> dict[str, Any]:
-    torch.manual_seed(0)
-    model, inputs = MODELS[name]()
+# --dynamic: the ranges (min, opt, max) of a batch dim and of token ids' sequence dim; with
+# `spatial`, an image's height and width range over its example size -32..+32 too.
+_BATCH, _SEQUENCE, _SPATIAL = (1, 2, 4), (4, 16, 32), (-32, 0, 32)
+
+
+def _spec(example: torch.Tensor, dynamic: str) -> trt_lower.TensorSpec:
+    """`example`'s shape with a batch range, a sequence range for token ids, and with `spatial`
+    height and width ranges for images."""
+    shape = list(example.shape)
+    ranges: dict[int, tuple[int, ...]] = {0: _BATCH}
+    if example.dtype == torch.int64 and example.dim() == 2:
+        ranges[1] = _SEQUENCE
+    if dynamic == "spatial" and example.is_floating_point() and example.dim() >= 4:
+        ranges.update({d: tuple(max(16, shape[d] + k) for k in _SPATIAL) for d in (-2 % len(shape), -1 % len(shape))})
+    shapes = [[ranges[d][k] if d in ranges else n for d, n in enumerate(shape)] for k in range(3)]
+    return trt_lower.TensorSpec(*shapes, dtype=example.dtype)
+
+
+def _resized(example: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """An input like `example` of `shape`: normal floats, or ids drawn from the example's values."""
+    if example.is_floating_point():
+        return torch.randn(shape, dtype=example.dtype)
+    return torch.randint(0, int(example.max()) + 1, shape, dtype=example.dtype)
+
+
+def _calls(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...],
+           dynamic: str | None) -> list[tuple[torch.Tensor, ...]]:
+    """The inputs each model is checked on: its example inputs, or with --dynamic inputs at the
+    ends of the ranges the module was lowered for (torch may narrow the ranges asked for) and a
+    shape in between."""
+    if not dynamic:
+        return [inputs]
+    sigs = lowered._input_guard.inputs
+    shapes = [[s.min_shape for s in sigs], [s.max_shape for s in sigs],
+              [tuple((lo + hi + 1) // 2 for lo, hi in zip(s.min_shape, s.max_shape)) for s in sigs]]
+    return [tuple(_resized(x, shape) for x, shape in zip(inputs, call)) for call in shapes]
+
+
+def _error(model: torch.nn.Module, lowered: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> float | str:
+    """check_accuracy's max abs error per output (inf where a shape or dtype differs), each
+    relative to that output's largest magnitude; the largest of these. Where eager raises, inf
+    unless the lowered module raises too; where the lowered module refuses the shapes
+    (EngineInputError: a size condition the model was captured under), its message."""
+    shapes = ", ".join(str(tuple(x.shape)) for x in inputs)
     with torch.no_grad():
-        expected = model(*inputs)
-    start = time.perf_counter()
-    lowered = trt_lower.lower_to_trt(model, inputs, backend=backend, trt_version=trt_version, precision=precision)
-    seconds = time.perf_counter() - start
-    # check_accuracy's max abs error per output (inf where a shape or dtype differs), each
-    # relative to that output's largest magnitude.
+        try:
+            expected = model(*inputs)
+        except Exception:  # the model itself does not take these shapes
+            try:
+                lowered(*inputs)
+            except Exception:
+                return f"{shapes}: eager and lowered both raise"
+            return math.inf
+        try:
+            lowered(*inputs)
+        except trt_lower.EngineInputError as e:
+            return f"{shapes}: refused: {str(e)[:200]}"
     accuracy = trt_lower.check_accuracy(model, lowered, inputs)
     scales = [_scale(e) for e in pytree.tree_leaves(expected) if isinstance(e, torch.Tensor)]
-    error = max((o.max_abs / s for o, s in zip(accuracy.outputs, scales, strict=True)), default=0.0)
+    return max((o.max_abs / s for o, s in zip(accuracy.outputs, scales, strict=True)), default=0.0)
+
+
+def sweep_one(name: str, backend: str, trt_version: str | None, precision: str, artifact: bool,
+              dynamic: str | None = None) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    specs = [_spec(x, dynamic) for x in inputs] if dynamic else inputs
+    start = time.perf_counter()
+    lowered = trt_lower.lower_to_trt(model, specs, backend=backend, trt_version=trt_version, precision=precision)
+    seconds = time.perf_counter() - start
+    calls = _calls(lowered, inputs, dynamic)
+    results = [_error(model, lowered, call) for call in calls]
+    error = max((r for r in results if isinstance(r, float)), default=0.0)
+    skipped = [r for r in results if isinstance(r, str)]
     report = lowered.report
     eager = collections.Counter(f.op for f in report.fallbacks)
     reasons = {f.op: f.reason for f in reversed(report.fallbacks)}  # each op's first reason
     row: dict[str, Any] = {"engines": len(report.engines), "coverage": report.coverage, "eager": dict(eager),
-                           "reasons": reasons, "error": error, "lower_s": seconds}
+                           "reasons": reasons, "error": error, "lower_s": seconds, "calls": len(calls), "skipped": skipped,
+                           "notes": list(report.notes)}
     if artifact:
-        row["artifact"] = _round_trip(lowered, inputs, backend)
+        ran = [call for call, result in zip(calls, results) if isinstance(result, float)]
+        row["artifact"] = _round_trip(lowered, ran[-1], backend) if ran else "not called"
     return row
 
 
@@ -243,16 +310,17 @@ def main() -> None:
     parser.add_argument("--trt-version", default=None)
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--artifact", action="store_true")
+    parser.add_argument("--dynamic", nargs="?", const="batch", choices=("batch", "spatial"), default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     results: dict[str, Any] = {}
     print(f"torch {torch.__version__}, backend {args.backend}, trt_version {args.trt_version or 'default'}, "
-          f"precision {args.precision}")
+          f"precision {args.precision}{f', dynamic {args.dynamic}' if args.dynamic else ''}")
     print(f"{'model':34s} {'engines':>7s} {'coverage':>8s} {'rel. error':>10s} {'lower s':>7s}  eager ops")
     for name in args.models.split(","):
         try:
-            row = sweep_one(name, args.backend, args.trt_version, args.precision, args.artifact)
+            row = sweep_one(name, args.backend, args.trt_version, args.precision, args.artifact, args.dynamic)
         except Exception as e:  # the sweep goes on: the failure is the result
             first = (str(e).strip().splitlines() or [""])[0][:160]
             row = {"failed": f"{type(e).__name__}: {first}", "traceback": traceback.format_exc()}
@@ -260,6 +328,7 @@ def main() -> None:
         else:
             eager = ", ".join(f"{op} x{k}" for op, k in sorted(row["eager"].items()))
             saved = f"  artifact {row['artifact']}" if "artifact" in row else ""
+            saved += f"  {len(row['skipped'])}/{row['calls']} calls skipped" if row["skipped"] else ""
             print(f"{name:34s} {row['engines']:7d} {row['coverage']:8.3f} {row['error']:10.2e} "
                   f"{row['lower_s']:7.1f}{saved}  {eager}", flush=True)
         results[name] = row
