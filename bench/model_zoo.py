@@ -37,6 +37,7 @@ import torch.utils._pytree as pytree
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from trt_lower.runtime.guard import InputGuard  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
@@ -231,8 +232,8 @@ def _spec(example: torch.Tensor, dynamic: str) -> trt_lower.TensorSpec:
         ranges[1] = _SEQUENCE
     if dynamic == "spatial" and example.is_floating_point() and example.dim() >= 4:
         ranges.update({d: tuple(max(16, shape[d] + k) for k in _SPATIAL) for d in (-2 % len(shape), -1 % len(shape))})
-    shapes = [[ranges[d][k] if d in ranges else n for d, n in enumerate(shape)] for k in range(3)]
-    return trt_lower.TensorSpec(*shapes, dtype=example.dtype)
+    low, opt, high = ([ranges[d][k] if d in ranges else n for d, n in enumerate(shape)] for k in range(3))
+    return trt_lower.TensorSpec(low, opt, high, dtype=example.dtype)
 
 
 def _resized(example: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -249,7 +250,9 @@ def _calls(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...],
     shape in between."""
     if not dynamic:
         return [inputs]
-    sigs = lowered._input_guard.inputs
+    guard = lowered._input_guard
+    assert isinstance(guard, InputGuard)
+    sigs = guard.inputs
     shapes = [[s.min_shape for s in sigs], [s.max_shape for s in sigs],
               [tuple((lo + hi + 1) // 2 for lo, hi in zip(s.min_shape, s.max_shape)) for s in sigs]]
     return [tuple(_resized(x, shape) for x, shape in zip(inputs, call)) for call in shapes]
