@@ -1,12 +1,15 @@
 """Inputs declared with TensorSpec(min, opt, max): one lowering serves every shape in range."""
 from __future__ import annotations
 
+import logging
+
 import onnx
 import pytest
 import torch
 import torchvision
 
 import trt_lower
+from trt_lower import capture_conditions
 from harness import Fn, check_onnx, engine_ops
 from test_pipeline import mystery  # noqa: F401  (registers an op without converter)
 
@@ -223,6 +226,20 @@ def test_padding_to_whole_windows_of_a_dynamic_size(trt_version: str) -> None:
         assert not reasons and "aten.constant_pad_nd.default" in engine_ops(lowered), str(lowered.report)
     check_onnx(lowered)
     _check_sizes(model, lowered, [(1, 3, 5), (2, 3, 8), (3, 3, 13)], torch.randn)
+
+
+def test_a_size_test_that_cannot_be_checked_is_noted_and_warned(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A guard printed with something a condition may not hold is kept out of the input guard,
+    said in the report and a warning (not a failed lowering)."""
+    monkeypatch.setattr(capture_conditions, "_checkable", lambda expr: False)
+    model = Fn(lambda x: x * 2 if x.shape[1] % 2 == 0 else x - 1)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 2), (2, 6), (3, 12)),),
+                                         backend="onnxruntime", min_block_size=1)
+    assert lowered._input_guard.conditions is None
+    assert any(n.startswith("not checked: (args_0.shape[1] % 2) == 0") for n in lowered.report.notes)
+    assert "cannot be checked per call: (args_0.shape[1] % 2) == 0" in caplog.text
 
 
 def test_shape_ops_under_dynamic_dims() -> None:

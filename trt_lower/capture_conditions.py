@@ -103,28 +103,7 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
                 ranges.setdefault(d.node.expr, (spec.min_shape[i], spec.max_shape[i]))
     where = {s: f"{dims[k][0]}.shape[{i}]" for s, ((k, i), *_) in reads.items()}
     pending = [g for g in _guards(dims, set(where)) if not _proved(g, ranges)]
-    notes: list[str] = []
-    narrowed = True
-    while narrowed:  # a range narrowed by one guard may prove others
-        narrowed = False
-        for guard in list(pending):
-            if _proved(guard, ranges):
-                pending.remove(guard)
-                continue
-            if len(guard.free_symbols) != 1:
-                continue
-            (symbol,) = guard.free_symbols
-            lo, hi = ranges[symbol]
-            if hi - lo >= _TRIES or not _checkable(guard):
-                continue
-            function = _function(guard, [symbol])
-            valid = [v for v in range(lo, hi + 1) if _holds(function, v)]
-            if valid and valid == list(range(valid[0], valid[-1] + 1)):
-                ranges[symbol] = (valid[0], valid[-1])
-                notes.append(f"{where[symbol]}: asked for {lo}..{hi}, the captured graph holds for "
-                             f"{valid[0]}..{valid[-1]} ({_shortened(_text(guard, where))}); engines take that range")
-                pending.remove(guard)
-                narrowed = True
+    notes = _narrow(pending, ranges, where)
     for guard in [g for g in pending if not _checkable(g)]:
         pending.remove(guard)
         log.warning("trt_lower: a size test the model was captured under cannot be checked per call: %s",
@@ -139,6 +118,36 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
         for k, i in dims_read:
             narrowed_specs[k] = _narrowed(narrowed_specs[k], i, *ranges[symbol])
     return narrowed_specs, texts, tuple(notes)
+
+
+def _narrow(pending: list[sympy.Basic], ranges: dict[sympy.Symbol, tuple[int, int]],
+            where: dict[sympy.Symbol, str]) -> list[str]:
+    """Settle what can be of `pending` (in place): a guard the ranges now imply goes, a guard on one
+    size true on an interval of it narrows that size's range (in `ranges`) and goes. A note per
+    narrowing; repeated while one narrowing may prove another guard."""
+    notes: list[str] = []
+    narrowed = True
+    while narrowed:
+        narrowed = False
+        for guard in list(pending):
+            if _proved(guard, ranges):
+                pending.remove(guard)
+                continue
+            if len(guard.free_symbols) != 1 or not _checkable(guard):
+                continue
+            (symbol,) = guard.free_symbols
+            lo, hi = ranges[symbol]
+            if hi - lo >= _TRIES:
+                continue
+            function = _function(guard, [symbol])
+            valid = [v for v in range(lo, hi + 1) if _holds(function, v)]
+            if valid and valid == list(range(valid[0], valid[-1] + 1)):
+                ranges[symbol] = (valid[0], valid[-1])
+                notes.append(f"{where[symbol]}: asked for {lo}..{hi}, the captured graph holds for "
+                             f"{valid[0]}..{valid[-1]} ({_shortened(_text(guard, where))}); engines take that range")
+                pending.remove(guard)
+                narrowed = True
+    return notes
 
 
 def _shortened(text: str, most: int = 160) -> str:
