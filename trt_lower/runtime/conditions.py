@@ -19,6 +19,7 @@ _FUNCTIONS = {"min": min, "max": max, "abs": abs}
 _MATH = {"floor", "ceil", "trunc"}
 # torch's symbolic-size functions, as they act on plain ints (the only `torch.` names allowed).
 _TORCH = SimpleNamespace(sym_float=float, sym_int=int, sym_max=max, sym_min=min)
+_REMEMBERED = 1024  # the most met input shapes a SizeConditions keeps
 _MODULE_FUNCTIONS = {("math", f) for f in _MATH} | {("torch", f) for f in vars(_TORCH)}
 
 
@@ -67,10 +68,18 @@ class SizeConditions:
         self.names = tuple(names)
         self._each = [compile_condition(t, self.names) for t in self.texts]
         self._all = compile_condition(" and ".join(f"({t})" for t in self.texts), self.names)
+        # Input shapes that met every condition: a repeated shape is looked up, not evaluated
+        # again (swin's 14 conditions take ~50 µs; the lookup well under one).
+        self._met: set[tuple[torch.Size, ...]] = set()
 
     def __call__(self, tensors: Sequence[torch.Tensor]) -> None:
+        shapes = tuple(t.shape for t in tensors)
+        if shapes in self._met:
+            return
         try:
             if self._all(*tensors):
+                if len(self._met) < _REMEMBERED:
+                    self._met.add(shapes)
                 return
         except ArithmeticError:  # a modulo or division by a zero size: the condition does not hold
             pass
@@ -80,9 +89,9 @@ class SizeConditions:
             except ArithmeticError:
                 broken = True
             if broken:
-                shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(self.names, tensors))
+                given = ", ".join(f"{n} {tuple(t.shape)}" for n, t in zip(self.names, tensors))
                 raise EngineInputError(
-                    f"input shapes {shapes} break a condition torch.export captured the model under: {text} "
+                    f"input shapes {given} break a condition torch.export captured the model under: {text} "
                     "(the model branches on its input sizes, and the branch the example shapes took is the "
                     "one lowered); lower the model again with a range in which this holds, or with an "
                     "example shape that takes the other branch")
