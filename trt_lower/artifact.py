@@ -46,7 +46,6 @@ from trt_lower.engine.cache import _write_atomic as write_atomic
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
 from trt_lower.runtime import TensorSig
-from trt_lower.runtime.conditions import SizeConditions
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.settings import BACKENDS, LoweringSettings
 
@@ -215,7 +214,7 @@ def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
     members[WEIGHTS] = safetensors.torch.save(weights)
     manifest = {
         "format": FORMAT,
-        "format_version": 2 if guard.conditions else 1,
+        "format_version": FORMAT_VERSION if guard.conditions else 1,
         "written_by": _versions(),
         "settings": loaded.settings if loaded else _settings_to_json(lowered, lowered.report),
         "report": asdict(lowered.report),
@@ -429,9 +428,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
         segments = _segments(archive)
-        sigs = tuple(_sig_from_json(s) for s in manifest["inputs"])
-        conditions = manifest.get("conditions", [])
-        guard = InputGuard(sigs, SizeConditions(conditions, [s.source for s in sigs]) if conditions else None)
+        guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]), manifest.get("conditions", []))
         graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
                                                set(weights), where)
     settings = replace(saved, backend=resolved)

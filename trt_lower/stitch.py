@@ -11,7 +11,6 @@ from trt_lower.build import Engine
 from trt_lower.convert import call_node, is_constant
 from trt_lower.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, LoweringReport
-from trt_lower.runtime.conditions import SizeConditions
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.signature import SymbolRanges, TensorSig
 from trt_lower.settings import LoweringSettings
@@ -22,8 +21,7 @@ def _guard_inputs(gm: torch.fx.GraphModule, symbols: SymbolRanges, conditions: t
     condition it breaks)."""
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
     sigs = tuple(TensorSig.of(n.name, n, symbols) for n in inputs)
-    gm.add_submodule("_input_guard", InputGuard(sigs, SizeConditions(conditions, [s.source for s in sigs])
-                                                if conditions else None))
+    gm.add_submodule("_input_guard", InputGuard(sigs, conditions))
     with gm.graph.inserting_after(inputs[-1] if inputs else None):
         gm.graph.call_module("_input_guard", tuple(inputs))
 
@@ -51,9 +49,10 @@ def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: 
            settings: LoweringSettings, conditions: tuple[str, ...] = ()) -> LoweredModule:
     """Stage 5. In: the split graph, the engine of each of its segments, the shape symbols'
     ranges and the size conditions (for the input guard), the backend the engines run on and the
-    settings (for the report). Out: the LoweredModule, the split graph itself with each `engine_<k>` submodule
-    replaced by its engine, weights the engines took in dropped, an InputGuard checking every
-    call's inputs first, and its LoweringReport (timings are api.py's to fill in)."""
+    settings (for the report). Out: the LoweredModule, the split graph itself with each
+    `engine_<k>` submodule replaced by its engine, weights the engines took in dropped, an
+    InputGuard checking every call's inputs first, and its LoweringReport (timings are api.py's to
+    fill in)."""
     gm = split.gm
     reports = [_swap(gm, engine, backend) for engine in engines]
     for node in list(gm.graph.nodes):

@@ -24,10 +24,16 @@ def int_bound(bound: object, default: T) -> int | T:
     return int(bound) if getattr(bound, "is_Integer", False) else default  # type: ignore[call-overload]
 
 
+def value_of(arg: object) -> object:
+    """An FX argument's value as converting sees it: a node's FakeTensor or SymInt, else itself
+    (a literal)."""
+    return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+
+
 def never_negative(arg: object) -> bool:
     """Whether an FX size argument is known to be >= 0: a literal, or a SymInt whose value range
     (torch.export's shape environment) starts at 0 or above."""
-    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+    val = value_of(arg)
     if isinstance(val, int):
         return val >= 0
     if not isinstance(val, torch.SymInt) or val.node.shape_env is None:

@@ -11,7 +11,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim, only_first_output_used
-from converters.core.dims import INT64_MAX, dim_size, dim_size_scalar, input_val, node_arg
+from converters.core.dims import INT64_MAX, dim_size, dim_size_scalar, input_val, node_arg, value_of
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -104,12 +104,10 @@ def _reads_in_order(node: torch.fx.Node) -> bool:
     """Whether as_strided reads all of a contiguous input in its own order: a reshape, also where
     sizes are dynamic (convnext's head views its (N, C, 1, 1) pooled features with channels-last
     strides)."""
-    def val(arg: object) -> object:  # a dynamic size is an FX node: its SymInt
-        return arg.meta["val"] if isinstance(arg, torch.fx.Node) else arg
-
     x = input_val(node, 0)
-    size, stride = [val(d) for d in node_arg(node, 1, "size")], [val(d) for d in node_arg(node, 2, "stride")]
-    offset = val(node_arg(node, 3, "storage_offset"))
+    size = [value_of(d) for d in node_arg(node, 1, "size")]
+    stride = [value_of(d) for d in node_arg(node, 2, "stride")]
+    offset = value_of(node_arg(node, 3, "storage_offset"))
     return (offset is None or _known_equal(offset, x.storage_offset())) and _row_major(x.shape, x.stride()) \
         and _row_major(size, stride) and _known_equal(math.prod(size), x.numel())  # type: ignore[arg-type]
 

@@ -18,10 +18,10 @@ class InputGuard(torch.nn.Module):
     and after each check it tells those engines that their inputs are checked (EngineModule).
     Where the model was captured under size tests its ranges do not imply, it checks those too."""
 
-    def __init__(self, inputs: tuple[TensorSig, ...], conditions: SizeConditions | None = None) -> None:
+    def __init__(self, inputs: tuple[TensorSig, ...], conditions: Sequence[str] = ()) -> None:
         super().__init__()
         self.inputs = inputs
-        self.conditions = conditions
+        self.conditions = SizeConditions(conditions, [s.source for s in inputs]) if conditions else None
         self.check = InputCheck("", inputs)
         self._engines: tuple[EngineModule, ...] = ()
 
