@@ -251,7 +251,6 @@ def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[Tenso
     narrowed: list[TensorSpec] = []
     notes: list[str] = []
     for node, spec in zip(nodes, specs):
-        lo, opt, hi = list(spec.min_shape), list(spec.opt_shape), list(spec.max_shape)
         for i in spec.dynamic_dims:
             dim = node.meta["val"].shape[i]
             asked = f"{spec.min_shape[i]}..{spec.max_shape[i]}"
@@ -262,12 +261,11 @@ def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[Tenso
             bounds = program.range_constraints[dim.node.expr]
             # Export's symbols start at 2 (it traces sizes 0 and 1 as general sizes), so a
             # lower bound of 2 is no narrowing.
-            if int(bounds.lower) > 2:
-                lo[i] = max(lo[i], int(bounds.lower))
-            hi[i] = min(hi[i], int_bound(bounds.upper, hi[i]))
-            opt[i] = min(max(opt[i], lo[i]), hi[i])
-            if (lo[i], hi[i]) != (spec.min_shape[i], spec.max_shape[i]):
+            lo = max(spec.min_shape[i], int(bounds.lower)) if int(bounds.lower) > 2 else spec.min_shape[i]
+            hi = min(spec.max_shape[i], int_bound(bounds.upper, spec.max_shape[i]))
+            if (lo, hi) != (spec.min_shape[i], spec.max_shape[i]):
                 notes.append(f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "
-                             f"{lo[i]}..{hi[i]}; engines take that range")
-        narrowed.append(TensorSpec(lo, opt, hi, spec.dtype))
+                             f"{lo}..{hi}; engines take that range")
+                spec = spec.narrowed(i, lo, hi)
+        narrowed.append(spec)
     return narrowed, tuple(notes)

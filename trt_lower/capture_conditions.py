@@ -11,6 +11,7 @@ as text over `<input>.shape[<dim>]`, for the input guard to check per call when 
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -51,16 +52,23 @@ def _guards(dims: list[tuple[str, tuple[int | torch.SymInt, ...]]], symbols: set
     return list(found)
 
 
-def _function(expr: sympy.Basic, variables: Sequence[sympy.Symbol]) -> Callable[..., Any]:
-    return compile_condition(PythonPrinter().doprint(expr), [str(s) for s in variables])
+@functools.lru_cache(maxsize=1024)
+def _function(expr: sympy.Basic) -> Callable[..., Any] | None:
+    """`expr` as a function of its symbols' values, in name order; None where it prints with a
+    function a condition may not call. Compiled once per expression (the narrowing loop asks
+    again)."""
+    try:
+        return compile_condition(PythonPrinter().doprint(expr), [str(s) for s in _variables(expr)])
+    except ValueError:
+        return None
+
+
+def _variables(expr: sympy.Basic) -> list[sympy.Symbol]:
+    return sorted(expr.free_symbols, key=str)
 
 
 def _checkable(expr: sympy.Basic) -> bool:
-    try:
-        _function(expr, sorted(expr.free_symbols, key=str))
-    except ValueError:  # printed with a function a condition may not call
-        return False
-    return True
+    return _function(expr) is not None
 
 
 def _holds(function: Callable[..., Any], *values: int) -> bool:
@@ -79,11 +87,10 @@ def _proved(expr: sympy.Basic, ranges: dict[sympy.Symbol, tuple[int, int]]) -> b
             return True
     except Exception:  # an expression torch's range analysis does not handle: try the values
         pass
-    variables = sorted(expr.free_symbols, key=str)
-    spans = [range(ranges[s][0], ranges[s][1] + 1) for s in variables]
-    if math.prod(len(r) for r in spans) > _TRIES or not _checkable(expr):
+    spans = [range(ranges[s][0], ranges[s][1] + 1) for s in _variables(expr)]
+    function = _function(expr) if _checkable(expr) else None
+    if function is None or math.prod(len(r) for r in spans) > _TRIES:
         return False
-    function = _function(expr, variables)
     return all(_holds(function, *values) for values in itertools.product(*spans))
 
 
@@ -116,7 +123,7 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
     narrowed_specs = list(specs)
     for symbol, dims_read in reads.items():
         for k, i in dims_read:
-            narrowed_specs[k] = _narrowed(narrowed_specs[k], i, *ranges[symbol])
+            narrowed_specs[k] = narrowed_specs[k].narrowed(i, *ranges[symbol])
     return narrowed_specs, texts, tuple(notes)
 
 
@@ -133,13 +140,13 @@ def _narrow(pending: list[sympy.Basic], ranges: dict[sympy.Symbol, tuple[int, in
             if _proved(guard, ranges):
                 pending.remove(guard)
                 continue
-            if len(guard.free_symbols) != 1 or not _checkable(guard):
+            function = _function(guard) if _checkable(guard) else None
+            if len(guard.free_symbols) != 1 or function is None:
                 continue
             (symbol,) = guard.free_symbols
             lo, hi = ranges[symbol]
             if hi - lo >= _TRIES:
                 continue
-            function = _function(guard, [symbol])
             valid = [v for v in range(lo, hi + 1) if _holds(function, v)]
             if valid and valid == list(range(valid[0], valid[-1] + 1)):
                 ranges[symbol] = (valid[0], valid[-1])
@@ -158,9 +165,3 @@ def _text(expr: sympy.Basic, where: dict[sympy.Symbol, str]) -> str:
     text: str = PythonPrinter().doprint(expr.xreplace({s: sympy.Symbol(where[s]) for s in expr.free_symbols}))
     return text
 
-
-def _narrowed(spec: TensorSpec, i: int, lo: int, hi: int) -> TensorSpec:
-    """`spec` with dim i's range lo..hi (its opt moved into it)."""
-    low, opt, high = list(spec.min_shape), list(spec.opt_shape), list(spec.max_shape)
-    low[i], high[i], opt[i] = lo, hi, min(max(opt[i], lo), hi)
-    return TensorSpec(low, opt, high, spec.dtype)

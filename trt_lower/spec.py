@@ -40,6 +40,12 @@ class TensorSpec:
         shape = tuple(tensor.shape)
         return cls(shape, shape, shape, tensor.dtype)
 
+    def narrowed(self, i: int, low: int, high: int) -> "TensorSpec":
+        """This spec with dim i's range low..high (its opt moved into it)."""
+        lo, opt, hi = list(self.min_shape), list(self.opt_shape), list(self.max_shape)
+        lo[i], hi[i], opt[i] = low, high, min(max(opt[i], low), high)
+        return TensorSpec(lo, opt, hi, self.dtype)
+
     @property
     def dynamic_dims(self) -> list[int]:
         return [i for i, (lo, hi) in enumerate(zip(self.min_shape, self.max_shape)) if lo != hi]
