@@ -253,9 +253,10 @@ def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Se
 
 # -- adaptive pooling ------------------------------------------------------------------------
 # Uneven windows (an output size that does not divide the input, or may not: a dynamic input size)
-# overlap and differ in length, so no single pool gives them. Both reductions are separable, so each spatial dim is reduced on its
-# own, one Slice and ReduceMean/ReduceMax per output index, concatenated. (Not a MatMul with an
-# averaging matrix: its zeros would turn an inf or NaN into NaN in every window.)
+# overlap and differ in length, so no single pool gives them. Both reductions are separable, so
+# each spatial dim is reduced on its own, one Slice and ReduceMean/ReduceMax per output index,
+# concatenated. (Not a MatMul with an averaging matrix: its zeros would turn an inf or NaN into NaN
+# in every window.)
 def _windows(size: int, out: int) -> list[tuple[int, int]]:
     """torch's adaptive windows: [floor(i * size / out), ceil((i + 1) * size / out))."""
     return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
