@@ -9,7 +9,7 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
-from splitter.support import ConverterSupport, is_size
+from splitter.support import ConverterSupport, is_check, is_size
 
 aten = torch.ops.aten
 
@@ -41,7 +41,7 @@ ENGINE_PREFIX = "engine_"
 
 
 def is_compute(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node)
+    return node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node) and not is_check(node)
 
 
 def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: Mapping[torch.fx.Node, object],

@@ -31,15 +31,31 @@ def target_label(target: object) -> str:
 
 
 # Ops that read a Python number out of a tensor's data (`x.item()`): no engine computes one.
-_DATA_READS = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
+DATA_READS = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
 _SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+# What torch.export leaves in the graph for `torch._check(n.item() <= 4)` and `_check_is_size`.
+RUNTIME_CHECKS = frozenset({torch.ops.aten._assert_scalar.default,
+                            torch.ops.aten.sym_constrain_range_for_size.default})
+
+
+def is_check(node: torch.fx.Node) -> bool:
+    """A runtime check on a Python number, or a number only such checks read (`n.item() <= 4`):
+    eager, like the number it checks, and no compute."""
+    if node.op != "call_function":
+        return False
+    if node.target in RUNTIME_CHECKS:
+        return True
+    return (isinstance(node.meta.get("val"), _SCALARS) and bool(node.users)
+            and all(is_check(u) for u in node.users))
 
 
 def is_size(node: torch.fx.Node) -> bool:
     """A size computed at run time from tensors' shapes (sym_size, int arithmetic on sizes): an
     int, not a tensor, which an engine recomputes from its own inputs' shapes."""
     return (node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
-            and node.target not in _DATA_READS
+            and node.target not in DATA_READS
             and all(is_size(a) for a in node.all_input_nodes if isinstance(a.meta.get("val"), _SCALARS)))
 
 
@@ -50,7 +66,7 @@ def _scalar_reason(node: torch.fx.Node) -> Optional[str]:
         val = arg.meta.get("val")
         if isinstance(val, _SCALARS) and not is_size(arg):
             kind = type(val).__name__.removeprefix("Sym").lower()
-            made = "read from a tensor's data (item())" if arg.target in _DATA_READS else "computed at run time"
+            made = "read from a tensor's data (item())" if arg.target in DATA_READS else "computed at run time"
             if arg is node:
                 return f"its result is a Python {kind} {made}, which an engine cannot produce"
             return f"takes {arg.name}, a Python {kind} {made}, which an engine cannot receive"

@@ -185,3 +185,34 @@ def test_a_number_read_from_data_stays_eager_with_its_users(scale: torch.Tensor)
     assert len(lowered.report.engines) == 2, str(lowered.report)
     for t in (scale, scale * 4):  # the number is read on each call
         torch.testing.assert_close(lowered(x, t), model(x, t))
+
+
+class _Checked(torch.nn.Module):
+    """Takes the first n rows, where the model itself checks 1 <= n <= 3."""
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        k = n.item()
+        torch._check(k >= 1)
+        torch._check(k <= 3)
+        return (x[:k] * 2 + 1).sigmoid()
+
+
+def test_a_check_on_a_number_read_from_data_is_kept(tmp_path: Any) -> None:
+    """torch.export keeps `torch._check` on an `item()` value as a runtime assertion; those used
+    to be dropped with export's shape asserts, so a lowered module went on where eager raised
+    (n = 0 gave an empty result, n = -1 all rows but one). The checks stay, eager, count as
+    no compute, and survive a save/load round trip."""
+    model, x = _Checked(), torch.randn(4, 3)
+    lowered = trt_lower.lower_to_trt(model, (x, torch.tensor(2)), backend="onnxruntime")
+    assert {f.op for f in lowered.report.fallbacks} == {"aten._local_scalar_dense.default"}, str(lowered.report)
+    assert engine_ops(lowered) >= {"aten.mul.Tensor", "aten.sigmoid.default"}
+    trt_lower.save(lowered, tmp_path / "m.trt")
+    for module in (lowered, trt_lower.load(tmp_path / "m.trt", backend="onnxruntime")):
+        for n in (1, 3):
+            torch.testing.assert_close(module(x, torch.tensor(n)), model(x, torch.tensor(n)))
+        for n, broken in ((0, "u0 >= 1"), (-1, "u0 >= 1"), (4, "u0 <= 3")):
+            with pytest.raises(RuntimeError, match="u0 >= 1|u0 <= 3") as raised:
+                module(x, torch.tensor(n))
+            assert broken in str(raised.value)
+            with pytest.raises(RuntimeError):
+                model(x, torch.tensor(n))

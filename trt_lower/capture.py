@@ -10,9 +10,11 @@ from typing import Any, Sequence
 import sympy
 import torch
 from torch.export import _unlift
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.export.graph_signature import InputKind, OutputKind
 
 from converters.core.dims import int_bound
+from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture_conditions import size_conditions
 from trt_lower.decompositions import decomposition_table
 from trt_lower.runtime.signature import SymbolRanges
@@ -137,12 +139,22 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
 
 
 # Runtime checks export leaves in the graph. The InputGuard checks every input's dtype and
-# shape range before anything runs, which is what these re-check piecemeal.
-_ASSERTS = frozenset({
-    torch.ops.aten._assert_tensor_metadata.default,
-    torch.ops.aten._assert_scalar.default,
-    torch.ops.aten.sym_constrain_range_for_size.default,
-})
+# shape range before anything runs, and the size conditions the ranges do not imply
+# (capture_conditions.py): what these re-check piecemeal. Checks on numbers read from data stay
+# (_on_data_reads).
+_ASSERTS = RUNTIME_CHECKS | {torch.ops.aten._assert_tensor_metadata.default}
+
+
+def _on_data_reads(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """The runtime checks on numbers read from tensors' data (`torch._check(n.item() <= 4)`):
+    no input check can settle them, and the numbers are on the host anyway. Checks on sizes an
+    op's output decides (a nonzero count) are not among them: torch derives most of them from
+    the op itself, and checking one would make its engine hand the size out."""
+    read = {v.node.expr for n in gm.graph.nodes
+            if n.target in DATA_READS and isinstance(v := n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))}
+    checks = [n for target in RUNTIME_CHECKS for n in gm.graph.find_nodes(op="call_function", target=target)]
+    return {n for n in checks
+            if (symbols := free_unbacked_symbols([a.meta.get("val") for a in n.all_input_nodes])) and symbols <= read}
 
 
 def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
@@ -180,8 +192,9 @@ def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """A fresh GraphModule of `program` (weights as get_attr), without export's runtime checks
     (`_guards_fn` and assertion nodes): stitch installs an InputGuard instead."""
     gm = _unlifted(program)
+    kept = _on_data_reads(gm)
     for node in reversed(gm.graph.nodes):
-        if node.target in _ASSERTS:
+        if node.target in _ASSERTS and node not in kept:
             gm.graph.erase_node(node)
     gm.graph.eliminate_dead_code()  # the asserts' now unused inputs (shape arithmetic)
     gm.recompile()
