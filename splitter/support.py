@@ -53,9 +53,10 @@ def is_check(node: torch.fx.Node) -> bool:
 
 def is_size(node: torch.fx.Node) -> bool:
     """A size computed at run time from tensors' shapes (sym_size, int arithmetic on sizes): an
-    int, not a tensor, which an engine recomputes from its own inputs' shapes."""
+    int, not a tensor, which an engine recomputes from its own inputs' shapes, where a
+    converter computes each step (else a Python int that only eager ops take)."""
     return (node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
-            and node.target not in DATA_READS
+            and node.target not in DATA_READS and converters.lookup(node.target) is not None
             and all(is_size(a) for a in node.all_input_nodes if isinstance(a.meta.get("val"), _SCALARS)))
 
 

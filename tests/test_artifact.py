@@ -129,10 +129,11 @@ def test_size_conditions_travel_with_the_file(tmp_path: Path) -> None:
 
 
 class PairsUp(torch.nn.Module):
-    """A size rounded up by math.ceil (mobilevit's patch counts), in the graph's Python."""
+    """A size rounded up by math.ceil from a float product, in the graph's Python (a quotient
+    of sizes would be integer division: trt_lower/size_quotients.py)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        pairs = math.ceil(x.shape[1] / 2)
+        pairs = math.ceil(x.shape[1] * 0.5)
         padded = torch.nn.functional.pad(x, (0, 2 * pairs - x.shape[1]))
         return padded.reshape(x.shape[0], pairs, 2).sum(-1) * 2
 

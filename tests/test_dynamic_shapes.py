@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 import onnx
 import pytest
@@ -107,6 +108,60 @@ def test_size_floor_division_and_remainder_follow_python_below_zero() -> None:
     ops = [n.op_type for n in onnx.load_from_string(lowered.engine_0.onnx_bytes).graph.node]
     assert ops.count("Div") == 2 and ops.count("Mod") == 2, ops
     _check_sizes(model, lowered, [(n, 4) for n in range(1, 10)], torch.randn)
+
+
+class _WholePatches(torch.nn.Module):
+    """Resizes its input up to whole 4x4 patches, as timm's MobileViT does, then averages each
+    patch; the rounded quotients of its sizes go through Python floats."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        nh, nw = math.ceil(h / 4), math.floor((w + 3) / 4)
+        y = torch.nn.functional.interpolate(x, size=(nh * 4, nw * 4), mode="bilinear", align_corners=False)
+        shift = math.ceil((h - 24) / 5) + math.trunc(w / 3)  # below zero for small h
+        return y.reshape(x.shape[0], x.shape[1], nh, 4, nw, 4).mean((3, 5)) * 2 + shift
+
+
+@pytest.mark.parametrize("trt_version", ["8.6", "10.4", "latest"])
+def test_rounded_quotients_of_sizes_are_integer_division(trt_version: str) -> None:
+    """math.ceil/floor/trunc of a quotient of sizes traced as Python floats, which
+    kept the resize and everything it feeds eager (MobileViT at a dynamic resolution: 5 engines);
+    they are exact integer division, computed in the engine, below zero too."""
+    model = _WholePatches()
+    spec = trt_lower.TensorSpec((1, 3, 9, 9), (1, 3, 30, 33), (2, 3, 48, 48))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", trt_version=trt_version)
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks, str(lowered.report)
+    assert "aten.upsample_bilinear2d.vec" in engine_ops(lowered)
+    check_onnx(lowered)
+    _check_sizes(model, lowered, [(1, 3, 9, 9), (2, 3, 48, 48), (1, 3, 30, 33), (2, 3, 23, 10), (1, 3, 13, 41)],
+                 torch.randn)
+
+
+def test_max_and_min_of_sizes_run_in_the_engine() -> None:
+    """max()/min() of two sizes trace to torch.sym_max/sym_min: computed in the engine."""
+    model = Fn(lambda x, y: (x.new_ones(max(x.shape[0], y.shape[0]), min(x.shape[1], 3)) * 2 + 1).sigmoid() * y.sum())
+    specs = (trt_lower.TensorSpec((2, 2), (4, 3), (8, 5)), trt_lower.TensorSpec((2,), (5,), (9,)))
+    lowered = trt_lower.lower_to_trt(model, specs, backend="onnxruntime")
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks, str(lowered.report)
+    check_onnx(lowered)
+    for a, b, c in [(2, 2, 9), (8, 5, 2), (5, 3, 5)]:
+        x, y = torch.randn(a, b), torch.randn(c)
+        torch.testing.assert_close(lowered(x, y), model(x, y))
+
+
+def test_a_size_computed_by_an_op_without_converter_is_eager_with_its_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A size an engine cannot compute is a Python int its users take from outside: they stay
+    eager with the reason (such a size was copied into the engine anyway, and lowering raised)."""
+    from converters.core import registry
+    monkeypatch.delitem(registry._REGISTRY, torch.sym_max)
+    model = Fn(lambda x, y: (x.new_ones(max(x.shape[0], y.shape[0]), 3) * 2 + 1).sigmoid() * y.sum())
+    specs = (trt_lower.TensorSpec((2, 3), (4, 3), (8, 3)), trt_lower.TensorSpec((2,), (5,), (9,)))
+    lowered = trt_lower.lower_to_trt(model, specs, backend="onnxruntime")
+    reasons = {f.op: f.reason for f in lowered.report.fallbacks}
+    assert reasons["torch.sym_max"] == "no converter for torch.sym_max"
+    assert "takes sym_max, a Python int computed at run time" in reasons["aten.new_ones.default"]
+    x, y = torch.randn(3, 3), torch.randn(7)
+    torch.testing.assert_close(lowered(x, y), model(x, y))
 
 
 def test_einsum_over_a_dynamic_batch() -> None:

@@ -18,6 +18,7 @@ from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture_conditions import size_conditions
 from trt_lower.decompositions import decomposition_table
 from trt_lower.runtime.signature import SymbolRanges
+from trt_lower.size_quotients import integer_quotients
 from trt_lower.spec import TensorSpec
 
 
@@ -196,6 +197,7 @@ def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     for node in reversed(gm.graph.nodes):
         if node.target in _ASSERTS and node not in kept:
             gm.graph.erase_node(node)
+    integer_quotients(gm)
     gm.graph.eliminate_dead_code()  # the asserts' now unused inputs (shape arithmetic)
     gm.recompile()
     return gm

@@ -43,10 +43,28 @@ def sub(b: GraphBuilder, x: Size, y: Size) -> Ref:
     return _arith(b, "Sub", x, y)
 
 
+@converter(operator.neg)
+def neg(b: GraphBuilder, x: Size) -> Ref:
+    """-SymInt (as 0 - x: integer Sub is in every TensorRT's tables)"""
+    return _arith(b, "Sub", 0, x)
+
+
 @converter(operator.mul)
 def mul(b: GraphBuilder, x: Size, y: Size) -> Ref:
     """SymInt * SymInt"""
     return _arith(b, "Mul", x, y)
+
+
+@converter(torch.sym_max)
+def sym_max(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """sym_max(SymInt, SymInt), what `max()` of two sizes traces to"""
+    return _arith(b, "Max", x, y)
+
+
+@converter(torch.sym_min)
+def sym_min(b: GraphBuilder, x: Size, y: Size) -> Ref:
+    """sym_min(SymInt, SymInt), what `min()` of two sizes traces to"""
+    return _arith(b, "Min", x, y)
 
 
 @converter(operator.floordiv)
