@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypedDict
 
 import torch
 
@@ -31,12 +31,27 @@ TARGETS = {"load_vs_lowering": 0.15, "file_vs_state_dict": 1.1}
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
 
+class Measurement(TypedDict):
+    """One model's row of the results (and of --json)."""
+    model: str
+    pairs: list[dict[str, float]]
+    lower_s_median: float
+    load_s_median: float
+    load_vs_lowering: float
+    file_bytes: int
+    state_dict_bytes: int
+    file_vs_state_dict: float
+    max_abs_diff_vs_eager: float
+
+
 def bert_small() -> Example:
     """BERT's architecture at a small size: hidden 256, 4 layers, 4 heads, full vocabulary."""
     from transformers import BertConfig, BertModel
 
     config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
-    return BertModel(config).eval(), (torch.randint(0, config.vocab_size, (1, 128)),)
+    # Typed as nn.Module: transformers' eval() override is unannotated.
+    model: torch.nn.Module = BertModel(config)
+    return model.eval(), (torch.randint(0, config.vocab_size, (1, 128)),)
 
 
 MODELS: dict[str, Callable[[], Example]] = {
@@ -51,15 +66,16 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def measure(name: str, reps: int, workdir: Path) -> dict[str, object]:
+def measure(name: str, reps: int, workdir: Path) -> Measurement:
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
     path = workdir / f"{name}.trtl"
-    lower = lambda: trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")  # noqa: E731
-    load = lambda: trt_lower.load(path, backend="onnxruntime")  # noqa: E731
+    lower: Callable[[], trt_lower.LoweredModule] = lambda: trt_lower.lower_to_trt(  # noqa: E731
+        model, inputs, backend="onnxruntime")
+    load: Callable[[], trt_lower.LoweredModule] = lambda: trt_lower.load(path, backend="onnxruntime")  # noqa: E731
     trt_lower.save(lower(), path)
     load()  # warm-up of both
-    pairs = []
+    pairs: list[dict[str, float]] = []
     for rep in range(reps):
         first, second = (lower, load) if rep % 2 == 0 else (load, lower)
         a, b = timed(first), timed(second)
@@ -91,17 +107,17 @@ def main() -> int:
     parser.add_argument("--json", help="write every number to this file")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}")
-    results = []
+    results: list[Measurement] = []
     with tempfile.TemporaryDirectory() as workdir:
         for name in args.models:
             r = measure(name, args.reps, Path(workdir))
             results.append(r)
-            ok_time = r["load_vs_lowering"] <= TARGETS["load_vs_lowering"]  # type: ignore[operator]
-            ok_size = r["file_vs_state_dict"] <= TARGETS["file_vs_state_dict"]  # type: ignore[operator]
+            ok_time = r["load_vs_lowering"] <= TARGETS["load_vs_lowering"]
+            ok_size = r["file_vs_state_dict"] <= TARGETS["file_vs_state_dict"]
             print(f"{name}: lower_to_trt {r['lower_s_median']:.2f} s, load {r['load_s_median']:.2f} s, "
                   f"load/lowering {r['load_vs_lowering']:.3f} (target <= {TARGETS['load_vs_lowering']}: "
                   f"{'PASS' if ok_time else 'FAIL'}); file {r['file_bytes'] / 2**20:.1f} MiB vs state_dict "
-                  f"{r['state_dict_bytes'] / 2**20:.1f} MiB = {r['file_vs_state_dict']:.3f}x (target <= "  # type: ignore[operator]
+                  f"{r['state_dict_bytes'] / 2**20:.1f} MiB = {r['file_vs_state_dict']:.3f}x (target <= "
                   f"{TARGETS['file_vs_state_dict']}: {'PASS' if ok_size else 'FAIL'}); "
                   f"max |diff| vs eager {r['max_abs_diff_vs_eager']:.1e}", flush=True)
     if args.json:

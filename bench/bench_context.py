@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import torch
 
@@ -34,6 +34,9 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 import trt_lower  # noqa: E402
 from trt_double.activate import trt_double  # noqa: E402
+
+if TYPE_CHECKING:  # imports tensorrt: at run time, only once the double is active
+    from trt_lower.runtime.trt_module import TRTEngineModule
 
 
 class ConvHead(torch.nn.Module):
@@ -97,7 +100,7 @@ def block(lowered: torch.nn.Module, x: torch.Tensor, expected: torch.Tensor, thr
 def mechanism(lowered: torch.nn.Module, repeats: int = 20000) -> dict[str, float]:
     """Seconds per call of each mechanism alone, one thread: the runtime's (thread, stream) table
     lookup against an uncontended lock's acquire and release."""
-    engine, lock = lowered.engine_0, threading.Lock()
+    engine, lock = cast("TRTEngineModule", lowered.engine_0), threading.Lock()  # the one (TensorRT) engine
     engine._binding(1)  # the thread's entry exists, as on every call after the first
 
     def lookup() -> None:

@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 import warnings
-from typing import Callable
+from typing import Callable, TypedDict, cast
 
 import numpy as np
 import onnxruntime as ort
@@ -37,6 +37,12 @@ from trt_lower.decompositions import decomposition_table  # noqa: E402
 from trt_lower.runtime.ort_session import create_session  # noqa: E402
 
 TARGETS = {"lowered_vs_ort_speed": 0.97, "lowered_vs_eager_speed": 2.0, "lowering_vs_bare_export": 1.15}
+
+
+class Lowering(TypedDict):
+    """measure_lowering's timings (seconds, and the ratio) per pair and their medians."""
+    reps: list[dict[str, float]]
+    median: dict[str, float]
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -55,12 +61,13 @@ def whole_graph_onnx(model: torch.nn.Module, x: torch.Tensor) -> bytes:
     f = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=17, input_names=["x"],
+        # The TorchScript exporter (dynamo=False) writes to a file object too; torch annotates `f` as a path.
+        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=17, input_names=["x"],  # type: ignore[arg-type]
                           output_names=["logits"], do_constant_folding=True)
     return f.getvalue()
 
 
-def measure_lowering(model: torch.nn.Module, x: torch.Tensor, reps: int) -> tuple[dict, trt_lower.LoweredModule]:
+def measure_lowering(model: torch.nn.Module, x: torch.Tensor, reps: int) -> tuple[Lowering, trt_lower.LoweredModule]:
     """`reps` adjacent (bare export, lower_to_trt) pairs, the order alternating; the ratio is taken
     per pair so load drifting over the run cancels out."""
     # One untimed round of each first: imports and first-call warm-up happen once per process.
@@ -146,7 +153,7 @@ def main() -> None:
 
     contenders = {"eager (inference_mode)": eager, "trt_lower (onnxruntime)": lowered_call,
                   "whole-graph ORT (sess.run)": ort_whole}
-    ref = eager().numpy()
+    ref = cast(torch.Tensor, eager()).numpy()  # resnet50's logits
     max_diff = {n: float(np.abs(np.asarray(fn()) - ref).max()) for n, fn in contenders.items()}
     times = measure_latency(contenders, args.iters, args.warmup, args.gap_ms / 1e3)
     latency = {n: {"median_ms": 1e3 * statistics.median(t), "p90_ms": 1e3 * percentile(t, 90),

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torchvision
 import tritonclient.grpc as grpc
+from numpy.typing import NDArray
 
 import trt_lower
 from trt_lower.triton import TritonServer, export_model_repository
@@ -34,7 +35,7 @@ from trt_lower.triton.server import free_ports
 MAX_BATCH = 8
 
 
-def run_level(url: str, model: str, x: np.ndarray, clients: int, requests: int) -> dict[str, float]:
+def run_level(url: str, model: str, x: NDArray[np.float32], clients: int, requests: int) -> dict[str, float]:
     """`requests` requests from `clients` closed-loop clients: req/s and latency percentiles."""
     latencies: list[float] = []
     lock = threading.Lock()

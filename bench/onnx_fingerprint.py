@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import torch
 
@@ -24,6 +24,9 @@ from harness import Fn  # noqa: E402
 from test_converters import CASES  # noqa: E402
 from trt_models import MODELS  # noqa: E402
 
+if TYPE_CHECKING:
+    from trt_lower.runtime.ort_module import OrtEngineModule
+
 VERSIONS = ("8.6", "10.4", "latest")
 
 
@@ -32,8 +35,9 @@ def fingerprint(model: torch.nn.Module, inputs: Sequence[torch.Tensor], **kwargs
         lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **kwargs)
     except Exception as e:  # a refusal is part of the behaviour too
         return f"error:{type(e).__name__}"
+    # backend="onnxruntime": every engine is an OrtEngineModule.
     return " ".join(
-        f"{name}:{hashlib.sha256(engine.onnx_bytes).hexdigest()[:16]}"
+        f"{name}:{hashlib.sha256(cast('OrtEngineModule', engine).onnx_bytes).hexdigest()[:16]}"
         for name, engine in lowered.named_children()
         if name.startswith("engine_")
     ) or "no-engine"
@@ -43,10 +47,10 @@ def main(path: str, only: list[str]) -> None:
     lines = []
     runs: list[tuple[str, Callable[[], tuple[torch.nn.Module, Sequence[torch.Tensor]]], dict[str, Any]]] = []
     for i, case in enumerate(CASES):
-        def make(case: Any = case) -> tuple[torch.nn.Module, Sequence[torch.Tensor]]:
+        def make_case(case: Any = case) -> tuple[torch.nn.Module, Sequence[torch.Tensor]]:
             return Fn(case.fn), case.make_inputs()
         version = VERSIONS[i % len(VERSIONS)]  # each target on a third of the cases, to keep it short
-        runs.append((f"{i}:{case.op}-{case.id}@{version}", make, {"min_block_size": 1, "trt_version": version}))
+        runs.append((f"{i}:{case.op}-{case.id}@{version}", make_case, {"min_block_size": 1, "trt_version": version}))
     for name, build in MODELS.items():
         for version in VERSIONS:
             for precision in ("fp32", "fp16"):

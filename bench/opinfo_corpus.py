@@ -61,7 +61,7 @@ import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -151,6 +151,9 @@ def tolerances(op: Any) -> tuple[float, float]:
 
 
 # -- one sample as a module --------------------------------------------------------------------
+_Call = tuple[Any, tuple[Any, ...], dict[str, Any]]  # a sample's (input, args, kwargs)
+
+
 class _SampleModule(torch.nn.Module):
     """op(input, *args, **kwargs) with the sample's tensors as forward inputs, the rest constant."""
 
@@ -162,11 +165,11 @@ class _SampleModule(torch.nn.Module):
         self.leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
         self.spec = spec
 
-    def arguments(self, tensors: Sequence[torch.Tensor]) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    def arguments(self, tensors: Sequence[torch.Tensor]) -> _Call:
         leaves = list(self.leaves)
         for slot, t in zip(self.slots, tensors):
             leaves[slot] = t
-        return tree_unflatten(leaves, self.spec)
+        return cast(_Call, tree_unflatten(leaves, self.spec))  # `spec` is the flattened (input, args, kwargs)
 
     def forward(self, *tensors: torch.Tensor) -> Any:
         inp, args, kwargs = self.arguments(tensors)
@@ -285,9 +288,9 @@ UNSPECIFIED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_p
                                 "new_empty_strided"})
 
 
-class _Recorder(TorchDispatchMode):
+class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's class is untyped
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.ops: set[Any] = set()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -377,7 +380,8 @@ def _watch(group: Sequence[_Prepared]) -> Iterator[list[Any]]:
     import trt_lower.api as api
 
     programs: list[Any] = []
-    export, convert = capture.export, api.convert
+    # api's own import of convert, patched where lower_to_trt looks it up (not re-exported).
+    export, convert = capture.export, api.convert  # type: ignore[attr-defined]
     budget = [0]
 
     def spy(*args: Any, **kwargs: Any) -> Any:
@@ -398,13 +402,13 @@ def _watch(group: Sequence[_Prepared]) -> Iterator[list[Any]]:
             raise _Stuck("lower_to_trt keeps retrying the conversion (a retry per node exceeded)")
         return convert(*args, **kwargs)
 
-    capture.export = spy  # type: ignore[assignment]
-    api.convert = bounded  # type: ignore[assignment]  # called once per conversion attempt
+    capture.export = spy
+    api.convert = bounded  # type: ignore[attr-defined]  # called once per conversion attempt
     try:
         yield programs
     finally:
-        capture.export = export  # type: ignore[assignment]
-        api.convert = convert  # type: ignore[assignment]
+        capture.export = export
+        api.convert = convert  # type: ignore[attr-defined]
 
 
 def _owners(gm: torch.fx.GraphModule, group: Sequence[_Prepared]) -> dict[torch.fx.Node, int]:

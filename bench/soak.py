@@ -46,8 +46,9 @@ def bert(image: int) -> Example:
 
     config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=128, vocab_size=500)
-    model = transformers.BertModel(config).eval()
-    return model, [(torch.randint(0, config.vocab_size, (2, 16)),) for _ in range(POOL)]
+    # Typed as nn.Module: transformers' eval() override is unannotated.
+    model: torch.nn.Module = transformers.BertModel(config)
+    return model.eval(), [(torch.randint(0, config.vocab_size, (2, 16)),) for _ in range(POOL)]
 
 
 MODELS: dict[str, Callable[[int], Example]] = {"resnet18": resnet18, "bert": bert}
