@@ -10,8 +10,8 @@ from typing import Any, Sequence
 import sympy
 import torch
 from torch.export import _unlift
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from converters.core.dims import int_bound
 from splitter.support import DATA_READS, RUNTIME_CHECKS
@@ -151,11 +151,13 @@ def _on_data_reads(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     no input check can settle them, and the numbers are on the host anyway. Checks on sizes an
     op's output decides (a nonzero count) are not among them: torch derives most of them from
     the op itself, and checking one would make its engine hand the size out."""
-    read = {v.node.expr for n in gm.graph.nodes
-            if n.target in DATA_READS and isinstance(v := n.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool))}
+    numbers = (torch.SymInt, torch.SymFloat, torch.SymBool)
+    read = {v.node.expr for target in DATA_READS for n in gm.graph.find_nodes(op="call_function", target=target)
+            if isinstance(v := n.meta.get("val"), numbers)}
     checks = [n for target in RUNTIME_CHECKS for n in gm.graph.find_nodes(op="call_function", target=target)]
     return {n for n in checks
-            if (symbols := free_unbacked_symbols([a.meta.get("val") for a in n.all_input_nodes])) and symbols <= read}
+            if (symbols := free_unbacked_symbols([a.meta.get("val") for a in n.all_input_nodes]))
+            and symbols <= read}
 
 
 def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
