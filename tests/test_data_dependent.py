@@ -188,11 +188,11 @@ def test_a_number_read_from_data_stays_eager_with_its_users(scale: torch.Tensor)
 
 
 class _Checked(torch.nn.Module):
-    """Takes the first n rows, where the model itself checks 1 <= n <= 3."""
+    """Takes the first n rows, where the model itself checks 0 < n <= 3."""
 
     def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
         k = n.item()
-        torch._check(k >= 1)
+        torch._check(k > 0)
         torch._check(k <= 3)
         return (x[:k] * 2 + 1).sigmoid()
 
@@ -200,12 +200,14 @@ class _Checked(torch.nn.Module):
 def test_a_check_on_a_number_read_from_data_is_kept(tmp_path: Any) -> None:
     """torch.export keeps `torch._check` on an `item()` value as a runtime assertion; those used
     to be dropped with export's shape asserts, so a lowered module went on where eager raised
-    (n = 0 gave an empty result, n = -1 all rows but one). The checks stay, eager, count as
-    no compute, and survive a save/load round trip."""
+    (n = 0 gave an empty result, n = -1 all rows but one). The checks stay, eager, once each,
+    count as no compute, and survive a save/load round trip."""
     model, x = _Checked(), torch.randn(4, 3)
     lowered = trt_lower.lower_to_trt(model, (x, torch.tensor(2)), backend="onnxruntime")
     assert {f.op for f in lowered.report.fallbacks} == {"aten._local_scalar_dense.default"}, str(lowered.report)
     assert engine_ops(lowered) >= {"aten.mul.Tensor", "aten.sigmoid.default"}
+    # One check per condition: export writes `0 < u0` twice (and `u0 >= 1` beside it).
+    assert len(lowered.graph.find_nodes(op="call_function", target=aten._assert_scalar.default)) == 3
     trt_lower.save(lowered, tmp_path / "m.trt")
     for module in (lowered, trt_lower.load(tmp_path / "m.trt", backend="onnxruntime")):
         for n in (1, 3):

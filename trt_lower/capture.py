@@ -150,14 +150,20 @@ def _on_data_reads(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     """The runtime checks on numbers read from tensors' data (`torch._check(n.item() <= 4)`):
     no input check can settle them, and the numbers are on the host anyway. Checks on sizes an
     op's output decides (a nonzero count) are not among them: torch derives most of them from
-    the op itself, and checking one would make its engine hand the size out."""
+    the op itself, and checking one would make its engine hand the size out. Of checks on one
+    condition, the first."""
     numbers = (torch.SymInt, torch.SymFloat, torch.SymBool)
     read = {v.node.expr for target in DATA_READS for n in gm.graph.find_nodes(op="call_function", target=target)
             if isinstance(v := n.meta.get("val"), numbers)}
-    checks = [n for target in RUNTIME_CHECKS for n in gm.graph.find_nodes(op="call_function", target=target)]
-    return {n for n in checks
-            if (symbols := free_unbacked_symbols([a.meta.get("val") for a in n.all_input_nodes]))
-            and symbols <= read}
+    kept: dict[tuple[object, ...], torch.fx.Node] = {}  # one per condition: export repeats some
+    for target in RUNTIME_CHECKS:
+        for node in gm.graph.find_nodes(op="call_function", target=target):
+            values = [a.meta.get("val") for a in node.all_input_nodes]
+            symbols = free_unbacked_symbols(values)
+            if symbols and symbols <= read:
+                exprs = (v.node.expr if isinstance(v, numbers) else v for v in values)
+                kept.setdefault((target, *exprs, *node.kwargs.items()), node)
+    return set(kept.values())
 
 
 def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
