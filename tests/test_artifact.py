@@ -172,6 +172,67 @@ def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogC
     assert torch.utils._pytree.tree_unflatten([1, 2], spec) == {"a": 1, "b": 2}
 
 
+def _small_llama() -> Any:
+    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      intermediate_size=128, vocab_size=500, max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def _cache_specs(spec: Any) -> list[dict[str, Any]]:
+    """The stored specs of the transformers caches in a stored pytree spec."""
+    if not isinstance(spec, dict):
+        return []
+    found = [spec] if spec.get("type") == "cache" else []
+    return found + [c for child in spec["children"] for c in _cache_specs(child)]
+
+
+def test_causal_lm_with_its_key_value_cache(tmp_path: Path) -> None:
+    """A causal LM returns its DynamicCache (use_cache=True): the artifact stores the cache's
+    structure as transformers' exporter flattens it, and the loaded module returns a cache the
+    model takes back for the next token (an artifact could not hold one before)."""
+    model, ids = _small_llama(), torch.randint(0, 500, (1, 8))
+    lowered = trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime")
+    trt_lower.save(lowered, tmp_path / "llama.trtl")
+    (stored,) = _cache_specs(artifact.read(tmp_path / "llama.trtl").manifest["graph"]["pytree"]["out_spec"])
+    assert stored["class"] == "transformers.cache_utils.DynamicCache"
+    loaded = trt_lower.load(tmp_path / "llama.trtl", backend="onnxruntime")
+    with torch.no_grad():
+        out, expected = loaded(ids), model(ids)
+        assert type(out.past_key_values) is type(expected.past_key_values)
+        scale = float(expected.logits.abs().max())
+        torch.testing.assert_close(out.logits, expected.logits, rtol=1e-3, atol=1e-3 * scale)
+        for got, want in zip(out.past_key_values.layers, expected.past_key_values.layers, strict=True):
+            torch.testing.assert_close(got.keys, want.keys, rtol=1e-3, atol=1e-3)
+            torch.testing.assert_close(got.values, want.values, rtol=1e-3, atol=1e-3)
+        step = torch.randint(0, 500, (1, 1))
+        torch.testing.assert_close(model(step, past_key_values=out.past_key_values).logits,
+                                   model(step, past_key_values=expected.past_key_values).logits,
+                                   rtol=1e-3, atol=1e-3 * scale)
+
+
+@pytest.mark.parametrize("path", ["os:system", "subprocess:Popen", "transformers.cache_utils:os"])
+def test_a_planted_class_in_a_cache_is_refused_and_never_imported(tmp_path: Path, path: str) -> None:
+    model, ids = _small_llama(), torch.randint(0, 500, (1, 8))
+    trt_lower.save(trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime"), tmp_path / "llama.trtl")
+
+    def plant(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        (stored,) = _cache_specs(manifest["graph"]["pytree"]["out_spec"])
+        stored["context"]["s"]["layers"][0]["p"] = path
+    planted = _rewrite(tmp_path / "llama.trtl", tmp_path / "evil.trtl", plant)
+    with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: cache context names '{path}', not a class of transformers"):
+        trt_lower.load(planted)
+
+
+def test_cache_without_its_class_comes_back_as_a_list(caplog: pytest.LogCaptureFixture) -> None:
+    stored = {"type": "cache", "class": "transformers.not_installed.SomeCache", "context": {"_t": "obj"},
+              "children": ["*", "*"]}
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        spec = artifact_graph.spec_from_json(stored)
+    assert "transformers.not_installed.SomeCache is not importable here" in caplog.text
+    assert torch.utils._pytree.tree_unflatten([1, 2], spec) == [1, 2]
+
+
 def test_fp16(tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).eval()
     x = torch.randn(1, 3, 16, 16)

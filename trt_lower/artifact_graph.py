@@ -124,6 +124,39 @@ def _is_model_output(cls: type) -> bool:
     return any(base.__module__.startswith("transformers.") and base.__name__ == "ModelOutput" for base in cls.__mro__)
 
 
+def _is_cache(cls: type) -> bool:
+    """A transformers key/value cache class (`DynamicCache`), flattened as transformers' exporter
+    registers it: its context is plain data naming the classes it is built of."""
+    return cls.__module__.startswith("transformers.") and cls.__name__.endswith("Cache")
+
+
+# The tags of a transformers cache's context (its exporter's `_flatten_to_context`); those with a
+# class path ("p") build an instance of that class on unflatten, so each must be a transformers one.
+_CACHE_TAGS = frozenset({"tensor", "sym", "size", "device", "dtype", "layout", "items", "type", "map", "seq", "obj"})
+
+
+def _check_cache_context(value: Any) -> None:
+    """Raise GraphFormatError unless a stored cache context holds only plain data and classes of
+    transformers (it is rebuilt on every call; a planted path must never be imported or called)."""
+    if isinstance(value, list):
+        for item in value:
+            _check_cache_context(item)
+    elif isinstance(value, dict):
+        tag = value.get("_t")
+        if tag is not None and tag not in _CACHE_TAGS:
+            raise GraphFormatError(f"malformed cache context tag {tag!r}")
+        if "p" in value and tag is not None:
+            path = value["p"]
+            if not isinstance(path, str) or _transformers_class(path.replace(":", "."), lambda cls: True) is None:
+                raise GraphFormatError(f"cache context names {path!r}, not a class of transformers")
+        if tag in ("dtype", "layout") and not (isinstance(value.get("n"), str) and _OP_NAME.match(value["n"])):
+            raise GraphFormatError(f"malformed cache context {value!r}")
+        for item in value.values():
+            _check_cache_context(item)
+    elif value is not None and not isinstance(value, (bool, int, float, str)):
+        raise GraphFormatError(f"malformed cache context {value!r}")
+
+
 def spec_to_json(spec: pytree.TreeSpec) -> Any:
     """A TreeSpec as data: leaves ("*"), tuples, lists, dicts, namedtuples and Hugging Face ModelOutputs.
     (torch's treespec_dumps refuses unregistered namedtuples and cannot fall back on load.)"""
@@ -141,13 +174,21 @@ def spec_to_json(spec: pytree.TreeSpec) -> Any:
     if isinstance(cls, type) and _is_model_output(cls):
         return {"type": "ModelOutput", "class": f"{cls.__module__}.{cls.__qualname__}",
                 "keys": list(spec.context), "children": children}
+    if isinstance(cls, type) and _is_cache(cls):
+        try:
+            _check_cache_context(spec.context)
+        except GraphFormatError as e:
+            raise GraphFormatError(f"the model's {cls.__qualname__} cannot be stored: {e}") from e
+        return {"type": "cache", "class": f"{cls.__module__}.{cls.__qualname__}", "context": spec.context,
+                "children": children}
     raise GraphFormatError(f"the model's inputs or outputs contain a {cls.__qualname__}, which an artifact "
-                           "cannot hold (tuples, lists, dicts, namedtuples and ModelOutputs can)")
+                           "cannot hold (tuples, lists, dicts, namedtuples, ModelOutputs and transformers' "
+                           "caches can)")
 
 
-def _model_output_class(path: str) -> type | None:
-    """The transformers ModelOutput class `path` names, when transformers is installed. Only
-    modules of the transformers package are imported, and only what is a ModelOutput is used."""
+def _transformers_class(path: str, kind: Callable[[type], bool]) -> type | None:
+    """The class of transformers `path` names, when transformers is installed and the class is of
+    `kind`. Only modules of the transformers package are imported."""
     module_name, _, name = path.rpartition(".")
     if not module_name.startswith("transformers.") or not _OP_NAME.match(name):
         return None
@@ -158,7 +199,24 @@ def _model_output_class(path: str) -> type | None:
     except ImportError:
         return None
     cls = getattr(module, name, None)
-    return cls if isinstance(cls, type) and _is_model_output(cls) else None
+    return cls if isinstance(cls, type) and kind(cls) else None
+
+
+def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec]) -> pytree.TreeSpec:
+    """A transformers cache's spec, its type registered as transformers' exporter registers it;
+    without transformers, a list of its tensors."""
+    _check_cache_context(data.get("context"))
+    cls = _transformers_class(str(data["class"]), _is_cache)
+    try:
+        from transformers.exporters.exporter_dynamo import register_pytree_node
+    except ImportError:
+        cls = None
+    if cls is None:
+        log.warning("trt_lower: %s is not importable here (transformers not installed?); "
+                    "the model returns a list of its tensors instead", data["class"])
+        return pytree.TreeSpec(list, None, children)
+    register_pytree_node(cls)
+    return pytree.TreeSpec(cls, data["context"], children)
 
 
 def spec_from_json(data: Any) -> pytree.TreeSpec:
@@ -177,12 +235,14 @@ def spec_from_json(data: Any) -> pytree.TreeSpec:
         cls = collections.namedtuple(str(data["name"]), [str(f) for f in data["fields"]])  # type: ignore[misc]
         return pytree.TreeSpec(collections.namedtuple, cls, children)
     if kind == "ModelOutput":
-        output_class = _model_output_class(str(data["class"]))
+        output_class = _transformers_class(str(data["class"]), _is_model_output)
         if output_class is None:
             log.warning("trt_lower: %s is not importable here (transformers not installed?); "
                         "the model returns a dict with its keys instead", data["class"])
             return pytree.TreeSpec(dict, list(data["keys"]), children)
         return pytree.TreeSpec(output_class, list(data["keys"]), children)
+    if kind == "cache":
+        return _cache_spec(data, children)
     raise GraphFormatError(f"malformed pytree spec {data!r}")
 
 
