@@ -145,8 +145,8 @@ def _check_cache_context(value: Any) -> None:
         tag = value.get("_t")
         if tag is not None and tag not in _CACHE_TAGS:
             raise GraphFormatError(f"malformed cache context tag {tag!r}")
-        if "p" in value and tag is not None:
-            path = value["p"]
+        if tag in ("type", "map", "seq", "obj"):
+            path = value.get("p")
             if not isinstance(path, str) or _transformers_class(path.replace(":", "."), lambda cls: True) is None:
                 raise GraphFormatError(f"cache context names {path!r}, not a class of transformers")
         if tag in ("dtype", "layout") and not (isinstance(value.get("n"), str) and _OP_NAME.match(value["n"])):
@@ -158,8 +158,9 @@ def _check_cache_context(value: Any) -> None:
 
 
 def spec_to_json(spec: pytree.TreeSpec) -> Any:
-    """A TreeSpec as data: leaves ("*"), tuples, lists, dicts, namedtuples and Hugging Face ModelOutputs.
-    (torch's treespec_dumps refuses unregistered namedtuples and cannot fall back on load.)"""
+    """A TreeSpec as data: leaves ("*"), tuples, lists, dicts, namedtuples, Hugging Face ModelOutputs
+    and transformers' caches (their context as transformers' exporter writes it). (torch's
+    treespec_dumps refuses unregistered namedtuples and cannot fall back on load.)"""
     if spec.is_leaf():
         return "*"
     children = [spec_to_json(c) for c in spec.children()]
