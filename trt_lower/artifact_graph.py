@@ -205,8 +205,7 @@ def _transformers_class(path: str, kind: Callable[[type], bool]) -> type | None:
 
 def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec]) -> pytree.TreeSpec:
     """A transformers cache's spec, its type registered as transformers' exporter registers it;
-    without transformers, a list of its tensors."""
-    _check_cache_context(data.get("context"))
+    without transformers, a list of its tensors (the context, never used then, is not read)."""
     cls = _transformers_class(str(data["class"]), _is_cache)
     try:
         from transformers.exporters.exporter_dynamo import register_pytree_node
@@ -216,6 +215,7 @@ def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec]) -> pytree
         log.warning("trt_lower: %s is not importable here (transformers not installed?); "
                     "the model returns a list of its tensors instead", data["class"])
         return pytree.TreeSpec(list, None, children)
+    _check_cache_context(data.get("context"))
     register_pytree_node(cls)
     return pytree.TreeSpec(cls, data["context"], children)
 
