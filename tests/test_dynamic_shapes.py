@@ -164,6 +164,41 @@ def test_a_size_computed_by_an_op_without_converter_is_eager_with_its_users(monk
     torch.testing.assert_close(lowered(x, y), model(x, y))
 
 
+def test_a_size_divided_by_a_dim_declared_from_zero() -> None:
+    """A dim's range was its expression at the ranges' min and max corners: divided by a size
+    declared from 0, lowering raised ZeroDivisionError. Now bounded over the ranges; torch.export
+    captures the model for divisors of 2 and up, and a call with 0 is refused by that condition."""
+    model = Fn(lambda x, y: (x.new_ones(math.ceil(x.shape[0] / y.shape[0]), 3) * 2 + 1).sigmoid() * y.sum())
+    specs = (trt_lower.TensorSpec((2, 3), (4, 3), (8, 3)), trt_lower.TensorSpec((0,), (3,), (9,)))
+    lowered = trt_lower.lower_to_trt(model, specs, backend="onnxruntime")
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks, str(lowered.report)
+    for a, b in [(8, 3), (8, 1), (5, 2)]:
+        x, y = torch.randn(a, 3), torch.randn(b)
+        torch.testing.assert_close(lowered(x, y), model(x, y))
+    with pytest.raises(trt_lower.EngineInputError, match=r"args_1 \(0,\) break a condition"):
+        lowered(torch.randn(4, 3), torch.randn(0))
+
+
+def test_a_dim_that_falls_as_a_size_grows_gets_a_profile_that_holds_it(trt_double: object) -> None:
+    """An engine input sized `x.shape[0] - y.shape[0]` (behind an eager op) is largest where y is
+    smallest: its TensorRT profile bounds the expression over the whole box of ranges (it was
+    evaluated at the min and max corners only, 3..5, and TensorRT refused the valid (8, 1) call
+    with 7 rows)."""
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        z = torch.ops.trt_lower_test.mystery(x[y.shape[0]:] * 2)
+        return (z.sigmoid() * 3 + 1).sum(-1)
+
+    model = Fn(fn)
+    specs = (trt_lower.TensorSpec((4, 3), (6, 3), (8, 3)), trt_lower.TensorSpec((1,), (2,), (3,)))
+    lowered = trt_lower.lower_to_trt(model, specs, backend="tensorrt", min_block_size=1)
+    assert len(lowered.report.engines) == 2, str(lowered.report)
+    (sig,) = lowered.engine_1.inputs
+    assert sig.min_shape[0] <= 2 and sig.opt_shape[0] == 4 and sig.max_shape[0] == 7, sig
+    for a, b in [(8, 1), (6, 2), (5, 3)]:
+        x, y = torch.randn(a, 3), torch.randn(b)
+        torch.testing.assert_close(lowered(x, y), model(x, y))
+
+
 def test_einsum_over_a_dynamic_batch() -> None:
     """maxvit's attention einsums under a dynamic batch (they once all ran eager: 45 engines)."""
     model = Fn(lambda q, k: torch.einsum("B H I D, B H J D -> B H I J", q, k).softmax(-1) * 2 + 1)

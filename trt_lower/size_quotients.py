@@ -5,8 +5,8 @@ pads its feature map to whole patches so). Traced with dynamic dims, that is a f
 between two sizes, and floats computed at run time stay eager, with every op that takes the
 rounded size. For integers the rounding is exact integer arithmetic: floor(a / b) is `a // b`,
 ceil(a / b) is `-(-a // b)`, and trunc is floor where neither side is negative. The float
-quotient rounds to the same integer while |a| < 2**53 / |b| (a quotient within one float step
-of an integer it does not reach would need a divisor of over 2**52), which holds for any size.
+quotient rounds the same way for |a| < 2**53, any size: a quotient that is not an integer lies at
+least 1 / |b| from one, more than the float's rounding error, |a / b| * 2**-53.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from converters.core.dims import never_negative, value_of
+from converters.core.dims import never_negative, never_zero, value_of
 
 
 def _integer(arg: object) -> bool:
@@ -53,13 +53,14 @@ def _set_values(node: torch.fx.Node) -> None:
 
 def integer_quotients(gm: torch.fx.GraphModule) -> None:
     """Rewrite floor/ceil/trunc of `a / b`, a and b integers (sizes, literals), as integer
-    division, in place; the float quotient is left for dead code elimination."""
+    division, in place; the float quotient is left for dead code elimination. Only where b is
+    known not to be 0: Python raises there, an engine's integer division by 0 is undefined."""
     graph = gm.graph
     for rounding, rewrite in _ROUNDINGS.items():
         for node in graph.find_nodes(op="call_function", target=rounding):
             quotient = node.args[0] if len(node.args) == 1 and not node.kwargs else None
             if not (isinstance(quotient, torch.fx.Node) and quotient.target is operator.truediv
-                    and all(_integer(a) for a in quotient.args)):
+                    and all(_integer(a) for a in quotient.args) and never_zero(quotient.args[1])):
                 continue
             with graph.inserting_before(node):
                 exact = rewrite(graph, *quotient.args)

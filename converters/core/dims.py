@@ -30,15 +30,28 @@ def value_of(arg: object) -> object:
     return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
 
 
-def never_negative(arg: object) -> bool:
-    """Whether an FX size argument is known to be >= 0: a literal, or a SymInt whose value range
-    (torch.export's shape environment) starts at 0 or above."""
+def _range(arg: object) -> tuple[int | None, int | None]:
+    """An FX size argument's lowest and highest value (None: unknown or unbounded there): a
+    literal's own, a SymInt's from torch.export's shape environment."""
     val = value_of(arg)
     if isinstance(val, int):
-        return val >= 0
+        return val, val
     if not isinstance(val, torch.SymInt) or val.node.shape_env is None:
-        return False
-    return int_bound(val.node.shape_env.bound_sympy(val.node.expr).lower, -1) >= 0
+        return None, None
+    bounds = val.node.shape_env.bound_sympy(val.node.expr)
+    return int_bound(bounds.lower, None), int_bound(bounds.upper, None)
+
+
+def never_negative(arg: object) -> bool:
+    """Whether an FX size argument is known to be >= 0."""
+    low, _ = _range(arg)
+    return low is not None and low >= 0
+
+
+def never_zero(arg: object) -> bool:
+    """Whether an FX size argument is known not to be 0 (a divisor an engine may divide by)."""
+    low, high = _range(arg)
+    return (low is not None and low > 0) or (high is not None and high < 0)
 
 
 def is_static_dim(d: object) -> TypeGuard[int]:

@@ -6,6 +6,7 @@ from typing import Mapping, Sequence
 
 import sympy
 import torch
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from converters.core.dims import int_bound
 
@@ -30,13 +31,22 @@ def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
 
 
 def _dim_range(dim: int | torch.SymInt, symbols: SymbolRanges) -> tuple[int, int, int]:
+    """A dim's (min, opt, max) over the symbols' ranges. min and max bound the expression over the
+    whole box of ranges (value range analysis: `s0 - s1` is lowest where s1 is highest, and the
+    min/max corners alone gave a TensorRT profile that refused valid calls); opt is its value at
+    the symbols' opt, kept inside them."""
     if isinstance(dim, int):
         return dim, dim, dim
     expr = dim.node.expr
     if not expr.free_symbols <= set(symbols):
         return _data_dependent_range(dim)
-    values = [int(expr.xreplace({s: sympy.Integer(r[k]) for s, r in symbols.items()})) for k in range(3)]
-    return values[0], values[1], values[2]
+    bounds = bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, _, hi) in symbols.items() if s in expr.free_symbols})
+    low, high = max(0, int_bound(bounds.lower, 0)), int_bound(bounds.upper, _UNBOUNDED)
+    try:
+        opt = int(expr.xreplace({s: sympy.Integer(r[1]) for s, r in symbols.items()}))
+    except (ZeroDivisionError, TypeError):  # not defined at opt (a size divided by one that is 0 there)
+        opt = high
+    return low, min(max(opt, low), high), high
 
 
 @dataclass(frozen=True)
