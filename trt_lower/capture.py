@@ -199,7 +199,8 @@ def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
 
 def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """A fresh GraphModule of `program` (weights as get_attr), without export's runtime checks
-    (`_guards_fn` and assertion nodes): stitch installs an InputGuard instead."""
+    (`_guards_fn` and assertion nodes, but those on numbers read from data): stitch installs an
+    InputGuard instead. Rounded quotients of sizes become integer division (size_quotients.py)."""
     gm = _unlifted(program)
     kept = _on_data_reads(gm)
     for node in reversed(gm.graph.nodes):

@@ -18,15 +18,19 @@ SymbolRanges = Mapping[sympy.Symbol, tuple[int, int, int]]
 _UNBOUNDED = 2**31 - 1
 
 
+def _size_bounds(bounds: ValueRanges[sympy.Expr]) -> tuple[int, int]:
+    """A value range as a dim's lowest and highest size: from 0, up to TensorRT's largest dim
+    where unbounded."""
+    return max(0, int_bound(bounds.lower, 0)), int_bound(bounds.upper, _UNBOUNDED)
+
+
 def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
     """A size the data decides (nonzero, boolean masks: an unbacked symbol): the bounds torch
     proved for it, e.g. 0..numel of the mask; opt is the upper bound."""
     env = dim.node.shape_env
     if env is None:
         return 0, _UNBOUNDED, _UNBOUNDED
-    bounds = env.bound_sympy(dim.node.expr)
-    low = max(0, int_bound(bounds.lower, 0))
-    high = int_bound(bounds.upper, _UNBOUNDED)
+    low, high = _size_bounds(env.bound_sympy(dim.node.expr))
     return low, high, high
 
 
@@ -40,8 +44,8 @@ def _dim_range(dim: int | torch.SymInt, symbols: SymbolRanges) -> tuple[int, int
     expr = dim.node.expr
     if not expr.free_symbols <= set(symbols):
         return _data_dependent_range(dim)
-    bounds = bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, _, hi) in symbols.items() if s in expr.free_symbols})
-    low, high = max(0, int_bound(bounds.lower, 0)), int_bound(bounds.upper, _UNBOUNDED)
+    low, high = _size_bounds(bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, _, hi) in symbols.items()
+                                                if s in expr.free_symbols}))
     try:
         opt = int(expr.xreplace({s: sympy.Integer(r[1]) for s, r in symbols.items()}))
     except (ZeroDivisionError, TypeError):  # not defined at opt (a size divided by one that is 0 there)
