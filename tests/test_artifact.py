@@ -211,6 +211,23 @@ def test_causal_lm_with_its_key_value_cache(tmp_path: Path) -> None:
                                    rtol=1e-3, atol=1e-3 * scale)
 
 
+def test_a_cache_saved_on_a_gpu_names_the_device_it_is_loaded_on(tmp_path: Path) -> None:
+    """A cache's layers record their device: one saved on cuda:0 and loaded where the engines run
+    on the CPU (ONNX Runtime) must say cpu, as its tensors do (it said cuda:0 before)."""
+    model, ids = _small_llama(), torch.randint(0, 500, (1, 8))
+    trt_lower.save(trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime"), tmp_path / "llama.trtl")
+
+    def on_gpu(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        (stored,) = _cache_specs(manifest["graph"]["pytree"]["out_spec"])
+        for layer in stored["context"]["s"]["layers"]:
+            assert layer["s"]["device"] == {"_t": "device", "s": "cpu"}
+            layer["s"]["device"]["s"] = "cuda:0"
+    loaded = trt_lower.load(_rewrite(tmp_path / "llama.trtl", tmp_path / "gpu.trtl", on_gpu), backend="onnxruntime")
+    with torch.no_grad():
+        layers = loaded(ids).past_key_values.layers
+    assert layers and all(layer.device == torch.device("cpu") == layer.keys.device for layer in layers)
+
+
 @pytest.mark.parametrize("path", ["os:system", "subprocess:Popen", "transformers.cache_utils:os"])
 def test_a_planted_class_in_a_cache_is_refused_and_never_imported(tmp_path: Path, path: str) -> None:
     model, ids = _small_llama(), torch.randint(0, 500, (1, 8))

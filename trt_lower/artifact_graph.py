@@ -203,7 +203,19 @@ def _transformers_class(path: str, kind: Callable[[type], bool]) -> type | None:
     return cls if isinstance(cls, type) and kind(cls) else None
 
 
-def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec]) -> pytree.TreeSpec:
+def _moved(context: Any, gpu: torch.device) -> Any:
+    """A cache context with each CUDA device it records replaced by `gpu`, as graph arguments are
+    (a layer's `device` names where the module was saved)."""
+    if isinstance(context, list):
+        return [_moved(item, gpu) for item in context]
+    if not isinstance(context, dict):
+        return context
+    if context.get("_t") == "device" and isinstance(context.get("s"), str) and context["s"].startswith("cuda"):
+        return dict(context, s=str(gpu))
+    return {key: _moved(item, gpu) for key, item in context.items()}
+
+
+def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec], gpu: torch.device) -> pytree.TreeSpec:
     """A transformers cache's spec, its type registered as transformers' exporter registers it;
     without transformers, a list of its tensors (the context, never used then, is not read)."""
     cls = _transformers_class(str(data["class"]), _is_cache)
@@ -217,15 +229,16 @@ def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec]) -> pytree
         return pytree.TreeSpec(list, None, children)
     _check_cache_context(data.get("context"))
     register_pytree_node(cls)
-    return pytree.TreeSpec(cls, data["context"], children)
+    return pytree.TreeSpec(cls, _moved(data["context"], gpu), children)
 
 
-def spec_from_json(data: Any) -> pytree.TreeSpec:
+def spec_from_json(data: Any, gpu: torch.device = torch.device("cpu")) -> pytree.TreeSpec:
+    """The TreeSpec `data` describes; CUDA devices a cache records become `gpu`."""
     if data == "*":
         return pytree.treespec_leaf()
     if not isinstance(data, dict) or not isinstance(data.get("children"), list):
         raise GraphFormatError(f"malformed pytree spec {data!r}")
-    children = [spec_from_json(c) for c in data["children"]]
+    children = [spec_from_json(c, gpu) for c in data["children"]]
     kind = data.get("type")
     if kind in ("tuple", "list"):
         return pytree.TreeSpec(tuple if kind == "tuple" else list, None, children)
@@ -243,7 +256,7 @@ def spec_from_json(data: Any) -> pytree.TreeSpec:
             return pytree.TreeSpec(dict, list(data["keys"]), children)
         return pytree.TreeSpec(output_class, list(data["keys"]), children)
     if kind == "cache":
-        return _cache_spec(data, children)
+        return _cache_spec(data, children, gpu)
     raise GraphFormatError(f"malformed pytree spec {data!r}")
 
 
@@ -268,8 +281,8 @@ def graph_to_json(graph: torch.fx.Graph) -> dict[str, Any]:
 
 def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gpu: torch.device) -> torch.fx.Graph:
     """The graph `data` describes. call_module targets must be in `modules`, get_attr targets in
-    `attrs` (the engines and weights the artifact holds). CUDA devices in arguments become `gpu`,
-    where the engines run (the CPU on ONNX Runtime)."""
+    `attrs` (the engines and weights the artifact holds). CUDA devices in arguments (and in the
+    caches the model takes or returns) become `gpu`, where the engines run (the CPU on ONNX Runtime)."""
     graph = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
     for entry in data["nodes"]:
@@ -288,7 +301,7 @@ def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gp
         nodes[name] = node
     info = data.get("pytree")
     if info is not None:
-        out_spec = None if info["out_spec"] is None else spec_from_json(info["out_spec"])
-        graph._codegen = _PyTreeCodeGen(_PyTreeInfo([str(a) for a in info["args"]], spec_from_json(info["in_spec"]),
-                                                    out_spec))
+        out_spec = None if info["out_spec"] is None else spec_from_json(info["out_spec"], gpu)
+        graph._codegen = _PyTreeCodeGen(_PyTreeInfo([str(a) for a in info["args"]],
+                                                    spec_from_json(info["in_spec"], gpu), out_spec))
     return graph
