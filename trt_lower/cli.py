@@ -1,4 +1,5 @@
-"""`trt-lower demo`: lower a real model and show report, accuracy and speed against eager."""
+"""`trt-lower`: the command line, its parser and the demo, triton and serve commands (lower, info
+and run are in cli_artifact.py, bench in bench_cli.py, repro in debug/repro.py)."""
 from __future__ import annotations
 
 import argparse
@@ -87,7 +88,10 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trt-lower", description=__doc__)
+    parser = argparse.ArgumentParser(prog="trt-lower", description=(
+        "Lower PyTorch models to TensorRT engines (ONNX Runtime where no GPU is present), check and "
+        "benchmark them against eager, save them and serve them with Triton. `trt-lower demo` "
+        "lowers a real model and shows report, accuracy and speed against eager."))
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="lower a model and compare it with eager PyTorch")
     p.add_argument("--model", default="resnet50", choices=sorted(demo_models.MODELS))
