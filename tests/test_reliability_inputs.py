@@ -4,6 +4,7 @@ NaN and Inf values, non-contiguous and channels-last tensors, zero-size dims ins
 inputs that require grad, the three grad modes, and tensors on a device the engine is not on."""
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
 from typing import Any, Callable
 
@@ -85,6 +86,27 @@ def test_special_value_pairs_give_eager_results_with_the_sign_of_zero(name: str)
     assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
 
 
+# var_mean's and std_mean's mean is torch's running (Welford) mean: an infinity before a slice's
+# last element makes it NaN, one at the end keeps it (found by tests/test_fuzz.py: was ±Inf). Rows
+# along the last dim: Inf first, -Inf last, Inf last, two Infs; columns and planes mix them.
+RUNNING = torch.arange(60.0).reshape(3, 4, 5) / 8
+RUNNING[0, 0, 0] = RUNNING[1, 2, 4] = RUNNING[2, 1, 1] = RUNNING[2, 1, 4] = INF
+RUNNING[0, 3, 4] = -INF
+
+
+@pytest.mark.parametrize("dim, keepdim", [(-1, False), (1, False), ((1, 2), True), (None, False), ((0, 2), False)])
+@pytest.mark.parametrize("op", [torch.var_mean, torch.std_mean])
+def test_var_mean_and_std_mean_keep_torchs_running_mean_of_infinities(op: Any, dim: Any, keepdim: bool) -> None:
+    fn = Fn(lambda x: op(x, dim, keepdim=keepdim))
+    lowered = trt_lower.lower_to_trt(fn, (RUNNING,), backend="onnxruntime", min_block_size=1)
+    assert f"aten.{op.__name__}.correction" in engine_ops(lowered), lowered.report
+    with torch.no_grad():
+        actual, expected = lowered(RUNNING), fn(RUNNING)
+    if dim == -1:  # rows with an infinity last keep it, the others are NaN
+        assert expected[1].isinf().sum() == 2 and expected[1].isnan().sum() == 2
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
 class Convnet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -154,6 +176,20 @@ def test_zero_size_dims_inside_a_range_give_eager_results() -> None:
         torch.testing.assert_close(lowered(x), fn(x))
     with pytest.raises(EngineInputError, match=r"range \(0\.\.16, 8\) float32, got \(17, 8\)"):
         lowered(torch.randn(17, 8))
+
+
+def test_a_mean_over_a_dim_that_may_be_empty_is_nan_where_it_is() -> None:
+    """torch's mean of no elements is 0 / 0; ONNX Runtime's ReduceMean gave 0 where a dim declared
+    from 0 was 0 at run time (torch.export starts its range at 2, which the converter trusted)."""
+    spec = trt_lower.TensorSpec((0, 4, 0), (3, 4, 5), (6, 4, 8))
+    fn = Fn(lambda x: (x.mean((0, 2)), torch.var_mean(x, (0, 2))[1], x.mean()))
+    lowered = trt_lower.lower_to_trt(fn, (spec,), backend="onnxruntime", min_block_size=1)
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks
+    for shape in ((0, 4, 5), (3, 4, 0), (3, 4, 5), (1, 4, 1)):
+        x = torch.randn(shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's: var_mean with no degrees of freedom
+            torch.testing.assert_close(lowered(x), fn(x), equal_nan=True)
 
 
 def test_input_requiring_grad_runs_and_its_result_carries_no_graph(

@@ -54,6 +54,14 @@ def never_zero(arg: object) -> bool:
     return (low is not None and low > 0) or (high is not None and high < 0)
 
 
+def never_empty(d: object) -> bool:
+    """Whether a dim is known not to be 0 at run time. torch.export starts a dynamic size's range
+    at 2 (it traces sizes 0 and 1 as any other) also where a TensorSpec declared it from 0, which
+    the input guard admits: only a range starting above 2 rules 0 out."""
+    low, _ = _range(d)
+    return low is not None and (low > 2 or (isinstance(value_of(d), int) and low > 0))
+
+
 def is_static_dim(d: object) -> TypeGuard[int]:
     return isinstance(d, int)
 

@@ -11,9 +11,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
+from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value, onnx_type
 from converters.core.common import float_inputs, nan_propagated, normalize_dim
-from converters.core.dims import input_val, int_bound, is_static_dim, node_arg, static_numel
+from converters.core.dims import input_val, int_bound, is_static_dim, never_empty, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -34,10 +34,11 @@ def _reduce(b: GraphBuilder, op_type: str, x: Value, axes: list[int], keepdim: b
         return b.op("Identity", x, dtype=x.dtype, shape=())
     if op_type == "ReduceSum":
         return b.op(op_type, x, b.ints(axes), keepdims=int(keepdim), dtype=x.dtype)
-    if op_type == "ReduceMean" and any(is_static_dim(x.shape[a]) and x.shape[a] == 0 for a in axes):
-        # torch's mean of no elements is NaN (0 / 0), ONNX Runtime's ReduceMean gives 0.
+    if op_type == "ReduceMean" and not all(never_empty(x.shape[a]) for a in axes):
+        # torch's mean of no elements is NaN (0 / 0), ONNX Runtime's ReduceMean gives 0: where a
+        # reduced dim is or may be 0, the sum over the count.
         total = b.op("ReduceSum", x, b.ints(axes), keepdims=int(keepdim))
-        return b.op("Div", total, b.const(0, x.dtype), dtype=x.dtype)
+        return b.op("Div", total, _divisor(b, x, axes, 0), dtype=x.dtype)
     if op_type == "ReduceMean" and keepdim and _over_static_spatial_dims(x, axes):
         # adaptive_avg_pool to size 1 after decomposition; the exporter's GlobalAveragePool, which
         # ONNX Runtime's NCHWc layout pass keeps in the convolutions' blocked layout (a ReduceMean
@@ -183,13 +184,30 @@ def std_dim(b: GraphBuilder, x: Value, dim: Dims, unbiased: bool = True, keepdim
     return b.op("Sqrt", _var(b, x, dim, 1 if unbiased else 0, keepdim)[0], dtype=x.dtype)
 
 
+def _running_mean(b: GraphBuilder, x: Value, axes: list[int], keepdim: bool) -> Ref:
+    """The mean var_mean and std_mean return. torch computes it by Welford's running update, where
+    an infinity followed by any element gives NaN: the mean is ±inf only where the slice's one
+    infinity is its last element (row-major), else NaN (found by tests/test_fuzz.py)."""
+    mean = _reduce(b, "ReduceMean", x, axes, keepdim)
+    if x.rank == 0:
+        return mean
+    last = b.op("Slice", x, b.ints([-1] * len(axes)), b.ints([2**62] * len(axes)), b.ints(axes))
+    last_shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+
+    def infinities(v: Ref, shape: tuple[ShapeDim, ...]) -> Ref:
+        flags = b.op("Cast", b.op("IsInf", v), to=onnx_type(x.dtype), dtype=x.dtype, shape=shape)
+        return _reduce(b, "ReduceSum", flags, axes, keepdim)
+    early = b.op("Greater", b.op("Sub", infinities(x, x.shape), infinities(last, last_shape)), b.const(0, x.dtype))
+    return b.op("Where", early, b.const(math.nan, x.dtype), mean, dtype=x.dtype)
+
+
 @converter(aten.var_mean.correction, capability=float_inputs)
 def var_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None,
              keepdim: bool = False) -> tuple[Ref, Ref]:
     """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
     bool keepdim=False) -> (Tensor, Tensor)"""
     variance, axes = _var(b, x, dim, correction, keepdim)
-    return variance, _reduce(b, "ReduceMean", x, axes, keepdim)
+    return variance, _running_mean(b, x, axes, keepdim)
 
 
 @converter(aten.std_mean.correction, capability=float_inputs)
@@ -198,7 +216,7 @@ def std_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float |
     """std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
     bool keepdim=False) -> (Tensor, Tensor)"""
     variance, axes = _var(b, x, dim, correction, keepdim)
-    return b.op("Sqrt", variance, dtype=x.dtype), _reduce(b, "ReduceMean", x, axes, keepdim)
+    return b.op("Sqrt", variance, dtype=x.dtype), _running_mean(b, x, axes, keepdim)
 
 
 # -- arg reductions and max/min with indices --------------------------------------------------
