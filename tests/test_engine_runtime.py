@@ -460,6 +460,65 @@ def test_a_graph_replays_the_recorded_addresses_on_their_current_contents(trt_do
     torch.testing.assert_close(out, model(static))
     assert not moved.any()
 
+def _graphs_over_a_batch_range() -> tuple[torch.nn.Module, torch.nn.Module]:
+    model = ConvHead().eval()
+    spec = trt_lower.TensorSpec((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))
+    return model, trt_lower.lower_to_trt(model, (spec,), backend="tensorrt", cuda_graphs=True)
+
+
+@pytest.mark.parametrize("trt_double", ["8.6.1", "10.0.1", "10.13.0"], indirect=True)
+def test_each_input_shape_replays_its_own_graph_on_its_own_context(trt_double: ModuleType) -> None:
+    """TensorRT keeps shape-dependent state in an execution context, which a graph does not
+    record: a graph replayed on a context whose shapes changed since its capture computes wrongly
+    (the double raises). Each shape's graph is captured on a context of its own, all sharing one
+    block of activation memory (8.6: without device memory, its plans sharing their profile;
+    10.0: the user-managed strategy and `device_memory`; 10.1 on: `set_device_memory`)."""
+    model, lowered = _graphs_over_a_batch_range()
+    for batch in (2, 3, 2, 3, 4, 2):
+        x = torch.randn(batch, 3, 8, 8)
+        torch.testing.assert_close(lowered(x), model(x))
+    assert _host().captures == 3
+
+
+def test_the_least_recently_used_graph_is_dropped_past_the_limit(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.import_module("trt_lower.runtime.trt_module"), "MAX_GRAPHS", 2)
+    model, lowered = _graphs_over_a_batch_range()
+    for batch in (2, 3, 2, 4, 2, 3):  # 3 is dropped when 4 comes, and captured again
+        x = torch.randn(batch, 3, 8, 8)
+        torch.testing.assert_close(lowered(x), model(x))
+    assert _host().captures == 4
+
+
+def test_no_context_for_a_graph_runs_those_shapes_without_one(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    module = importlib.import_module("trt_lower.runtime.trt_module")
+
+    def short(self: Any, binding: Any) -> Any:
+        raise RuntimeError("CUDA out of memory")
+    monkeypatch.setattr(module.TRTEngineModule, "_graph_context", short)
+    model, lowered = _graphs_over_a_batch_range()
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        for batch in (2, 2, 3):
+            x = torch.randn(batch, 3, 8, 8)
+            torch.testing.assert_close(lowered(x), model(x))
+    assert _host().captures == 0 and caplog.text.count("no CUDA graph for input shapes") == 2
+
+
+def test_an_engine_whose_static_output_shape_is_not_the_segments_is_refused(trt_double: ModuleType) -> None:
+    """Outputs are allocated in the segment's shapes and TensorRT writes the engine's: a mismatch
+    would write past the buffer, so loading refuses it."""
+    _, lowered, _ = _lowered()
+    engine = lowered.engine_0
+    out = engine.outputs[0]
+    wrong = dataclasses.replace(out, min_shape=(1, *out.min_shape[1:]), opt_shape=(1, *out.opt_shape[1:]),
+                                max_shape=(1, *out.max_shape[1:]))
+    module = importlib.import_module("trt_lower.runtime.trt_module")
+    with pytest.raises(module.PlanLoadError, match=r"engine output '.*' has the shape \(2, 4, 8, 8\), the "
+                                                   r"segment's is \(1, 4, 8, 8\)"):
+        module.TRTEngineModule("engine_0", engine.plan, engine.inputs, (wrong,), engine.tuple_output)
+
+
 def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     model, lowered, x = _lowered(cuda_graphs=True)

@@ -138,3 +138,30 @@ def test_callers_stream_joins_the_side_stream_when_an_enqueue_raises(trt_double:
     assert cuda.joins == [(side, caller), (caller, side)]
     caller.synchronize()
     engine.check()  # work queued before the failure ran before the caller's stream went on
+
+
+class _Output:
+    """What `hold` touches of an output tensor: its device and record_stream."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.recorded: list[int] = []
+
+    def record_stream(self, stream: object) -> None:
+        self.recorded.append(getattr(stream, "cuda_stream"))
+
+
+def test_outputs_made_on_the_side_stream_are_recorded_on_the_default_stream(
+        trt_double: ModuleType, cuda: TorchCuda) -> None:
+    """From the default stream the engine runs on a side stream, whose memory pool its outputs
+    come from, and the caller uses them on the default stream: recorded there, another thread's
+    call cannot reuse their memory before that work has run. On the caller's own stream there
+    is nothing to record."""
+    gpu, out = CudaDevice(), _Output(GPU[1])
+    with gpu.stream(GPU[1]) as side:
+        gpu.hold(side, [out])
+    assert side != 0 and out.recorded == [cuda.default_stream(1).cuda_stream]
+    own, mine = cuda.Stream(1), _Output(GPU[1])
+    with cuda.stream(own), gpu.stream(GPU[1]) as stream:
+        gpu.hold(stream, [mine])
+    assert stream == own.cuda_stream and mine.recorded == []

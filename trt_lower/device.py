@@ -87,9 +87,17 @@ class CudaDevice:
                 current.wait_stream(side)
 
     def hold(self, stream: int, tensors: Sequence[torch.Tensor]) -> None:
-        """Nothing to do: the tensors were allocated on torch's current stream, which the engine's
-        stream joins before anything after the call, so the caching allocator reuses their
-        memory only after the engine's work."""
+        """On torch's current stream, nothing to do: its allocator reuses the tensors' memory
+        only after the work queued there. On the side stream (see `stream`), outputs come from
+        the side stream's pool but are used on the default stream after the call: recorded
+        there, so that another thread's call cannot reuse their memory before the default
+        stream's work on them has run."""
+        side = self._side_streams.get(tensors[0].device.index or 0) if tensors else None
+        if side is None or stream != side.cuda_stream:
+            return
+        default = cuda.default_stream(tensors[0].device)
+        for t in tensors:
+            t.record_stream(default)
 
     def capture(self, run: Callable[[int], None], device: torch.device) -> Callable[[], None]:
         # The first enqueue of an execution context does one-time setup that must not be

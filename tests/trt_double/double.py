@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     _BuilderFlag = stubs.BuilderFlag
     _DataType = stubs.DataType
     _Dims = stubs.Dims
+    _ExecutionContextAllocationStrategy = stubs.ExecutionContextAllocationStrategy
     _IBuilderConfig = stubs.IBuilderConfig
     _ICudaEngine = stubs.ICudaEngine
     _IExecutionContext = stubs.IExecutionContext
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     _NetworkDefinitionCreationFlag = stubs.NetworkDefinitionCreationFlag
     _OnnxParser = stubs.OnnxParser
     _ParserError = stubs.ParserError
+    _PreviewFeature = stubs.PreviewFeature
     _Runtime = stubs.Runtime
     _Severity = stubs.ILogger.Severity
     _TensorIOMode = stubs.TensorIOMode
@@ -76,7 +78,7 @@ else:
     _Builder = _BuilderFlag = _DataType = _Dims = _IBuilderConfig = _ICudaEngine = object
     _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
-    _IOutputAllocator = object
+    _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
     _Runtime = _Severity = _TensorIOMode = object
 
 __version__ = os.environ.get("TRT_DOUBLE_VERSION", "10.13.0")
@@ -190,6 +192,20 @@ class BuilderFlag(_Enum, _BuilderFlag):
 
 
 BuilderFlag._define(FP16=0, INT8=1, TF32=7, FP8=15, BF16=17)
+
+
+class PreviewFeature(_Enum, _PreviewFeature):
+    pass
+
+
+PreviewFeature._define(PROFILE_SHARING_0806=0)
+
+
+class ExecutionContextAllocationStrategy(_Enum, _ExecutionContextAllocationStrategy):
+    _versions = {"STATIC": (10, 1000), "ON_PROFILE_CHANGE": (10, 1000), "USER_MANAGED": (10, 1000)}
+
+
+ExecutionContextAllocationStrategy._define(STATIC=0, ON_PROFILE_CHANGE=1, USER_MANAGED=2)
 
 
 class NetworkDefinitionCreationFlag(_Enum, _NetworkDefinitionCreationFlag):
@@ -447,6 +463,7 @@ class IBuilderConfig(_IBuilderConfig):
         self._pools: dict[int, int] = {}
         self._timing_cache: ITimingCache | None = None
         self.profiles: list[IOptimizationProfile] = []
+        self.preview_features: set[int] = set()
 
     def set_memory_pool_limit(self, pool: stubs.MemoryPoolType, pool_size: int) -> None:
         self._pools[int(pool)] = pool_size
@@ -456,6 +473,12 @@ class IBuilderConfig(_IBuilderConfig):
 
     def clear_flag(self, flag: stubs.BuilderFlag) -> None:
         self.flags &= ~(1 << int(flag))
+
+    def set_preview_feature(self, feature: stubs.PreviewFeature, enable: bool) -> None:
+        if enable:
+            self.preview_features.add(int(feature))
+        else:
+            self.preview_features.discard(int(feature))
 
     def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:
         cache = ITimingCache.parse(bytes(serialized_timing_cache))
@@ -581,8 +604,11 @@ class Builder(_Builder):
             timing_cache_entries=len(cfg._timing_cache.entries) if cfg._timing_cache else 0,
         )
         self._time_layers(net.model, cfg._timing_cache)
+        # Before 10.0 a profile serves one execution context at a time unless the engine was built
+        # with PROFILE_SHARING_0806 (on by default from 10.0).
+        sharing = _version()[0] >= 10 or int(PreviewFeature.PROFILE_SHARING_0806) in cfg.preview_features
         header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
-                             "profiles": profiles}).encode()
+                             "profiles": profiles, "profile_sharing": sharing}).encode()
         return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + net.model.SerializeToString())
 
 
@@ -650,9 +676,14 @@ ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresse
 
 
 class ICudaEngine(_ICudaEngine):
-    def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger) -> None:
+    def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger,
+                 profile_sharing: bool = True) -> None:
         proto = onnx.load_from_string(model)
         self._logger = logger
+        # Without sharing (8.6 unless built with PROFILE_SHARING_0806), the context that set
+        # shapes first holds profile 0, and another context's setInputShape fails.
+        self._profile_sharing = profile_sharing
+        self._profile_holder: IExecutionContext | None = None
         # An engine is bound to the device current when it was deserialized, and so are its contexts.
         self._device = get_device()
         # ONNX Runtime has no bfloat16 kernels on the CPU: bfloat16 engine tensors are computed in
@@ -694,14 +725,39 @@ class ICudaEngine(_ICudaEngine):
             raise ValueError(f"no profile {profile_index} shape for '{name}'")
         return [Dims(s) for s in self._profiles[name]]
 
+    # The device memory a context's activations take (the double computes on the host).
+    _DEVICE_MEMORY = 4096
+
+    @property
+    def device_memory_size(self) -> int:
+        return self._DEVICE_MEMORY
+
+    @property
+    def device_memory_size_v2(self) -> int:
+        if _version() < (10, 1):
+            raise AttributeError(f"'ICudaEngine' has no attribute 'device_memory_size_v2' in TensorRT {__version__}")
+        return self._DEVICE_MEMORY
+
     def create_execution_context(self, strategy: object = None) -> IExecutionContext:
+        user_managed = strategy is not None and int(cast(Any, strategy)) == 2
+        if user_managed:
+            return self._context(with_memory=False)
         if state.contexts_left is not None:
             if state.contexts_left <= 0:
                 _error(self._logger, "IExecutionContext: out of device memory for the context's activations")
                 return _null(IExecutionContext)
             state.contexts_left -= 1
+        return self._context(with_memory=True)
+
+    def create_execution_context_without_device_memory(self) -> IExecutionContext:
+        if _version()[0] >= 11:
+            raise AttributeError("'ICudaEngine' has no attribute 'create_execution_context_without_device_memory' "
+                                 f"in TensorRT {__version__}")
+        return self._context(with_memory=False)
+
+    def _context(self, with_memory: bool) -> IExecutionContext:
         state.contexts_created += 1
-        return IExecutionContext(self)
+        return IExecutionContext(self, with_memory)
 
 
 @dataclass
@@ -741,8 +797,14 @@ def end_capture(stream: int) -> list[_Job]:
 
 
 def replay(jobs: list[_Job], stream: int) -> None:
-    """Enqueue the recorded work again on `stream`: it runs on the buffers' contents then."""
+    """Enqueue the recorded work again on `stream`: it runs on the buffers' contents then.
+    TensorRT keeps shape-dependent state in the context, which the graph does not record: a
+    context whose input shapes changed since the capture would replay wrongly, and raises here."""
     for job in jobs:
+        if job.context._shapes != job.shapes:
+            raise RuntimeError("trt_double: a CUDA graph replayed on an IExecutionContext whose input shapes "
+                               f"changed since its capture ({job.shapes} -> {job.context._shapes}): TensorRT "
+                               "wants one context per captured graph")
         job.context._claim(stream)
         state.pending.setdefault(stream, []).append(job)
 
@@ -753,8 +815,9 @@ class IExecutionContext(_IExecutionContext):
     a time: from the first call that binds it until its enqueued work has run, a context
     belongs to one thread and one stream; another raises (TensorRT would corrupt silently)."""
 
-    def __init__(self, engine: ICudaEngine) -> None:
+    def __init__(self, engine: ICudaEngine, with_memory: bool = True) -> None:
         self._engine = engine
+        self._has_memory = with_memory  # else the application must give it memory before an enqueue
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._addresses: dict[str, int] = {}
         self._user: tuple[int, int | None] | None = None  # (thread, stream with pending work)
@@ -789,6 +852,14 @@ class IExecutionContext(_IExecutionContext):
         if tensor is None or tensor.mode != "INPUT":
             _error(self._engine._logger, f"IExecutionContext::setInputShape: '{name}' is not an input tensor")
             return False
+        engine = self._engine
+        if not engine._profile_sharing:
+            if engine._profile_holder is None:
+                engine._profile_holder = self
+            elif engine._profile_holder is not self:
+                _error(engine._logger, "IExecutionContext::setInputShape: profile 0 has been chosen by another "
+                                       "IExecutionContext (build with PreviewFeature.PROFILE_SHARING_0806 to share it)")
+                return False
         low, _, high = self._engine._profiles[name]
         if len(dims) != len(low) or not all(a <= d <= b for d, a, b in zip(dims, low, high)):
             _error(self._engine._logger, f"IExecutionContext::setInputShape: {name} {dims} is outside the "
@@ -813,6 +884,25 @@ class IExecutionContext(_IExecutionContext):
             return False
         self._addresses[name] = memory
         return True
+
+    def _give_memory(self, memory: int, size: int) -> None:
+        if not memory or memory % ALIGNMENT or size < self._engine._DEVICE_MEMORY:
+            raise ValueError(f"trt_double: device memory {memory:#x} of {size} bytes: TensorRT wants an aligned "
+                             f"block of at least {self._engine._DEVICE_MEMORY} bytes")
+        self._has_memory = True
+
+    def set_device_memory(self, memory: int, size: int) -> None:
+        if _version() < (10, 1):
+            raise AttributeError(f"'IExecutionContext' has no attribute 'set_device_memory' in TensorRT {__version__}")
+        self._give_memory(memory, size)
+
+    @property
+    def device_memory(self) -> object:
+        raise AttributeError("trt_double: device_memory is write-only")
+
+    @device_memory.setter
+    def device_memory(self, memory: int) -> None:
+        self._give_memory(memory, self._engine._DEVICE_MEMORY)
 
     def get_tensor_shape(self, name: str) -> Dims:
         tensor = self._engine._tensors[name]
@@ -850,6 +940,10 @@ class IExecutionContext(_IExecutionContext):
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         tensors = self._engine._tensors
+        if not self._has_memory:
+            _error(self._engine._logger, "IExecutionContext::enqueueV3: the context was created without device "
+                                         "memory and none was set")
+            return False
         served = self._engine._data_dependent
         unserved = sorted(served - set(self._allocators))
         if unserved:
@@ -986,7 +1080,8 @@ class Runtime(_Runtime):
                                  f"{state.compute_capability}")
             return _null(ICudaEngine)
         try:
-            engine = ICudaEngine(data[start + length:], header["profiles"], self._logger)
+            engine = ICudaEngine(data[start + length:], header["profiles"], self._logger,
+                                 header.get("profile_sharing", True))
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
             return _null(ICudaEngine)

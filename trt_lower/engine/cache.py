@@ -34,7 +34,7 @@ log = logging.getLogger("trt_lower")
 
 ENV_VAR = "TRT_LOWER_CACHE_DIR"
 MAGIC = b"trt_lower cache\n"
-FORMAT = 1
+FORMAT = 2  # 2: 8.x plans share their optimization profile between execution contexts
 _LENGTH_BYTES = 4
 # How long a lowering waits for another process building the same engine before building it too
 # (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever).

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, cast
 
@@ -11,6 +12,7 @@ import tensorrt as trt
 import torch
 
 from converters.core.dtypes import TRT_TYPES
+from converters.core.target import parse_version
 from trt_lower import device as devices
 from trt_lower.runtime.engine_module import EngineModule, Outputs
 from trt_lower.runtime.signature import EngineInputError, TensorSig
@@ -24,6 +26,9 @@ _NARROWED = {(torch.int32, torch.int64), (torch.float32, torch.float64)}
 _INT32 = torch.iinfo(torch.int32)
 # TensorRT's documented alignment of I/O tensor addresses.
 ALIGNMENT = 256
+# CUDA graphs kept per execution context's thread and stream, the least recently used dropped
+# first: each holds its input and output buffers (and a context, without activation memory).
+MAX_GRAPHS = 32
 
 Shapes = tuple[torch.Size, ...]
 # Per output: its shape, or None where the data decides it (served by an OutputAllocator).
@@ -50,16 +55,6 @@ def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device
     return raw[offset:offset + nbytes].view(dtype).view(tuple(shape))
 
 
-@dataclass
-class _Graph:
-    """A CUDA graph of one enqueue, with the static buffers it reads and writes; `replay` is
-    None where capture failed (those calls run without a graph)."""
-
-    replay: Callable[[], None] | None
-    inputs: list[torch.Tensor] = field(default_factory=list)
-    outputs: list[torch.Tensor] = field(default_factory=list)
-
-
 class _Binding:
     """An execution context and what was last set on it, so a call sets only what changed."""
 
@@ -67,8 +62,21 @@ class _Binding:
         self.context = context
         self.shapes: list[torch.Size | None] = [None] * inputs
         self.addresses = [0] * (inputs + outputs)
-        self.graphs: dict[Shapes, _Graph] = {}
+        self.graphs: OrderedDict[Shapes, _Graph] = OrderedDict()
+        # The activation memory this thread and stream's graph contexts share (made when first needed).
+        self.graph_memory: torch.Tensor | None = None
         self.allocator: OutputAllocator | None = None  # set on the context for data-dependent outputs
+
+
+@dataclass
+class _Graph:
+    """A CUDA graph of one enqueue, with the static buffers it reads and writes and the context
+    it was captured on; `replay` is None where capture failed (those calls run without a graph)."""
+
+    replay: Callable[[], None] | None
+    inputs: list[torch.Tensor] = field(default_factory=list)
+    outputs: list[torch.Tensor] = field(default_factory=list)
+    binding: _Binding | None = None  # the graph's own context: replays need it alive
 
 
 class TRTEngineModule(EngineModule):
@@ -94,7 +102,10 @@ class TRTEngineModule(EngineModule):
     With `cuda_graphs`, the first call with given input shapes copies its inputs into static
     buffers, runs the engine on them once for real and records the enqueue into a CUDA graph;
     later calls with those shapes copy their inputs in, replay, and return copies of the
-    outputs. If capture fails, those shapes run without a graph (with a warning).
+    outputs. If capture fails, those shapes run without a graph (with a warning). TensorRT keeps
+    shape-dependent state in an execution context, which a graph does not record: each graph is
+    captured on a context of its own, whose shapes never change, and the graphs of one thread and
+    stream share one block of activation memory (their replays run one after another there).
 
     Outputs whose shape the data decides (TensorRT reports -1 for them once the input shapes are
     set) get their memory from an OutputAllocator set on the context, and their shape from it
@@ -125,7 +136,8 @@ class TRTEngineModule(EngineModule):
         self._out_shapes: dict[Shapes, OutShapes] = {}
         static = all(s.is_static for s in inputs + outputs)
         self._static_out = tuple(s.min_shape for s in outputs) if static else None
-        # A valid address for empty tensors (TensorRT refuses null ones), made when first needed.
+        # Valid addresses for empty tensors (TensorRT refuses null ones), one slot per I/O tensor,
+        # made when first needed.
         self._scratch: torch.Tensor | None = None
         self._local = threading.local()
         # One context now, so that a shortage of device memory shows at load time.
@@ -152,12 +164,40 @@ class TRTEngineModule(EngineModule):
             if (low, high) != (sig.min_shape, sig.max_shape):
                 raise PlanLoadError(f"engine input '{sig.name}' has the profile {low}..{high}, the segment's "
                                     f"range is {sig.min_shape}..{sig.max_shape}")
+        # Static outputs are allocated in the segment's shapes: TensorRT writes the engine's.
+        for sig in self.outputs:
+            shape = _shape(engine.get_tensor_shape(sig.name))
+            if sig.is_static and -1 not in shape and shape != sig.min_shape:
+                raise PlanLoadError(f"engine output '{sig.name}' has the shape {shape}, the segment's is "
+                                    f"{sig.min_shape}")
 
     def _create_context(self) -> trt.IExecutionContext:
         context = self._engine.create_execution_context()
         if context is None:
             raise PlanLoadError(f"{self.name}: TensorRT could not create an execution context (out of device "
                                 f"memory?): {LOGGER.take_errors() or 'no reason given'}")
+        return context
+
+    def _graph_context(self, binding: _Binding) -> trt.IExecutionContext:
+        """A context for one CUDA graph, on the activation memory `binding`'s graphs share."""
+        engine = self._engine
+        version = parse_version(trt.__version__)
+        if version[0] >= 10:
+            context = engine.create_execution_context(trt.ExecutionContextAllocationStrategy.USER_MANAGED)
+        else:
+            context = engine.create_execution_context_without_device_memory()
+        if context is None:
+            raise RuntimeError(f"{self.name}: TensorRT could not create an execution context: "
+                               f"{LOGGER.take_errors() or 'no reason given'}")
+        # setDeviceMemoryV2 (10.1 on) also covers weight streaming's scratch.
+        v2 = version >= (10, 1)
+        size = engine.device_memory_size_v2 if v2 else engine.device_memory_size
+        if binding.graph_memory is None:
+            binding.graph_memory = aligned_empty((max(size, 1),), torch.uint8, self.device)
+        if v2:
+            context.set_device_memory(binding.graph_memory.data_ptr(), size)
+        else:
+            context.device_memory = binding.graph_memory.data_ptr()  # type: ignore[attr-defined]  # 8.6's, not in 10.13's stubs
         return context
 
     # -- calls --------------------------------------------------------------------------------
@@ -194,8 +234,8 @@ class TRTEngineModule(EngineModule):
             address = t.data_ptr()
         else:
             if self._scratch is None:
-                self._scratch = aligned_empty((ALIGNMENT,), torch.uint8, self.device)
-            address = self._scratch.data_ptr()
+                self._scratch = aligned_empty((ALIGNMENT * len(binding.addresses),), torch.uint8, self.device)
+            address = self._scratch.data_ptr() + ALIGNMENT * index
         if binding.addresses[index] != address:
             if not binding.context.set_tensor_address(name, address):
                 raise RuntimeError(f"{self.name}: TensorRT refused the address of '{name}': {LOGGER.take_errors()}")
@@ -255,23 +295,36 @@ class TRTEngineModule(EngineModule):
         """The CUDA graph for these input shapes, captured on the first call with them."""
         key = tuple(t.shape for t in args)
         graph = binding.graphs.get(key)
-        if graph is None:
-            # Real inputs first: the warm-up run before capture executes for real, and garbage
-            # indices there would be an illegal memory access.
-            inputs = [aligned_empty(t.shape, t.dtype, self.device).copy_(t) for t in args]
-            outputs = self._bind(binding, inputs)
-            replay: Callable[[], None] | None = None
-            if any(t is None for t in outputs):
-                log.warning("trt_lower: %s: no CUDA graph: an output's shape depends on the data, which "
-                            "TensorRT learns during the run (a graph replays fixed sizes)", self.name)
-                return binding.graphs.setdefault(key, _Graph(None))
-            try:
-                replay = self._device.capture(lambda stream: self._enqueue(binding.context, stream), self.device)
-            except RuntimeError as e:
-                log.warning("trt_lower: %s: CUDA graph capture failed (%s); running without a graph for input "
-                            "shapes %s", self.name, e, [tuple(s) for s in key])
-            graph = binding.graphs[key] = _Graph(replay, inputs, cast(list[torch.Tensor], outputs))
+        if graph is not None:
+            binding.graphs.move_to_end(key)
+            return graph
+        graph = binding.graphs[key] = self._capture(binding, args)
+        if len(binding.graphs) > MAX_GRAPHS:
+            binding.graphs.popitem(last=False)
         return graph
+
+    def _capture(self, binding: _Binding, args: Sequence[torch.Tensor]) -> _Graph:
+        try:
+            own = _Binding(self._graph_context(binding), len(self.inputs), len(self.outputs))
+        except RuntimeError as e:  # no memory for one more context: these shapes run without a graph
+            log.warning("trt_lower: %s: no CUDA graph for input shapes %s: %s", self.name,
+                        [tuple(t.shape) for t in args], e)
+            return _Graph(None)
+        # Real inputs first: the warm-up run before capture executes for real, and garbage
+        # indices there would be an illegal memory access.
+        inputs = [aligned_empty(t.shape, t.dtype, self.device).copy_(t) for t in args]
+        outputs = self._bind(own, inputs)
+        if any(t is None for t in outputs):
+            log.warning("trt_lower: %s: no CUDA graph: an output's shape depends on the data, which "
+                        "TensorRT learns during the run (a graph replays fixed sizes)", self.name)
+            return _Graph(None)
+        try:
+            replay = self._device.capture(lambda stream: self._enqueue(own.context, stream), self.device)
+        except RuntimeError as e:
+            log.warning("trt_lower: %s: CUDA graph capture failed (%s); running without a graph for input "
+                        "shapes %s", self.name, e, [tuple(t.shape) for t in args])
+            return _Graph(None)
+        return _Graph(replay, inputs, cast(list[torch.Tensor], outputs), own)
 
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
         args = self._engine_inputs(tensors)
