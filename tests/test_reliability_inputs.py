@@ -86,6 +86,28 @@ def test_special_value_pairs_give_eager_results_with_the_sign_of_zero(name: str)
     assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
 
 
+# Floor division and remainder of floats where x / y rounds (1 // 0.1 is 9, not 10) or an operand is
+# infinite (inf // 3 is NaN, -1 // inf is -1, -1 % inf is inf): torch computes both from fmod. Were
+# Floor(x / y) and x - y * Floor(x / y); the fuzzer's inputs, multiples of 1/8, divide exactly.
+DIVIDEND = torch.tensor([1.0, 1.0, -1.0, 5.3, -5.3, 7.0, INF, -INF, 1.0, -1.0, 0.0, 1.0, NAN, 3.0, 0.7, 2.9, -4.0])
+DIVISOR = torch.tensor([0.1, 0.3, 0.3, 0.1, 0.7, -0.7, 3.0, 3.0, INF, INF, -INF, 0.0, 1.0, -INF, 0.1, 0.1, 2.0])
+FLOORED: dict[str, tuple[Callable[..., Any], str]] = {
+    "floor_divide": (lambda x, y: x // y, "aten.floor_divide.default"),
+    "div_floor": (lambda x, y: torch.div(x, y, rounding_mode="floor"), "aten.div.Tensor_mode"),
+    "remainder": (torch.remainder, "aten.remainder.Tensor"),
+    "remainder_scalar": (lambda x, y: torch.remainder(x, 0.1), "aten.remainder.Scalar"),
+}
+
+
+@pytest.mark.parametrize("name", FLOORED)
+def test_floored_division_of_floats_starts_from_fmod_as_torch_does(name: str) -> None:
+    fn, op = FLOORED[name]
+    lowered = trt_lower.lower_to_trt(Fn(fn), (DIVIDEND, DIVISOR), backend="onnxruntime", min_block_size=1)
+    assert op in engine_ops(lowered), lowered.report
+    # Compared exactly (up to the sign of a zero): a rounded quotient is off by a whole divisor.
+    torch.testing.assert_close(lowered(DIVIDEND, DIVISOR), fn(DIVIDEND, DIVISOR), rtol=0, atol=0, equal_nan=True)
+
+
 # var_mean's and std_mean's mean is torch's running (Welford) mean: an infinity before a slice's
 # last element makes it NaN, one at the end keeps it (found by tests/test_fuzz.py: was ±Inf). Rows
 # along the last dim: Inf first, -Inf last, Inf last, two Infs; columns and planes mix them.

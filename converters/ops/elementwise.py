@@ -81,6 +81,31 @@ def _floor_int_div(b: GraphBuilder, x: Ref, y: Ref, dtype: torch.dtype) -> Ref:
     return b.op("Sub", q, adjust, dtype=dtype)
 
 
+def _fmod_moved(b: GraphBuilder, x: Ref, y: Ref, dtype: torch.dtype) -> tuple[Ref, Ref]:
+    """fmod(x, y), and where a floored result moves it to y's sign (non-zero, signs differ).
+    torch's floor division and remainder of floats start from fmod, which is exact, not from
+    x / y, which rounds: 1 // 0.1 is 9 and 1 % 0.1 is 0.1 - 2^-27 in float32 (found by checking
+    what tests/test_fuzz.py's exact inputs could not)."""
+    mod = b.op("Mod", x, y, fmod=1, dtype=dtype)
+    zero = b.const(0, dtype)
+    moved = b.op("And", b.op("Not", b.op("Equal", mod, zero)),
+                 b.op("Xor", b.op("Less", y, zero), b.op("Less", mod, zero)))
+    return mod, moved
+
+
+def _floor_float_div(b: GraphBuilder, x: Ref, y: Ref, dtype: torch.dtype) -> Ref:
+    """c10's floor division of floats: (x - fmod(x, y)) / y, less one where the remainder moves,
+    rounded to the nearest integer below; x / y for a zero divisor. An infinite x gives NaN (its
+    fmod is NaN), a finite x over an infinite y 0 or -1, as in torch."""
+    mod, moved = _fmod_moved(b, x, y, dtype)
+    div = b.op("Sub", b.op("Div", b.op("Sub", x, mod), y), b.op("Cast", moved, to=onnx_type(dtype)))
+    low = b.op("Floor", div)
+    up = b.op("Cast", b.op("Greater", b.op("Sub", div, low), b.const(0.5, dtype)), to=onnx_type(dtype))
+    floor = b.op("Add", low, up)
+    zero_divisor = b.op("Equal", y, b.const(0, dtype))
+    return b.op("Where", zero_divisor, b.op("Div", x, y), floor, dtype=dtype)
+
+
 @converter(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(b: GraphBuilder, x: Operand, y: Operand, *, rounding_mode: str | None = None) -> Ref:
     """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
@@ -92,10 +117,9 @@ def div_mode(b: GraphBuilder, x: Operand, y: Operand, *, rounding_mode: str | No
         if rounding_mode == "trunc":
             return b.op("Div", xv, yv, dtype=dtype)
         return _floor_int_div(b, xv, yv, dtype)
-    q = b.op("Div", xv, yv, dtype=dtype)
     if rounding_mode == "floor":
-        return b.op("Floor", q, dtype=dtype)
-    return rounded_toward_zero(b, q, dtype)
+        return _floor_float_div(b, xv, yv, dtype)
+    return rounded_toward_zero(b, b.op("Div", xv, yv, dtype=dtype), dtype)
 
 
 @converter(aten.floor_divide.default, aten.floor_divide.Scalar)
@@ -140,8 +164,8 @@ def remainder(b: GraphBuilder, x: Operand, y: Operand) -> Ref:
     dtype = b.out.dtype
     xv, yv = as_operand(b, x, dtype), as_operand(b, y, dtype)
     if dtype.is_floating_point:
-        q = b.op("Floor", b.op("Div", xv, yv))
-        return b.op("Sub", xv, b.op("Mul", q, yv), dtype=dtype)
+        mod, moved = _fmod_moved(b, xv, yv, dtype)
+        return b.op("Where", moved, b.op("Add", mod, yv), mod, dtype=dtype)
     return b.op("Sub", xv, b.op("Mul", _floor_int_div(b, xv, yv, dtype), yv), dtype=dtype)
 
 
