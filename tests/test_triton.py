@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import http.server as http_server
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -18,6 +21,7 @@ from google.protobuf import text_format
 
 import trt_lower
 import trt_models
+from harness import Fn
 from trt_lower import cli
 from trt_lower.triton import TritonServer, export_model_repository
 from trt_lower.triton.server import free_ports
@@ -266,6 +270,56 @@ def test_partly_lowered_model_becomes_a_python_model(tmp_path: Path) -> None:
     assert set(config.parameters) == {"artifact", "python_path"}
 
 
+def test_a_model_under_size_conditions_is_served_by_its_guard(tmp_path: Path) -> None:
+    """Captured under `x.shape[0] % 2 == 0`, the engine alone computes the even branch for every
+    batch: only the lowered module's guard refuses an odd one. Such a model is a python model
+    (its engine was exported alone as the ONNX Runtime model, a silently wrong answer for odd
+    batches), and batch sizes the conditions rule out cannot be Triton's."""
+    model = Fn(lambda x: x * 2 + 1 if x.shape[0] % 2 == 0 else x - 1)
+    spec = trt_lower.TensorSpec((1, 8), (4, 8), (8, 8))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
+    assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks
+    exported = export_model_repository(lowered, tmp_path, "even")
+    assert exported.platform == "python" and "(args_0.shape[0] % 2) == 0" in exported.reason
+    with pytest.raises(ValueError, match=r"platform='onnxruntime_onnx' needs the whole model in one engine .* "
+                                         r"size conditions"):
+        export_model_repository(lowered, tmp_path, "even", platform="onnxruntime_onnx")
+    with pytest.raises(ValueError, match=r"max_batch_size=4: Triton may send a batch of 1, and input shapes "
+                                         r"args_0 \(1, 8\) break a condition"):
+        export_model_repository(lowered, tmp_path, "even", max_batch_size=4)
+
+
+def test_outputs_sized_by_the_data_or_empty_have_dim_minus_one(tmp_path: Path) -> None:
+    """Triton takes dims >= 1 or -1. A mask's rows were probed with all-False masks (zeros), so
+    their count never varied and was written as a static 0; an empty output's 0 likewise."""
+    model = Fn(lambda x, m: (x[m] * 2, x[:0] + 1))
+    x, m = torch.randn(6, 4), torch.tensor([True, False, True, True, False, False])
+    lowered = trt_lower.lower_to_trt(model, (x, m), backend="onnxruntime", min_block_size=1)
+    config = parse_config(export_model_repository(lowered, tmp_path, "masked").path)
+    assert [list(t.dims) for t in config.output] == [[-1, 4], [-1, 4]]
+
+
+def test_scalars_of_a_model_without_a_batch_dim_travel_as_one_element(tmp_path: Path) -> None:
+    """Triton refuses an empty reshape where max_batch_size is 0 (it stopped the whole server):
+    such a 0-d input or output is declared as [1], and the python model's Runner takes it back."""
+    model = Fn(lambda x, s: ((x * s).sum(), x + 1))
+    x, s = torch.randn(2, 3), torch.tensor(1.5)
+    lowered = trt_lower.lower_to_trt(model, (x, s), backend="onnxruntime", min_block_size=1)
+    exported = export_model_repository(lowered, tmp_path, "scalars")
+    assert exported.platform == "python" and "0-d" in exported.reason
+    text = (exported.path / "config.pbtxt").read_text()
+    assert "reshape" not in text
+    config = parse_config(exported.path)
+    assert [list(t.dims) for t in (*config.input, *config.output)] == [[2, 3], [1], [1], [2, 3]]
+    runner = Runner(lowered, [t.name for t in config.input], [t.name for t in config.output], torch.device("cpu"),
+                    batching=False)
+    (reply,) = runner.run([dict(zip(runner.inputs, (x, s.reshape(1))))])
+    assert not isinstance(reply, Exception), reply
+    expected = model(x, s)
+    torch.testing.assert_close(reply[config.output[0].name], expected[0].reshape(1))
+    torch.testing.assert_close(reply[config.output[1].name], expected[1])
+
+
 def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> None:
     static = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime")
     with pytest.raises(ValueError, match=r"max_batch_size=4 needs a batch dim, but input 'x' was lowered for "
@@ -329,3 +383,57 @@ def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypat
     assert "serving" in capsys.readouterr().out
     with pytest.raises(ValueError, match="is not a directory"):
         cli.main(["serve", str(tmp_path / "missing")])
+
+
+def test_a_taken_port_is_refused_before_the_server_starts(tmp_path: Path) -> None:
+    """Something already answering on the port would pass the readiness probe for a server that
+    then fails to bind: start() refuses it, naming the port."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        others = free_ports(2)
+        server = TritonServer(tmp_path, http_port=port, grpc_port=others[0], metrics_port=others[1])
+        with pytest.raises(RuntimeError, match=f"cannot serve on 127.0.0.1:{port}: .*another server there"):
+            server.start()
+    assert server.process is None
+
+
+def test_the_readiness_probe_bypasses_http_proxies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Ready(http_server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200 if self.path == "/v2/health/ready" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http_server.HTTPServer(("127.0.0.1", 0), Ready) as health:
+        thread = threading.Thread(target=health.serve_forever, daemon=True)
+        thread.start()
+        try:
+            # A proxy nothing listens on: the probe went there, and the server never looked ready.
+            monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{free_ports(1)[0]}")
+            monkeypatch.delenv("no_proxy", raising=False)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            server = TritonServer(tmp_path, http_port=health.server_address[1])
+            assert server.ready()
+        finally:
+            health.shutdown()
+            thread.join(timeout=10)
+
+
+def test_stop_ends_the_server_even_when_its_wait_is_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second Ctrl-C during stop()'s wait left the server (in its own session, out of reach of
+    the terminal) running with its ports."""
+    server = TritonServer(tmp_path)
+    server.process = process = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                                                 "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"],
+                                                start_new_session=True)
+
+    def interrupted(pid: int, timeout: float) -> None:
+        raise KeyboardInterrupt
+    monkeypatch.setattr("trt_lower.triton.server._wait_unreaped", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        server.stop()
+    assert process.poll() is not None and server.process is None

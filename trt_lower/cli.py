@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import time
 import warnings
 from typing import Sequence
@@ -62,18 +63,29 @@ def _add_triton(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(command_fn=triton)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def serve(args: argparse.Namespace) -> int:
     """`trt-lower serve DIR`: tritonserver (from nvidia-pytriton) on a model repository, until Ctrl-C."""
     from trt_lower.triton import TritonServer
 
     server = TritonServer(args.repo, host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
                           metrics_port=args.metrics_port, ready_timeout=args.timeout)
-    with server:
-        print(f"serving {args.repo}: HTTP {server.http_url}, gRPC {server.grpc_url} (Ctrl-C stops)", flush=True)
-        try:
-            return server.process.wait() if server.process else 1
-        except KeyboardInterrupt:
-            return 0
+    # The server runs in its own session, out of reach of the terminal's signals: a `kill` or a
+    # closed terminal stops it through the same way out as Ctrl-C.
+    previous = {stop: signal.signal(stop, _interrupted) for stop in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with server:
+            print(f"serving {args.repo}: HTTP {server.http_url}, gRPC {server.grpc_url} (Ctrl-C stops)", flush=True)
+            try:
+                return server.process.wait() if server.process else 1
+            except KeyboardInterrupt:
+                return 0
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

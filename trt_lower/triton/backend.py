@@ -25,6 +25,10 @@ class Runner:
         self.outputs = list(outputs)
         self.device = device
         self.batching = batching
+        # A non-batching model's scalars travel as [1] (config.py): which inputs to take back to ().
+        guard = getattr(module, "_input_guard", None)
+        sigs = getattr(guard, "inputs", ())
+        self._scalar_inputs = [not batching and len(s.min_shape) == 0 for s in sigs] or [False] * len(self.inputs)
 
     @classmethod
     def from_artifact(cls, path: str, inputs: Sequence[str], outputs: Sequence[str], device: str,
@@ -69,9 +73,10 @@ class Runner:
         return [dict(zip(self.outputs, (p[k].contiguous() for p in parts))) for k in range(len(requests))]
 
     def _call(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        tensors = [t.reshape(()) if scalar and t.shape == (1,) else t for t, scalar in zip(tensors, self._scalar_inputs)]
         with torch.inference_mode():
             result = self.module(*(t.to(self.device) for t in tensors))
         names = output_names(result)
         if names != self.outputs:
             raise RuntimeError(f"the model returned outputs {names}, its config.pbtxt declares {self.outputs}")
-        return [t.contiguous() for t in output_tensors(result)]
+        return [t.reshape(1) if t.dim() == 0 and not self.batching else t.contiguous() for t in output_tensors(result)]

@@ -45,8 +45,10 @@ class ModelConfig:
         if dtype is None:
             raise ValueError(f"tensor '{t.name}' has dtype {t.dtype}, which Triton has no type for")
         dims = t.dims[1:] if self.max_batch_size > 0 else t.dims
-        # Triton wants at least one dim: a scalar (per batch item) is declared as [1], reshaped.
-        shape = f"dims: [ {', '.join(map(str, dims))} ]" if dims else "dims: [ 1 ] reshape: { shape: [ ] }"
+        # Triton wants at least one dim: a scalar is declared as [1], reshaped to [] per batch item;
+        # a non-batching model cannot reshape to [] (Triton refuses the config), its Runner does.
+        scalar = "dims: [ 1 ] reshape: { shape: [ ] }" if self.max_batch_size > 0 else "dims: [ 1 ]"
+        shape = f"dims: [ {', '.join(map(str, dims))} ]" if dims else scalar
         return f'  {{ name: "{self.renames.get(t.name, t.name)}" data_type: {dtype} {shape} }}'
 
     def text(self) -> str:

@@ -16,7 +16,7 @@ import trt_lower
 from trt_lower import device as devices
 from trt_lower.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
-from trt_lower.runtime.signature import TensorSig
+from trt_lower.runtime.signature import EngineInputError, TensorSig
 from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.signature import ModelSignature, signature
 
@@ -59,9 +59,9 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
     _check_options(name, max_batch_size, instances, platform, version)
     lowered = artifact_or_lowered if isinstance(artifact_or_lowered, LoweredModule) else trt_lower.load(artifact_or_lowered)
     sig = signature(lowered, _input_sigs(lowered), _device(lowered))
-    _check_batching(sig, max_batch_size)
+    _check_batching(sig, max_batch_size, _guard(lowered))
     engine = single_engine(lowered, sig)
-    chosen, reason = _choose(platform, lowered, engine)
+    chosen, reason = _choose(platform, lowered, engine, scalar=_scalar(sig) if max_batch_size == 0 else "")
     model_dir = Path(repo_dir) / name
     files = model_dir / str(version)
     files.mkdir(parents=True, exist_ok=True)
@@ -96,11 +96,15 @@ def _check_options(name: str, max_batch_size: int, instances: int, platform: str
         raise ValueError(f"platform must be one of {', '.join(map(repr, PLATFORMS))}, got {platform!r}")
 
 
-def _input_sigs(lowered: LoweredModule) -> tuple[TensorSig, ...]:
+def _guard(lowered: LoweredModule) -> InputGuard:
     guard = getattr(lowered, "_input_guard", None)
     if not isinstance(guard, InputGuard):
         raise ValueError("this LoweredModule has no input guard; export the module lower_to_trt or trt_lower.load returns")
-    return guard.inputs
+    return guard
+
+
+def _input_sigs(lowered: LoweredModule) -> tuple[TensorSig, ...]:
+    return _guard(lowered).inputs
 
 
 def _device(lowered: LoweredModule) -> torch.device:
@@ -108,7 +112,7 @@ def _device(lowered: LoweredModule) -> torch.device:
     return devices.current().torch_device() if lowered.report.backend == "tensorrt" else torch.device("cpu")
 
 
-def _check_batching(sig: ModelSignature, max_batch_size: int) -> None:
+def _check_batching(sig: ModelSignature, max_batch_size: int, guard: InputGuard) -> None:
     if max_batch_size == 0:
         return
     if sig.batch_range is None:
@@ -120,6 +124,15 @@ def _check_batching(sig: ModelSignature, max_batch_size: int) -> None:
     if lo > 1 or hi < max_batch_size:
         raise ValueError(f"max_batch_size={max_batch_size}: Triton sends batches of 1..{max_batch_size}, but the model "
                          f"was lowered for batch sizes {lo}..{hi}")
+    if guard.conditions is not None:
+        # Size conditions (capture_conditions.py) may rule batch sizes out: each one Triton may
+        # send must meet them, with the other dims at their optimal sizes.
+        for batch in range(1, max_batch_size + 1):
+            shapes = [(batch, *s.opt_shape[1:]) for s in guard.inputs]
+            try:
+                guard.conditions([torch.empty(shape, device="meta") for shape in shapes])
+            except EngineInputError as e:
+                raise ValueError(f"max_batch_size={max_batch_size}: Triton may send a batch of {batch}, and {e}") from e
 
 
 def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine | str:
@@ -162,12 +175,24 @@ def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
     return [s.source for s in (*engine.inputs, *engine.outputs) if s.dtype in wide]
 
 
-def _choose(platform: str, lowered: LoweredModule, engine: SingleEngine | str) -> tuple[str, str]:
+def _scalar(sig: ModelSignature) -> str:
+    """Why a non-batching model file cannot be served as it is: a 0-d input or output, which
+    Triton declares as [1] (the python model's Runner reshapes it); else ''."""
+    scalars = [t.name for t in (*sig.inputs, *sig.outputs) if not t.dims]
+    return f"{', '.join(scalars)} 0-d, which a model without a batch dim declares as [1]" if scalars else ""
+
+
+def _choose(platform: str, lowered: LoweredModule, engine: SingleEngine | str, scalar: str = "") -> tuple[str, str]:
     """The platform, and why."""
     backend = lowered.report.backend
     why_not = engine if isinstance(engine, str) else ""
     if isinstance(engine, SingleEngine) and _narrowed(lowered, engine):
         why_not = f"the engine carries {', '.join(_narrowed(lowered, engine))} in another dtype than the model"
+    conditions = _guard(lowered).conditions
+    why_not = why_not or scalar
+    if not why_not and conditions is not None:
+        # The engine alone would compute a branch the model does not take for shapes that break them.
+        why_not = f"its inputs must meet size conditions the engine alone does not check ({'; '.join(conditions.texts)})"
     wanted = {"tensorrt_plan": "tensorrt", "onnxruntime_onnx": "onnxruntime"}
     if platform in wanted:
         if wanted[platform] != backend:

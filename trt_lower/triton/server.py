@@ -37,6 +37,23 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
+# Health probes go straight to the server: an http_proxy setting would route 127.0.0.1 through
+# the proxy, and the server would never look ready.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _check_free(host: str, port: int) -> None:
+    """Raise unless `port` on `host` can be bound: a server already there would answer the
+    readiness probe for one that then fails to start."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed server's TIME_WAIT is no server
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise RuntimeError(f"cannot serve on {host}:{port}: {e.strerror} (another server there?); "
+                               "choose other ports") from None
+
+
 def pytriton_dir() -> Path:
     """`<site-packages>/pytriton/tritonserver`, from the nvidia-pytriton wheel."""
     spec = importlib.util.find_spec("pytriton")
@@ -113,6 +130,8 @@ class TritonServer:
         ]
 
     def start(self) -> None:
+        for port in (self.http_port, self.grpc_port, self.metrics_port):
+            _check_free(self.host, port)
         self._backends = Path(tempfile.mkdtemp(prefix="trt_lower_triton_"))
         command = self.command(backend_dir(self._backends))
         # Its own process group: stop() can then end the backend stubs with it if they linger.
@@ -121,7 +140,7 @@ class TritonServer:
 
     def ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{self.http_url}/v2/health/ready", timeout=2) as reply:
+            with _DIRECT.open(f"http://{self.http_url}/v2/health/ready", timeout=2) as reply:
                 return bool(reply.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -131,24 +150,27 @@ class TritonServer:
         seconds pass first."""
         assert self.process is not None, "start() first"
         deadline = time.monotonic() + timeout
-        while not self.ready():
-            if self.process.poll() is not None:
-                raise RuntimeError(f"tritonserver exited with status {self.process.returncode} before it was ready "
-                                   "(a model failed to load?); its log says why")
+        # Exited is checked first: whatever answers on the port then is not this server.
+        while self.process.poll() is None and not self.ready():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"tritonserver was not ready within {timeout:.0f} s")
             time.sleep(0.25)
+        if self.process.poll() is not None:
+            raise RuntimeError(f"tritonserver exited with status {self.process.returncode} before it was ready "
+                               "(a model failed to load, or a port was taken?); its log says why")
 
     def stop(self, timeout: float = 20) -> None:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)
-            _wait_unreaped(process.pid, timeout)
-            # Unreaped, its pid still names its process group: end what is left of it (the server
-            # past `timeout`, backend stubs).
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            try:
+                _wait_unreaped(process.pid, timeout)
+            finally:  # also when a second Ctrl-C cuts the wait short
+                # Unreaped, its pid still names its process group: end what is left of it (the
+                # server past `timeout`, backend stubs).
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
         if self._backends is not None:
             shutil.rmtree(self._backends, ignore_errors=True)
             self._backends = None

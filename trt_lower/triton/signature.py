@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
-from trt_lower.runtime.signature import TensorSig
+from trt_lower.runtime.signature import EngineInputError, TensorSig
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,28 @@ def output_tensors(result: object) -> list[torch.Tensor]:
     return leaves
 
 
-def _other(lo: int, opt: int, hi: int) -> int:
-    """A second size in [lo, hi] next to opt (opt itself when the dim is static)."""
-    return opt + 1 if opt < hi else max(lo, opt - 1)
+def _others(lo: int, opt: int, hi: int) -> list[int]:
+    """Sizes in [lo, hi] besides opt, nearest first, larger first at a tie ([opt] when the dim is
+    static)."""
+    near = [v for v in range(max(lo, opt - _TRIES), min(hi, opt + _TRIES) + 1) if v != opt]
+    return sorted(near, key=lambda v: (abs(v - opt), -v)) or [opt]
+
+
+# Sizes tried, around opt, for a probe that meets the model's size conditions.
+_TRIES = 8
+
+
+def _probe_any(module: torch.nn.Module, sigs: Sequence[TensorSig], options: Sequence[list[tuple[int, ...]]],
+               device: torch.device) -> tuple[list[tuple[int, ...]], list[torch.Tensor]]:
+    """The first of `options` (input shapes) the module's guard takes, and its outputs: a model
+    captured under size conditions (`x.shape[0] % 2 == 0`) refuses the others."""
+    for shapes in options:
+        try:
+            return shapes, output_tensors(_probe(module, sigs, shapes, device))
+        except EngineInputError:
+            continue
+    raise ValueError(f"no input shapes near the optimal ones meet the model's size conditions (tried {list(options)}); "
+                     "the outputs' shapes cannot be learnt by running it")
 
 
 def _probe(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]],
@@ -76,6 +96,19 @@ def _probe(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[
     tensors = [t.to(device) for t in tensors]
     with torch.inference_mode():
         return module(*tensors)
+
+
+def _data_dependent_dims(module: torch.nn.Module, count: int) -> list[set[int]]:
+    """Per output, the dims a size the data decides sets (`nonzero`), from the graph's metadata
+    where the module has it (a module loaded from an artifact has none: its probes decide)."""
+    graph = getattr(module, "graph", None)
+    output = next((n for n in reversed(graph.nodes) if n.op == "output"), None) if graph is not None else None
+    leaves = pytree.tree_leaves(output.args[0]) if output is not None else []
+    if len(leaves) != count:
+        return [set() for _ in range(count)]
+    vals = [leaf.meta.get("val") if isinstance(leaf, torch.fx.Node) else None for leaf in leaves]
+    return [{d for d, size in enumerate(v.shape) if free_unbacked_symbols(size)} if isinstance(v, torch.Tensor) else set()
+            for v in vals]
 
 
 def _batch_reason(sigs: Sequence[TensorSig]) -> str:
@@ -94,23 +127,30 @@ def signature(module: torch.nn.Module, sigs: Sequence[TensorSig], device: torch.
     names, base = output_names(result), output_tensors(result)
     reason = _batch_reason(sigs)
     # Shapes to run at besides opt: every varying dim moved (dim 0 on its own when it is a batch dim).
-    moved = [tuple(_other(*r) for r in zip(s.min_shape, s.opt_shape, s.max_shape)) for s in sigs]
+    others = [[_others(*r) for r in zip(s.min_shape, s.opt_shape, s.max_shape)] for s in sigs]
+    moved = [[tuple(d[min(k, len(d) - 1)] for d in dims) for dims in others] for k in range(_TRIES)]
     probes = []
     if not reason:
-        size = _other(max(s.min_shape[0] for s in sigs), opt[0][0], min(s.max_shape[0] for s in sigs))
-        batched = output_tensors(_probe(module, sigs, [(size, *o[1:]) for o in opt], device))
+        sizes = _others(max(s.min_shape[0] for s in sigs), opt[0][0], min(s.max_shape[0] for s in sigs))
+        shapes, batched = _probe_any(module, sigs, [[(size, *o[1:]) for o in opt] for size in sizes], device)
+        size = shapes[0][0]
         probes.append(batched)
         for name, a, b in zip(names, base, batched):
             if a.dim() == 0 or a.shape[0] != opt[0][0] or b.shape[0] != size:
                 reason = f"output '{name}' does not follow the inputs' batch size in its dim 0"
                 break
-        moved = [(o[0], *m[1:]) for m, o in zip(moved, opt)]
-    if moved != opt:
-        probes.append(output_tensors(_probe(module, sigs, moved, device)))
+        moved = [[(o[0], *m[1:]) for m, o in zip(option, opt)] for option in moved]
+    moved = [option for option in moved if option != opt]
+    if moved:
+        probes.append(_probe_any(module, sigs, moved, device)[1])
     outputs = []
+    decided = _data_dependent_dims(module, len(base))
     for i, (name, t) in enumerate(zip(names, base)):
-        shapes = {tuple(t.shape)} | {tuple(p[i].shape) for p in probes}
-        dims = tuple(-1 if len({s[d] for s in shapes}) > 1 else t.shape[d] for d in range(t.dim()))
+        seen = {tuple(t.shape)} | {tuple(p[i].shape) for p in probes}
+        # Triton takes a dim >= 1 or -1: varying, data-dependent (probes of zeros may not vary
+        # it) and empty dims are -1.
+        dims = tuple(-1 if len({s[d] for s in seen}) > 1 or d in decided[i] or t.shape[d] == 0 else t.shape[d]
+                     for d in range(t.dim()))
         outputs.append(TritonTensor(name, t.dtype, dims))
     inputs = tuple(TritonTensor(s.source, s.dtype, tuple(lo if lo == hi else -1 for lo, hi in zip(s.min_shape, s.max_shape)))
                    for s in sigs)
