@@ -108,6 +108,48 @@ def test_floored_division_of_floats_starts_from_fmod_as_torch_does(name: str) ->
     torch.testing.assert_close(lowered(DIVIDEND, DIVISOR), fn(DIVIDEND, DIVISOR), rtol=0, atol=0, equal_nan=True)
 
 
+# Found by a sweep of special values, each fixed: a NaN `threshold` gave its value, a NaN clamp
+# bound was ignored, x ** 0.5 / x ** -0.5 followed C's pow (inf at -inf, +inf at -0.0) where torch
+# takes sqrt / rsqrt, and log1p / expm1 lost all precision near 0 (19 % off at 1e-7, 0 below 6e-8).
+SWEPT = torch.tensor([0.0, -0.0, 1e-7, -1e-7, 1e-10, -1e-30, 0.25, -0.5, 1.0, -1.0, 4.0, 88.0, 89.0, 1e30,
+                      -2.0, INF, -INF, NAN])
+SWEPT_CASES: dict[str, tuple[Callable[..., Any], str]] = {
+    "threshold": (lambda x: F.threshold(x, 0.5, -9.0), "aten.threshold.default"),
+    "clamp_nan_min": (lambda x: torch.clamp(x, min=NAN), "aten.clamp.default"),
+    "clamp_nan_max": (lambda x: torch.clamp(x, max=NAN), "aten.clamp.default"),
+    "sqrt_pow": (lambda x: x ** 0.5, "aten.pow.Tensor_Scalar"),
+    "rsqrt_pow": (lambda x: x ** -0.5, "aten.pow.Tensor_Scalar"),
+    "log1p": (torch.log1p, "aten.log1p.default"),
+    "expm1": (torch.expm1, "aten.expm1.default"),
+}
+
+
+@pytest.mark.parametrize("name", SWEPT_CASES)
+def test_special_and_tiny_values_give_eager_results(name: str) -> None:
+    fn, op = SWEPT_CASES[name]
+    lowered = trt_lower.lower_to_trt(Fn(fn), (SWEPT,), backend="onnxruntime", min_block_size=1)
+    assert op in engine_ops(lowered), lowered.report
+    actual, expected = lowered(SWEPT), fn(SWEPT)
+    torch.testing.assert_close(actual, expected, rtol=3e-7, atol=0, equal_nan=True)
+    if name.endswith("pow"):  # (log1p/expm1 of -0.0 pass through ONNX Runtime's Where: +0.0)
+        assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_the_smallest_integer_divided_by_minus_one_does_not_kill_the_process(dtype: torch.dtype) -> None:
+    """The CPU's integer division traps on it (the process died with SIGFPE); torch's floor
+    division gives the smallest integer back, as negation does, and a remainder of 0."""
+    low = torch.iinfo(dtype).min
+    x, y = torch.tensor([low, low, 7, -7], dtype=dtype), torch.tensor([-1, 2, -1, 2], dtype=dtype)
+    fn = Fn(lambda a, b: (a // b, torch.remainder(a, b), torch.div(a, b, rounding_mode="trunc")))
+    example = (x.abs(), y.abs())  # eager's own truncating division traps on the pair: lowered on others
+    lowered = trt_lower.lower_to_trt(fn, example, backend="onnxruntime", min_block_size=1)
+    assert not lowered.report.fallbacks, lowered.report
+    floor, rest, trunc = lowered(x, y)
+    torch.testing.assert_close((floor, rest), (x // y, torch.remainder(x, y)), rtol=0, atol=0)
+    assert trunc.tolist() == [low, low // 2, -7, -3]  # eager's own division traps here
+
+
 # var_mean's and std_mean's mean is torch's running (Welford) mean: an infinity before a slice's
 # last element makes it NaN, one at the end keeps it (found by tests/test_fuzz.py: was ±Inf). Rows
 # along the last dim: Inf first, -Inf last, Inf last, two Infs; columns and planes mix them.

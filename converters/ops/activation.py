@@ -229,10 +229,11 @@ def logit(b: GraphBuilder, x: Value, eps: float | None = None) -> Ref:
 
 @converter(aten.threshold.default, capability=float_inputs)
 def threshold(b: GraphBuilder, x: Value, threshold: float, value: float) -> Ref:
-    """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor  (x where x > threshold, else value)"""
+    """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor  (value where x <= threshold, else x:
+    a NaN stays NaN)"""
     dtype = x.dtype
-    above = b.op("Greater", x, b.const(threshold, dtype))
-    return b.op("Where", above, x, b.const(value, dtype), dtype=dtype)
+    at_most = b.op("LessOrEqual", x, b.const(threshold, dtype))
+    return b.op("Where", at_most, b.const(value, dtype), x, dtype=dtype)
 
 
 def _along(b: GraphBuilder, op_type: str, x: Value, dim: int) -> Ref:

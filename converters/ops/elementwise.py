@@ -70,9 +70,18 @@ def div(b: GraphBuilder, x: Operand, y: Operand) -> Ref:
     return _binary(b, "Div", x, y)
 
 
+def _int_div(b: GraphBuilder, x: Ref, y: Ref, dtype: torch.dtype) -> Ref:
+    """ONNX's integer Div, truncating, except by -1, which is negation: the smallest integer
+    divided by -1 overflows, and the CPU's division traps, killing the process (found by a sweep
+    of special values); torch's floor division gives it back, as negation does."""
+    minus_one = b.op("Equal", y, b.const(-1, dtype))
+    safe = b.op("Where", minus_one, b.const(1, dtype), y, dtype=dtype)
+    return b.op("Where", minus_one, b.op("Neg", x), b.op("Div", x, safe), dtype=dtype)
+
+
 def _floor_int_div(b: GraphBuilder, x: Ref, y: Ref, dtype: torch.dtype) -> Ref:
     # ONNX integer Div truncates; floor it where the remainder is non-zero and signs differ.
-    q = b.op("Div", x, y, dtype=dtype)
+    q = _int_div(b, x, y, dtype)
     r = b.op("Sub", x, b.op("Mul", q, y), dtype=dtype)
     zero = b.const(0, dtype)
     inexact = b.op("Not", b.op("Equal", r, zero))
@@ -115,7 +124,7 @@ def div_mode(b: GraphBuilder, x: Operand, y: Operand, *, rounding_mode: str | No
         return b.op("Div", xv, yv, dtype=dtype)
     if not dtype.is_floating_point:
         if rounding_mode == "trunc":
-            return b.op("Div", xv, yv, dtype=dtype)
+            return _int_div(b, xv, yv, dtype)
         return _floor_int_div(b, xv, yv, dtype)
     if rounding_mode == "floor":
         return _floor_float_div(b, xv, yv, dtype)
@@ -136,6 +145,11 @@ def pow(b: GraphBuilder, x: Operand, y: Operand) -> Ref:
     the result's dtype, as torch promotes it."""
     if y == 2 and isinstance(x, Value):
         return square(b, x)
+    if y in (0.5, -0.5) and isinstance(x, Value) and b.out.dtype.is_floating_point:
+        # torch takes these as sqrt and rsqrt: NaN at -inf and -inf at -0.0, where Pow (C's pow)
+        # gives +inf, and +inf for -0.5 (found by a sweep of special values).
+        root = b.op("Sqrt", b.cast(x, b.out.dtype), dtype=b.out.dtype)
+        return root if y == 0.5 else b.op("Reciprocal", root, dtype=b.out.dtype)
     return _binary(b, "Pow", x, y)
 
 
@@ -272,6 +286,9 @@ def clamp_between(b: GraphBuilder, x: Value, low: Operand | None, high: Operand 
     """Clip for floats (TensorRT fuses it); Max/Min for integers (Clip is float-only there)."""
     dtype = b.out.dtype
     out: Ref = b.cast(x, dtype)
+    if any(isinstance(bound, float) and math.isnan(bound) for bound in (low, high)):
+        # torch's clamp to a NaN bound is NaN everywhere; Clip ignores one.
+        return b.op("Add", out, b.const(math.nan, dtype), dtype=dtype)
     if dtype.is_floating_point and not isinstance(low, Ref) and not isinstance(high, Ref):
         # A missing bound is given as an infinity: ONNX Runtime and TensorRT's parser take it as
         # the largest finite float, which would clamp an infinite input to ±FLT_MAX.

@@ -205,21 +205,41 @@ def log10(b: GraphBuilder, x: Value) -> Ref:
     return b.op("Div", b.op("Log", _as_out(b, x)), b.const(math.log(10), dtype), dtype=dtype)
 
 
+def _unless(b: GraphBuilder, done: Ref, ratio: Ref, dtype: torch.dtype) -> Ref:
+    """`ratio`, or 1 where `done` (a case the formula settles without it)."""
+    return b.op("Where", done, b.const(1, dtype), ratio)
+
+
 @converter(aten.log1p.default)
 def log1p(b: GraphBuilder, x: Value) -> Ref:
     """log1p(Tensor self) -> Tensor
 
-    log(1 + x): near 0 the absolute error is one rounding of 1 + x (~6e-8 in fp32).
-    """
+    log(u) * x / (u - 1) with u = 1 + x (Goldberg's correction: the factor undoes the rounding of
+    1 + x), x itself where u rounds to 1. log(1 + x) alone was 19 % off at 1e-7 and 0 below
+    6e-8 (found by a sweep of special values). (-0.0 comes out +0.0: ONNX Runtime's Where.)"""
     dtype = b.out.dtype
-    return b.op("Log", b.op("Add", _as_out(b, x), b.const(1, dtype)), dtype=dtype)
+    xv = _as_out(b, x)
+    u = b.op("Add", xv, b.const(1, dtype))
+    d = b.op("Sub", u, b.const(1, dtype))
+    tiny = b.op("Equal", d, b.const(0, dtype))
+    ratio = _unless(b, b.op("Or", tiny, b.op("IsInf", d)), b.op("Div", xv, d), dtype)
+    return b.op("Where", tiny, xv, b.op("Mul", b.op("Log", u), ratio), dtype=dtype)
 
 
 @converter(aten.expm1.default)
 def expm1(b: GraphBuilder, x: Value) -> Ref:
-    """expm1(Tensor self) -> Tensor  (exp(x) - 1; absolute error ~6e-8 near 0 in fp32)"""
+    """expm1(Tensor self) -> Tensor
+
+    (u - 1) * x / log(u) with u = exp(x) (Kahan's correction), x where u rounds to 1; -1 and inf
+    where u - 1 is. exp(x) - 1 alone was 19 % off at 1e-7 and 0 below 6e-8."""
     dtype = b.out.dtype
-    return b.op("Sub", b.op("Exp", _as_out(b, x)), b.const(1, dtype), dtype=dtype)
+    xv = _as_out(b, x)
+    u = b.op("Exp", xv)
+    um1 = b.op("Sub", u, b.const(1, dtype))
+    one = b.op("Equal", u, b.const(1, dtype))
+    settled = b.op("Or", one, b.op("Or", b.op("Equal", um1, b.const(-1, dtype)), b.op("IsInf", u)))
+    ratio = _unless(b, settled, b.op("Div", xv, b.op("Log", u)), dtype)
+    return b.op("Where", one, xv, b.op("Mul", um1, ratio), dtype=dtype)
 
 
 @converter(aten.exp2.default)
