@@ -320,6 +320,29 @@ def test_scalars_of_a_model_without_a_batch_dim_travel_as_one_element(tmp_path: 
     torch.testing.assert_close(reply[config.output[1].name], expected[1])
 
 
+class SequenceFirst(torch.nn.Module):
+    """nn.MultiheadAttention without batch_first: dim 0 is the sequence, and every output row
+    attends to every other, although all shapes follow dim 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def test_a_dim_0_whose_items_mix_is_no_batch_dim(tmp_path: Path) -> None:
+    """Merging two requests along such a dim 0 would let each attend to the other: silently
+    wrong answers. Export refuses it as a batch dim, saying why."""
+    spec = trt_lower.TensorSpec((1, 2, 8), (4, 2, 8), (8, 2, 8))
+    lowered = trt_lower.lower_to_trt(SequenceFirst().eval(), (spec,), backend="onnxruntime")
+    with pytest.raises(ValueError, match=r"max_batch_size=4 needs a batch dim, but output 'output' of the first item "
+                                         r"along dim 0 changes with the other items"):
+        export_model_repository(lowered, tmp_path, "seq_first", max_batch_size=4)
+    assert export_model_repository(lowered, tmp_path, "seq_first").platform == "onnxruntime_onnx"
+
+
 def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> None:
     static = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime")
     with pytest.raises(ValueError, match=r"max_batch_size=4 needs a batch dim, but input 'x' was lowered for "

@@ -91,11 +91,46 @@ def _probe_any(module: torch.nn.Module, sigs: Sequence[TensorSig], options: Sequ
 
 def _probe(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]],
            device: torch.device) -> object:
+    return _run(module, _examples(sigs, shapes, device))
+
+
+def _examples(sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]], device: torch.device) -> list[torch.Tensor]:
     tensors = [torch.randn(s).to(sig.dtype) if sig.dtype.is_floating_point else torch.zeros(s, dtype=sig.dtype)
                for sig, s in zip(sigs, shapes)]
-    tensors = [t.to(device) for t in tensors]
+    return [t.to(device) for t in tensors]
+
+
+def _run(module: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> object:
     with torch.inference_mode():
         return module(*tensors)
+
+
+def _mixed_rows(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]],
+                names: Sequence[str], device: torch.device) -> str:
+    """Why dim 0 is no batch dim although the shapes follow it: an output's first row changes
+    when the other rows go (a sequence-first model's dim 0), and Triton's batcher would mix
+    requests; '' where the first row alone gives the same first rows (or this cannot be tried:
+    batch 1 outside the range, or refused by a size condition)."""
+    if shapes[0][0] < 2 or any(s.min_shape[0] > 1 for s in sigs):
+        return ""
+    tensors = _examples(sigs, shapes, device)
+    try:
+        whole, first = (output_tensors(_run(module, ts)) for ts in (tensors, [t[:1] for t in tensors]))
+    except EngineInputError:
+        return ""
+    for name, w, f in zip(names, whole, first):
+        w = w[:1]
+        if w.shape != f.shape:
+            same = False
+        elif w.is_floating_point():
+            scale = max(float(w.abs().nan_to_num(0.0, 0.0, 0.0).max()) if w.numel() else 0.0, 1.0)
+            same = torch.allclose(w, f, rtol=1e-3, atol=1e-4 * scale, equal_nan=True)
+        else:
+            same = torch.equal(w, f)
+        if not same:
+            return (f"output '{name}' of the first item along dim 0 changes with the other items (dim 0 is not "
+                    "a batch dim: Triton's batcher would mix requests)")
+    return ""
 
 
 def _data_dependent_dims(module: torch.nn.Module, count: int) -> list[set[int]]:
@@ -139,6 +174,7 @@ def signature(module: torch.nn.Module, sigs: Sequence[TensorSig], device: torch.
             if a.dim() == 0 or a.shape[0] != opt[0][0] or b.shape[0] != size:
                 reason = f"output '{name}' does not follow the inputs' batch size in its dim 0"
                 break
+        reason = reason or _mixed_rows(module, sigs, opt if opt[0][0] >= 2 else shapes, names, device)
         moved = [[(o[0], *m[1:]) for m, o in zip(option, opt)] for option in moved]
     moved = [option for option in moved if option != opt]
     if moved:
