@@ -446,6 +446,12 @@ def test_the_readiness_probe_bypasses_http_proxies(tmp_path: Path, monkeypatch: 
             thread.join(timeout=10)
 
 
+def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path: Path) -> None:
+    server = TritonServer(tmp_path, host="::1", http_port=8000, grpc_port=8001)
+    assert (server.http_url, server.grpc_url) == ("[::1]:8000", "[::1]:8001")
+    assert "--http-address=::1" in server.command(tmp_path)
+
+
 def test_stop_ends_the_server_even_when_its_wait_is_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A second Ctrl-C during stop()'s wait left the server (in its own session, out of reach of
     the terminal) running with its ports."""

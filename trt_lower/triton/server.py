@@ -115,11 +115,16 @@ class TritonServer:
 
     @property
     def http_url(self) -> str:
-        return f"{self.host}:{self.http_port}"
+        return f"{self._url_host}:{self.http_port}"
 
     @property
     def grpc_url(self) -> str:
-        return f"{self.host}:{self.grpc_port}"
+        return f"{self._url_host}:{self.grpc_port}"
+
+    @property
+    def _url_host(self) -> str:
+        """The host as a URL writes it: an IPv6 address in brackets."""
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     def command(self, backends: Path) -> list[str]:
         return [
