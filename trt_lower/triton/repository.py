@@ -58,8 +58,9 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
     """
     _check_options(name, max_batch_size, instances, platform, version)
     lowered = artifact_or_lowered if isinstance(artifact_or_lowered, LoweredModule) else trt_lower.load(artifact_or_lowered)
-    sig = signature(lowered, _input_sigs(lowered), _device(lowered))
-    _check_batching(sig, max_batch_size, _guard(lowered))
+    guard = _guard(lowered)
+    sig = signature(lowered, guard.inputs, _device(lowered))
+    _check_batching(sig, max_batch_size, guard)
     engine = single_engine(lowered, sig)
     chosen, reason = _choose(platform, lowered, engine, scalar=_scalar(sig) if max_batch_size == 0 else "")
     model_dir = Path(repo_dir) / name
@@ -101,10 +102,6 @@ def _guard(lowered: LoweredModule) -> InputGuard:
     if not isinstance(guard, InputGuard):
         raise ValueError("this LoweredModule has no input guard; export the module lower_to_trt or trt_lower.load returns")
     return guard
-
-
-def _input_sigs(lowered: LoweredModule) -> tuple[TensorSig, ...]:
-    return _guard(lowered).inputs
 
 
 def _device(lowered: LoweredModule) -> torch.device:
