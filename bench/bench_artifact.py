@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
-from trt_lower import demo_models  # noqa: E402
+from trt_lower.benchmarking import models as demo_models  # noqa: E402
 
 TARGETS = {"load_vs_lowering": 0.15, "file_vs_state_dict": 1.1}
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]

@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trt_lower import cli
-
-
+from trt_lower.cli import commands as cli
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="resnet50")

@@ -57,7 +57,6 @@ import fnmatch
 import logging
 import operator
 import re
-import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -71,8 +70,8 @@ import converters
 import trt_lower
 from converters.core.target import DEFAULT, Target
 from splitter.support import unsupported_reason
-from trt_lower import capture
-from trt_lower.decompositions import decomposition_table
+from trt_lower.capture import graph as capture
+from trt_lower.capture.decompositions import decomposition_table
 
 DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5

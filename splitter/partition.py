@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, TypeGuard
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
@@ -124,3 +124,14 @@ def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: i
 
 def _in(partitions: list[Partition], node: torch.fx.Node) -> bool:
     return any(node in p.nodes for p in partitions)
+
+
+def is_constant(arg: object) -> TypeGuard[torch.fx.Node]:
+    """A segment argument that is a weight: it becomes an ONNX initializer, not an engine input."""
+    return isinstance(arg, torch.fx.Node) and arg.op == "get_attr"
+
+
+def call_node(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
+    """The node of `gm` that calls submodule `name`."""
+    node: torch.fx.Node = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == name)
+    return node

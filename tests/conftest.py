@@ -13,8 +13,7 @@ def support_audit() -> Iterator[SupportAudit]:
     """Every engine's ONNX the suite produces is checked against the support table of the
     TensorRT version it was lowered for; the session fails (at its last teardown) if any broke
     it. Tests that make violations on purpose take theirs back with `audit.take()`."""
-    from trt_lower import convert
-
+    from trt_lower.convert import driver as convert
     audit = SupportAudit()
     convert.ON_SEGMENT.append(audit.check)
     try:

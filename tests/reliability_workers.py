@@ -20,8 +20,7 @@ from typing import Any
 import torch
 
 import trt_lower
-from trt_lower import device
-
+from trt_lower.values import device
 TESTS = Path(__file__).resolve().parent
 THREADS = 8
 # Batch and image size vary per call, within this range.

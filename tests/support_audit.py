@@ -8,7 +8,7 @@ from converters.passes import trt_support
 
 
 class SupportAudit:
-    """Registered with the convert stage (trt_lower.convert.ON_SEGMENT): checks every segment's
+    """Registered with the convert stage (trt_lower.convert.driver.ON_SEGMENT): checks every segment's
     final ONNX against the table of the version being lowered for, and keeps what breaks it."""
 
     def __init__(self) -> None:

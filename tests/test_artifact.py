@@ -22,9 +22,13 @@ import torchvision
 import transformers
 
 import trt_lower
+from trt_lower.build import backend
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
-from trt_lower import artifact, artifact_graph, cli, device
+from trt_lower.deploy import artifact
+from trt_lower.deploy import graph as artifact_graph
+from trt_lower.cli import commands as cli
+from trt_lower.values import device
 from test_pipeline import Sandwich
 
 TESTS = Path(__file__).resolve().parent
@@ -130,7 +134,7 @@ def test_size_conditions_travel_with_the_file(tmp_path: Path) -> None:
 
 class PairsUp(torch.nn.Module):
     """A size rounded up by math.ceil from a float product, in the graph's Python (a quotient
-    of sizes would be integer division: trt_lower/size_quotients.py)."""
+    of sizes would be integer division: trt_lower/capture/quotients.py)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pairs = math.ceil(x.shape[1] * 0.5)
@@ -309,7 +313,7 @@ def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplo
     caplog.clear()
     # No TensorRT here: backend="auto" runs the ONNX on ONNX Runtime, with lower_to_trt's one
     # warning (once per process: as if this were the first).
-    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())
+    monkeypatch.setattr(backend, "_warned_unusable", set())
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         loaded = trt_lower.load(path)
     assert [r.getMessage() for r in caplog.records][0].startswith("trt_lower: TensorRT is not usable")

@@ -17,11 +17,14 @@ import pytest
 import torch
 
 import trt_lower
-from trt_lower import cli, demo_models, draw, progress
-from trt_lower.benchmark import Latency, UnstableTimingWarning, benchmark
-from trt_lower.breakdown import breakdown
+from trt_lower.cli import commands as cli
+from trt_lower.benchmarking import models as demo_models
+from trt_lower.report import draw
+from trt_lower.values import progress
+from trt_lower.benchmarking.measure import Latency, UnstableTimingWarning, benchmark
+from trt_lower.benchmarking.breakdown import breakdown
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
-from trt_lower.timing import cuda_time
+from trt_lower.benchmarking.timing import cuda_time
 
 INF = float("inf")  # no UnstableTimingWarning: the tests' timings are not what they check
 LATENCY_FIELDS = {"min", "mean", "median", "p90", "p95", "p99", "max"}

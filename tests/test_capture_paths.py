@@ -10,9 +10,8 @@ import torch
 import torchvision
 
 import trt_lower
+from trt_lower.build import backend
 from trt_lower import dynamo_backend
-
-
 class SmallCNN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -127,7 +126,7 @@ def test_torch_compile_warns_once_that_tensorrt_is_not_usable(monkeypatch: pytes
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """backend="auto" without TensorRT: one warning, not one per Dynamo graph."""
     torch._dynamo.reset()
-    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())
+    monkeypatch.setattr(backend, "_warned_unusable", set())
     monkeypatch.setattr(trt_lower.api.trt_engine, "unavailable_reason", lambda: "no tensorrt module")
     model = WithGraphBreak().eval()
     compiled = torch.compile(model, backend="trt_lower")

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from trt_lower import cli
-
-
+from trt_lower.cli import commands as cli
 def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str]) -> None:
     # The demo's MobileNetV3 has uncalibrated BatchNorm: outputs around 1e-9, so an absolute
     # tolerance of 1e-3 would pass zeros; compare relative to that scale instead.

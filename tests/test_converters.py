@@ -17,8 +17,7 @@ import torch.nn.functional as F
 import converters
 import trt_lower
 from harness import Fn, engine_ops, lower_and_compare
-from trt_lower import capture
-
+from trt_lower.capture import graph as capture
 aten = torch.ops.aten
 
 

@@ -22,7 +22,7 @@ import trt_lower
 from converters.core import registry
 from converters.core.builder import GraphBuilder, Value
 from converters.passes.onnx_types import elem_types
-from trt_lower import cli
+from trt_lower.cli import commands as cli
 from trt_lower.debug import first_divergence, fp16_sensitive
 from trt_lower.debug.repro import write_repro
 from trt_lower.testing import LoweredMismatch, assert_lowered_close

@@ -10,7 +10,7 @@ import torch
 import torchvision
 
 import trt_lower
-from trt_lower import capture_conditions
+from trt_lower.capture import conditions as capture_conditions
 from harness import Fn, check_onnx, engine_ops
 from test_pipeline import mystery  # noqa: F401  (registers an op without converter)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trt_lower.engine.cache import EngineCache, default_dir
-from trt_lower.engine.build_settings import BuildSettings, InputProfile
+from trt_lower.build.cache import EngineCache, default_dir
+from trt_lower.build.settings import BuildSettings, InputProfile
 
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 

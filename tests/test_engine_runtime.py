@@ -20,8 +20,9 @@ from onnx import TensorProto, helper
 import trt_lower
 from harness import Fn
 from trt_double.device import HostDevice
-from trt_lower import device
-from trt_lower.runtime import bindings, signature
+from trt_lower.values import device
+from trt_lower.runtime import bindings
+from trt_lower.values import signature
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.runtime.output import OutputBuilder
 
@@ -538,7 +539,7 @@ def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, m
 def test_segment_over_the_protobuf_limit_runs_eagerly_with_the_reason(
         trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     # The limit lowered to this model's size stands for 2 GB of weights, which are not allocated.
-    monkeypatch.setattr(importlib.import_module("trt_lower.engine.trt_engines"), "PROTOBUF_LIMIT", 64)
+    monkeypatch.setattr(importlib.import_module("trt_lower.build.trt_engines"), "PROTOBUF_LIMIT", 64)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64)).eval()
     x = torch.randn(2, 64)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):

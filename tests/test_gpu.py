@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trt_lower
-from trt_lower.engine import tensorrt as trt_engine
+from trt_lower.build import tensorrt as trt_engine
 from trt_models import MODELS
 
 _MISSING = trt_engine.unavailable_reason()

@@ -9,6 +9,7 @@ import torch
 
 import converters
 import trt_lower
+from trt_lower.build import backend
 from harness import Fn, engine_ops
 
 
@@ -250,7 +251,7 @@ def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(caplog: pytest.
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: auto may pick TensorRT")
-    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())  # as in a fresh process
+    monkeypatch.setattr(backend, "_warned_unusable", set())  # as in a fresh process
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         lowered = trt_lower.lower_to_trt(Fn(lambda x: torch.relu(x) * 2 + 1), (torch.ones(3),))
     assert lowered.report.backend == "onnxruntime"

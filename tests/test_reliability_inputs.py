@@ -15,9 +15,9 @@ import torch.nn.functional as F
 import trt_lower
 from harness import Fn, engine_ops
 from trt_double.device import HostDevice
-from trt_lower import device
+from trt_lower.values import device
 from trt_lower import EngineInputError
-from trt_lower.runtime.signature import InputCheck, TensorSig
+from trt_lower.values.signature import InputCheck, TensorSig
 
 NAN, INF = float("nan"), float("inf")
 # Every row mixes NaN, +-Inf and ordinary values (rows holding both NaN and +Inf: SPECIAL_PAIRS below).

@@ -7,7 +7,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 import torch
 
 from reliability_workers import THREADS, hammer, lower_mixed, mixed, worker, worker_env

@@ -22,7 +22,7 @@ from google.protobuf import text_format
 import trt_lower
 import trt_models
 from harness import Fn
-from trt_lower import cli
+from trt_lower.cli import commands as cli
 from trt_lower.triton import TritonServer, export_model_repository
 from trt_lower.triton.server import free_ports
 from trt_lower.triton.backend import Runner

@@ -1,4 +1,4 @@
-"""CudaDevice (trt_lower/device.py), the code that picks devices and streams on a real GPU, run
+"""CudaDevice (trt_lower/values/device.py), the code that picks devices and streams on a real GPU, run
 on two modelled GPUs: tests/trt_double/torch_cuda.py stands in for torch.cuda, and the TensorRT
 double refuses an enqueue under another device than its engine's or on another device's stream.
 The engines here read and write host buffers bound the way TRTEngineModule binds them."""
@@ -13,8 +13,8 @@ import torch
 from onnx import TensorProto, helper
 
 from trt_double.torch_cuda import TorchCuda
-from trt_lower import device as devices
-from trt_lower.device import CudaDevice
+from trt_lower.values import device as devices
+from trt_lower.values.device import CudaDevice
 
 GPU = [torch.device("cuda", 0), torch.device("cuda", 1)]
 

@@ -1,4 +1,4 @@
-"""Large weights travel beside an engine's ONNX (converters/passes/weights.py), and `onnx_bytes` is the
+"""Large weights travel beside an engine's ONNX (converters/core/segment.py), and `onnx_bytes` is the
 self-contained model: both must compute what the model computes."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import trt_lower
-from trt_lower.runtime.ort_session import create_session
+from trt_lower.build.ort_session import create_session
 
 
 class ConvNet(torch.nn.Module):

@@ -16,8 +16,7 @@ import torchvision
 import transformers
 
 import trt_lower
-from trt_lower import device
-
+from trt_lower.values import device
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
 

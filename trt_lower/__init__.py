@@ -1,32 +1,67 @@
-"""trt_lower: lower PyTorch models to TensorRT engines, with eager fallback."""
-from trt_lower.accuracy import AccuracyResult, check_accuracy
-from trt_lower.artifact import ArtifactError, load, save
-from trt_lower.api import UnsupportedOpsError, lower_to_trt
-from trt_lower.benchmark import BenchmarkResult, benchmark
-from trt_lower.capture import CaptureError
-from trt_lower.engine.errors import EngineBuildError
-from trt_lower.lowered import LoweredModule
-from trt_lower.report import LoweringReport
-from trt_lower.runtime import EngineInputError
-from trt_lower.spec import TensorSpec
-from trt_lower import dynamo_backend
+"""trt_lower: lower PyTorch models to TensorRT engines, with eager fallback.
 
-dynamo_backend.register()
+The public face: lower_to_trt (api.py), TensorSpec, the settings (settings.py), save and load
+(deploy/), check_accuracy (debug/), benchmark (benchmarking/) and the torch.compile backend
+(dynamo_backend.py). lower_to_trt runs the stages, each a sub-package: capture/ -> the top-level
+splitter/ -> convert/ (driving the top-level converters/) -> build/ -> stitch/, over the shared
+values/; runtime/ is what runs at call time; report/, deploy/, triton/ (serving), debug/,
+benchmarking/ and cli/ are the uses.
 
-__all__ = [
-    "AccuracyResult",
-    "ArtifactError",
-    "BenchmarkResult",
-    "CaptureError",
-    "EngineBuildError",
-    "EngineInputError",
-    "LoweredModule",
-    "LoweringReport",
-    "TensorSpec",
-    "UnsupportedOpsError",
-    "benchmark",
-    "check_accuracy",
-    "load",
-    "lower_to_trt",
-    "save",
-]
+Each public name is imported on first use (PEP 562): `import trt_lower` alone loads none of them.
+"""
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+# Public name -> the module that defines it.
+_PUBLIC = {
+    "AccuracyResult": "trt_lower.debug.accuracy",
+    "ArtifactError": "trt_lower.deploy.artifact",
+    "BenchmarkResult": "trt_lower.benchmarking.measure",
+    "CaptureError": "trt_lower.capture.graph",
+    "EngineBuildError": "trt_lower.build.errors",
+    "EngineInputError": "trt_lower.values.signature",
+    "LoweredModule": "trt_lower.stitch.lowered",
+    "LoweringReport": "trt_lower.report.report",
+    "TensorSpec": "trt_lower.values.spec",
+    "UnsupportedOpsError": "trt_lower.api",
+    "benchmark": "trt_lower.benchmarking.measure",
+    "check_accuracy": "trt_lower.debug.accuracy",
+    "load": "trt_lower.deploy.artifact",
+    "lower_to_trt": "trt_lower.api",
+    "save": "trt_lower.deploy.artifact",
+}
+__all__ = sorted(_PUBLIC)
+
+if TYPE_CHECKING:
+    from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError, lower_to_trt as lower_to_trt
+    from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult, benchmark as benchmark
+    from trt_lower.build.errors import EngineBuildError as EngineBuildError
+    from trt_lower.capture.graph import CaptureError as CaptureError
+    from trt_lower.debug.accuracy import AccuracyResult as AccuracyResult, check_accuracy as check_accuracy
+    from trt_lower.deploy.artifact import ArtifactError as ArtifactError, load as load, save as save
+    from trt_lower.report.report import LoweringReport as LoweringReport
+    from trt_lower.stitch.lowered import LoweredModule as LoweredModule
+    from trt_lower.values.signature import EngineInputError as EngineInputError
+    from trt_lower.values.spec import TensorSpec as TensorSpec
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'trt_lower' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
+
+
+# An installed trt_lower declares the `torch_dynamo_backends` entry point, which torch loads on
+# first use of torch.compile(backend="trt_lower"); from a source tree without that metadata,
+# register the backend now.
+if "trt_lower" not in entry_points(group="torch_dynamo_backends").names:
+    importlib.import_module("trt_lower.dynamo_backend").register()

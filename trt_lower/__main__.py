@@ -1,3 +1,3 @@
-from trt_lower.cli import main
+from trt_lower.cli.commands import main
 
 raise SystemExit(main())

@@ -11,51 +11,24 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from converters.core.interpreter import ConversionError
-from converters.core.target import Target, for_installed
+from converters.core.target import Target
 from splitter import ConverterSupport, split
-from trt_lower.build import build, engine_is_whole_call
-from trt_lower.capture import capture, check_inputs
-from trt_lower.convert import convert
-from trt_lower.engine import tensorrt as trt_engine
-from trt_lower.engine.errors import EngineBuildError
-from trt_lower.lowered import LoweredModule
-from trt_lower.settings import LoweringSettings
-from trt_lower.spec import TensorSpec
-from trt_lower.stitch import stitch
+from trt_lower.build.engines import build, engine_is_whole_call
+from trt_lower.capture.graph import capture, check_inputs
+from trt_lower.convert.driver import convert
+from trt_lower.build.backend import check_target, resolve_backend
+from trt_lower.build.errors import EngineBuildError
+from trt_lower.stitch.lowered import LoweredModule
+from trt_lower import settings as lowering_settings
+from trt_lower.values.settings import LoweringSettings
+from trt_lower.values.spec import TensorSpec
+from trt_lower.stitch.graph import stitch
 
 log = logging.getLogger("trt_lower")
 
 
 class UnsupportedOpsError(RuntimeError):
     """require_full=True and some nodes cannot run inside an engine."""
-
-
-# The reasons backend="auto" has warned of: once per process, as Python's warnings do (under
-# torch.compile every Dynamo graph is lowered on its own: FasterRCNN repeated it dozens of times).
-_warned_unusable: set[str] = set()
-
-
-def _resolve_backend(backend: str) -> str:
-    if backend == "onnxruntime":
-        return backend
-    reason = trt_engine.unavailable_reason()
-    if reason is None:
-        return "tensorrt"
-    if backend == "tensorrt":
-        raise RuntimeError(f"backend='tensorrt' cannot run here: {reason}")
-    if reason not in _warned_unusable:
-        _warned_unusable.add(reason)
-        log.warning("trt_lower: TensorRT is not usable (%s); running engines on ONNX Runtime", reason)
-    return "onnxruntime"
-
-
-def _check_target(trt_version: str) -> None:
-    """Engines built here must parse with the TensorRT installed here: no newer target."""
-    installed = trt_engine.installed_version()
-    if installed is not None and not Target(for_installed(installed)).at_least(trt_version):
-        raise ValueError(f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
-                         f"its ONNX parser may reject what that version allows; use "
-                         f"trt_version={for_installed(installed)!r} (or leave it unset)")
 
 
 def lower_to_trt(
@@ -88,17 +61,17 @@ def lower_to_trt(
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    settings = LoweringSettings.create(
+    settings = lowering_settings.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
         trt_version=trt_version, keep_fp32=keep_fp32,
     )
     specs = check_inputs(model, inputs)
-    resolved = _resolve_backend(settings.backend)
+    resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
-        _check_target(settings.trt_version)
-    # Wall seconds per phase (LoweringReport.timings), summed over retries.
-    timings = dict.fromkeys(("capture", "convert", "session"), 0.0)
+        check_target(settings.trt_version)
+    # Wall seconds per stage (LoweringReport.timings), summed over retries.
+    timings = dict.fromkeys(("capture", "split", "convert", "build", "stitch"), 0.0)
     with _timed(timings, "capture"):
         captured = capture(model, inputs, specs)
     settings.check_keep_fp32(captured.program.graph)
@@ -106,15 +79,16 @@ def lower_to_trt(
     failed: dict[str, str] = {}
     while True:
         try:
-            with _timed(timings, "convert"):
+            with _timed(timings, "split"):
                 parts = split(captured.graph_module(), ConverterSupport(goal, settings.fallback_ops, failed),
                               settings.min_block_size)
                 _require_full(parts.fallbacks, settings)
+            with _timed(timings, "convert"):
                 segments = convert(parts, goal, settings.precision, captured.symbols, settings.keep_fp32)
-            with _timed(timings, "session"):
+            with _timed(timings, "build"):
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
                 engines = build(segments, resolved, settings, alone=alone)
-            with _timed(timings, "convert"):
+            with _timed(timings, "stitch"):
                 lowered = stitch(parts, engines, captured.symbols, resolved, settings, captured.conditions)
             break
         except (ConversionError, EngineBuildError) as e:

@@ -13,10 +13,10 @@ from typing import Any, Callable, Sequence
 import torch
 from torch._dynamo import register_backend
 
-from converters.core.dims import int_bound
 from trt_lower.api import lower_to_trt
-from trt_lower.capture import CaptureError
-from trt_lower.spec import TensorSpec
+from trt_lower.capture.graph import CaptureError
+from trt_lower.values.spec import TensorSpec
+from trt_lower.values.signature import int_bound
 
 log = logging.getLogger("trt_lower")
 
@@ -149,13 +149,6 @@ def trt_lower_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 
 def register() -> None:
-    """Make `backend="trt_lower"` known to torch.compile.
-
-    An installed trt_lower declares the `torch_dynamo_backends` entry point, which torch loads
-    (and registers) on first use; registering here too would be a duplicate. From a source
-    tree without that metadata, register directly.
-    """
-    from importlib.metadata import entry_points
-
-    if "trt_lower" not in entry_points(group="torch_dynamo_backends").names:
-        register_backend(trt_lower_backend, name="trt_lower")
+    """Make `backend="trt_lower"` known to torch.compile (trt_lower/__init__.py calls this where
+    the `torch_dynamo_backends` entry point is not installed)."""
+    register_backend(trt_lower_backend, name="trt_lower")

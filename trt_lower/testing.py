@@ -5,9 +5,9 @@ from typing import Any, Sequence
 
 import torch
 
-from trt_lower.accuracy import AccuracyResult, check_accuracy
+from trt_lower.debug.accuracy import AccuracyResult, check_accuracy
 from trt_lower.api import lower_to_trt
-from trt_lower.lowered import LoweredModule
+from trt_lower.stitch.lowered import LoweredModule
 
 
 class LoweredMismatch(AssertionError):

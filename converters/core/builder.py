@@ -8,11 +8,11 @@ import numpy as np
 from numpy.typing import NDArray
 import onnx
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 # Converters use these from here.
 from converters.core.dtypes import numpy_type as numpy_type, numpy_view as numpy_view, onnx_type as onnx_type
-from converters.passes import weights
+from converters.core.segment import OnnxSegment, initializer
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
 # rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md.
@@ -83,7 +83,7 @@ class GraphBuilder:
         self.graph_name = graph_name
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
-        self.weights: dict[str, NDArray[Any]] = {}  # of the initializers kept apart (weights.py)
+        self.weights: dict[str, NDArray[Any]] = {}  # of the initializers kept apart (segment.py)
         self.inputs: list[onnx.ValueInfoProto] = []
         self.outputs: list[onnx.ValueInfoProto] = []
         self.node: torch.fx.Node | None = None
@@ -137,7 +137,7 @@ class GraphBuilder:
         """A weight: stored as an initializer under (a unique form of) its module path."""
         name = self.fresh(name)
         array = numpy_view(tensor.detach().cpu().contiguous())  # a view: weights are not copied
-        self.initializers.append(weights.initializer(name, array, self.weights))
+        self.initializers.append(initializer(name, array, self.weights))
         return Value(name, tensor.dtype, tuple(tensor.shape))
 
     def const(self, value: Any, dtype: torch.dtype) -> Value:
@@ -226,7 +226,7 @@ class GraphBuilder:
         return self.op("Cast", value, to=onnx_type(dtype), dtype=dtype, shape=value.shape)
 
     # -- result ------------------------------------------------------------------------------
-    def segment(self) -> weights.OnnxSegment:
+    def segment(self) -> OnnxSegment:
         graph = helper.make_graph(
             self.nodes, self.graph_name, self.inputs, self.outputs, self.initializers
         )
@@ -236,4 +236,4 @@ class GraphBuilder:
             ir_version=IR_VERSION,
             producer_name="trt_lower",
         )
-        return weights.OnnxSegment(model, self.weights)
+        return OnnxSegment(model, self.weights)

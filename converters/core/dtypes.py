@@ -1,6 +1,6 @@
-"""Every dtype table in one place: torch dtypes as ONNX element types, numpy types, ONNX
-Runtime's and TensorRT's names for them, and which dtypes an engine may carry
-(docs/tensorrt.md)."""
+"""The converters' dtype tables: torch dtypes as ONNX element types and numpy types, and which
+dtypes an engine may carry (docs/tensorrt.md). The executors' names for dtypes are
+trt_lower/values/dtypes.py's."""
 from __future__ import annotations
 
 from typing import Any
@@ -35,30 +35,13 @@ NUMPY_TYPES: dict[torch.dtype, type] = {
     torch.uint8: np.uint8,
     torch.bool: np.bool_,
 }
-# ONNX Runtime names a tensor type after its ONNX element type: "tensor(float)", "tensor(int64)".
-ORT_TYPES: dict[str, torch.dtype] = {
-    f"tensor({TensorProto.DataType.Name(t).lower()})": dtype for dtype, t in ONNX_TYPES.items()
-}
-# TensorRT's DataType member names: by name, since the members differ across versions (INT64 and
-# BF16 arrived after 8.6).
-TRT_TYPES: dict[str, torch.dtype] = {
-    "FLOAT": torch.float32,
-    "HALF": torch.float16,
-    "BF16": torch.bfloat16,
-    "INT8": torch.int8,
-    "UINT8": torch.uint8,
-    "INT32": torch.int32,
-    "INT64": torch.int64,
-    "BOOL": torch.bool,
-}
-
 # Dtypes an engine may carry. float64 is computed as float32 (TensorRT has no float64 kernels;
 # converters/passes/float64.py). bf16 only where the target has it (Target.bf16_reason); int8 is
 # only a quantized type to TensorRT; int16 and the rest it does not have.
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
-# Float weights large enough are kept beside the ONNX as arrays (converters/passes/weights.py).
+# Float weights large enough are kept beside the ONNX as arrays (converters/core/segment.py).
 FLOAT_WEIGHTS: dict[np.dtype[np.generic], int] = {
     np.dtype(NUMPY_TYPES[d]): ONNX_TYPES[d] for d in (torch.float32, torch.float16, torch.float64)
 }

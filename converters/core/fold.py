@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from converters.core.builder import IR_VERSION, OPSET, GraphBuilder, Ref
-from converters.passes.weights import is_external
+from converters.core.segment import is_external
 
 # Evaluating more than this is not worth it for what converters ask (masks built in a few ops).
 _MAX_NODES = 64

@@ -9,7 +9,7 @@ from torch.fx.node import map_arg
 
 from converters.core import registry
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.passes.weights import OnnxSegment
+from converters.core.segment import OnnxSegment
 
 
 class ConversionError(RuntimeError):
@@ -75,7 +75,7 @@ def segment_to_onnx(
     gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor]
 ) -> OnnxSegment:
     """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
-    ones kept beside the model (converters/passes/weights.py)."""
+    ones kept beside the model (converters/core/segment.py)."""
     b = GraphBuilder(name)
     env: dict[torch.fx.Node, Any] = {}
     for node in gm.graph.find_nodes(op="placeholder"):

@@ -6,7 +6,6 @@ conversion; every capability check is given it.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 # Oldest first. "10.4" is the last TensorRT with Volta (V100) support and stands for 10.0-10.11:
@@ -19,12 +18,6 @@ DEFAULT = "10.4"
 # Highest ONNX opset each version's parser reads (docs/tensorrt.md); we emit opset 17.
 _MAX_OPSET = {"8.6": 17, "10.4": 20, "latest": 24}
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-
-
-def parse_version(version: str) -> tuple[int, int]:
-    """(major, minor) of a TensorRT version string such as '10.4.0.26'; (0, 0) if it has none."""
-    match = re.match(r"(\d+)\.(\d+)", version)
-    return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
 @dataclass(frozen=True)
@@ -68,9 +61,8 @@ class Target:
         return f"{what} does not fit int32, which {self.label} computes int64 in"
 
 
-def for_installed(version: str) -> str:
-    """The target matching an installed TensorRT's `__version__` (e.g. '10.4.0.26' -> '10.4')."""
-    major, minor = parse_version(version)
+def for_installed(major: int, minor: int) -> str:
+    """The target matching an installed TensorRT's version (e.g. 10.4.0.26 -> '10.4')."""
     if major < 10:
-        return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
+        return "8.6"  # older ones are refused as a backend (trt_lower.build.tensorrt.MIN_VERSION)
     return "10.4" if (major, minor) < (10, 12) else "latest"

@@ -1,7 +1,7 @@
 """Activations and softmax.
 
 Composite activations (log_sigmoid, prelu, relu6, celu, rrelu, …) stay whole at capture because
-they have a converter here (see trt_lower/decompositions.py).
+they have a converter here (see trt_lower/capture/decompositions.py).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import onnx
 from onnx import TensorProto
 
 from converters.passes.retype import DTYPE_ATTRIBUTES, retype
-from converters.passes.weights import OnnxSegment
+from converters.core.segment import OnnxSegment
 
 
 def has_bfloat16(model: onnx.ModelProto) -> bool:

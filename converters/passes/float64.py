@@ -10,7 +10,7 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from converters.passes.retype import retype
-from converters.passes.weights import OnnxSegment
+from converters.core.segment import OnnxSegment
 
 
 def narrow_float64(segment: OnnxSegment) -> OnnxSegment:

@@ -6,7 +6,7 @@ import math
 import onnx
 from onnx import helper
 
-from converters.passes.weights import is_external
+from converters.core.segment import is_external
 
 # Weights above this many elements are handed to inference as typed graph inputs instead: their
 # values never decide a type or a shape, and copying them would cost more than inferring.

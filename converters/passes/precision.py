@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converters.core.builder import Names
 from converters.passes.onnx_types import elem_types
-from converters.passes.weights import OnnxSegment
+from converters.core.segment import OnnxSegment
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
 

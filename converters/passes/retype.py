@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from converters.passes.weights import OnnxSegment
+from converters.core.segment import OnnxSegment
 
 DTYPE_ATTRIBUTES = ("to", "dtype")  # Cast, EyeLike / RandomUniformLike ...
 

@@ -11,14 +11,14 @@ import pytest
 
 from trt_double import double
 from trt_double.device import HostDevice
-from trt_lower import device
+from trt_lower.values import device
 
 # trt_lower's modules that `import tensorrt` at the top: dropped on entry and exit so that they
 # bind to whatever `tensorrt` is at the time (the double here, the real one in test_gpu.py).
 TRT_MODULES = (
     "trt_lower.runtime.trt_logger",
-    "trt_lower.engine.trt_builder",
-    "trt_lower.engine.trt_engines",
+    "trt_lower.build.trt_builder",
+    "trt_lower.build.trt_engines",
     "trt_lower.runtime.trt_output_allocator",
     "trt_lower.runtime.trt_module",
 )

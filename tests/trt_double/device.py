@@ -8,7 +8,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from trt_double import double
-from trt_lower.device import Device
+from trt_lower.values.device import Device
 
 
 class HostDevice(Device):

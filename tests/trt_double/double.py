@@ -44,7 +44,7 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
-from converters.passes.weights import OnnxSegment
+from converters.core.segment import OnnxSegment
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.

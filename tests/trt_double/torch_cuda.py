@@ -1,6 +1,6 @@
-"""TorchCuda: the part of `torch.cuda` that trt_lower.device.CudaDevice uses, modelled on the CPU
+"""TorchCuda: the part of `torch.cuda` that trt_lower.values.device.CudaDevice uses, modelled on the CPU
 over the double's CUDA runtime (a current device per thread, streams bound to a device), so that
-CudaDevice itself runs in tests: `monkeypatch.setattr(trt_lower.device, "cuda", TorchCuda())`.
+CudaDevice itself runs in tests: `monkeypatch.setattr(trt_lower.values.device, "cuda", TorchCuda())`.
 
 It copies torch's semantics where they decide which device and stream work lands on:
 - the default stream's handle is 0 on every device (the legacy stream of the current device);

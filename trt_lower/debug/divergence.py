@@ -22,7 +22,7 @@ from typing import Sequence
 
 import torch
 
-from trt_lower.accuracy import _compare
+from trt_lower.debug.compare import compare
 from trt_lower.debug.replay import EngineNodes, Node, Replay, units
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
@@ -118,7 +118,7 @@ class _Search:
         actual = self.replay.run(nodes, outputs, f"{engine.name}_check{self.checks}")
         rows = []
         for n, a in zip(outputs, actual):
-            err = _compare(n.name, self.replay.values[n], a, self.rtol, self.atol)
+            err = compare(n.name, self.replay.values[n], a, self.rtol, self.atol)
             rows.append(NodeError(engine.name, n.name, str(n.target), _describe(nodes), err.max_abs, err.max_rel,
                                   err.passed))
         self.table += rows

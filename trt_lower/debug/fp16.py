@@ -5,7 +5,7 @@ from typing import Any, Sequence
 
 import torch
 
-from trt_lower.accuracy import check_accuracy
+from trt_lower.debug.accuracy import check_accuracy
 from trt_lower.api import lower_to_trt
 from trt_lower.debug.divergence import first_divergence
 

@@ -19,10 +19,11 @@ import torch
 
 from converters.core import target
 from splitter.partition import ENGINE_PREFIX, Split
-from trt_lower.build import build
-from trt_lower.capture import capture, check_inputs, graph_module
-from trt_lower.convert import ConvertedSegment, convert
-from trt_lower.settings import LoweringSettings
+from trt_lower.build.engines import build
+from trt_lower.capture.graph import capture, check_inputs, graph_module
+from trt_lower.convert.driver import convert
+from trt_lower.values.segment import ConvertedSegment
+from trt_lower import settings as lowering_settings
 
 Node = torch.fx.Node
 
@@ -79,7 +80,7 @@ class Replay:
         if any(s.dynamic_dims for s in specs):
             raise ValueError("inputs must be tensors (the values to debug with), not TensorSpecs")
         self.gm = graph_module(capture(model, tensors, specs).program)
-        self.settings = LoweringSettings.create(
+        self.settings = lowering_settings.create(
             backend=report.backend, precision=report.precision, min_block_size=1, fallback_ops=(),
             require_full=True, trt_version=report.trt_version, keep_fp32=report.keep_fp32)
         recorder = Recorder(self.gm)

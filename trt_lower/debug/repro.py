@@ -18,8 +18,10 @@ import torch
 from polygraphy.comparator import IterationResult, RunResults
 from polygraphy.json import save_json
 
-from trt_lower import demo_models
+from trt_lower.api import lower_to_trt
+from trt_lower.benchmarking import models as demo_models
 from trt_lower.debug.replay import Recorder, Replay
+from trt_lower.deploy.artifact import load
 
 MODEL, INPUTS, OUTPUTS = "model.onnx", "inputs.json", "eager_outputs.json"
 
@@ -114,19 +116,17 @@ def repro(args: argparse.Namespace) -> int:
 
 
 def _repro(args: argparse.Namespace) -> int:
-    import trt_lower
-
     if (args.file is None) == (args.model is None):
         raise SystemExit("trt-lower repro: give a saved model FILE or --model NAME (one of them)")
     torch.manual_seed(0)
     if args.file is not None:
-        command = write_repro_loaded(trt_lower.load(args.file, backend="onnxruntime"), args.engine, args.out,
+        command = write_repro_loaded(load(args.file, backend="onnxruntime"), args.engine, args.out,
                                      rtol=args.rtol, atol=args.atol)
         print(f"wrote {args.engine} of {args.file} to {args.out} (reference outputs: ONNX Runtime's, "
               "the file holds no eager model)")
     else:
         model, inputs = demo_models.build(args.model, args.batch)
-        lowered = trt_lower.lower_to_trt(model, inputs, backend=args.backend, precision=args.precision,
+        lowered = lower_to_trt(model, inputs, backend=args.backend, precision=args.precision,
                                          trt_version=args.trt_version)
         command = write_repro(model, lowered, inputs, args.engine, args.out, rtol=args.rtol, atol=args.atol)
         print(f"wrote {args.engine} of {args.model} to {args.out}: {MODEL}, {INPUTS}, {OUTPUTS}")

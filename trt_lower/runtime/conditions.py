@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from trt_lower.runtime.signature import EngineInputError
+from trt_lower.values.signature import EngineInputError
 
 # What a condition may use besides its inputs' `.shape[i]`: the arithmetic, comparisons and
 # functions torch's shape printer writes, nothing else (artifacts carry conditions as text).

@@ -6,7 +6,7 @@ from typing import Sequence
 import torch
 
 from trt_lower.runtime.module_call import direct_call
-from trt_lower.runtime.signature import InputCheck, TensorSig
+from trt_lower.values.signature import InputCheck, TensorSig
 
 Outputs = torch.Tensor | tuple[torch.Tensor, ...]
 

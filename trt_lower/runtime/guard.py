@@ -7,7 +7,7 @@ import torch
 
 from trt_lower.runtime.conditions import SizeConditions
 from trt_lower.runtime.engine_module import EngineModule
-from trt_lower.runtime.signature import InputCheck, TensorSig
+from trt_lower.values.signature import InputCheck, TensorSig
 
 
 class InputGuard(torch.nn.Module):

@@ -1,17 +1,15 @@
 """OrtEngineModule: one engine segment executed by ONNX Runtime on torch tensors' memory."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
+import onnxruntime as ort
 import torch
 from onnxruntime.capi import _pybind_state as _ort
 
-from converters.core.dtypes import ORT_TYPES
-from converters.passes.bfloat16 import widen_bfloat16
-from converters.passes.weights import OnnxSegment
-from trt_lower.runtime.ort_session import create_session
 from trt_lower.runtime.engine_module import EngineModule, Outputs
-from trt_lower.runtime.signature import TensorSig
+from trt_lower.values.dtypes import ORT_TYPES
+from trt_lower.values.signature import TensorSig
 
 _CPU = torch.device("cpu")
 _CPU_MEMORY = _ort.OrtDevice(_ort.OrtDevice.cpu(), _ort.OrtDevice.default_memory(), 0)
@@ -21,6 +19,12 @@ def _casts(pairs: Iterable[tuple[torch.dtype, torch.dtype]]) -> tuple[torch.dtyp
     """For (from, to) dtype pairs: `to` where the two differ, else None; () when none differ."""
     casts = tuple(None if a == b else b for a, b in pairs)
     return casts if any(c is not None for c in casts) else ()
+
+
+class OnnxSource(Protocol):
+    """What a session was made from (an OnnxSegment): its self-contained ONNX on request."""
+
+    def to_bytes(self) -> bytes: ...
 
 
 class OrtEngineModule(EngineModule):
@@ -36,19 +40,17 @@ class OrtEngineModule(EngineModule):
     torch cost more (an object or a binding call per tensor per call). Inputs that are not one
     contiguous block (or carry torch's lazy negation bit, which DLPack drops) go as numpy views:
     ONNX Runtime makes a non-contiguous array contiguous itself. Where the engine's I/O
-    dtype differs from the segment's (float64 runs as float32), tensors are cast on the way in
-    and back on the way out. spin_between_runs: see create_session (False where the lowered call
-    runs other work between this engine's runs).
+    dtype differs from the segment's (float64 runs as float32; bfloat16 as float32, which the
+    build stage's session computes in), tensors are cast on the way in and back on the way out.
+    The session is made by the build stage (trt_lower/build/ort_session.py); `segment` is what
+    it was made from.
     """
 
-    def __init__(self, name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...],
-                 outputs: tuple[TensorSig, ...], tuple_output: bool, *, spin_between_runs: bool = True) -> None:
+    def __init__(self, name: str, session: ort.InferenceSession, segment: OnnxSource,
+                 inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
         super().__init__(name, inputs, outputs, tuple_output, _CPU)
         self.segment = segment
-        # bfloat16 runs as float32 (the CPU provider has no bfloat16 kernels): the casts below follow.
-        runnable = widen_bfloat16(segment)
-        self._session = create_session(runnable.model.SerializeToString(), runnable.weights,
-                                       spin_between_runs=spin_between_runs)
+        self._session = session
         # The session's C binding object: the Python wrapper re-validates the feeds on every call.
         self._run = self._session._sess.run
         self._run_vector = self._session._sess.run_with_ortvaluevector

@@ -11,11 +11,11 @@ from typing import Callable, Sequence, cast
 import tensorrt as trt
 import torch
 
-from converters.core.dtypes import TRT_TYPES
-from converters.core.target import parse_version
-from trt_lower import device as devices
+from trt_lower.values import device as devices
+from trt_lower.values.dtypes import TRT_TYPES
+from trt_lower.values.versions import parse_version
 from trt_lower.runtime.engine_module import EngineModule, Outputs
-from trt_lower.runtime.signature import EngineInputError, TensorSig
+from trt_lower.values.signature import EngineInputError, TensorSig
 from trt_lower.runtime.trt_logger import LOGGER
 from trt_lower.runtime.trt_output_allocator import OutputAllocator
 

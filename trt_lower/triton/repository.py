@@ -13,10 +13,10 @@ import onnx
 import torch
 
 import trt_lower
-from trt_lower import device as devices
-from trt_lower.lowered import LoweredModule
+from trt_lower.values import device as devices
+from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
-from trt_lower.runtime.signature import EngineInputError, TensorSig
+from trt_lower.values.signature import EngineInputError, TensorSig
 from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.signature import ModelSignature, signature
 
@@ -122,7 +122,7 @@ def _check_batching(sig: ModelSignature, max_batch_size: int, guard: InputGuard)
         raise ValueError(f"max_batch_size={max_batch_size}: Triton sends batches of 1..{max_batch_size}, but the model "
                          f"was lowered for batch sizes {lo}..{hi}")
     if guard.conditions is not None:
-        # Size conditions (capture_conditions.py) may rule batch sizes out: each one Triton may
+        # Size conditions (capture/conditions.py) may rule batch sizes out: each one Triton may
         # send must meet them, with the other dims at their optimal sizes.
         for batch in range(1, max_batch_size + 1):
             shapes = [(batch, *s.opt_shape[1:]) for s in guard.inputs]

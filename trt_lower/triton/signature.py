@@ -15,7 +15,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 
-from trt_lower.runtime.signature import EngineInputError, TensorSig
+from trt_lower.values.signature import EngineInputError, TensorSig
 
 
 @dataclass(frozen=True)

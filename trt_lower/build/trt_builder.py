@@ -1,0 +1,117 @@
+"""ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, one optimization profile.
+
+Version branches (docs/tensorrt.md):
+- network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
+  create_network(0); 11.x removed it.
+- fp16: the ONNX is typed fp16 with float32 islands (converters/passes/precision.py). 10.x builds it
+  as a STRONGLY_TYPED network, so the islands stay float32 (the FP16 builder flag would let
+  TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing, only
+  the FP16 flag.
+- bf16 (target "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
+  typed too, so TensorRT computes in the ONNX's types.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import onnx
+import tensorrt as trt
+
+from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.values.versions import parse_version
+from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
+
+log = logging.getLogger("trt_lower")
+
+
+class BuildFailure(Exception):
+    """TensorRT refused the network; `fx_node` is the FX node the parser blamed, if it named one."""
+
+    def __init__(self, reason: str, fx_node: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fx_node = fx_node
+
+
+def network_flags(major: int, precision: str, bf16: bool) -> int:
+    if major < 10:
+        return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    if major == 10 and (precision == "fp16" or bf16):
+        return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    return 0
+
+
+def fx_node_of(onnx_node: str) -> str:
+    """GraphBuilder.op names each ONNX node '<FX node>/<OpType>' (converters/core/builder.py)."""
+    return onnx_node.split("/", 1)[0]
+
+
+def _parse_failure(parser: trt.OnnxParser, onnx_bytes: bytes) -> BuildFailure:
+    # TensorRT 8.6's ParserError only has the node index; read the names from the ONNX itself.
+    nodes = onnx.load_from_string(onnx_bytes).graph.node
+    messages, blamed = [], None
+    for i in range(parser.num_errors):
+        error = parser.get_error(i)
+        index = int(error.node())
+        if 0 <= index < len(nodes):
+            node = nodes[index]
+            blamed = blamed or fx_node_of(node.name)
+            messages.append(
+                f"ONNX node '{node.name}' ({node.op_type}, from FX node '{fx_node_of(node.name)}'): {error.desc()}"
+            )
+        else:
+            messages.append(str(error.desc()))
+    return BuildFailure("its ONNX parser failed: " + "; ".join(messages), blamed)
+
+
+def _dims(shape: tuple[int, ...]) -> trt.Dims:
+    return trt.Dims(list(shape))
+
+
+def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: TrtLogger) -> None:
+    cache = config.create_timing_cache(serialized)
+    if cache is not None and config.set_timing_cache(cache, False):
+        return
+    log.warning("trt_lower: TensorRT rejected the saved timing cache (%s); starting a new one",
+                logger.take_errors() or "no reason given")
+    config.set_timing_cache(config.create_timing_cache(b""), False)
+
+
+def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings,
+               timing_cache: bytes, *, bf16: bool = False) -> tuple[bytes, bytes]:
+    """The serialized engine, and the timing cache updated with this build's kernel timings;
+    `bf16`: the ONNX computes in bfloat16 (converters/passes/bfloat16.py: has_bfloat16)."""
+    major, _ = parse_version(trt.__version__)
+    logger = LOGGER
+    logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
+    builder = trt.Builder(logger)
+    network = builder.create_network(network_flags(major, settings.precision, bf16))
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(onnx_bytes):
+        raise _parse_failure(parser, onnx_bytes)
+
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, settings.workspace_bytes)
+    config.builder_optimization_level = settings.optimization_level
+    if settings.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
+        config.set_flag(trt.BuilderFlag.FP16)
+    # TensorRT may run float32 matmuls and convolutions in TF32 (on by default from Ampere on):
+    # float32 means float32 here, for fp32 engines and for the float32 islands of fp16 ones.
+    config.clear_flag(trt.BuilderFlag.TF32)
+    if major < 10:
+        # A profile serves one execution context at a time on 8.x unless shared (10.0's default);
+        # the runtime makes one per thread and stream, and one per CUDA graph.
+        config.set_preview_feature(trt.PreviewFeature.PROFILE_SHARING_0806, True)
+    _use_timing_cache(config, timing_cache, logger)
+    profile = builder.create_optimization_profile()
+    for p in profiles:
+        profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
+    if config.add_optimization_profile(profile) < 0:
+        raise BuildFailure(logger.take_errors() or "TensorRT refused the optimization profile "
+                           f"{[(p.name, p.min, p.max) for p in profiles]}")
+
+    plan = builder.build_serialized_network(network, config)
+    if plan is None:
+        raise BuildFailure(logger.take_errors() or "build_serialized_network returned no engine")
+    return bytes(plan), bytes(config.get_timing_cache().serialize())

@@ -1,0 +1,87 @@
+"""A segment's TensorRT engine: loaded from the engine cache when a valid entry exists, else built
+(one log line per engine with its build time) and cached."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Sequence
+
+import tensorrt as trt
+
+from converters.passes.bfloat16 import has_bfloat16
+from converters.core.segment import OnnxSegment
+from trt_lower.values import device as devices
+from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.build.cache import EngineCache, default_dir
+from trt_lower.build.errors import EngineBuildError
+from trt_lower.build.trt_builder import BuildFailure, build_plan
+from trt_lower.values.signature import TensorSig
+from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
+
+log = logging.getLogger("trt_lower")
+# protobuf's limit on one serialized message (an ONNX model with its weights embedded), with
+# room for the graph itself.
+PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
+
+
+def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None = None) -> EngineBuildError:
+    """The nodes to run eagerly instead: the one the parser blamed, else the whole segment."""
+    why = f"TensorRT could not build {name}: {reason}"
+    if blamed is not None and blamed in nodes:
+        return EngineBuildError(name, reason, {blamed: why})
+    return EngineBuildError(name, reason, dict.fromkeys(nodes, why))
+
+
+def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
+                tuple_output: bool, *, nodes: Sequence[str], build: BuildSettings, cache_dir: Path | None,
+                cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
+    """The engine module for one segment, and whether it came from the cache.
+
+    `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
+    """
+    # TensorRT parses (and the cache keys on) the self-contained model, weights embedded: one
+    # protobuf message, which cannot exceed 2 GB. Handing TensorRT the weights beside the graph
+    # (external data files and parse(model, path)) is not done yet: refuse, and run eagerly.
+    weights = sum(a.nbytes for a in segment.weights.values())
+    if weights > PROTOBUF_LIMIT:
+        raise _fallback(name, f"its weights ({weights / 2**30:.2f} GiB) exceed the 2 GB limit of one ONNX "
+                              "model, which TensorRT's parser reads whole here", nodes)
+    onnx_bytes = segment.to_bytes()
+    cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
+    profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
+    key = cache.key(onnx_bytes, profiles, build)
+
+    # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
+    with cache.exclusive(key):
+        return _load_or_build(name, cache, key, onnx_bytes, profiles, inputs, outputs, tuple_output,
+                              nodes=nodes, build=build, cuda_graphs=cuda_graphs, bf16=has_bfloat16(segment.model))
+
+
+def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, profiles: list[InputProfile],
+                   inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
+                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool,
+                   bf16: bool) -> tuple[TRTEngineModule, bool]:
+    cached = cache.load(key)
+    if cached is not None:
+        try:
+            module = TRTEngineModule(name, cached, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
+        except PlanLoadError as e:
+            cache.discard(key, f"TensorRT could not load it: {e}")
+        else:
+            log.info("trt_lower: %s: TensorRT engine loaded from cache (%s)", name, cache.engine_path(key))
+            return module, True
+
+    log.info("trt_lower: %s: building TensorRT engine (TensorRT %s, %s) ...", name, trt.__version__, cache.device)
+    start = time.perf_counter()
+    try:
+        plan, timing_cache = build_plan(onnx_bytes, profiles, build, cache.load_timing_cache(), bf16=bf16)
+        module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
+    except BuildFailure as e:
+        raise _fallback(name, e.reason, nodes, e.fx_node) from e
+    except PlanLoadError as e:
+        raise _fallback(name, f"the engine it built does not load: {e}", nodes) from e
+    cache.store(key, plan)
+    cache.store_timing_cache(timing_cache)
+    log.info("trt_lower: %s: built TensorRT engine in %.1f s", name, time.perf_counter() - start)
+    return module, False

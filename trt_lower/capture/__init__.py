@@ -1,0 +1,11 @@
+"""Stage 1, capture: a model and its example inputs (or TensorSpec ranges) -> a CapturedGraph.
+
+In: an nn.Module, fx.GraphModule or TorchScript module, and tensors/TensorSpecs. Out: the ATen FX
+graph (torch.export, decomposed to core ATen with fusable ops kept whole), its weights as
+constants, the shape symbols' ranges and the size conditions the graph was captured under.
+Files: graph.py (the entry, `capture`), conditions.py (size conditions), decompositions.py,
+quotients.py (rounded quotients of sizes as integer division).
+"""
+from trt_lower.capture.graph import CapturedGraph, CaptureError, capture, check_inputs
+
+__all__ = ["CaptureError", "CapturedGraph", "capture", "check_inputs"]

@@ -1,0 +1,62 @@
+"""check_accuracy: the lowered module against eager PyTorch, output by output."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+from trt_lower.debug.compare import OutputError, compare
+from trt_lower.debug.divergence import Divergence, first_divergence
+
+
+@dataclass(frozen=True)
+class AccuracyResult:
+    outputs: list[OutputError]
+    rtol: float
+    atol: float
+    # check_accuracy(..., details=True) on failure: where the engines first depart from eager.
+    divergence: Divergence | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        lines = [f"accuracy vs eager (rtol={self.rtol:g}, atol={self.atol:g}): {'PASS' if self.passed else 'FAIL'}"]
+        for o in self.outputs:
+            lines.append(f"  output{o.path}: max abs err {o.max_abs:.3g}, max rel err {o.max_rel:.3g}"
+                         f"{'' if o.passed else '  <-- out of tolerance'}")
+        if self.divergence is not None:
+            lines.append(str(self.divergence))
+        return "\n".join(lines)
+
+
+def check_accuracy(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor],
+                   rtol: float = 1e-3, atol: float = 1e-3, details: bool = False) -> AccuracyResult:
+    """Run both on `inputs` and compare every output tensor (max abs/rel error, pass flag).
+    details=True: on failure, also locate the first diverging node (trt_lower.debug.first_divergence)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            expected = model(*inputs)
+            actual = lowered(*inputs)
+    finally:
+        model.train(was_training)
+    exp_leaves = pytree.tree_flatten_with_path(expected)[0]
+    act_leaves, act_spec = pytree.tree_flatten(actual)
+    if len(exp_leaves) != len(act_leaves):
+        raise ValueError(f"the lowered module returns {len(act_leaves)} values, the model {len(exp_leaves)}")
+    outputs = []
+    for (path, e), a in zip(exp_leaves, act_leaves):
+        if isinstance(e, torch.Tensor):
+            outputs.append(compare(pytree.keystr(path), e, a, rtol, atol))
+    result = AccuracyResult(outputs, rtol, atol)
+    if details and not result.passed:
+        result = AccuracyResult(outputs, rtol, atol, first_divergence(model, lowered, inputs, rtol=rtol, atol=atol))
+    return result

@@ -1,1 +1,0 @@
-"""Engine creation: TensorRT plans and ONNX Runtime sessions from a segment's ONNX bytes."""

@@ -1,0 +1,58 @@
+"""LoweringReport: what runs where, and why."""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trt_lower.report.draw import draw
+from trt_lower.report.entries import EngineReport, Fallback, GraphNode
+
+
+@dataclass
+class LoweringReport:
+    coverage: float
+    engines: list[EngineReport] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+    backend: str = ""
+    precision: str = "fp32"
+    # The TensorRT version whose ONNX parser limits the engines respect (the trt_version setting).
+    trt_version: str = ""
+    # precision="fp16": the keep_fp32 setting (FX node names and ATen ops kept float32).
+    keep_fp32: list[str] = field(default_factory=list)
+    # Where engines compute in a narrower dtype than the model (float64, and int64 on 8.6).
+    notes: list[str] = field(default_factory=list)
+    # Wall seconds per lowering stage, over all retries (api.py records them): capture, split,
+    # convert, build (TensorRT engine builds or cache loads, ONNX Runtime session creation), stitch.
+    timings: dict[str, float] = field(default_factory=dict)
+    # The lowered graph in topological order, engines collapsed to one node each (for draw()).
+    graph: list[GraphNode] = field(default_factory=list)
+
+    def draw(self, path: str | os.PathLike[str]) -> Path:
+        """Write a picture of the split to `path`: `.svg` or `.png` (need Graphviz's `dot`),
+        `.html` or `.dot` (need nothing). Engines are coloured blocks (op count, op histogram,
+        I/O shapes), eager fallbacks carry their reasons. Returns the path written."""
+        return draw(self, Path(path))
+
+    def __str__(self) -> str:
+        lines = [
+            f"trt_lower report: backend={self.backend} precision={self.precision} trt_version={self.trt_version} "
+            f"coverage={self.coverage:.1%} engines={len(self.engines)} fallbacks={len(self.fallbacks)}"
+        ]
+        for e in self.engines:
+            top = ", ".join(f"{op}×{n}" for op, n in Counter(e.ops).most_common(6))
+            more = len(e.ops) - 6
+            where = e.backend if e.cache_hit is None else f"{e.backend}, {'cache hit' if e.cache_hit else 'built'}"
+            lines.append(f"  {e.name} [{where}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
+            lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
+        if self.fallbacks:
+            lines.append("  eager fallbacks:")
+            for f in self.fallbacks:
+                lines.append(f"    {f.node} ({f.op}): {f.reason}")
+        if self.keep_fp32:
+            lines.append(f"  kept float32 (keep_fp32): {', '.join(self.keep_fp32)}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        if self.timings:
+            lines.append("  timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()))
+        return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""LoweredModule: what lower_to_trt returns (stitch/graph.py makes it)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.graph import PythonCode, _PyTreeCodeGen
+
+from trt_lower.report.describe import describe
+from trt_lower.report.report import LoweringReport
+from trt_lower.runtime.bindings import eager_ops_bound
+from trt_lower.runtime.engine_module import EngineModule
+from trt_lower.runtime.guard import InputGuard
+from trt_lower.runtime.module_call import direct_call
+from trt_lower.runtime.output import OutputBuilder, mirrors_items
+from trt_lower.values.segment import ConvertedSegment
+
+
+def _plain_outputs(spec: pytree.TreeSpec, names: list[str]) -> str | None:
+    """A return of `spec` built from the outputs `names`, as code: `x` for a single tensor, a
+    tuple or dict display for a tuple or a dict of tensors, the OutputBuilder for a dict
+    subclass of tensors (a ModelOutput); None for anything else (left to tree_unflatten)."""
+    if spec.is_leaf():
+        return names[0] if len(names) == 1 else None
+    if spec.num_children != len(names) or not all(c.is_leaf() for c in spec.children()):
+        return None
+    if spec.type is tuple:
+        return "(" + "".join(f"{n}, " for n in names) + ")"
+    if spec.type is dict and all(isinstance(key, (str, int)) for key in spec.context):
+        return "{" + ", ".join(f"{key!r}: {n}" for key, n in zip(spec.context, names)) + "}"
+    if mirrors_items(spec):
+        return f"self._output.build({', '.join(names)})"
+    return None
+
+
+class _DirectCodeGen(_PyTreeCodeGen):
+    """torch.export's codegen, without the per-call pytree work: the inputs' flatten when they are
+    plain positional arguments, the outputs' unflatten when the model returns a tensor, a tuple or
+    dict of tensors, or a ModelOutput-like dict subclass of tensors (each a few microseconds a
+    call; tens for a ModelOutput)."""
+
+    def gen_var_bindings(self, fn_args: list[str], free_vars: list[str], expanded_def: bool) -> str:
+        spec = self.pytree_info.in_spec
+        if spec != pytree.tree_structure((tuple(range(len(fn_args))), {})):
+            return super().gen_var_bindings(fn_args, free_vars, expanded_def)
+        names = [v.split(":")[0].split("#")[0].strip() for v in free_vars]
+        return f"\n    {', '.join(names)}, = {', '.join(fn_args)},"
+
+    def generate_output(self, output_args: Any, *, descs: Sequence[str] | None = None,
+                        repr_fn: Callable[[object], str] | None = None) -> str:
+        spec = self.pytree_info.out_spec
+        if spec is not None and isinstance(output_args, (list, tuple)):
+            code = _plain_outputs(spec, [(repr_fn or repr)(a) for a in output_args])
+            if code is not None:
+                return "return " + code
+        return super().generate_output(output_args, descs=descs, repr_fn=repr_fn)
+
+
+class LoweredModule(torch.fx.GraphModule):
+    """The lowered model: a GraphModule whose `engine_<k>` submodules run engines and whose
+    remaining nodes run in eager PyTorch. `report` says which is which."""
+
+    report: LoweringReport
+    # What each engine was made from, by engine name: trt_lower.save stores them.
+    segments: dict[str, ConvertedSegment]
+
+    def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
+        if isinstance(graph._codegen, _PyTreeCodeGen):
+            graph._codegen = _DirectCodeGen(graph._codegen.pytree_info)
+        super().__init__(root, graph, class_name="LoweredModule")
+        spec = graph._codegen.pytree_info.out_spec if isinstance(graph._codegen, _DirectCodeGen) else None
+        if spec is not None and mirrors_items(spec):
+            self._output = OutputBuilder(spec)  # the generated forward returns through it
+        self.report = report
+        report.graph = describe(self.graph)
+        # torch.export's pytree codegen reads the input/output specs from the module.
+        for attr in ("_in_spec", "_out_spec"):
+            if hasattr(root, attr):
+                setattr(self, attr, getattr(root, attr))
+        self._check_inputs_once()
+        # The generated forward reads each submodule as `self.<name>` on every call, which
+        # nn.Module resolves through its slow __getattr__; an instance attribute holding the same
+        # module is found first (nn.Module's __setattr__ drops it when the submodule is replaced).
+        for name, module in self.named_children():
+            self.__dict__[name] = module
+
+    def recompile(self) -> PythonCode:
+        with eager_ops_bound(self.graph):  # see trt_lower/runtime/bindings.py
+            code = super().recompile()
+        # GraphModule calls its forward through a wrapper that only rewrites tracebacks (a
+        # microsecond or two a call); the generated code is in linecache either way.
+        setattr(type(self), "__call__", direct_call)
+        return code
+
+    def _check_inputs_once(self) -> None:
+        """The input guard checks the model's inputs, shapes, dtypes and the engines' device,
+        and they fix every engine's input shapes and dtypes: the engines need not check again."""
+        guard = getattr(self, "_input_guard", None)
+        engines = [m for m in self.modules() if isinstance(m, EngineModule)]
+        devices = {e.device for e in engines}
+        if isinstance(guard, InputGuard) and len(devices) == 1:
+            guard.cover(engines, devices.pop())

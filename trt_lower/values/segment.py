@@ -1,0 +1,33 @@
+"""The values the convert stage hands to build, and build to stitch and deploy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from converters.core.segment import OnnxSegment
+from trt_lower.values.signature import TensorSig
+
+
+@dataclass(frozen=True)
+class ConvertedSegment:
+    """One engine segment as plain data: everything an engine is built from, and what the report
+    says about it."""
+
+    name: str  # the `engine_<k>` submodule it replaces
+    onnx: OnnxSegment  # the model, large weights kept beside it as arrays
+    inputs: tuple[TensorSig, ...]  # the engine's runtime inputs, in call order
+    outputs: tuple[TensorSig, ...]
+    tuple_output: bool  # the segment returns a tuple (else its one output)
+    nodes: tuple[str, ...]  # its FX call_function nodes: those an EngineBuildError sends to eager
+    notes: tuple[str, ...]  # where it computes in a narrower dtype than the model
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A segment's engine, ready to be swapped into the graph."""
+
+    segment: ConvertedSegment
+    module: torch.nn.Module
+    # TensorRT: True when the engine was loaded from the engine cache, False when built; else None.
+    cache_hit: bool | None

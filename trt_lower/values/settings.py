@@ -1,0 +1,57 @@
+"""The lowering options as every stage receives them (trt_lower/settings.py validates what a user gives)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from converters.core import target
+
+BACKENDS = ("auto", "tensorrt", "onnxruntime")
+PRECISIONS = ("fp32", "fp16")
+TRT_VERSIONS = target.VERSIONS
+
+
+def op_name(op: Any) -> str:
+    """'aten.relu.default' for an OpOverload, 'aten.relu' for a packet, strings as given."""
+    if isinstance(op, str):
+        return op.removeprefix("torch.ops.")
+    name = str(op)
+    if not name.startswith("aten.") and hasattr(op, "_schema"):
+        name = f"aten.{op._schema.name.split('::')[-1]}"
+    return name
+
+
+def fp32_nodes(graph: torch.fx.Graph, keep_fp32: frozenset[str]) -> frozenset[str]:
+    """The nodes of `graph` that a keep_fp32 setting names, by node name or by op."""
+    return frozenset(n.name for n in graph.nodes if n.op == "call_function" and (
+        n.name in keep_fp32 or op_name(n.target) in keep_fp32
+        or op_name(getattr(n.target, "overloadpacket", "")) in keep_fp32))
+
+
+@dataclass(frozen=True)
+class LoweringSettings:
+    backend: str = "auto"
+    precision: str = "fp32"
+    min_block_size: int = 3
+    fallback_ops: frozenset[str] = frozenset()
+    require_full: bool = False
+    # TensorRT engine cache directory; None: $TRT_LOWER_CACHE_DIR, else the user's cache dir.
+    cache_dir: Path | None = None
+    # Replay each TensorRT engine from a CUDA graph (static shapes).
+    cuda_graphs: bool = False
+    # What the converters may emit: the TensorRT version's ONNX parser limits (converters/core/target.py).
+    trt_version: str = target.DEFAULT
+    # precision="fp16": FX node names and ATen ops whose ONNX stays float32 (debug.fp16_sensitive).
+    keep_fp32: frozenset[str] = frozenset()
+
+    def check_keep_fp32(self, graph: torch.fx.Graph) -> None:
+        """ValueError naming each keep_fp32 entry that is neither an op nor a node of `graph`."""
+        names = {n.name for n in graph.nodes}
+        unknown = sorted(k for k in self.keep_fp32 if not k.startswith("aten.") and k not in names)
+        if unknown:
+            raise ValueError(f"keep_fp32 names no node of the captured graph: {', '.join(unknown)} "
+                             "(give FX node names, as first_divergence/fp16_sensitive report them, or ops like "
+                             "'aten.mul.Tensor')")
