@@ -127,7 +127,7 @@ def test_torch_compile_warns_once_that_tensorrt_is_not_usable(monkeypatch: pytes
     """backend="auto" without TensorRT: one warning, not one per Dynamo graph."""
     torch._dynamo.reset()
     monkeypatch.setattr(backend, "_warned_unusable", set())
-    monkeypatch.setattr(trt_lower.api.trt_engine, "unavailable_reason", lambda: "no tensorrt module")
+    monkeypatch.setattr(backend.trt_engine, "unavailable_reason", lambda: "no tensorrt module")
     model = WithGraphBreak().eval()
     compiled = torch.compile(model, backend="trt_lower")
     with torch.no_grad(), caplog.at_level(logging.WARNING, logger="trt_lower"):

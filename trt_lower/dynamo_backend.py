@@ -16,7 +16,7 @@ from torch._dynamo import register_backend
 from trt_lower.api import lower_to_trt
 from trt_lower.capture.graph import CaptureError
 from trt_lower.values.spec import TensorSpec
-from trt_lower.values.signature import int_bound
+from trt_lower.values.ranges import int_bound
 
 log = logging.getLogger("trt_lower")
 

@@ -7,6 +7,8 @@ it is given the TensorRT target, whose ONNX parser limits what a converter may e
 """
 from __future__ import annotations
 
+import functools
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
@@ -44,17 +46,24 @@ def converter(*targets: Any, capability: Capability | None = None) -> Callable[[
     return register
 
 
+@functools.cache
+def _families() -> dict[Any, Converter]:
+    """The registry, with every op family of converters/ops/ imported (registered) first."""
+    importlib.import_module("converters.ops")
+    return _REGISTRY
+
+
 def lookup(target: Any) -> Converter | None:
-    return _REGISTRY.get(target)
+    return _families().get(target)
 
 
 def supported_ops() -> frozenset[OpOverload]:
     """The ATen overloads that have a converter (not counting Python's size arithmetic)."""
-    return frozenset(t for t in _REGISTRY if isinstance(t, OpOverload))
+    return frozenset(t for t in _families() if isinstance(t, OpOverload))
 
 
 def run(builder: GraphBuilder, node: torch.fx.Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    conv = _REGISTRY[node.target]
+    conv = _families()[node.target]
     builder.node = node
     try:
         return conv.fn(builder, *args, **kwargs)

@@ -4,7 +4,6 @@ In: a model, its lowered module(s) and inputs. Out: a BenchmarkResult (measure.p
 CUDA timings (timing.py), the split of a call into engines and overhead (breakdown.py), the
 machine it ran on (machine.py), a text summary (summary.py) and a plot (plot.py). models.py
 builds the demo models by name (the demo, `trt-lower bench`, repro).
+Entry: `trt_lower.benchmarking.measure.benchmark` (also `trt_lower.benchmark`).
+Nothing is re-exported here: importing one module of the stage loads only what that module needs.
 """
-from trt_lower.benchmarking.measure import BenchmarkResult, UnstableTimingWarning, benchmark
-
-__all__ = ["BenchmarkResult", "UnstableTimingWarning", "benchmark"]

@@ -5,7 +5,6 @@ graph (torch.export, decomposed to core ATen with fusable ops kept whole), its w
 constants, the shape symbols' ranges and the size conditions the graph was captured under.
 Files: graph.py (the entry, `capture`), conditions.py (size conditions), decompositions.py,
 quotients.py (rounded quotients of sizes as integer division).
+Entry: `trt_lower.capture.graph.capture`.
+Nothing is re-exported here: importing one module of the stage loads only what that module needs.
 """
-from trt_lower.capture.graph import CapturedGraph, CaptureError, capture, check_inputs
-
-__all__ = ["CaptureError", "CapturedGraph", "capture", "check_inputs"]

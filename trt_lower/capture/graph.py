@@ -16,7 +16,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import size_conditions
 from trt_lower.capture.decompositions import decomposition_table
-from trt_lower.values.signature import SymbolRanges, int_bound
+from trt_lower.values.ranges import SymbolRanges, int_bound
 from trt_lower.capture.quotients import integer_quotients
 from trt_lower.values.spec import TensorSpec
 

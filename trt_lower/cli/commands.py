@@ -1,5 +1,5 @@
 """`trt-lower`: the command line, its parser and the demo, triton and serve commands (lower, info
-and run are in cli/artifact.py, bench in cli/bench.py, repro in debug/repro.py)."""
+and run are in cli/artifact.py, bench in cli/bench.py, repro in cli/repro.py)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ import trt_lower
 from trt_lower.cli import bench as bench_cli
 from trt_lower.cli import artifact as cli_artifact
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.debug import repro
+from trt_lower.cli import repro
 from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 

@@ -15,7 +15,7 @@ from converters.core.target import Target
 from splitter.partition import Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment
-from trt_lower.values.signature import SymbolRanges, TensorSig
+from trt_lower.values.ranges import SymbolRanges, signature_of
 from trt_lower.values.settings import fp32_nodes
 
 
@@ -102,8 +102,8 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
     return ConvertedSegment(
         name=name,
         onnx=segment,
-        inputs=tuple(TensorSig.of(vi.name, ph, symbols) for vi, ph in zip(graph.input, runtime_placeholders)),
-        outputs=tuple(TensorSig.of(vi.name, n, symbols) for vi, n in zip(graph.output, out_nodes)),
+        inputs=tuple(signature_of(vi.name, ph, symbols) for vi, ph in zip(graph.input, runtime_placeholders)),
+        outputs=tuple(signature_of(vi.name, n, symbols) for vi, n in zip(graph.output, out_nodes)),
         tuple_output=tuple_output,
         nodes=tuple(n.name for n in sub.graph.nodes if n.op == "call_function"),
         notes=_dtype_notes(sub, name, goal),

@@ -12,7 +12,7 @@ from trt_lower.report.entries import EngineReport, Fallback
 from trt_lower.report.report import LoweringReport
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.values.segment import Engine
-from trt_lower.values.signature import SymbolRanges, TensorSig
+from trt_lower.values.ranges import SymbolRanges, signature_of
 from trt_lower.values.settings import LoweringSettings
 
 
@@ -20,7 +20,7 @@ def _guard_inputs(gm: torch.fx.GraphModule, symbols: SymbolRanges, conditions: t
     """Check every call's inputs first, with errors that name the input and its range (or the size
     condition it breaks)."""
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)]
-    sigs = tuple(TensorSig.of(n.name, n, symbols) for n in inputs)
+    sigs = tuple(signature_of(n.name, n, symbols) for n in inputs)
     gm.add_submodule("_input_guard", InputGuard(sigs, conditions))
     with gm.graph.inserting_after(inputs[-1] if inputs else None):
         gm.graph.call_module("_input_guard", tuple(inputs))

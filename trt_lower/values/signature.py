@@ -2,63 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence, TypeVar
+from typing import Sequence
 
-import sympy
 import torch
-from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
-
-T = TypeVar("T")
-
-
-def int_bound(bound: object, default: T) -> int | T:
-    """A sympy value-range bound as an int, or `default` where the range is unbounded there: ±oo,
-    or torch's ±int_oo, which calls itself finite (is_finite) but which int() cannot convert."""
-    return int(bound) if getattr(bound, "is_Integer", False) else default  # type: ignore[call-overload]
-
-
-# Each shape symbol of the captured graph (one per dynamic input dim) -> its (min, opt, max).
-SymbolRanges = Mapping[sympy.Symbol, tuple[int, int, int]]
-
-
-# A data-dependent dim whose upper bound torch could not prove: TensorRT's largest dim.
-_UNBOUNDED = 2**31 - 1
-
-
-def _size_bounds(bounds: ValueRanges[sympy.Expr]) -> tuple[int, int]:
-    """A value range as a dim's lowest and highest size: from 0, up to TensorRT's largest dim
-    where unbounded."""
-    return max(0, int_bound(bounds.lower, 0)), int_bound(bounds.upper, _UNBOUNDED)
-
-
-def _data_dependent_range(dim: torch.SymInt) -> tuple[int, int, int]:
-    """A size the data decides (nonzero, boolean masks: an unbacked symbol): the bounds torch
-    proved for it, e.g. 0..numel of the mask; opt is the upper bound."""
-    env = dim.node.shape_env
-    if env is None:
-        return 0, _UNBOUNDED, _UNBOUNDED
-    low, high = _size_bounds(env.bound_sympy(dim.node.expr))
-    return low, high, high
-
-
-def _dim_range(dim: int | torch.SymInt, symbols: SymbolRanges) -> tuple[int, int, int]:
-    """A dim's (min, opt, max) over the symbols' ranges. min and max bound the expression over the
-    whole box of ranges (value range analysis: `s0 - s1` is lowest where s1 is highest, and the
-    min/max corners alone gave a TensorRT profile that refused valid calls); opt is its value at
-    the symbols' opt, kept inside them."""
-    if isinstance(dim, int):
-        return dim, dim, dim
-    expr = dim.node.expr
-    if not expr.free_symbols <= set(symbols):
-        return _data_dependent_range(dim)
-    low, high = _size_bounds(bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, _, hi) in symbols.items()
-                                                if s in expr.free_symbols}))
-    try:
-        opt = int(expr.xreplace({s: sympy.Integer(r[1]) for s, r in symbols.items()}))
-    except (ZeroDivisionError, TypeError):  # not defined at opt (a size divided by one that is 0 there)
-        opt = high
-    return low, min(max(opt, low), high), high
-
 
 @dataclass(frozen=True)
 class TensorSig:
@@ -71,12 +17,6 @@ class TensorSig:
     min_shape: tuple[int, ...]
     opt_shape: tuple[int, ...]
     max_shape: tuple[int, ...]
-
-    @classmethod
-    def of(cls, name: str, node: torch.fx.Node, symbols: SymbolRanges = {}) -> "TensorSig":
-        val = node.meta["val"]
-        ranges = [_dim_range(d, symbols) for d in val.shape]
-        return cls(name, node.name, val.dtype, *(tuple(r[k] for r in ranges) for k in range(3)))
 
     @property
     def is_static(self) -> bool:
