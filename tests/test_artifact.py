@@ -124,12 +124,9 @@ def test_size_conditions_travel_with_the_file(tmp_path: Path) -> None:
     calls = [(torch.randn(b, n),) for b, n in ((1, 2), (3, 8), (4, 12))]
     loaded = _round_trip(EvenBranch(), (spec,), tmp_path / "even.trtl", calls, min_block_size=1)
     manifest = artifact.read(tmp_path / "even.trtl").manifest
-    assert manifest["conditions"] == ["(x.shape[1] % 2) == 0"] and manifest["format_version"] == 2
+    assert manifest["conditions"] == ["(x.shape[1] % 2) == 0"] and manifest["format_version"] == 3
     with pytest.raises(trt_lower.EngineInputError, match=r"input shapes x \(2, 5\) break a condition .*% 2\) == 0"):
         loaded(torch.randn(2, 5))
-    # A module without conditions is written as format 1, which trt_lower before them reads.
-    trt_lower.save(trt_lower.lower_to_trt(Sandwich().eval(), (torch.randn(1, 3, 8, 8),)), tmp_path / "plain.trtl")
-    assert artifact.read(tmp_path / "plain.trtl").manifest["format_version"] == 1
 
 
 class PairsUp(torch.nn.Module):
@@ -476,8 +473,8 @@ def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
                         lambda manifest, members: members.update({"weights.safetensors": b"x"}))
     with pytest.raises(trt_lower.ArtifactError, match="checksum mismatch in member 'weights.safetensors'"):
         trt_lower.load(tampered)
-    newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=3))
-    with pytest.raises(trt_lower.ArtifactError, match="format version 3 .* reads up to version 2: upgrade"):
+    newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=4))
+    with pytest.raises(trt_lower.ArtifactError, match="format version 4 .* reads up to version 3: upgrade"):
         trt_lower.load(newer)
     malformed = _rewrite(saved, tmp_path / "malformed.trtl",
                          lambda manifest, members: manifest["engines"][0].pop("inputs"))
@@ -518,7 +515,7 @@ def test_cli_lower_info_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
                      "--backend", "onnxruntime", "--fallback-op", "aten.addmm.default", "-o", str(out)]) == 0
     assert cli.main(["info", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "saved" in text and "format 1" in text and "checksums verified" in text
+    assert "saved" in text and "format 3" in text and "checksums verified" in text
     assert "input x: " in text and "(min [1, 3, 8, 8], opt [2, 3, 8, 8], max [4, 3, 8, 8])" in text
     assert "engine_0: engines/engine_0.onnx; TensorRT plans: none" in text and "eager fallbacks" in text
     assert cli.main(["run", str(out), "--iters", "2", "--warmup", "1"]) == 0

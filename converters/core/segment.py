@@ -1,19 +1,24 @@
-"""Weights kept beside a segment's ONNX instead of inside it.
+"""An engine segment's ONNX, its weights kept beside it instead of inside it.
 
 A float initializer of at least EXTERNAL_MIN_BYTES is declared in the ModelProto as external data
 (name, type and dims only); its values stay a numpy array, for a weight a view of the torch
 tensor, in `OnnxSegment.weights`. ONNX Runtime receives the arrays through
-SessionOptions.add_external_initializers; TensorRT's parser, the engine cache and anyone reading
-`onnx_bytes` get the self-contained model from `OnnxSegment.to_bytes()`.
+SessionOptions.add_external_initializers. Where the graph and its weights must be bytes or files:
+`to_bytes()` is the self-contained model (one protobuf message, so at most 2 GB); `graph_bytes()`
+with `write_weights()` are the graph and its weights as ONNX external data (any size), and
+`save()` writes both files, as TensorRT's parser, ONNX Runtime and onnx.load read them.
 
 Why: serializing a model's weights into protobuf only for ONNX Runtime to parse them out again
-is a full copy of every weight, twice, for nothing.
+is a full copy of every weight, twice, for nothing; and one protobuf message cannot exceed 2 GB.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
+import numpy as np
 from numpy.typing import NDArray
 import onnx
 from onnx import TensorProto, numpy_helper
@@ -21,6 +26,12 @@ from onnx import TensorProto, numpy_helper
 from converters.core.dtypes import FLOAT_WEIGHTS
 
 EXTERNAL_MIN_BYTES = 4096
+# protobuf's limit on one serialized message (an ONNX model with its weights embedded), with room
+# for the graph itself.
+PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
+# Where external weights start in their file: a multiple of this, so that arrays read in place
+# (memory-mapped) are aligned for any dtype and SIMD load.
+ALIGNMENT = 64
 # add_external_initializers only checks that a location is given; nothing is read from it.
 _LOCATION = "trt_lower:weights"
 
@@ -35,6 +46,22 @@ def _declare(name: str, array: NDArray[Any]) -> TensorProto:
                          data_location=TensorProto.EXTERNAL)
     tensor.external_data.add(key="location", value=_LOCATION)
     return tensor
+
+
+def protobuf_limit() -> int:
+    """PROTOBUF_LIMIT, or $TRT_LOWER_PROTOBUF_LIMIT (bytes) where set: the tests lower it to take the
+    paths of models past 2 GB with small ones."""
+    return int(os.environ.get("TRT_LOWER_PROTOBUF_LIMIT", PROTOBUF_LIMIT))
+
+
+class Writable(Protocol):
+    """Where write_weights writes: a binary file, or anything with its write."""
+
+    def write(self, data: bytes | memoryview, /) -> int: ...
+
+
+class ProtobufLimitError(ValueError):
+    """A model asked for as one protobuf message that would exceed protobuf's 2 GB limit."""
 
 
 def is_external(tensor: TensorProto) -> bool:
@@ -72,8 +99,67 @@ class OnnxSegment:
         else:
             tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
 
+    @property
+    def weight_bytes(self) -> int:
+        return sum(a.nbytes for a in self.weights.values())
+
+    def fits_one_protobuf(self) -> bool:
+        """Whether the self-contained model stays within protobuf's limit (protobuf_limit())."""
+        graph: int = self.model.ByteSize()
+        return graph + self.weight_bytes <= protobuf_limit()
+
+    def layout(self) -> dict[str, tuple[int, int]]:
+        """Each external initializer's (offset, length) in the weights file, in `weights` order,
+        each offset a multiple of ALIGNMENT."""
+        spans, offset = {}, 0
+        for name, array in self.weights.items():
+            offset = -(-offset // ALIGNMENT) * ALIGNMENT
+            spans[name] = (offset, array.nbytes)
+            offset += array.nbytes
+        return spans
+
+    def graph_bytes(self, location: str) -> bytes:
+        """The model with each external initializer pointing into the weights file `location`
+        (a path relative to the model's, as ONNX external data): the graph alone, small."""
+        graph = onnx.ModelProto()
+        graph.CopyFrom(self.model)
+        spans = self.layout()
+        for tensor in graph.graph.initializer:
+            if is_external(tensor):
+                offset, length = spans[tensor.name]
+                del tensor.external_data[:]
+                for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+                    tensor.external_data.add(key=key, value=value)
+        return bytes(graph.SerializeToString())
+
+    def write_weights(self, file: Writable) -> int:
+        """Write the external initializers' values as `layout()` places them (no copy beyond what
+        a non-contiguous array needs); returns the bytes written."""
+        written = 0
+        for (offset, _), array in zip(self.layout().values(), self.weights.values()):
+            file.write(bytes(offset - written))
+            data = np.ascontiguousarray(array).data.cast("B")  # little-endian, as ONNX's
+            file.write(data)
+            written = offset + data.nbytes
+        return written
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the model to `path` and its weights beside it (`<name>.data`), as ONNX external data
+        that TensorRT's parser, ONNX Runtime and onnx.load read; returns the model's path."""
+        model = Path(path)
+        with open(model.with_name(model.name + ".data"), "wb") as file:
+            self.write_weights(file)
+        model.write_bytes(self.graph_bytes(model.name + ".data"))
+        return model
+
     def to_bytes(self) -> bytes:
-        """The self-contained model: every external initializer embedded as raw data."""
+        """The self-contained model: every external initializer embedded as raw data.
+        ProtobufLimitError where that would exceed protobuf's limit (use save() instead)."""
+        if not self.fits_one_protobuf():
+            raise ProtobufLimitError(
+                f"the model with its weights ({self.weight_bytes / 2**30:.2f} GiB of them) exceeds the limit of one "
+                f"protobuf message ({protobuf_limit() / 2**30:.2f} GiB): write it with its weights beside it "
+                "(OnnxSegment.save) instead")
         if not self.weights:
             return bytes(self.model.SerializeToString())
         full = onnx.ModelProto()

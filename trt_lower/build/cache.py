@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import BinaryIO, Iterator, Sequence
 
 import filelock
 
@@ -62,19 +62,27 @@ def _remove_stale_temporaries(path: Path) -> None:
                 tmp.unlink()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file to write `path` through: a temporary file in the same directory, renamed over `path`
+    once the block ends without an error (an interrupted write leaves the old file, or none)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with os.fdopen(fd, "w+b") as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 class EngineCache:

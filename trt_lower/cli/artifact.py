@@ -105,9 +105,9 @@ def info(args: argparse.Namespace) -> int:
     archive = artifact.read(args.file)
     manifest = archive.manifest
     written = ", ".join(f"{k} {v}" for k, v in manifest["written_by"].items())
-    size = sum(len(data) for data in archive.members.values())
+    size = sum(info.file_size for info in archive.infos.values())
     print(f"{archive.path}: trt_lower artifact, format {manifest['format_version']}, written by {written}")
-    print(f"  members: {len(archive.members) + 1}, {size / 2**20:.1f} MiB (checksums verified)")
+    print(f"  members: {len(archive.infos) + 1}, {size / 2**20:.1f} MiB (checksums verified)")
     print(f"  settings: {manifest['settings']}")
     for sig, dims in zip(manifest["inputs"], manifest["input_dims"]):
         shape = "x".join(str(d) for d in dims)

@@ -7,43 +7,52 @@ The file is a zip (stdlib zipfile) of:
                              signatures, each engine's I/O signatures and its members, and a
                              SHA-256 per member
   weights.safetensors        the tensors the eager nodes use (get_attr targets)
-  engines/<engine>.onnx      each engine's self-contained ONNX (weights embedded)
+  engines/<engine>.onnx      each engine's ONNX graph, its large weights declared as ONNX external
+  engines/<engine>.onnx.data data in the member beside it (extracted side by side, the two are a
+                             model onnx.load, ONNX Runtime and TensorRT's parser read), at offsets
+                             that are multiples of 64 from a 64-byte aligned start in the file
   plans/<engine>/<tensorrt>_<device>.plan   serialized TensorRT engines, per TensorRT version and GPU
 
-Nothing is unpickled: JSON, safetensors, ONNX protobuf and TensorRT plans only; a member the
-manifest does not list, or whose checksum differs, is refused before anything is built.
+Members are stored, not compressed, and written to the file as they are made; on load the
+engines' weights are memory-mapped from it, not read into memory: an artifact may hold models of
+any size (format 2 and older held each engine's ONNX self-contained, so at most 2 GB; they still
+load). Nothing is unpickled: JSON, safetensors, ONNX protobuf and TensorRT plans only; a member
+the manifest does not list, or whose checksum differs, is refused before anything is built.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import logging
+import mmap
 import operator
 import os
 import re
+import struct
 import time
 import weakref
 import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator, cast
+from typing import IO, Any, BinaryIO, Iterator, cast
 
+import numpy as np
 import onnx
 import safetensors.torch
 import torch
 from onnx import numpy_helper
 from torch.fx.graph import _PyTreeCodeGen
 
-from converters.core.segment import OnnxSegment, initializer, is_external
+from converters.core.dtypes import FLOAT_WEIGHTS
+from converters.core.segment import ALIGNMENT, OnnxSegment, initializer, is_external
 from trt_lower.deploy import graph as artifact_graph
 from trt_lower.values import device as devices
 from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.build.backend import check_target, resolve_backend
-from trt_lower.build.cache import write_atomic
+from trt_lower.build.cache import atomic_file
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
 from trt_lower.values.signature import TensorSig
@@ -53,9 +62,9 @@ from trt_lower.values.settings import BACKENDS, LoweringSettings
 log = logging.getLogger("trt_lower")
 
 FORMAT = "trt_lower artifact"
-# 2: the input guard's size conditions (runtime/conditions.py). A file without any is written
-# as version 1, which trt_lower before them reads the same.
-FORMAT_VERSION = 2
+# 2: the input guard's size conditions (runtime/conditions.py). 3: each engine's weights in a
+# member of their own beside its graph (format 2 embedded them: at most 2 GB an engine).
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.safetensors"
 GUARD = "_input_guard"
@@ -179,12 +188,48 @@ def _input_dims(lowered: torch.fx.GraphModule, guard: InputGuard) -> list[list[i
     return dims
 
 
-def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The manifest (without checksums) and every other member's bytes."""
+class _Writer:
+    """Members written into the zip as they are made, each one's SHA-256 taken on the way."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.zip = zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True)
+        self.sha256: dict[str, str] = {}
+
+    def add(self, name: str, data: bytes) -> None:
+        self.zip.writestr(name, data)
+        self.sha256[name] = hashlib.sha256(data).hexdigest()
+
+    def add_weights(self, name: str, segment: OnnxSegment) -> int:
+        """`segment`'s external weights as member `name`, its data starting at a multiple of
+        ALIGNMENT in the file (so that load maps them in place, aligned); returns the padding
+        before the first weight, which the graph's offsets count."""
+        digest = hashlib.sha256()
+        with self.zip.open(zipfile.ZipInfo(name), "w", force_zip64=True) as member:
+            pad = -self.file.tell() % ALIGNMENT  # the member's data starts where the file is now
+            member.write(bytes(pad))
+            digest.update(bytes(pad))
+            segment.write_weights(_Hashing(member, digest))
+        self.sha256[name] = digest.hexdigest()
+        return pad
+
+
+class _Hashing:
+    """A file that hashes what it writes."""
+
+    def __init__(self, file: IO[bytes], digest: Any) -> None:
+        self.file, self.digest = file, digest
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.digest.update(data)
+        return self.file.write(data)
+
+
+def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
+    """Write every member but the manifest; return the manifest (without checksums)."""
     guard = getattr(lowered, GUARD, None)
     if not isinstance(guard, InputGuard):
         raise ArtifactError("this LoweredModule has no input guard; save the module lower_to_trt returns")
-    members: dict[str, bytes] = {}
     loaded = _loaded.get(lowered)
     carried = loaded.plans if loaded else {}
     segments = getattr(lowered, "segments", None)
@@ -194,14 +239,16 @@ def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
         if not isinstance(segment, ConvertedSegment):
             raise ArtifactError(f"engine '{name}' has no converted segment on the module; save the module "
                                 "lower_to_trt or trt_lower.load returns")
-        onnx_member = f"engines/{name}.onnx"
-        members[onnx_member] = segment.onnx.to_bytes()
+        graph, data = f"engines/{name}.onnx", f"engines/{name}.onnx.data"
+        pad = out.add_weights(data, segment.onnx)
+        out.add(graph, _graph_bytes(segment.onnx, f"{name}.onnx.data", pad))
         plans = []
         for plan in _plans(name, module, carried):
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
-            members[member] = plan.data
+            out.add(member, plan.data)
             plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member})
-        engines.append({"name": name, "onnx": onnx_member, "plans": plans, "tuple_output": segment.tuple_output,
+        engines.append({"name": name, "onnx": graph, "onnx_data": data, "plans": plans,
+                        "tuple_output": segment.tuple_output,
                         "inputs": [_sig_to_json(s) for s in segment.inputs],
                         "outputs": [_sig_to_json(s) for s in segment.outputs],
                         "nodes": list(segment.nodes), "notes": list(segment.notes)})
@@ -211,11 +258,11 @@ def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
         if not isinstance(value, torch.Tensor):
             raise ArtifactError(f"node '{node.name}' reads {node.target}, a {type(value).__name__}; "
                                 "an artifact holds tensors only")
-        weights[node.target] = value.detach().contiguous().clone()
-    members[WEIGHTS] = safetensors.torch.save(weights)
-    manifest = {
+        weights[node.target] = value.detach().contiguous().clone()  # safetensors refuses shared storage
+    out.add(WEIGHTS, safetensors.torch.save(weights))
+    return {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION if guard.conditions else 1,
+        "format_version": FORMAT_VERSION,
         "written_by": _versions(),
         "settings": loaded.settings if loaded else _settings_to_json(lowered, lowered.report),
         "report": asdict(lowered.report),
@@ -225,74 +272,110 @@ def _members(lowered: LoweredModule) -> tuple[dict[str, Any], dict[str, bytes]]:
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
     }
-    return manifest, members
+
+
+def _graph_bytes(segment: OnnxSegment, location: str, pad: int) -> bytes:
+    """The graph, its external weights at `pad` bytes further into `location` than layout() says."""
+    graph = onnx.load_from_string(segment.graph_bytes(location))
+    for tensor in graph.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "offset":
+                entry.value = str(int(entry.value) + pad)
+    return bytes(graph.SerializeToString())
 
 
 def save(lowered: LoweredModule, path: PathLike) -> None:
     """Write `lowered` (a LoweredModule) to one file at `path`, atomically: a temporary file in the
     same directory, renamed over `path` once complete. TensorRT engines carry their plans for this
-    TensorRT version and GPU, plus any the module was loaded with for others."""
+    TensorRT version and GPU, plus any the module was loaded with for others. Members are written
+    as they are made: saving holds no copy of the engines' weights."""
     if not isinstance(lowered, LoweredModule):
         raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
-    try:
-        manifest, members = _members(lowered)
-    except artifact_graph.GraphFormatError as e:
-        raise ArtifactError(f"cannot save this module: {e}") from None
-    manifest["sha256"] = {name: hashlib.sha256(data).hexdigest() for name, data in members.items()}
-    archive = io.BytesIO()
-    # Stored, not deflated: ONNX weights and plans barely compress, and stored members load faster.
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
-        z.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
-        for name, data in members.items():
-            z.writestr(name, data)
-    # A temporary file renamed over `path`: an interrupted save leaves the old file, or none.
-    write_atomic(Path(path), archive.getvalue())
+    with atomic_file(Path(path)) as file:
+        out = _Writer(file)
+        try:
+            manifest = _write_members(lowered, out)
+        except artifact_graph.GraphFormatError as e:
+            raise ArtifactError(f"cannot save this module: {e}") from None
+        manifest["sha256"] = out.sha256
+        with out.zip:
+            out.zip.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
 
 
 # -- load ------------------------------------------------------------------------------------------
 @dataclass
 class _Archive:
-    """A verified artifact: its manifest and the bytes of each member (checksums checked)."""
+    """A verified artifact: its manifest, and its members read (or memory-mapped) on demand."""
 
     path: Path
     manifest: dict[str, Any]
-    members: dict[str, bytes] = field(default_factory=dict)
+    infos: dict[str, zipfile.ZipInfo] = field(default_factory=dict)
 
     def member(self, name: str) -> bytes:
-        if name not in self.members:
+        if name not in self.infos:
             raise ArtifactError(f"{self.path}: the manifest names member '{name}', which the file does not hold")
-        return self.members[name]
+        with zipfile.ZipFile(self.path) as z:
+            return z.read(self.infos[name])
+
+    def mapped(self, name: str) -> memoryview:
+        """A stored member's bytes, memory-mapped from the file (read-only), not read."""
+        if name not in self.infos:
+            raise ArtifactError(f"{self.path}: the manifest names member '{name}', which the file does not hold")
+        info = self.infos[name]
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ArtifactError(f"{self.path}: member '{name}' is compressed; trt_lower stores its weights")
+        with open(self.path, "rb") as file:
+            file.seek(info.header_offset)
+            header = file.read(30)  # the local file header: names and extra field lengths at its end
+            if header[:4] != b"PK\x03\x04":
+                raise ArtifactError(f"{self.path}: member '{name}' has no local header (the file is corrupted)")
+            name_length, extra_length = struct.unpack("<HH", header[26:30])
+            start = info.header_offset + 30 + name_length + extra_length
+            if info.file_size == 0:
+                return memoryview(b"")
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        if start + info.file_size > len(mapped):
+            raise ArtifactError(f"{self.path}: member '{name}' runs past the end of the file (truncated?)")
+        return memoryview(mapped)[start:start + info.file_size]
 
 
 def read(path: PathLike) -> _Archive:
-    """Open and verify the artifact at `path` (also what `trt-lower info` shows)."""
+    """Open and verify the artifact at `path` (also what `trt-lower info` shows): the manifest, and
+    every member's checksum, read in chunks."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trt_lower.load: no such file: {file}")
     try:
         with zipfile.ZipFile(file) as archive:
-            names = archive.namelist()
-            if MANIFEST not in names:
+            infos = {info.filename: info for info in archive.infolist()}
+            if MANIFEST not in infos:
                 raise ArtifactError(f"{file} is not a trt_lower artifact (it has no {MANIFEST})")
             manifest = json.loads(archive.read(MANIFEST))
             _check_manifest(file, manifest)
             listed = manifest["sha256"]
-            for name in names:
+            for name in infos:
                 if name != MANIFEST and name not in listed:
                     raise ArtifactError(f"{file}: member '{name}' is not listed in the manifest; refusing the file")
-            members = {name: archive.read(name) for name in names if name != MANIFEST}
+            for name, digest in listed.items():
+                if name not in infos:
+                    raise ArtifactError(f"{file}: member '{name}' is missing (truncated file?)")
+                if _sha256(archive, infos[name]) != digest:
+                    raise ArtifactError(f"{file}: checksum mismatch in member '{name}' (the file is corrupted)")
     except zipfile.BadZipFile as e:
         raise ArtifactError(f"{file} is not a trt_lower artifact, or is truncated or corrupted ({e})") from None
     except (ValueError, KeyError, EOFError) as e:
         if isinstance(e, ArtifactError):
             raise
         raise ArtifactError(f"{file} is truncated or corrupted ({type(e).__name__}: {e})") from None
-    for name, digest in listed.items():
-        if name not in members:
-            raise ArtifactError(f"{file}: member '{name}' is missing (truncated file?)")
-        if hashlib.sha256(members[name]).hexdigest() != digest:
-            raise ArtifactError(f"{file}: checksum mismatch in member '{name}' (the file is corrupted)")
-    return _Archive(file, manifest, members)
+    return _Archive(file, manifest, {name: info for name, info in infos.items() if name != MANIFEST})
+
+
+def _sha256(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
+    digest = hashlib.sha256()
+    with archive.open(info) as member:
+        while chunk := member.read(1 << 24):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _check_manifest(file: Path, manifest: Any) -> None:
@@ -308,7 +391,8 @@ def _check_manifest(file: Path, manifest: Any) -> None:
 
 
 def _onnx_segment(data: bytes) -> OnnxSegment:
-    """The engine's ONNX as lowering held it: large float initializers kept apart as arrays."""
+    """An engine's self-contained ONNX (format 2 and older) as lowering held it: large float
+    initializers kept apart as arrays."""
     model = onnx.load_from_string(data)  # protobuf: data only
     segment = OnnxSegment(model)
     for tensor in model.graph.initializer:
@@ -316,6 +400,25 @@ def _onnx_segment(data: bytes) -> OnnxSegment:
             declared = initializer(tensor.name, numpy_helper.to_array(tensor), segment.weights)
             if tensor.name in segment.weights:
                 tensor.CopyFrom(declared)
+    return segment
+
+
+def _mapped_segment(graph: bytes, weights: memoryview) -> OnnxSegment:
+    """An engine's graph and its weights member (format 3): each external initializer a read-only
+    array over the memory-mapped file, declared as lowering declares it."""
+    model = onnx.load_from_string(graph)
+    segment = OnnxSegment(model)
+    for tensor in model.graph.initializer:
+        if not is_external(tensor):
+            continue
+        where = {entry.key: entry.value for entry in tensor.external_data}
+        dtype = next(d for d, t in FLOAT_WEIGHTS.items() if t == tensor.data_type)
+        offset, length = int(where.get("offset", 0)), int(where["length"])
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        if offset + length > len(weights) or length != count * np.dtype(dtype).itemsize:
+            raise ArtifactError(f"initializer '{tensor.name}' lies outside its weights member")
+        array = np.frombuffer(weights, dtype=dtype, count=count, offset=offset).reshape(tuple(tensor.dims))
+        tensor.CopyFrom(initializer(tensor.name, array, segment.weights))
     return segment
 
 
@@ -336,7 +439,10 @@ def _segments(archive: _Archive) -> list[ConvertedSegment]:
     segments = []
     for entry in archive.manifest["engines"]:
         try:
-            onnx_segment = _onnx_segment(archive.member(entry["onnx"]))
+            if "onnx_data" in entry:
+                onnx_segment = _mapped_segment(archive.member(entry["onnx"]), archive.mapped(entry["onnx_data"]))
+            else:
+                onnx_segment = _onnx_segment(archive.member(entry["onnx"]))
         except ArtifactError:
             raise
         except Exception as e:  # protobuf's DecodeError and friends
