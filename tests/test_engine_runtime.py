@@ -18,6 +18,7 @@ import transformers
 from onnx import TensorProto, helper
 
 import trt_lower
+from converters.core.segment import ProtobufLimitError
 from harness import Fn
 from trt_double.device import HostDevice
 from trt_lower.values import device
@@ -536,16 +537,26 @@ def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, m
 
 
 
-def test_segment_over_the_protobuf_limit_runs_eagerly_with_the_reason(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    # The limit lowered to this model's size stands for 2 GB of weights, which are not allocated.
-    monkeypatch.setattr(importlib.import_module("trt_lower.build.trt_engines"), "PROTOBUF_LIMIT", 64)
+def test_a_segment_over_the_protobuf_limit_builds_from_its_graph_and_weights_beside_it(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The limit lowered to far below this model's size stands for 2 GB of weights, which are not
+    # allocated; the double's parser refuses a message past it, as protobuf does past 2 GB.
+    monkeypatch.setenv("TRT_LOWER_PROTOBUF_LIMIT", "4096")
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64)).eval()
     x = torch.randn(2, 64)
-    with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
-    assert lowered.report.engines == [] and "exceed the 2 GB limit of one ONNX model" in caplog.text
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
+    assert [e.name for e in lowered.report.engines] == ["engine_0"] and not lowered.report.fallbacks
     torch.testing.assert_close(lowered(x), model(x))
+    # The self-contained model cannot be made, and the parser refuses a message past the limit.
+    with pytest.raises(ProtobufLimitError, match="exceeds the limit of one protobuf message"):
+        lowered.segments["engine_0"].onnx.to_bytes()
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [2048], [0.0] * 2048)
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048])], [weight])
+    parser = trt_double.OnnxParser(trt_double.Builder(_logger()).create_network(0), _logger())
+    assert not parser.parse(helper.make_model(graph).SerializeToString())
+    assert "over protobuf's limit" in parser.get_error(0).desc()
 
 
 def test_onnxruntime_engine_serves_two_threads_at_once() -> None:

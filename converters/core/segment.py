@@ -152,6 +152,15 @@ class OnnxSegment:
         model.write_bytes(self.graph_bytes(model.name + ".data"))
         return model
 
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """The model at `path`: self-contained where it fits one protobuf message, else with its
+        weights beside it (save()); returns `path`."""
+        if not self.fits_one_protobuf():
+            return self.save(path)
+        model = Path(path)
+        model.write_bytes(self.to_bytes())
+        return model
+
     def to_bytes(self) -> bytes:
         """The self-contained model: every external initializer embedded as raw data.
         ProtobufLimitError where that would exceed protobuf's limit (use save() instead)."""

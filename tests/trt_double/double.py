@@ -44,7 +44,7 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
-from converters.core.segment import OnnxSegment
+from converters.core.segment import OnnxSegment, protobuf_limit
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -394,8 +394,14 @@ class OnnxParser(_OnnxParser):
     def parse(self, model: Buffer, path: str | None = None) -> bool:
         if _version()[0] < 10 and not self._network.flags & _EXPLICIT_BATCH:
             return self._fail("the ONNX parser needs a network created with the EXPLICIT_BATCH flag")
+        data = bytes(model)
+        if len(data) > protobuf_limit():  # as protobuf refuses a message past 2 GB
+            return self._fail(f"Failed to parse the ONNX model: the message is {len(data)} bytes, over protobuf's "
+                              f"limit ({protobuf_limit()} here); give the weights beside it as external data")
         try:
-            proto = onnx.load_from_string(bytes(model))
+            proto = onnx.load_from_string(data)
+            if path is not None:  # weights as external data, resolved next to the model file
+                onnx.load_external_data_for_model(proto, os.path.dirname(path))
         except Exception as e:  # protobuf raises its own DecodeError
             return self._fail(f"Failed to parse the ONNX model: {e}")
         opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)

@@ -28,13 +28,17 @@ from typing import BinaryIO, Iterator, Sequence
 
 import filelock
 
+from converters.core.segment import OnnxSegment
 from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.values.digest import Hashing
 
 log = logging.getLogger("trt_lower")
 
 ENV_VAR = "TRT_LOWER_CACHE_DIR"
 MAGIC = b"trt_lower cache\n"
-FORMAT = 2  # 2: 8.x plans share their optimization profile between execution contexts
+# 2: 8.x plans share their optimization profile between execution contexts. 3: keyed on the graph
+# and its weights hashed apart (not on the self-contained ONNX).
+FORMAT = 3
 _LENGTH_BYTES = 4
 # How long a lowering waits for another process building the same engine before building it too
 # (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever).
@@ -94,7 +98,9 @@ class EngineCache:
         self.device = device
         self._unwritable: str | None = None
 
-    def key(self, onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings) -> str:
+    def key(self, segment: OnnxSegment, profiles: Sequence[InputProfile], settings: BuildSettings) -> str:
+        """The entry of a segment built with `profiles` and `settings`: a hash of those, of the
+        graph and of the weights' bytes (hashed where they lie, not serialized first)."""
         meta = {
             "format": FORMAT,
             "tensorrt": self.tensorrt_version,
@@ -102,8 +108,10 @@ class EngineCache:
             "profiles": [asdict(p) for p in profiles],
             "settings": settings.as_dict(),
         }
-        digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
-        digest.update(onnx_bytes)
+        digest = Hashing()
+        digest.write(json.dumps(meta, sort_keys=True).encode())
+        digest.write(segment.graph_bytes(""))
+        segment.write_weights(digest)
         return digest.hexdigest()
 
     def engine_path(self, key: str) -> Path:

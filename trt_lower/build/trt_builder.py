@@ -79,16 +79,17 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
 
 
 def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings,
-               timing_cache: bytes, *, bf16: bool = False) -> tuple[bytes, bytes]:
+               timing_cache: bytes, *, bf16: bool = False, path: str | None = None) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
-    `bf16`: the ONNX computes in bfloat16 (converters/passes/bfloat16.py: has_bfloat16)."""
+    `bf16`: the ONNX computes in bfloat16 (converters/passes/bfloat16.py: has_bfloat16); `path`:
+    where the model was written, for a model whose weights are external data beside it."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
     builder = trt.Builder(logger)
     network = builder.create_network(network_flags(major, settings.precision, bf16))
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse(onnx_bytes):
+    if not (parser.parse(onnx_bytes) if path is None else parser.parse(onnx_bytes, path)):
         raise _parse_failure(parser, onnx_bytes)
 
     config = builder.create_builder_config()

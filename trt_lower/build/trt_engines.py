@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -20,11 +21,6 @@ from trt_lower.values.signature import TensorSig
 from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
 log = logging.getLogger("trt_lower")
-# protobuf's limit on one serialized message (an ONNX model with its weights embedded), with
-# room for the graph itself.
-PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
-
-
 def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None = None) -> EngineBuildError:
     """The nodes to run eagerly instead: the one the parser blamed, else the whole segment."""
     why = f"TensorRT could not build {name}: {reason}"
@@ -40,28 +36,22 @@ def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], 
 
     `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
     """
-    # TensorRT parses (and the cache keys on) the self-contained model, weights embedded: one
-    # protobuf message, which cannot exceed 2 GB. Handing TensorRT the weights beside the graph
-    # (external data files and parse(model, path)) is not done yet: refuse, and run eagerly.
-    weights = sum(a.nbytes for a in segment.weights.values())
-    if weights > PROTOBUF_LIMIT:
-        raise _fallback(name, f"its weights ({weights / 2**30:.2f} GiB) exceed the 2 GB limit of one ONNX "
-                              "model, which TensorRT's parser reads whole here", nodes)
-    onnx_bytes = segment.to_bytes()
+    # The cache keys on the graph and the weights' bytes, hashed in place; TensorRT parses the
+    # self-contained model where it fits one protobuf message, else the graph from a file with its
+    # weights beside it (ONNX external data), which has no size limit.
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
     profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
-    key = cache.key(onnx_bytes, profiles, build)
+    key = cache.key(segment, profiles, build)
 
     # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
     with cache.exclusive(key):
-        return _load_or_build(name, cache, key, onnx_bytes, profiles, inputs, outputs, tuple_output,
-                              nodes=nodes, build=build, cuda_graphs=cuda_graphs, bf16=has_bfloat16(segment.model))
+        return _load_or_build(name, cache, key, segment, profiles, inputs, outputs, tuple_output,
+                              nodes=nodes, build=build, cuda_graphs=cuda_graphs)
 
 
-def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, profiles: list[InputProfile],
+def _load_or_build(name: str, cache: EngineCache, key: str, segment: OnnxSegment, profiles: list[InputProfile],
                    inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
-                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool,
-                   bf16: bool) -> tuple[TRTEngineModule, bool]:
+                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)
     if cached is not None:
         try:
@@ -75,7 +65,7 @@ def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, p
     log.info("trt_lower: %s: building TensorRT engine (TensorRT %s, %s) ...", name, trt.__version__, cache.device)
     start = time.perf_counter()
     try:
-        plan, timing_cache = build_plan(onnx_bytes, profiles, build, cache.load_timing_cache(), bf16=bf16)
+        plan, timing_cache = _build(segment, profiles, build, cache.load_timing_cache())
         module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
     except BuildFailure as e:
         raise _fallback(name, e.reason, nodes, e.fx_node) from e
@@ -85,3 +75,13 @@ def _load_or_build(name: str, cache: EngineCache, key: str, onnx_bytes: bytes, p
     cache.store_timing_cache(timing_cache)
     log.info("trt_lower: %s: built TensorRT engine in %.1f s", name, time.perf_counter() - start)
     return module, False
+
+
+def _build(segment: OnnxSegment, profiles: list[InputProfile], build: BuildSettings,
+           timing_cache: bytes) -> tuple[bytes, bytes]:
+    bf16 = has_bfloat16(segment.model)
+    if segment.fits_one_protobuf():
+        return build_plan(segment.to_bytes(), profiles, build, timing_cache, bf16=bf16)
+    with tempfile.TemporaryDirectory(prefix="trt_lower_") as tmp:
+        path = segment.save(Path(tmp) / "model.onnx")
+        return build_plan(path.read_bytes(), profiles, build, timing_cache, bf16=bf16, path=str(path))

@@ -17,6 +17,7 @@ import torch
 from polygraphy.comparator import IterationResult, RunResults
 from polygraphy.json import save_json
 
+from converters.core.segment import OnnxSegment
 from trt_lower.debug.replay import Recorder, Replay
 
 MODEL, INPUTS, OUTPUTS = "model.onnx", "inputs.json", "eager_outputs.json"
@@ -36,10 +37,12 @@ def _precision_flag(precision: str, trt_version: str) -> str:
     return " --fp16" if trt_version == "8.6" else " --strongly-typed"
 
 
-def _save(out: Path, onnx_bytes: bytes, feeds: dict[str, np.ndarray[Any, Any]], outputs: dict[str, np.ndarray[Any, Any]],
-          runner: str, flag: str, rtol: float, atol: float) -> str:
+def _save(out: Path, segment: OnnxSegment, feeds: dict[str, np.ndarray[Any, Any]],
+          outputs: dict[str, np.ndarray[Any, Any]], runner: str, flag: str, rtol: float, atol: float) -> str:
     out.mkdir(parents=True, exist_ok=True)
-    (out / MODEL).write_bytes(onnx_bytes)
+    # Self-contained, or past 2 GB with its weights beside it (model.onnx.data), as Polygraphy and
+    # trtexec read them.
+    segment.write(out / MODEL)
     save_json([feeds], str(out / INPUTS), description="engine inputs")
     RunResults([(runner, [IterationResult(outputs, runner_name=runner)])]).save(str(out / OUTPUTS))
     return (f"polygraphy run {shlex.quote(str(out / MODEL))} --trt --onnxrt{flag} "
@@ -59,7 +62,7 @@ def write_repro(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequen
     feeds = {vi.name: _array(replay.values[n], vi) for vi, n in zip(graph.input, fed)}
     eager = {vi.name: _array(replay.values[n], vi) for vi, n in zip(graph.output, nodes.outputs)}
     flag = _precision_flag(replay.settings.precision, replay.settings.trt_version)
-    return _save(Path(out_dir), segment.onnx.to_bytes(), feeds, eager, "eager", flag, rtol, atol)
+    return _save(Path(out_dir), segment.onnx, feeds, eager, "eager", flag, rtol, atol)
 
 
 def write_repro_loaded(loaded: torch.fx.GraphModule, engine: str, out_dir: str | Path, *,
@@ -67,8 +70,8 @@ def write_repro_loaded(loaded: torch.fx.GraphModule, engine: str, out_dir: str |
     """The same from a loaded artifact, which carries no eager model: the engine runs on ONNX
     Runtime on random inputs of the recorded shapes, and its outputs are the reference."""
     module: Any = getattr(loaded, engine, None)
-    onnx_bytes = getattr(module, "onnx_bytes", None)
-    if module is None or onnx_bytes is None:
+    segment = getattr(module, "segment", None)
+    if not isinstance(segment, OnnxSegment):
         raise ValueError(f"{engine}: not an ONNX Runtime engine of the loaded model (load it with "
                          f"backend='onnxruntime'); it has {[n for n, _ in loaded.named_children()]}")
     guard: Any = getattr(loaded, "_input_guard", None)
@@ -79,10 +82,10 @@ def write_repro_loaded(loaded: torch.fx.GraphModule, engine: str, out_dir: str |
         recorder.run(*(torch.randn(s.opt_shape).to(s.dtype) for s in guard.inputs))
     call = next(n for n in recorder.values if n.op == "call_module" and n.target == engine)
     args, result = [recorder.values[a] for a in call.all_input_nodes], recorder.values[call]
-    graph = onnx.load_from_string(onnx_bytes).graph
+    graph = segment.model.graph
     results = result if isinstance(result, tuple) else (result,)
     feeds = {vi.name: _array(t, vi) for vi, t in zip(graph.input, args)}
     outputs = {vi.name: _array(t, vi) for vi, t in zip(graph.output, results)}
     report = getattr(loaded, "report")
     flag = _precision_flag(report.precision, report.trt_version)
-    return _save(Path(out_dir), onnx_bytes, feeds, outputs, "onnxruntime", flag, rtol, atol)
+    return _save(Path(out_dir), segment, feeds, outputs, "onnxruntime", flag, rtol, atol)

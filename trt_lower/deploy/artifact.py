@@ -36,7 +36,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterator, cast
+from typing import Any, BinaryIO, Iterator, cast
 
 import numpy as np
 import onnx
@@ -55,6 +55,7 @@ from trt_lower.build.backend import check_target, resolve_backend
 from trt_lower.build.cache import atomic_file
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
+from trt_lower.values.digest import Hashing
 from trt_lower.values.signature import TensorSig
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.values.settings import BACKENDS, LoweringSettings
@@ -204,25 +205,13 @@ class _Writer:
         """`segment`'s external weights as member `name`, its data starting at a multiple of
         ALIGNMENT in the file (so that load maps them in place, aligned); returns the padding
         before the first weight, which the graph's offsets count."""
-        digest = hashlib.sha256()
         with self.zip.open(zipfile.ZipInfo(name), "w", force_zip64=True) as member:
+            writer = Hashing(member)
             pad = -self.file.tell() % ALIGNMENT  # the member's data starts where the file is now
-            member.write(bytes(pad))
-            digest.update(bytes(pad))
-            segment.write_weights(_Hashing(member, digest))
-        self.sha256[name] = digest.hexdigest()
+            writer.write(bytes(pad))
+            segment.write_weights(writer)
+        self.sha256[name] = writer.hexdigest()
         return pad
-
-
-class _Hashing:
-    """A file that hashes what it writes."""
-
-    def __init__(self, file: IO[bytes], digest: Any) -> None:
-        self.file, self.digest = file, digest
-
-    def write(self, data: bytes | memoryview) -> int:
-        self.digest.update(data)
-        return self.file.write(data)
 
 
 def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:

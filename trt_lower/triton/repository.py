@@ -13,6 +13,7 @@ import onnx
 import torch
 
 import trt_lower
+from converters.core.segment import OnnxSegment
 from trt_lower.values import device as devices
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
@@ -40,7 +41,7 @@ class SingleEngine:
 
     inputs: tuple[TensorSig, ...]
     outputs: tuple[TensorSig, ...]
-    model_file: bytes
+    model_file: bytes | OnnxSegment
     names: dict[str, str]
 
 
@@ -73,11 +74,16 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
         _write_python(artifact_or_lowered, files, config)
     elif chosen == "onnxruntime_onnx":
         assert isinstance(engine, SingleEngine)
-        onnx.save_model(_renamed(onnx.load_from_string(engine.model_file), engine.names), files / "model.onnx")
+        assert isinstance(engine.model_file, OnnxSegment)
+        renamed = OnnxSegment(_renamed(engine.model_file.model, engine.names), engine.model_file.weights)
+        # Self-contained, or past 2 GB with its weights beside it in model.onnx.data, which
+        # Triton's onnxruntime backend reads from the model's directory.
+        renamed.write(files / "model.onnx")
     else:
         assert isinstance(engine, SingleEngine)
         capability = _compute_capability()
         plan = f"model_sm{capability.replace('.', '')}.plan"
+        assert isinstance(engine.model_file, bytes)
         (files / plan).write_bytes(engine.model_file)
         # Exporting on each kind of GPU into one repository gathers a plan per compute capability.
         config.cc_model_filenames = {**_plans_in(model_dir / "config.pbtxt"), capability: plan}
@@ -161,7 +167,8 @@ def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine |
     names = {s.name: t.name for s, t in zip(inputs, sig.inputs)}
     names.update({outputs[i].name: t.name for i, t in zip(picked, sig.outputs)})
     plan = getattr(module, "plan", None)
-    return SingleEngine(inputs, outputs, plan if isinstance(plan, bytes) else getattr(module, "onnx_bytes"), names)
+    return SingleEngine(inputs, outputs, plan if isinstance(plan, bytes) else lowered.segments[str(engine.target)].onnx,
+                        names)
 
 
 def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
@@ -205,8 +212,10 @@ def _choose(platform: str, lowered: LoweredModule, engine: SingleEngine | str, s
     return {"tensorrt": "tensorrt_plan", "onnxruntime": "onnxruntime_onnx"}[backend], "the whole model is one engine"
 
 
-def _renamed(model: onnx.ModelProto, names: dict[str, str]) -> onnx.ModelProto:
+def _renamed(source: onnx.ModelProto, names: dict[str, str]) -> onnx.ModelProto:
     """The engine's ONNX with its graph inputs and outputs called by the model's names."""
+    model = onnx.ModelProto()
+    model.CopyFrom(source)  # the graph only: large weights are declared, their values kept apart
     graph = model.graph
     for value in (*graph.input, *graph.output):
         value.name = names[value.name]
