@@ -84,6 +84,17 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _latency_ms(fn: Any, ids: torch.Tensor, calls: int = 5) -> float:
+    with torch.no_grad():
+        fn(ids)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            fn(ids)
+            times.append(time.perf_counter() - start)
+    return 1e3 * sorted(times)[len(times) // 2]
+
+
 def phase_lower(name: str, backend: str, out: Path) -> dict[str, Any]:
     import trt_lower
 
@@ -106,6 +117,7 @@ def phase_lower(name: str, backend: str, out: Path) -> dict[str, Any]:
     with torch.no_grad():
         got = lowered(ids).logits
     return {"weights_bytes": weights, "lower_s": total, "rss_before_x": before / weights,
+            "eager_ms": _latency_ms(model, ids), "lowered_ms": _latency_ms(lowered, ids),
             "baseline_x": baseline / weights,
             "lower_peak_x": _peak_rss() / weights, "stages": stages, "engines": len(lowered.report.engines),
             "coverage": lowered.report.coverage, "max_abs_err": float((got - expected).abs().max())}
@@ -141,9 +153,10 @@ def phase_load(name: str, backend: str, out: Path) -> dict[str, Any]:
 PHASES = {"lower": phase_lower, "save": phase_save, "load": phase_load}
 
 
-def run_phase(phase: str, name: str, backend: str, out: Path) -> dict[str, Any]:
+def run_phase(phase: str, name: str, backend: str, out: Path, copy_weights: bool) -> dict[str, Any]:
     """One phase in a fresh process; its result as JSON in out/<phase>.json."""
-    command = [sys.executable, __file__, "--phase", phase, "--models", name, "--backend", backend, "--out", str(out)]
+    command = [sys.executable, __file__, "--phase", phase, "--models", name, "--backend", backend, "--out", str(out),
+               *(["--copy-weights"] if copy_weights else [])]
     subprocess.run(command, check=True)
     result: dict[str, Any] = json.loads((out / f"{phase}.json").read_text())
     return result
@@ -154,8 +167,15 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["llama_0.6b", "llama_1.5b"], choices=sorted(CONFIGS))
     parser.add_argument("--backend", default="onnxruntime")
     parser.add_argument("--out", type=Path, default=None, help="working directory (default: a temporary one)")
+    parser.add_argument("--copy-weights", action="store_true",
+                        help="ONNX Runtime sessions copy the weights (as for segments under 1 GiB) instead of "
+                             "reading them in place")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)  # a child process's phase
     args = parser.parse_args()
+    if args.copy_weights:
+        from trt_lower.build import ort_session
+
+        ort_session.SHARE_WEIGHTS_MIN_BYTES = 1 << 62
     if args.phase:
         (args.out / f"{args.phase}.json").write_text(json.dumps(PHASES[args.phase](args.models[0], args.backend, args.out)))
         return
@@ -163,10 +183,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = args.out / name if args.out else Path(tmp)
             out.mkdir(parents=True, exist_ok=True)
-            results = {phase: run_phase(phase, name, args.backend, out) for phase in ("lower", "save", "load")}
+            results = {phase: run_phase(phase, name, args.backend, out, args.copy_weights)
+                       for phase in ("lower", "save", "load")}
         lower, save, load = results["lower"], results["save"], results["load"]
         print(f"\n{name}: {lower['weights_bytes'] / 2**30:.2f} GiB of float32 weights, backend {args.backend}, "
               f"{lower['engines']} engine(s), coverage {lower['coverage']:.3f}")
+        print(f"  a call (1x32 ids, median of 5): eager {lower['eager_ms']:.0f} ms, lowered {lower['lowered_ms']:.0f} ms")
         print(f"  lower  {lower['lower_s']:6.1f} s  peak {lower['lower_peak_x']:.2f}x weights "
               f"(before lowering, the model and its eager run: {lower['rss_before_x']:.2f}x; "
               f"torch and transformers alone: {lower['baseline_x']:.2f}x)  "

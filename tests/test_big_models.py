@@ -20,6 +20,7 @@ import torch
 
 import trt_lower
 from converters.core.segment import ProtobufLimitError
+from converters.passes.transposed_weights import gemm_over_transposed_weights
 from trt_lower.build import ort_session
 from trt_lower.deploy import artifact
 from trt_lower.triton import export_model_repository
@@ -134,10 +135,16 @@ def test_repro_writes_the_weights_beside_the_model(
 
 def test_a_big_segment_runs_on_onnx_runtime_over_the_models_own_weights(monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
-    model, x = Mlp().eval(), torch.randn(4, 64)
+    # 3-D inputs: each linear layer is MatMul(x, Transpose(W)), which the session must not fold
+    # (a folded transpose is a copy, and its optimizers would read the graph's weights, not these).
+    model, x = Mlp().eval(), torch.randn(2, 4, 64)
     copied = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
     monkeypatch.setattr(ort_session, "SHARE_WEIGHTS_MIN_BYTES", 0)
     shared = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    ops = {n.op_type for n in shared.segments["engine_0"].onnx.model.graph.node}
+    assert "Transpose" in ops  # the segment's ONNX is unchanged: the session reads W without it
+    runnable = gemm_over_transposed_weights(shared.segments["engine_0"].onnx)
+    assert not any(n.op_type == "Transpose" and n.input[0] in runnable.weights for n in runnable.model.graph.node)
     torch.testing.assert_close(shared(x), model(x))
     with torch.no_grad():
         model.up.weight.mul_(2)  # seen only by the session that reads the model's memory

@@ -11,6 +11,7 @@ import onnxruntime as ort
 
 from converters.core.segment import OnnxSegment
 from converters.passes.bfloat16 import widen_bfloat16
+from converters.passes.transposed_weights import gemm_over_transposed_weights
 
 
 # What ONNX Runtime raises when it cannot load a model (an invalid graph, a type without a kernel):
@@ -53,20 +54,25 @@ def shared_weights_session(segment: OnnxSegment, *, spin_between_runs: bool = Tr
     """A CPU session that reads the segment's weights where they are (the model's tensors, or a
     loaded artifact's memory-mapped file) instead of copying them: no second copy of a multi-GB
     model. Each weight is an initializer the caller owns (SessionOptions.add_initializer), which
-    ONNX Runtime uses instead of the graph's, and matmul weights are not packed for its kernels
-    (that would copy them; their matmuls run ~10-25% slower). The graph is given as a file whose
-    weights file exists, as ONNX Runtime checks, but is empty (sparse) and never read."""
+    ONNX Runtime uses instead of the graph's. Nothing may copy or rewrite the weights on the way:
+    matmul weights are not packed for its kernels, and no graph optimizer runs (they read the
+    graph's copy of a weight, not the one given), so matmuls over transposed weights are rewritten
+    to read them as they lie (converters/passes/transposed_weights.py). Matmuls run ~10-25% slower
+    than on packed weights. The graph is given as a file whose weights file exists, as ONNX
+    Runtime checks, but is empty (sparse) and never read."""
     options = _options(spin_between_runs, threads)
     options.add_session_config_entry("session.disable_prepacking", "1")
-    values = {name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for name, a in segment.weights.items()}
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    runnable = gemm_over_transposed_weights(segment)
+    values = {name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for name, a in runnable.weights.items()}
     for name, value in values.items():
         options.add_initializer(name, value)
     with tempfile.TemporaryDirectory(prefix="trt_lower_") as tmp:
         with open(os.path.join(tmp, _WEIGHTS_FILE), "wb") as file:
-            file.truncate(max((offset + length for offset, length in segment.layout().values()), default=0))
+            file.truncate(max((offset + length for offset, length in runnable.layout().values()), default=0))
         path = os.path.join(tmp, "model.onnx")
         with open(path, "wb") as file:
-            file.write(segment.graph_bytes(_WEIGHTS_FILE))
+            file.write(runnable.graph_bytes(_WEIGHTS_FILE))
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     session.trt_lower_weights = values  # read for the session's lifetime: it holds them
     return session
