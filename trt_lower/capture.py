@@ -119,6 +119,7 @@ class _SelfRenamed(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
+        self.training = model.training
         signature = inspect.signature(model.forward)
         name = "self_"
         while name in signature.parameters:
