@@ -52,3 +52,31 @@ def test_a_dynamic_form_runs_in_an_engine(trt_double: ModuleType, trt_version: s
     for shape in shapes:
         x = make(shape)
         torch.testing.assert_close(lowered(x), model(x), msg=lambda m: f"{shape}: {m}")
+
+
+class _GroupNormOf(torch.nn.Module):
+    """GroupNorm(groups, 4) of the input, its dims first put in `order` (channels-last layouts)."""
+
+    def __init__(self, groups: int, order: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        self.norm, self.order = torch.nn.GroupNorm(groups, 4), order
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.permute(self.order) if self.order else x)
+
+
+@pytest.mark.parametrize("model, spec, shapes", [
+    (_GroupNormOf(1), Spec((1, 4, 2), (5, 4, 4), (8, 4, 16)), [(1, 4, 2), (7, 4, 9)]),
+    (_GroupNormOf(2), Spec((5, 4, 1, 1), (5, 4, 2, 2), (5, 4, 16, 16)), [(5, 4, 1, 1), (5, 4, 7, 3)]),
+    (_GroupNormOf(1, (0, 3, 1, 2)), Spec((1, 2, 2, 4), (5, 4, 4, 4), (8, 9, 9, 4)), [(1, 2, 2, 4), (6, 9, 5, 4)]),
+    (_GroupNormOf(4), Spec((2, 4, 1, 2, 2), (2, 4, 2, 2, 2), (2, 4, 9, 9, 9)), [(2, 4, 1, 2, 2), (2, 4, 3, 9, 5)]),
+], ids=["ncl", "nchw", "nhwc-permuted", "ncdhw"])
+def test_group_norm_over_dynamic_spatial_sizes(model: torch.nn.Module, spec: trt_lower.TensorSpec,
+                                               shapes: list[tuple[int, ...]]) -> None:
+    """torch.export captures GroupNorm with its batch and spatial sizes symbolic, in each layout
+    (the issue's `shape '[5, 1, 4, 4]' is invalid` did not reproduce on torch 2.14)."""
+    lowered = trt_lower.lower_to_trt(model.eval(), (spec,), backend="onnxruntime", require_full=True, min_block_size=1)
+    assert "aten.group_norm.default" in engine_ops(lowered)
+    for shape in shapes:
+        x = torch.randn(shape)
+        torch.testing.assert_close(lowered(x), model(x), rtol=1e-4, atol=1e-4, msg=lambda m: f"{shape}: {m}")
