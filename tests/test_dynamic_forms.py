@@ -18,7 +18,8 @@ Spec = trt_lower.TensorSpec
 FORMS = [
     # F.pad(mode="circular") copies the wrapped edges with slice_scatter at bounds read from sizes.
     pytest.param(lambda x: F.pad(x * 2, (1, 2, 2, 1), mode="circular"), Spec((1, 3, 4, 4), (2, 3, 8, 8), (2, 3, 16, 16)),
-                 [(1, 3, 4, 4), (2, 3, 5, 7), (2, 3, 16, 9)], torch.randn, "aten.slice_scatter.default", id="circular-pad"),
+                 [(1, 3, 4, 4), (2, 3, 5, 7), (2, 3, 16, 9)], torch.randn, "aten.slice_scatter.default",
+                 id="circular-pad"),
     pytest.param(lambda x: torch.roll(x * 2, x.shape[1] // 2, 1), Spec((2, 2), (2, 8), (2, 16)),
                  [(2, 2), (2, 7), (2, 16)], torch.randn, "aten.roll.default", id="roll-by-a-size"),
     pytest.param(lambda x: torch.roll(x * 2, x.shape[0] - 1), Spec((1, 3), (4, 3), (6, 3)),
@@ -28,7 +29,8 @@ FORMS = [
     pytest.param(lambda x: F.pdist(x, p=1), Spec((3, 4), (5, 4), (9, 4)), [(3, 4), (9, 4)], torch.randn,
                  "aten._pdist_forward.default", id="pdist-p1"),
     pytest.param(lambda x: F.pixel_shuffle(x * 2, 2), Spec((1, 3, 8, 2, 2), (2, 3, 8, 4, 5), (4, 3, 8, 8, 8)),
-                 [(1, 3, 8, 2, 2), (3, 3, 8, 3, 6)], torch.randn, "aten.pixel_shuffle.default", id="pixel_shuffle-rank-5"),
+                 [(1, 3, 8, 2, 2), (3, 3, 8, 3, 6)], torch.randn, "aten.pixel_shuffle.default",
+                 id="pixel_shuffle-rank-5"),
     pytest.param(lambda x: F.pixel_shuffle(x * 2, 2), Spec((2, 1, 3, 8, 2, 2), (2, 1, 3, 8, 4, 5), (2, 1, 3, 8, 8, 8),
                                                           dtype=torch.int64),
                  [(2, 1, 3, 8, 3, 6)], lambda s: torch.randint(-9, 9, s), "aten.pixel_shuffle.default",

@@ -278,7 +278,8 @@ class CapturedGraph:
         """The size conditions over the inputs of `gm` (one of graph_module's), as FX named them:
         it renames an input named like a builtin (`input` is `input_1` there)."""
         names = [name for name, _ in input_dims(self.program)]
-        new_names = [n.name for n in gm.graph.find_nodes(op="placeholder") if isinstance(n.meta.get("val"), torch.Tensor)]
+        new_names = [n.name for n in gm.graph.find_nodes(op="placeholder")
+                     if isinstance(n.meta.get("val"), torch.Tensor)]
         if names == new_names:
             return self.conditions
         return tuple(renamed(t, names, new_names) for t in self.conditions)

@@ -43,7 +43,8 @@ def _check_syntax(text: str, names: Sequence[str]) -> tuple[ast.Expression, dict
             f = node.func
             if isinstance(f, ast.Name) and f.id in _FUNCTIONS:
                 functions.add(f)
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (f.value.id, f.attr) in _MODULE_FUNCTIONS:
+            elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                  and (f.value.id, f.attr) in _MODULE_FUNCTIONS):
                 functions |= {f, f.value}
     inputs = {node: index[node.id] for node in ast.walk(tree)
               if isinstance(node, ast.Name) and node not in functions and node.id in index}
