@@ -749,6 +749,43 @@ CASES: list[Case] = [
 ]
 
 
+# -- prims: what torch._refs and decomposed code call (converters/ops/prims.py) --------------
+prims = torch.ops.prims
+# Operands inside a prim's domain, where the float default (r) is not.
+_PRIM_OPERANDS: dict[str, Callable[[], tuple[torch.Tensor, ...]]] = {
+    "bitwise_and": lambda: (rb(2, 3), rb(2, 3)), "bitwise_or": lambda: (rb(2, 3), rb(2, 3)),
+    "bitwise_xor": lambda: (rb(2, 3), rb(2, 3)), "bitwise_not": lambda: (rb(2, 3),),
+    "where": lambda: (rb(2, 3), r(2, 3), r(2, 3)), "pow": lambda: (rp(2, 3), r(2, 3)),
+    "remainder": lambda: (r(2, 3), nz(2, 3).float()), "fmod": lambda: (r(2, 3), nz(2, 3).float()),
+    "sqrt": lambda: (rp(2, 3),), "rsqrt": lambda: (rp(2, 3),), "reciprocal": lambda: (rp(2, 3),),
+    "log": lambda: (rp(2, 3),), "log2": lambda: (rp(2, 3),), "log10": lambda: (rp(2, 3),), "log1p": lambda: (rp(2, 3),),
+    "asin": lambda: (ru(2, 3),), "acos": lambda: (ru(2, 3),), "atanh": lambda: (ru(2, 3),),
+    "acosh": lambda: (rp(2, 3) + 1,),
+}
+CASES += [
+    Case(prim, prim if name != "cat" else lambda x, y, cat=prim: cat([x, y], 1),
+         _PRIM_OPERANDS.get(name, lambda n=len(prim._schema.arguments): tuple(r(2, 3) for _ in range(n))))
+    for prim in converters.ops.prims.SAME_AS_ATEN
+    for name in [prim._schema.name.removeprefix("prims::")]
+]
+CASES += [
+    Case(prims.sum.default, lambda x: torch._refs.sum(x, 1), lambda: (r(2, 3, 4),), id="refs"),
+    Case(prims.sum.default, lambda x: prims.sum(x, [0, 1]), lambda: (ri(2, 3),), id="all-int"),
+    Case(prims.div.default, lambda x, y: torch._refs.div(x, y), lambda: (r(2, 3), rp(2, 3)), id="refs"),
+    Case(prims.div.default, lambda x, y: prims.div(x, y), lambda: (ri(8), nz(8)), id="int-trunc"),
+    Case(prims.prod.default, lambda x: torch._refs.prod(x, 0), lambda: (r(3, 4),), id="refs"),
+    Case(prims.amax.default, lambda x: torch._refs.amax(x, (0, 2)), lambda: (r(2, 3, 4),), id="refs"),
+    Case(prims.amax.default, lambda x: prims.amax(x, [1]), lambda: (rb(2, 3),), id="bool"),
+    Case(prims.amin.default, lambda x: torch._refs.amin(x, -1), lambda: (ri(2, 3),), id="refs-int"),
+    Case(prims.var.default, lambda x: torch._refs.var(x, 1), lambda: (r(3, 5),), id="refs"),
+    Case(prims.var.default, lambda x: prims.var(x, [0, 1], 0.0), lambda: (r(3, 5),), id="all-population"),
+    Case(prims.convert_element_type.default, lambda x: prims.convert_element_type(x * 3, torch.int32),
+         lambda: (r(2, 3),), id="float-to-int"),
+    Case(prims.convert_element_type.default, lambda x: prims.convert_element_type(x, torch.float32) / 2,
+         lambda: (ri(2, 3),), id="int-to-float"),
+]
+
+
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> list[torch.export.ExportedProgram]:
     """The programs lower_to_trt captures (spied on, so a case needs no second export)."""
@@ -855,3 +892,11 @@ def test_index_put_accumulate_is_refused_on_tensorrt_8_6() -> None:
     (fallback,) = [f for f in lowered.report.fallbacks if f.op == "aten.index_put.default"]
     assert "TensorRT 10.0+" in fallback.reason
     torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+
+
+def test_a_prims_reduction_over_no_dims_is_refused() -> None:
+    """torch's prims.sum over dims=[] keeps the input's shape in its shape rule but sums every
+    element in its kernel: no engine can match both, so it stays eager, as eager computes it."""
+    fn = Fn(lambda x: torch.ops.prims.sum(x, []) + 1)
+    with pytest.raises(trt_lower.UnsupportedOpsError, match=r"prims.sum.default over dims=\[\]: torch's shape rule"):
+        trt_lower.lower_to_trt(fn, (r(2, 3),), backend="onnxruntime", min_block_size=1, require_full=True)

@@ -89,7 +89,8 @@ def lower_to_trt(
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
                 engines = build(segments, resolved, settings, alone=alone)
             with _timed(timings, "stitch"):
-                lowered = stitch(parts, engines, captured.symbols, resolved, settings, captured.conditions)
+                lowered = stitch(parts, engines, captured.symbols, resolved, settings,
+                                 captured.conditions_over(parts.gm))
             break
         except (ConversionError, EngineBuildError) as e:
             eager = _keep_eager(e, settings)

@@ -16,6 +16,7 @@ from converters.core.where import where as select_where
 from converters.ops.math_functions import rounded_toward_zero
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 
 
 # torch computes add/mul/maximum/minimum of bools as logic; ONNX's arithmetic has no bool type.
@@ -129,6 +130,12 @@ def div_mode(b: GraphBuilder, x: Operand, y: Operand, *, rounding_mode: str | No
     if rounding_mode == "floor":
         return _floor_float_div(b, xv, yv, dtype)
     return rounded_toward_zero(b, b.op("Div", xv, yv, dtype=dtype), dtype)
+
+
+@converter(prims.div.default)
+def prims_div(b: GraphBuilder, x: Value, y: Value) -> Ref:
+    """prims::div(Tensor self, Tensor other) -> Tensor  (of integers: truncated, as in C)"""
+    return div_mode(b, x, y, rounding_mode=None if b.out.dtype.is_floating_point else "trunc")
 
 
 @converter(aten.floor_divide.default, aten.floor_divide.Scalar)

@@ -28,41 +28,37 @@ def flip(b: GraphBuilder, x: Value, dims: Sequence[int]) -> Ref:
     return b.op("Slice", x, b.ints([-1] * n), b.ints([INT64_MIN] * n), b.ints(axes), b.ints([-1] * n), dtype=x.dtype)
 
 
-def _constant_shifts(node: torch.fx.Node, target: Target) -> Optional[str]:
-    if not all(isinstance(s, int) for s in node_arg(node, 1, "shifts")):
-        return "roll by a non-constant shift"
-    return None
-
-
-def _roll_one(b: GraphBuilder, x: Value, shift: int, axis: int) -> Value:
-    """The last `shift` elements along `axis` move to the front. Over a dynamic dim the cut is
-    computed from its size (Slice bounds may be computed tensors; only axes must be constants)."""
+def _roll_one(b: GraphBuilder, x: Value, shift: int | Value, axis: int) -> Value:
+    """The last `shift` elements along `axis` move to the front. Over a dynamic dim, or by a
+    shift read from sizes, the cut is computed (Slice bounds may be computed tensors; only axes
+    must be constants)."""
     size = x.shape[axis]
     axes = b.ints([axis])
     start: Ref
-    if is_static_dim(size):
+    if is_static_dim(size) and isinstance(shift, int):
         cut = size - shift % size if size else 0
         if cut in (0, size):
             return x
         start, stop = b.ints([cut]), b.ints([size])
     else:
         n = dim_size(b, x, axis)
-        turned = b.op("Mod", b.ints([shift]), b.op("Max", n, b.ints([1])))  # non-negative; size 0 moves nothing
+        turned = b.op("Mod", b.shape_tensor([shift]), b.op("Max", n, b.ints([1])))  # non-negative; size 0 moves nothing
         start, stop = b.op("Sub", n, turned), b.ints([INT64_MAX])
     tail = b.op("Slice", x, start, stop, axes)
     head = b.op("Slice", x, b.ints([0]), start, axes)
     return b.op("Concat", tail, head, axis=axis, dtype=x.dtype, shape=x.shape)
 
 
-@converter(aten.roll.default, capability=_constant_shifts)
-def roll(b: GraphBuilder, x: Value, shifts: Sequence[int], dims: Sequence[int] = ()) -> Ref:
+@converter(aten.roll.default)
+def roll(b: GraphBuilder, x: Value, shifts: Sequence[int | Value], dims: Sequence[int] = ()) -> Ref:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor
 
     Without dims torch rolls the flattened tensor and restores the shape.
     """
     if not dims:
         numel = math.prod(x.shape)  # a SymInt where a dim is dynamic
-        if is_static_dim(numel) and (not numel or shifts[0] % numel == 0):  # empty or a whole turn: nothing moves
+        if is_static_dim(numel) and (not numel or isinstance(shifts[0], int) and shifts[0] % numel == 0):
+            # empty or a whole turn: nothing moves
             return b.op("Identity", x, dtype=x.dtype)
         flat = b.op("Reshape", x, b.ints([-1]), dtype=x.dtype, shape=(numel,))
         rolled = _roll_one(b, flat, shifts[0], 0)
@@ -114,13 +110,14 @@ def tile(b: GraphBuilder, x: Value, dims: Sequence[int | Ref]) -> Ref:
 
 def _nchw(node: torch.fx.Node, target: Target) -> Optional[str]:
     rank = input_val(node, 0).dim()
-    if rank not in (3, 4):
-        return f"only (C, H, W) and (N, C, H, W) inputs, got rank {rank}"
+    if rank < 3:
+        return f"only (*, C, H, W) inputs, got rank {rank}"
     return None
 
 
 def _batched(shuffle: Callable[[GraphBuilder, Value, int], Ref]) -> Callable[[GraphBuilder, Value, int], Ref]:
-    """Run a (N, C, H, W) shuffle on a (C, H, W) input as a batch of one."""
+    """Run a (N, C, H, W) shuffle on a (C, H, W) input as a batch of one, and on a (*, C, H, W)
+    input (a batch of batches) with its leading dims as one batch."""
 
     @functools.wraps(shuffle)
     def run(b: GraphBuilder, x: Value, factor: int) -> Ref:
@@ -128,8 +125,16 @@ def _batched(shuffle: Callable[[GraphBuilder, Value, int], Ref]) -> Callable[[Gr
             return _reshaped_empty(b, x)
         if x.rank == 4:
             return shuffle(b, x, factor)
-        one = b.op("Unsqueeze", x, b.ints([0]), dtype=x.dtype, shape=(1, *x.shape))
-        return b.op("Squeeze", shuffle(b, one, factor), b.ints([0]), dtype=x.dtype)
+        if x.rank == 3:
+            one = b.op("Unsqueeze", x, b.ints([0]), dtype=x.dtype, shape=(1, *x.shape))
+            return b.op("Squeeze", shuffle(b, one, factor), b.ints([0]), dtype=x.dtype)
+        lead = [dim_size(b, x, i) for i in range(x.rank - 3)]
+        chw = [dim_size(b, x, i) for i in range(x.rank - 3, x.rank)]
+        flat = b.op("Reshape", x, shape_of(b, [b.ints([-1]), *chw]), dtype=x.dtype,
+                    shape=(math.prod(x.shape[:-3]), *x.shape[-3:]))
+        shuffled = shuffle(b, flat, factor)
+        chw_out = b.op("Slice", b.op("Shape", shuffled), b.ints([1]), b.ints([4]))
+        return b.op("Reshape", shuffled, shape_of(b, [*lead, chw_out]), dtype=x.dtype)
 
     return run
 

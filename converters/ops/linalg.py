@@ -8,9 +8,9 @@ from typing import Optional, Sequence
 
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import all_of, float_inputs, normalize_dim
-from converters.core.dims import empty_input, input_val, node_arg, same_static_shape
+from converters.core.dims import dim_size_scalar, empty_input, input_val, is_static_dim, node_arg, same_static_shape
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -176,9 +176,7 @@ def _pdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     if reason:
         return reason
     rows = input_val(node, 0).shape[0]
-    if not isinstance(rows, int):
-        return "pdist over a dynamic number of rows (the pairs are listed when converting)"
-    if rows < 2:
+    if isinstance(rows, int) and rows < 2:
         return f"pdist of {rows} row(s): no pairs (an empty result)"
     p = node_arg(node, 1, "p", 2.0)
     if p < 0:
@@ -191,9 +189,39 @@ def pdist(b: GraphBuilder, x: Value, p: float = 2.0) -> Ref:
     """_pdist_forward(Tensor self, float p=2) -> Tensor
 
     The p-norm of the difference of rows i < j, in torch's (row-major upper-triangle) order:
-    two gathers at the constant pair indices, then the row norm cdist uses.
+    two gathers at the pair indices (constants, or computed where the rows vary), then the row
+    norm cdist uses.
     """
-    first, second = torch.triu_indices(int(x.shape[0]), int(x.shape[0]), offset=1)
-    rows_i = b.op("Gather", x, b.initializer("pdist_rows_i", first), axis=0)
-    rows_j = b.op("Gather", x, b.initializer("pdist_rows_j", second), axis=0)
+    if is_static_dim(x.shape[0]):
+        first, second = torch.triu_indices(x.shape[0], x.shape[0], offset=1)
+        pair: tuple[Ref, Ref] = (b.initializer("pdist_rows_i", first), b.initializer("pdist_rows_j", second))
+    else:
+        pair = _pairs(b, dim_size_scalar(b, x, 0))
+    rows_i = b.op("Gather", x, pair[0], axis=0)
+    rows_j = b.op("Gather", x, pair[1], axis=0)
     return _p_norm(b, b.op("Sub", rows_i, rows_j), p, b.out.dtype)
+
+
+def _pairs(b: GraphBuilder, n: Ref) -> tuple[Ref, Ref]:
+    """The pairs i < j of n rows (a 0-d int64 known at run time), row-major: pair k's row i is
+    the largest with start(i) = i (2n - i - 1) / 2 <= k, the root of a quadratic. Its float32
+    square root can be one off (from ~2000 rows); one step each way makes it exact (checked
+    against torch.triu_indices to 6000 rows, and sampled to 300000)."""
+    i64 = torch.int64
+    one, two = b.const(1, i64), b.const(2, i64)
+    width = b.op("Sub", b.op("Mul", two, n), one)  # 2n - 1
+    count = b.op("Div", b.op("Mul", n, b.op("Sub", n, one)), two)
+    k = b.op("Range", b.const(0, i64), count, one)
+    discriminant = b.op("Sub", b.op("Mul", width, width), b.op("Mul", b.const(8, i64), k))
+    root = b.op("Sqrt", b.op("Cast", discriminant, to=onnx_type(torch.float32)))
+    half = b.op("Div", b.op("Sub", b.op("Cast", width, to=onnx_type(torch.float32)), root), b.const(2.0, torch.float32))
+    guess = b.op("Cast", b.op("Floor", half), to=onnx_type(i64))
+
+    def start(i: Ref) -> Ref:
+        return b.op("Div", b.op("Mul", i, b.op("Sub", width, i)), two)
+
+    up = b.op("Add", guess, one)
+    guess = b.op("Where", b.op("LessOrEqual", start(up), k), up, guess)
+    row = b.op("Where", b.op("Greater", start(guess), k), b.op("Sub", guess, one), guess)
+    column = b.op("Add", b.op("Add", b.op("Sub", k, start(row)), row), one)
+    return row, column

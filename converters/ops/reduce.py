@@ -12,12 +12,13 @@ from typing import Optional, Sequence
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value, onnx_type
-from converters.core.common import float_inputs, nan_propagated, normalize_dim
+from converters.core.common import all_of, float_inputs, nan_propagated, normalize_dim
 from converters.core.dims import input_val, int_bound, is_static_dim, never_empty, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 Dims = int | Sequence[int] | None
 
 
@@ -395,3 +396,43 @@ def nansum(b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *
     if out_dtype.is_floating_point:
         xv = b.op("Where", b.op("IsNaN", xv), b.const(0, out_dtype), xv, dtype=out_dtype, shape=xv.shape)
     return _reduce(b, "ReduceSum", xv, _axes(xv, dim), keepdim)
+
+
+# -- prims: the reductions torch._refs calls (`torch._refs.sum` is prims.sum) -----------------
+def _some_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
+    """A prim over dims=[]: torch's shape rule keeps every dim, its kernel reduces them all."""
+    dims = node_arg(node, 1, "dims")
+    if isinstance(dims, (list, tuple)) and not dims:
+        return f"{node.target} over dims=[]: torch's shape rule reduces no dim there, its kernel every dim"
+    return None
+
+
+@converter(prims.sum.default, capability=_some_dims)
+def prims_sum(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+    """prims::sum(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
+    return _reduce_dims(b, "ReduceSum", x, dims, False, b.out.dtype)
+
+
+@converter(prims.prod.default, capability=_some_dims)
+def prims_prod(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+    """prims::prod(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
+    return _reduce_dims(b, "ReduceProd", x, dims, False, b.out.dtype)
+
+
+@converter(prims.amax.default, capability=_some_dims)
+def prims_amax(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+    """prims::amax(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
+    return _reduce_dims(b, "ReduceMax", x, dims, False, _ordered(x))
+
+
+@converter(prims.amin.default, capability=_some_dims)
+def prims_amin(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+    """prims::amin(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
+    return _reduce_dims(b, "ReduceMin", x, dims, False, _ordered(x))
+
+
+@converter(prims.var.default, capability=all_of(float_inputs, _some_dims))
+def prims_var(b: GraphBuilder, x: Value, dims: Sequence[int] | None, correction: float | None = 1, *,
+              output_dtype: torch.dtype | None = None) -> Ref:
+    """prims::var(Tensor inp, int[]? dims, float? correction=1, *, ScalarType? output_dtype=None) -> Tensor"""
+    return _var(b, x, dims, correction, False)[0]

@@ -91,13 +91,15 @@ def _around(b: GraphBuilder, x: Value, middle: Ref, axis: int, start: int, stop:
     return b.op("Concat", *parts, axis=axis, dtype=x.dtype)
 
 
-def _dynamic_slice_scatter(b: GraphBuilder, x: Value, updates: Value, axis: int, start: int | None,
+def _dynamic_slice_scatter(b: GraphBuilder, x: Value, updates: Value, axis: int, start: int | Value | None,
                            step: int) -> Ref:
-    """slice_scatter along a dim whose size is known at run time: the slice begins where
-    x[..., :start] ends (Slice clamps `start` as Python does) and `updates` says how many
-    positions it covers, so nothing needs the size itself."""
+    """slice_scatter along a dim whose size, or from a start, known at run time: the slice begins
+    where x[..., :start] ends (Slice clamps `start` as Python does) and `updates` says how many
+    positions it covers, so nothing needs the size or the end."""
     axes = b.ints([axis])
-    head = b.op("Slice", x, b.ints([0]), b.ints([start]), axes) if start else None
+    head = None
+    if start is not None and not (isinstance(start, int) and start == 0):
+        head = b.op("Slice", x, b.ints([0]), b.shape_tensor([start]), axes)
     first = b.op("Gather", b.op("Shape", head), b.ints([axis]), axis=0) if head else b.ints([0])
     count = dim_size(b, updates, axis)
     if step == 1:
@@ -111,14 +113,13 @@ def _dynamic_slice_scatter(b: GraphBuilder, x: Value, updates: Value, axis: int,
     return b.op("ScatterElements", x, index, updates, axis=axis, dtype=x.dtype)
 
 
-@converter(aten.slice_scatter.default,
-           capability=_static_bounds((3, "start"), (4, "end"), (5, "step"), dynamic_dim=True))
-def slice_scatter(b: GraphBuilder, x: Value, src: Value, dim: int = 0, start: int | None = None,
-                  end: int | None = None, step: int = 1) -> Ref:
+@converter(aten.slice_scatter.default, capability=_static_bounds((5, "step"), dynamic_dim=True))
+def slice_scatter(b: GraphBuilder, x: Value, src: Value, dim: int = 0, start: int | Value | None = None,
+                  end: int | Value | None = None, step: int = 1) -> Ref:
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None,
-    SymInt step=1) -> Tensor"""
+    SymInt step=1) -> Tensor  (bounds from sizes: circular padding of a dynamic map)"""
     axis = normalize_dim(dim, x.rank)
-    if not is_static_dim(x.shape[axis]):
+    if not is_static_dim(x.shape[axis]) or isinstance(start, Value) or isinstance(end, Value):
         return _dynamic_slice_scatter(b, x, b.cast(src, x.dtype), axis, start, step)
     size = static(x.shape[axis], "the scattered dim")
     first = _clamped(start, size, 0)

@@ -15,6 +15,7 @@ from converters.core.common import normalize_dim
 from converters.core.registry import converter
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 _INT64_MAX = 2**63 - 1
 
 
@@ -125,6 +126,12 @@ def to_copy(b: GraphBuilder, x: Value, **kwargs: object) -> Ref:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
     return b.op("Identity", b.cast(x, b.out.dtype), dtype=b.out.dtype)
+
+
+@converter(prims.convert_element_type.default)
+def convert_element_type(b: GraphBuilder, x: Value, dtype: torch.dtype) -> Ref:
+    """prims::convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
+    return to_copy(b, x)
 
 
 @converter(aten.split_with_sizes.default, aten.split.Tensor)

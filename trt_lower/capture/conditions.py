@@ -31,7 +31,7 @@ log = logging.getLogger("trt_lower")
 _TRIES = 100_000
 
 
-def _input_dims(program: torch.export.ExportedProgram) -> list[tuple[str, tuple[int | torch.SymInt, ...]]]:
+def input_dims(program: torch.export.ExportedProgram) -> list[tuple[str, tuple[int | torch.SymInt, ...]]]:
     user_inputs = set(program.graph_signature.user_inputs)
     return [(n.name, tuple(n.meta["val"].shape)) for n in program.graph.find_nodes(op="placeholder")
             if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
@@ -98,7 +98,7 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
                     ) -> tuple[list[TensorSpec], tuple[str, ...], tuple[str, ...]]:
     """The specs narrowed where a guard on one size holds on an interval of it, the guards left
     for the input guard to check per call (SizeConditions texts), and a note for each of both."""
-    dims = _input_dims(program)
+    dims = input_dims(program)
     # Each input-dim symbol: the dims it sizes (the first names it in texts), and its range.
     reads: dict[sympy.Symbol, list[tuple[int, int]]] = {}
     ranges: dict[sympy.Symbol, tuple[int, int]] = {}

@@ -14,10 +14,11 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from splitter.support import DATA_READS, RUNTIME_CHECKS
-from trt_lower.capture.conditions import size_conditions
+from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
-from trt_lower.values.ranges import SymbolRanges, int_bound
 from trt_lower.capture.quotients import integer_quotients
+from trt_lower.runtime.conditions import renamed
+from trt_lower.values.ranges import SymbolRanges, int_bound
 from trt_lower.values.spec import TensorSpec
 
 
@@ -109,6 +110,37 @@ def _capture_hint(error: Exception) -> str:
     return ""
 
 
+class _SelfRenamed(torch.nn.Module):
+    """`model`, whose forward takes an argument named `self` (`def forward(this, self)`), with
+    that argument named `self_`: the code torch generates for an exported program names the
+    module `self` too, and cannot bind the call."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.training = model.training
+        signature = inspect.signature(model.forward)
+        name = "self_"
+        while name in signature.parameters:
+            name += "_"
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return model(*args, **kwargs)
+
+        # torch.export names the inputs after forward's signature: this one's.
+        forward.__signature__ = signature.replace(parameters=[  # type: ignore[attr-defined]
+            p.replace(name=name) if p.name == "self" else p for p in signature.parameters.values()])
+        self.forward = forward
+
+
+def _self_renamed(model: torch.nn.Module) -> torch.nn.Module:
+    try:
+        named_self = "self" in inspect.signature(model.forward).parameters
+    except ValueError:  # builtin or C++ forward without a signature
+        return model
+    return _SelfRenamed(model) if named_self else model
+
+
 def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
            specs: Sequence[TensorSpec] = (), infer: bool = False) -> torch.export.ExportedProgram:
     """The model as core ATen, fusable ops kept whole.
@@ -124,6 +156,7 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
             # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
             source = _from_torchscript(model, tuple(inputs))
         _register_cache_types(source)
+        source = _self_renamed(source)
         program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs, infer),
                                          strict=False)
         decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
@@ -239,6 +272,16 @@ class CapturedGraph:
     def graph_module(self) -> torch.fx.GraphModule:
         """A fresh GraphModule to split (splitting rewrites it in place)."""
         return graph_module(self.program)
+
+    def conditions_over(self, gm: torch.fx.GraphModule) -> tuple[str, ...]:
+        """The size conditions over the inputs of `gm` (one of graph_module's), as FX named them:
+        it renames an input named like a builtin (`input` is `input_1` there)."""
+        names = [name for name, _ in input_dims(self.program)]
+        new_names = [n.name for n in gm.graph.find_nodes(op="placeholder")
+                     if isinstance(n.meta.get("val"), torch.Tensor)]
+        if names == new_names:
+            return self.conditions
+        return tuple(renamed(t, names, new_names) for t in self.conditions)
 
 
 def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec]) -> CapturedGraph:

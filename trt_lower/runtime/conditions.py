@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import math
+import unicodedata
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
@@ -23,37 +24,72 @@ _REMEMBERED = 1024  # the most met input shapes a SizeConditions keeps
 _MODULE_FUNCTIONS = {("math", f) for f in _MATH} | {("torch", f) for f in vars(_TORCH)}
 
 
-def _check_syntax(text: str, names: Sequence[str]) -> ast.Expression:
-    """`text` parsed, if it is a condition on the sizes of the inputs `names`; else ValueError."""
+def _check_syntax(text: str, names: Sequence[str]) -> tuple[ast.Expression, dict[ast.Name, int]]:
+    """`text` parsed, if it is a condition on the sizes of the inputs `names`, and which input
+    each of its input names reads; else ValueError."""
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise ValueError(f"size condition {text!r} is not an expression: {e}") from None
+    # Python reads identifiers NFKC-normalized (`ﬁ` is `fi`), so the names are matched that way.
+    index = {unicodedata.normalize("NFKC", n): k for k, n in enumerate(names)}
+    if len(index) != len(names):
+        raise ValueError(f"size condition {text!r}: input names {list(names)} cannot all be read in one")
+    # A name is read by its place, not its spelling: `min(...)` and `math.floor(...)` call
+    # functions, any other name is an input, whatever the inputs are called (`min`, `math`).
+    functions: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in _FUNCTIONS:
+                functions.add(f)
+            elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                  and (f.value.id, f.attr) in _MODULE_FUNCTIONS):
+                functions |= {f, f.value}
+    inputs = {node: index[node.id] for node in ast.walk(tree)
+              if isinstance(node, ast.Name) and node not in functions and node.id in index}
     for node in ast.walk(tree):
         ok = isinstance(node, _NODES) and not (
             isinstance(node, ast.Constant) and type(node.value) not in (int, float, bool)
-            or isinstance(node, ast.Name) and node.id not in (*names, *_FUNCTIONS, "math", "torch")
-            or isinstance(node, ast.Attribute) and not (
-                node.attr == "shape" and isinstance(node.value, ast.Name) and node.value.id in names
-                or isinstance(node.value, ast.Name) and (node.value.id, node.attr) in _MODULE_FUNCTIONS)
-            or isinstance(node, ast.Call) and (node.keywords or not (
-                isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
-                or isinstance(node.func, ast.Attribute) and node.func.attr != "shape")))
+            or isinstance(node, ast.Name) and node not in functions and node not in inputs
+            or isinstance(node, ast.Attribute) and node not in functions and not (
+                node.attr == "shape" and node.value in inputs)
+            or isinstance(node, ast.Call) and (node.keywords or node.func not in functions))
         if not ok:
             raise ValueError(f"size condition {text!r}: {ast.unparse(node)!r} is not allowed in one")
-    return tree
+    return tree, inputs
+
+
+class _Positional(ast.NodeTransformer):
+    """Each input name read as `inputs[k]`, so that no input name can hide a function."""
+
+    def __init__(self, inputs: dict[ast.Name, int]) -> None:
+        self.inputs = inputs
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        k = self.inputs.get(node)
+        if k is None:
+            return node
+        return ast.copy_location(ast.Subscript(ast.Name("inputs", ast.Load()), ast.Constant(k), ast.Load()), node)
 
 
 def compile_condition(text: str, names: Sequence[str]) -> Callable[..., Any]:
     """A function of the inputs `names` (anything with a `.shape`) returning `text`'s value."""
-    if any(not n.isidentifier() or n in _FUNCTIONS or n in ("math", "torch") for n in names):
-        raise ValueError(f"size condition {text!r}: input names {list(names)} cannot all be read in one")
-    tree = _check_syntax(text, names)
+    tree, inputs = _check_syntax(text, names)
+    body = _Positional(inputs).visit(tree.body)
     code = compile(ast.fix_missing_locations(ast.Expression(ast.Lambda(
-        ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        tree.body))), "<size condition>", "eval")
+        ast.arguments(posonlyargs=[], args=[], vararg=ast.arg("inputs"), kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body))), "<size condition>", "eval")
     function: Callable[..., Any] = eval(code, {"__builtins__": {}, "math": math, "torch": _TORCH, **_FUNCTIONS})
     return function
+
+
+def renamed(text: str, names: Sequence[str], new_names: Sequence[str]) -> str:
+    """`text`, a condition on the inputs `names`, with those inputs called `new_names`."""
+    tree, inputs = _check_syntax(text, names)
+    for node, k in inputs.items():
+        node.id = new_names[k]
+    return ast.unparse(tree)
 
 
 class SizeConditions:
