@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import converters
+from converters.ops import prims as prim_converters
 import trt_lower
 from harness import Fn, engine_ops, lower_and_compare
 from trt_lower.capture import graph as capture
@@ -765,7 +766,7 @@ _PRIM_OPERANDS: dict[str, Callable[[], tuple[torch.Tensor, ...]]] = {
 CASES += [
     Case(prim, prim if name != "cat" else lambda x, y, cat=prim: cat([x, y], 1),
          _PRIM_OPERANDS.get(name, lambda n=len(prim._schema.arguments): tuple(r(2, 3) for _ in range(n))))
-    for prim in converters.ops.prims.SAME_AS_ATEN
+    for prim in prim_converters.SAME_AS_ATEN
     for name in [prim._schema.name.removeprefix("prims::")]
 ]
 CASES += [
