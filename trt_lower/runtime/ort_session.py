@@ -1,12 +1,49 @@
 """ONNX Runtime sessions over the exact ONNX TensorRT would parse."""
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Any, Mapping
+import warnings
 
 import numpy as np
 from numpy.typing import NDArray
-import onnxruntime as ort
 
+try:
+    import onnxruntime as ort
+except ModuleNotFoundError as error:
+    if error.name != "onnxruntime":
+        raise
+    # trt_lower depends on no ONNX Runtime build by name (setup.cfg): the user picks one.
+    raise ModuleNotFoundError(
+        "trt_lower runs its engines on ONNX Runtime (the onnxruntime module), which is not installed: "
+        "pip install 'trt_lower[cpu]' for the onnxruntime package, or 'trt_lower[gpu]' for onnxruntime-gpu",
+        name="onnxruntime") from error
+
+# ONNX Runtime's builds on PyPI: each installs the same `onnxruntime` module under its own name.
+DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
+                 "onnxruntime-qnn", "onnxruntime-migraphx", "onnxruntime-training")
+
+
+def warn_if_several_installed() -> None:
+    """Warn where two ONNX Runtime builds are installed (onnxruntime beside onnxruntime-gpu, as a
+    dependency resolver that knows them as two packages leaves them): the second one installed
+    wrote its files over the first one's, so which runs, and whether it loads, is up to chance."""
+    found = []
+    for name in DISTRIBUTIONS:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    if len(found) > 1:
+        names = " ".join(f.split()[0] for f in found)
+        warnings.warn(
+            f"{' and '.join(found)} are installed together: they provide the same `onnxruntime` module, "
+            f"one over the other's files, so the one that runs is whichever was installed last, possibly "
+            f"broken. Keep one: pip uninstall -y {names}, then pip install the one you want (onnxruntime-gpu "
+            f"for CUDA: trt_lower[gpu]).", stacklevel=2)
+
+
+warn_if_several_installed()
 
 # What ONNX Runtime raises when it cannot load a model (an invalid graph, a type without a kernel):
 # its own exception classes, which derive from Exception alone.
