@@ -1,11 +1,27 @@
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
+import zlib
 
 import pytest
 import torch
 
 from support_audit import SupportAudit
+
+
+# The quick subset (`pytest -m quick`), which CI also runs against the newest ONNX Runtime, onnx and
+# transformers (.ci/run): these files whole (models, saved artifacts, the CLI, the engine runtime
+# on ONNX Runtime) and an eighth of the converter tests, picked by a hash of their id, so the same
+# ones whatever else is selected.
+QUICK_FILES = frozenset({"test_models.py", "test_artifact.py", "test_cli.py", "test_engine_runtime.py",
+                         "test_ort_runtime.py"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        name = item.path.name
+        if name in QUICK_FILES or (name == "test_converters.py" and zlib.crc32(item.nodeid.encode()) % 8 == 0):
+            item.add_marker(pytest.mark.quick)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,9 +21,9 @@ import trt_lower
 from converters.core.segment import ProtobufLimitError
 from harness import Fn
 from trt_double.device import HostDevice
-from trt_lower.values import device
+from trt_lower.build import ort_session
 from trt_lower.runtime import bindings
-from trt_lower.values import signature
+from trt_lower.values import device, signature
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.runtime.output import OutputBuilder
 
@@ -111,6 +111,8 @@ def test_module_calls_skip_nn_module_dispatch_until_a_hook_is_registered(
     assert seen == ["pre", lowered.engine_0, lowered.engine_1, lowered]
 
 
+@pytest.mark.skipif(not ort_session.fast_path_works(),
+                    reason="this ONNX Runtime's private binding does not run the fast path (tests/test_ort_runtime.py)")
 def test_onnxruntime_engines_take_contiguous_inputs_through_dlpack_and_give_torch_outputs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def f(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

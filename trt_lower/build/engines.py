@@ -11,7 +11,7 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.build.settings import BuildSettings
 from trt_lower.build.errors import EngineBuildError
 from trt_lower.runtime.ort_module import OrtEngineModule
-from trt_lower.build.ort_session import SESSION_ERRORS, segment_session
+from trt_lower.build.ort_session import SESSION_ERRORS, fast_path_works, segment_session
 from trt_lower.values.settings import LoweringSettings
 
 
@@ -20,7 +20,7 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
         try:
             session = segment_session(segment.onnx, spin_between_runs=alone)
             module = OrtEngineModule(segment.name, session, segment.onnx, segment.inputs, segment.outputs,
-                                     segment.tuple_output)
+                                     segment.tuple_output, fast_path=fast_path_works())
         except SESSION_ERRORS as e:  # ONNX we emitted that ONNX Runtime refuses: a converter bug
             reason = f"{type(e).__name__}: {e}"
             why = f"ONNX Runtime could not build {segment.name}: {reason}"

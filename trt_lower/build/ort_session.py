@@ -1,18 +1,61 @@
 """ONNX Runtime sessions over the exact ONNX TensorRT would parse."""
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
+import warnings
+from importlib import metadata
 from typing import Any, Mapping
 
 import numpy as np
+import torch
 from numpy.typing import NDArray
-import onnxruntime as ort
+from onnx import TensorProto, helper
 
+from converters.core.builder import IR_VERSION, OPSET
 from converters.core.segment import OnnxSegment
 from converters.passes.bfloat16 import widen_bfloat16
 from converters.passes.transposed_weights import gemm_over_transposed_weights
+from trt_lower.runtime.ort_module import OrtEngineModule
+from trt_lower.values.signature import TensorSig
 
+try:
+    import onnxruntime as ort
+except ModuleNotFoundError as error:
+    if error.name != "onnxruntime":
+        raise
+    # trt_lower depends on no ONNX Runtime build by name (setup.cfg): the user picks one.
+    raise ModuleNotFoundError(
+        "trt_lower runs its engines on ONNX Runtime (the onnxruntime module), which is not installed: "
+        "pip install 'trt_lower[cpu]' for the onnxruntime package, or 'trt_lower[gpu]' for onnxruntime-gpu",
+        name="onnxruntime") from error
+
+# ONNX Runtime's builds on PyPI: each installs the same `onnxruntime` module under its own name.
+DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
+                 "onnxruntime-qnn", "onnxruntime-migraphx", "onnxruntime-training")
+
+
+def warn_if_several_installed() -> None:
+    """Warn where two ONNX Runtime builds are installed (onnxruntime beside onnxruntime-gpu, as a
+    dependency resolver that knows them as two packages leaves them): the second one installed
+    wrote its files over the first one's, so which runs, and whether it loads, is up to chance."""
+    found = []
+    for name in DISTRIBUTIONS:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    if len(found) > 1:
+        names = " ".join(f.split()[0] for f in found)
+        warnings.warn(
+            f"{' and '.join(found)} are installed together: they provide the same `onnxruntime` module, "
+            f"one over the other's files, so the one that runs is whichever was installed last, possibly "
+            f"broken. Keep one: pip uninstall -y {names}, then pip install the one you want (onnxruntime-gpu "
+            f"for CUDA: trt_lower[gpu]).", stacklevel=2)
+
+
+warn_if_several_installed()
 
 # What ONNX Runtime raises when it cannot load a model (an invalid graph, a type without a kernel):
 # its own exception classes, which derive from Exception alone.
@@ -98,3 +141,33 @@ def segment_session(segment: OnnxSegment, *, spin_between_runs: bool = True) -> 
     if runnable.weight_bytes >= SHARE_WEIGHTS_MIN_BYTES:
         return shared_weights_session(runnable, spin_between_runs=spin_between_runs)
     return create_session(runnable.model.SerializeToString(), runnable.weights, spin_between_runs=spin_between_runs)
+
+
+@functools.cache
+def fast_path_works() -> bool:
+    """Whether OrtEngineModule's fast path runs on this ONNX Runtime and gives what the public
+    path gives, bit for bit: tried once per process on a tiny engine with a float, a bool and an
+    int64 input and output. Its binding is private and changes between releases (1.32 dropped
+    OrtValueVector.push_back's bool flag): any failure here leaves the public path."""
+    names = ("x", "mask", "ids")
+    sigs = tuple(TensorSig(n, n, dtype, (2, 3), (2, 3), (2, 3))
+                 for n, dtype in zip(names, (torch.float32, torch.bool, torch.int64)))
+    types = (TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64)
+    graph = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["x_out"]), helper.make_node("Not", ["mask"], ["mask_out"]),
+         helper.make_node("Add", ["ids", "ids"], ["ids_out"])], "probe",
+        [helper.make_tensor_value_info(n, t, [2, 3]) for n, t in zip(names, types)],
+        [helper.make_tensor_value_info(f"{n}_out", t, [2, 3]) for n, t in zip(names, types)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+    segment = OnnxSegment(model)
+    outs = tuple(TensorSig(f"{s.name}_out", s.source, s.dtype, s.min_shape, s.opt_shape, s.max_shape) for s in sigs)
+    # Fixed values: the probe must not draw from torch's random generator (the user's seeds).
+    tensors = (torch.tensor([[1.5, -2.0, 0.0], [3.25, -0.5, 7.0]]),
+               torch.tensor([[True, False, True], [False, False, True]]), torch.arange(6).reshape(2, 3))
+    try:
+        session = create_session(model.SerializeToString())
+        fast = OrtEngineModule("probe", session, segment, sigs, outs, True, fast_path=True).run(tensors)
+        public = OrtEngineModule("probe", session, segment, sigs, outs, True, fast_path=False).run(tensors)
+    except Exception:  # a private API: whatever it raises on another version means "not here"
+        return False
+    return all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fast, public))

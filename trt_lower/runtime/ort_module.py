@@ -1,18 +1,18 @@
 """OrtEngineModule: one engine segment executed by ONNX Runtime on torch tensors' memory."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 
-import onnxruntime as ort
 import torch
-from onnxruntime.capi import _pybind_state as _ort
 
 from trt_lower.runtime.engine_module import EngineModule, Outputs
 from trt_lower.values.dtypes import ORT_TYPES
 from trt_lower.values.signature import TensorSig
 
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
 _CPU = torch.device("cpu")
-_CPU_MEMORY = _ort.OrtDevice(_ort.OrtDevice.cpu(), _ort.OrtDevice.default_memory(), 0)
 
 
 def _casts(pairs: Iterable[tuple[torch.dtype, torch.dtype]]) -> tuple[torch.dtype | None, ...]:
@@ -30,36 +30,48 @@ class OnnxSource(Protocol):
 class OrtEngineModule(EngineModule):
     """Runs the segment's ONNX on torch tensors (CPU) without copying them.
 
-    The common call hands ONNX Runtime the tensors' memory through DLPack (an `OrtValueVector`,
-    the binding ONNX Runtime's own PyTorch training front end uses) and takes its output buffers
-    back as torch tensors the same way: no numpy object on either side. Measured against
-    `session.run` on `Tensor.numpy()` views with `torch.from_numpy` on the outputs
-    (bench/bench_overhead.py's MLP, alternating blocks): ~2 µs less per call; a DLPack capsule
-    per input costs ~0.5 µs less than one batch of (address, shape, dtype) lists on the MLP, ~3 µs
-    on the two-engine MLP; `run_with_ort_values`, an IOBinding and output buffers allocated by
-    torch cost more (an object or a binding call per tensor per call). Inputs that are not one
-    contiguous block (or carry torch's lazy negation bit, which DLPack drops) go as numpy views:
-    ONNX Runtime makes a non-contiguous array contiguous itself. Where the engine's I/O
+    Two paths, with the same results. The public one: `InferenceSession.run` on `Tensor.numpy()`
+    views, `torch.from_numpy` on its outputs; ONNX Runtime makes a non-contiguous array contiguous
+    itself. The fast one, where `fast_path_works()` (a private API of ONNX Runtime's, tried once
+    per process): the tensors' memory goes in through DLPack (an `OrtValueVector`, the binding
+    ONNX Runtime's own PyTorch training front end uses) and its output buffers come back as torch
+    tensors the same way, straight through the session's C binding: no numpy object on either
+    side. Measured against `session.run` on `Tensor.numpy()` views with `torch.from_numpy` on the
+    outputs (bench/bench_overhead.py's MLP, alternating blocks): ~2 µs less per call; a DLPack
+    capsule per input costs ~0.5 µs less than one batch of (address, shape, dtype) lists on the
+    MLP, ~3 µs on the two-engine MLP; `run_with_ort_values`, an IOBinding and output buffers
+    allocated by torch cost more (an object or a binding call per tensor per call, and the
+    public wrappers' checks). Inputs that are not one contiguous block (or carry torch's lazy
+    negation bit, which DLPack drops) take the numpy path there too. Where the engine's I/O
     dtype differs from the segment's (float64 runs as float32; bfloat16 as float32, which the
     build stage's session computes in), tensors are cast on the way in and back on the way out.
-    The session is made by the build stage (trt_lower/build/ort_session.py); `segment` is what
-    it was made from.
+    The session is made by the build stage (trt_lower/build/ort_session.py), which also decides
+    `fast_path` (there: fast_path_works); `segment` is what it was made from.
     """
 
     def __init__(self, name: str, session: ort.InferenceSession, segment: OnnxSource,
-                 inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool) -> None:
+                 inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
+                 fast_path: bool = False) -> None:
         super().__init__(name, inputs, outputs, tuple_output, _CPU)
         self.segment = segment
         self._session = session
-        # The session's C binding object: the Python wrapper re-validates the feeds on every call.
-        self._run = self._session._sess.run
-        self._run_vector = self._session._sess.run_with_ortvaluevector
-        self._run_options = _ort.RunOptions()  # read-only in a run: one serves every thread
         engine = {a.name: ORT_TYPES[a.type] for a in self._session.get_inputs() + self._session.get_outputs()}
         self._in_names = tuple(s.name for s in inputs)
         self._out_names = [s.name for s in outputs]
+        self._fast = fast_path
+        # Public: the session's Python wrapper, which validates the feeds on every call.
+        self._run = self._session.run
+        if self._fast:
+            from onnxruntime.capi import _pybind_state as binding
+
+            # The wrapper's C binding object, which takes the same arguments without the checks.
+            self._run = self._session._sess.run
+            self._run_vector = self._session._sess.run_with_ortvaluevector
+            self._vector = binding.OrtValueVector
+            self._run_options = binding.RunOptions()  # read-only in a run: one serves every thread
+            cpu_memory = binding.OrtDevice(binding.OrtDevice.cpu(), binding.OrtDevice.default_memory(), 0)
+            self._out_devices = [cpu_memory] * len(outputs)
         self._bool_inputs = tuple(engine[s.name] == torch.bool for s in inputs)
-        self._out_devices = [_CPU_MEMORY] * len(outputs)
         # DLPack hands a bool buffer over as uint8: these outputs are viewed back as bool.
         self._bool_outputs = tuple(i for i, s in enumerate(outputs) if engine[s.name] == torch.bool)
         # Where the engine's I/O dtype differs from the segment's (float64 computed as float32):
@@ -78,11 +90,11 @@ class OrtEngineModule(EngineModule):
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
         if self._in_casts:
             tensors = [t if cast is None else t.to(cast) for t, cast in zip(tensors, self._in_casts)]
-        feeds = self._feeds(tensors)
+        feeds = self._feeds(tensors) if self._fast else None
         if feeds is None:
             results = [torch.from_numpy(a) for a in self._run(self._out_names, self._numpy_feeds(tensors), None)]
         else:
-            fetched = _ort.OrtValueVector()
+            fetched = self._vector()
             self._run_vector(self._run_options, self._in_names, feeds, self._out_names, fetched, self._out_devices)
             results = fetched.to_dlpacks(torch._C._from_dlpack)
             for i in self._bool_outputs:
@@ -95,7 +107,7 @@ class OrtEngineModule(EngineModule):
         """The inputs as OrtValues over their memory (DLPack; each keeps its tensor alive), or
         None where one is not a contiguous block or carries the negation bit (which DLPack
         drops), or ONNX Runtime refuses it."""
-        feeds = _ort.OrtValueVector()
+        feeds = self._vector()
         try:
             for t, is_bool in zip(tensors, self._bool_inputs):
                 if not t.is_contiguous() or t.is_neg():
