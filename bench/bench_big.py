@@ -150,7 +150,28 @@ def phase_load(name: str, backend: str, out: Path) -> dict[str, Any]:
             "max_abs_err": float((got - expected["logits"]).abs().max())}
 
 
-PHASES = {"lower": phase_lower, "save": phase_save, "load": phase_load}
+def phase_trt_double(name: str, backend: str, out: Path) -> dict[str, Any]:
+    """The TensorRT path on the CPU, against the TensorRT double of tests/ (10.13): the segment
+    past 2 GB is parsed from its graph with the weights beside it. Not a memory figure (the
+    double runs the ONNX on ONNX Runtime, copying it)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from trt_double.activate import trt_double
+
+    import trt_lower
+
+    model, ids, weights = _model(name)
+    with torch.no_grad():
+        expected = model(ids).logits
+    with tempfile.TemporaryDirectory() as cache, trt_double("10.13.0", Path(cache) / "engines"):
+        lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt")
+        with torch.no_grad():
+            got = lowered(ids).logits
+    return {"engines": len(lowered.report.engines), "fallbacks": len(lowered.report.fallbacks),
+            "segment_bytes": lowered.segments["engine_0"].onnx.weight_bytes if lowered.segments else 0,
+            "max_abs_err": float((got - expected).abs().max())}
+
+
+PHASES = {"lower": phase_lower, "save": phase_save, "load": phase_load, "trt_double": phase_trt_double}
 
 
 def run_phase(phase: str, name: str, backend: str, out: Path, copy_weights: bool) -> dict[str, Any]:
@@ -170,6 +191,8 @@ def main() -> None:
     parser.add_argument("--copy-weights", action="store_true",
                         help="ONNX Runtime sessions copy the weights (as for segments under 1 GiB) instead of "
                              "reading them in place")
+    parser.add_argument("--trt-double", action="store_true",
+                        help="also lower on the TensorRT double of tests/ (the TensorRT path on the CPU)")
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)  # a child process's phase
     args = parser.parse_args()
     if args.copy_weights:
@@ -183,8 +206,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = args.out / name if args.out else Path(tmp)
             out.mkdir(parents=True, exist_ok=True)
-            results = {phase: run_phase(phase, name, args.backend, out, args.copy_weights)
-                       for phase in ("lower", "save", "load")}
+            phases = ("lower", "save", "load", *(["trt_double"] if args.trt_double else []))
+            results = {phase: run_phase(phase, name, args.backend, out, args.copy_weights) for phase in phases}
         lower, save, load = results["lower"], results["save"], results["load"]
         print(f"\n{name}: {lower['weights_bytes'] / 2**30:.2f} GiB of float32 weights, backend {args.backend}, "
               f"{lower['engines']} engine(s), coverage {lower['coverage']:.3f}")
@@ -199,6 +222,10 @@ def main() -> None:
               f"file {save['file_bytes'] / 2**30:.2f} GiB ({save['file_x']:.2f}x weights)")
         print(f"  load   {load['load_s']:6.1f} s  peak {load['load_peak_x']:.2f}x in a fresh process  "
               f"max abs err vs eager {load['max_abs_err']:.2g}")
+        if "trt_double" in results:
+            double = results["trt_double"]
+            print(f"  TensorRT double 10.13: {double['engines']} engine(s) over {double['segment_bytes'] / 2**30:.2f} GiB "
+                  f"of weights, {double['fallbacks']} fallback(s), max abs err vs eager {double['max_abs_err']:.2g}")
 
 
 if __name__ == "__main__":
