@@ -63,7 +63,11 @@ class Sampler:
         self._thread.join()
 
     def peak(self, start: float = 0.0, end: float = float("inf")) -> int:
-        return max((rss for t, rss in self.samples if start <= t <= end), default=0)
+        """The highest RSS sampled between start and end; for a stage shorter than the sampling
+        interval, the last sample before its end."""
+        inside = [rss for t, rss in self.samples if start <= t <= end]
+        before = [rss for t, rss in self.samples if t <= end][-1:]
+        return max(inside or before or [0])
 
 
 def _model(name: str) -> tuple[torch.nn.Module, torch.Tensor, int]:
