@@ -6,12 +6,22 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 
+from converters.core.segment import OnnxSegment
 from trt_lower.build.cache import EngineCache, default_dir
 from trt_lower.build.settings import BuildSettings, InputProfile
 
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
+
+
+def _segment(weight: float = 1.0, graph: str = "g") -> OnnxSegment:
+    """A segment whose one large weight is kept beside its graph."""
+    segment = OnnxSegment(onnx.ModelProto(graph=onnx.GraphProto(name=graph)))
+    segment.model.graph.initializer.append(segment.initializer("w", np.full(2048, weight, np.float32)))
+    return segment
 
 
 def _cache(root: Path, version: str = "10.4.0", device: str = "Tesla V100 sm_70") -> EngineCache:
@@ -29,18 +39,19 @@ def test_default_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_key_covers_network_profiles_settings_version_and_device(tmp_path: Path) -> None:
-    key = _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings())
+    key = _cache(tmp_path).key(_segment(), PROFILES, BuildSettings())
     others = [
-        _cache(tmp_path).key(b"onnx, other weights", PROFILES, BuildSettings()),
-        _cache(tmp_path).key(b"onnx", [InputProfile("x", (1, 3), (2, 3), (4, 3))], BuildSettings()),
-        _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings(precision="fp16")),
-        _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings(workspace_bytes=1 << 20)),
-        _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings(optimization_level=5)),
-        _cache(tmp_path, version="10.4.1").key(b"onnx", PROFILES, BuildSettings()),
-        _cache(tmp_path, device="NVIDIA H100 sm_90").key(b"onnx", PROFILES, BuildSettings()),
+        _cache(tmp_path).key(_segment(weight=2.0), PROFILES, BuildSettings()),
+        _cache(tmp_path).key(_segment(graph="other"), PROFILES, BuildSettings()),
+        _cache(tmp_path).key(_segment(), [InputProfile("x", (1, 3), (2, 3), (4, 3))], BuildSettings()),
+        _cache(tmp_path).key(_segment(), PROFILES, BuildSettings(precision="fp16")),
+        _cache(tmp_path).key(_segment(), PROFILES, BuildSettings(workspace_bytes=1 << 20)),
+        _cache(tmp_path).key(_segment(), PROFILES, BuildSettings(optimization_level=5)),
+        _cache(tmp_path, version="10.4.1").key(_segment(), PROFILES, BuildSettings()),
+        _cache(tmp_path, device="NVIDIA H100 sm_90").key(_segment(), PROFILES, BuildSettings()),
     ]
     assert key not in others and len(set(others)) == len(others)
-    assert key == _cache(tmp_path).key(b"onnx", PROFILES, BuildSettings())
+    assert key == _cache(tmp_path).key(_segment(), PROFILES, BuildSettings())
 
 
 def test_entries_round_trip_and_leave_no_temporary_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
