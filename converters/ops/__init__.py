@@ -20,6 +20,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     normalization,
     padding,
     pooling,
+    quantize,
     reduce,
     resize,
     sampling,
