@@ -137,3 +137,99 @@ def test_tensorrt_builds_quantized_engines_with_the_int8_flag(trt_double: Module
     with torch.no_grad():
         torch.testing.assert_close(lowered(*inputs), model(*inputs))
     assert trt_double.state.last_build.builder_flags & 1 << int(trt_double.BuilderFlag.INT8)
+
+
+# -- trt_lower.quantization: PT2E for TensorRT -------------------------------------------------
+class ResidualNet(torch.nn.Module):
+    """conv-bn-relu, a residual conv block, a linear head: every place TensorRT wants Q/DQ."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = torch.relu(self.bn(self.conv(y)) + y)
+        return self.head(y.mean((2, 3)))
+
+
+class Attention(torch.nn.Module):
+    """Linear projections and the two matmuls of attention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        weights = torch.softmax(q @ k.transpose(1, 2) / 4, dim=-1)
+        return self.out(weights @ v) + x
+
+
+def _steps(quantized: torch.fx.GraphModule) -> list[float]:
+    return [float(n.args[1]) for n in quantized.graph.nodes if n.target == qd.quantize_per_tensor.default]
+
+
+def _assert_within_one_step(actual: torch.Tensor, expected: torch.Tensor, step: float) -> None:
+    """At most one step of the coarsest activation quantization apart: float arithmetic in
+    another order may round an activation sitting at a rounding boundary the other way."""
+    error = (actual - expected).abs()
+    assert error.max() <= step, f"max error {error.max()} above one quantization step {step}"
+
+
+@pytest.mark.parametrize("make, shape", [(ResidualNet, (2, 3, 8, 8)), (Attention, (2, 6, 16))],
+                         ids=["residual-convnet", "attention"])
+def test_quantize_gives_one_int8_engine_matching_the_quantized_model(make: Callable[[], torch.nn.Module],
+                                                                      shape: tuple[int, ...]) -> None:
+    from trt_lower.quantization import quantize
+
+    model = make().eval()
+    inputs = (torch.randn(shape),)
+    quantized = quantize(model, inputs, [(torch.randn(shape),) for _ in range(4)])
+    steps = _steps(quantized)
+    assert steps, "no activation was quantized"
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", require_full=True)
+    assert len(lowered.report.engines) == 1 and lowered.report.coverage == 1.0
+    check_onnx(lowered)
+    ops = [n.op_type for n in onnx.load_from_string(lowered.engine_0.onnx_bytes).graph.node]
+    # Every conv/matmul reads dequantized int8 on both sides (weights folded to int8).
+    assert ops.count("DequantizeLinear") >= 2 * (ops.count("Conv") + ops.count("MatMul") + ops.count("Gemm"))
+    with torch.no_grad():
+        _assert_within_one_step(lowered(*inputs), quantized(*inputs), max(steps))
+
+
+class FakeQuantized(torch.nn.Module):
+    """Quantized by hand, QAT style: per-channel fake-quantized weights, per-tensor activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.head = torch.nn.Conv2d(3, 8, 3), torch.nn.Linear(8, 4)
+        for name, layer in (("conv", self.conv), ("head", self.head)):
+            amax = layer.weight.detach().abs().flatten(1).amax(1)
+            self.register_buffer(f"{name}_scale", amax / 127)
+            self.register_buffer(f"{name}_zero", torch.zeros_like(amax, dtype=torch.int32))
+        self.act = 2.0**-5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.fake_quantize_per_tensor_affine(x, self.act, 0, -128, 127)
+        w = torch.fake_quantize_per_channel_affine(self.conv.weight, self.conv_scale, self.conv_zero, 0, -127, 127)
+        y = torch.relu(F.conv2d(x, w, self.conv.bias)).mean((2, 3))
+        y = torch.fake_quantize_per_tensor_affine(y, self.act, 0, -128, 127)
+        w = torch.fake_quantize_per_channel_affine(self.head.weight, self.head_scale, self.head_zero, 0, -127, 127)
+        return F.linear(y, w, self.head.bias)
+
+
+def test_fake_quantized_model_is_one_engine_with_int8_weights() -> None:
+    model, inputs = FakeQuantized().eval(), (torch.rand(2, 3, 8, 8),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
+    assert len(lowered.report.engines) == 1 and lowered.report.coverage == 1.0
+    check_onnx(lowered)
+    graph = onnx.load_from_string(lowered.engine_0.onnx_bytes).graph
+    int8 = [i.name for i in graph.initializer if i.data_type == TensorProto.INT8 and len(i.dims) > 1]
+    assert len(int8) == 2, "the two weights are int8 initializers"
+    assert not [i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) > 1]
+    with torch.no_grad():
+        _assert_within_one_step(lowered(*inputs), model(*inputs), model.act)
