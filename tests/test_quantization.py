@@ -233,3 +233,68 @@ def test_fake_quantized_model_is_one_engine_with_int8_weights() -> None:
     assert not [i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) > 1]
     with torch.no_grad():
         _assert_within_one_step(lowered(*inputs), model(*inputs), model.act)
+
+
+# -- report, accuracy tools, artifact ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def quantized_net() -> tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]:
+    from trt_lower.quantization import quantize
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 3, 8, 8),)
+    return quantize(ResidualNet().eval(), inputs, [(torch.randn(2, 3, 8, 8),) for _ in range(4)]), inputs
+
+
+def test_report_names_the_layers_computing_in_int8(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]) -> None:
+    quantized, inputs = quantized_net
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    (engine,) = lowered.report.engines
+    # two convolutions, the residual add and the head (an addmm once captured)
+    assert engine.int8_ops == {"aten.convolution.default": 2, "aten.add.Tensor": 1, "aten.addmm.default": 1}
+    assert "int8: aten.convolution.default×2" in str(lowered.report)
+    plain = trt_lower.lower_to_trt(ResidualNet().eval(), inputs, backend="onnxruntime")
+    assert plain.report.engines[0].int8_ops == {}
+
+
+def test_check_accuracy_and_first_divergence_on_a_quantized_graph(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from converters.core import registry
+    from trt_lower.debug import first_divergence
+
+    quantized, inputs = quantized_net
+    step = max(_steps(quantized))
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    assert trt_lower.check_accuracy(quantized, lowered, inputs, rtol=0, atol=step).passed
+    assert first_divergence(quantized, lowered, inputs, rtol=0, atol=step) is None
+
+    # A dequantize converter that doubles its scale: both tools find it.
+    entry = registry._REGISTRY[qd.dequantize_per_tensor.default]
+
+    def doubled(b: Any, x: Any, scale: float, *args: Any, **kwargs: Any) -> Any:
+        return entry.fn(b, x, scale * 2, *args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, doubled, entry.capability))
+    broken = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    assert not trt_lower.check_accuracy(quantized, broken, inputs, rtol=0, atol=step).passed
+    found = first_divergence(quantized, broken, inputs, rtol=0, atol=step)
+    assert found is not None and found.op == "quantized_decomposed.dequantize_per_tensor.default", str(found)
+
+
+def test_artifact_of_a_quantized_model_stores_int8_weights(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any) -> None:
+    quantized, inputs = quantized_net
+    wide = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3)).eval()
+    from trt_lower.quantization import quantize
+
+    small = quantize(wide, inputs, [inputs])
+    sizes = {}
+    for name, model in (("fp32", wide), ("int8", small)):
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+        trt_lower.save(lowered, tmp_path / f"{name}.trt")
+        sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
+        loaded = trt_lower.load(tmp_path / f"{name}.trt", backend="onnxruntime")
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(*inputs), lowered(*inputs), rtol=0, atol=0)
+    # 38k weights: 4 bytes each in fp32, 1 in int8 (plus per-channel scales and the file's own)
+    assert sizes["int8"] < 0.35 * sizes["fp32"], sizes

@@ -17,6 +17,9 @@ class EngineReport:
     backend: str
     # TensorRT engines: True when loaded from the engine cache, False when built; None otherwise.
     cache_hit: bool | None = None
+    # The layers that read dequantized int8 (Q/DQ), by op: TensorRT fuses the DequantizeLinear
+    # into them and computes them in int8. Empty: the engine computes in float only.
+    int8_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class LoweringReport:
             where = e.backend if e.cache_hit is None else f"{e.backend}, {'cache hit' if e.cache_hit else 'built'}"
             lines.append(f"  {e.name} [{where}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
             lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
+            if e.int8_ops:
+                lines.append("      int8: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int8_ops).most_common()))
         if self.fallbacks:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:

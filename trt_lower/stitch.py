@@ -5,7 +5,8 @@ from collections import Counter
 
 import torch
 
-from splitter.partition import Split, is_compute
+from converters.ops.quantize import DEQUANTIZED, INT8_OPS
+from splitter.partition import NON_COMPUTE, Split, is_compute
 from splitter.support import target_label
 from trt_lower.build import Engine
 from trt_lower.convert import call_node, is_constant
@@ -42,7 +43,18 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         output_shapes=[s.shape for s in engine.segment.outputs],
         backend=backend,
         cache_hit=engine.cache_hit,
+        int8_ops=dict(Counter(str(n.target) for n in compute if _reads_int8(n))),
     )
+
+
+def _reads_int8(node: torch.fx.Node) -> bool:
+    """Whether `node` is a layer reading a dequantized int8 value (through views), Q/DQ aside."""
+    def dequantized(arg: torch.fx.Node) -> bool:
+        while arg.op == "call_function" and arg.target in NON_COMPUTE:
+            arg = arg.all_input_nodes[0]
+        return arg.target in DEQUANTIZED
+
+    return node.target not in DEQUANTIZED | INT8_OPS and any(map(dequantized, node.all_input_nodes))
 
 
 def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: str,

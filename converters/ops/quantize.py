@@ -34,6 +34,11 @@ _DEQUANTIZE = frozenset({qd.dequantize_per_tensor.default, qd.dequantize_per_ten
 # The ops whose inputs or outputs may be int8 (the splitter allows int8 nowhere else).
 INT8_OPS = _DEQUANTIZE | {qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor,
                           qd.quantize_per_channel.default}
+# Ops whose result is dequantized int8: TensorRT fuses the DequantizeLinear into the layer reading
+# it, which then computes in int8 (the report names those layers).
+DEQUANTIZED = _DEQUANTIZE | {aten.fake_quantize_per_tensor_affine_cachemask.default,
+                             aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
+                             aten.fake_quantize_per_channel_affine_cachemask.default}
 # TensorRT's per-channel axis: a weight's output channels (0; 1 for a transposed convolution's).
 WEIGHT_AXES = (0, 1)
 
