@@ -130,6 +130,15 @@ def test_a_quantized_model_is_one_engine_whose_qdq_pass_every_table(version: str
         torch.testing.assert_close(lowered(*inputs), model(*inputs))
 
 
+def test_fp16_engines_keep_their_qdq_float32() -> None:
+    """Opset 17's QuantizeLinear/DequantizeLinear read and write float32 only."""
+    model, inputs = QuantizedConv().eval(), (torch.randn(2, 2, 6, 6),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True, precision="fp16")
+    check_onnx(lowered)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(*inputs), model(*inputs), rtol=1e-2, atol=S)
+
+
 @pytest.mark.parametrize("trt_double", ["10.4.0", "8.6.1"], indirect=True)
 def test_tensorrt_builds_quantized_engines_with_the_int8_flag(trt_double: ModuleType) -> None:
     model, inputs = QuantizedConv().eval(), (torch.randn(2, 2, 6, 6),)
@@ -298,3 +307,19 @@ def test_artifact_of_a_quantized_model_stores_int8_weights(
             torch.testing.assert_close(loaded(*inputs), lowered(*inputs), rtol=0, atol=0)
     # 38k weights: 4 bytes each in fp32, 1 in int8 (plus per-channel scales and the file's own)
     assert sizes["int8"] < 0.35 * sizes["fp32"], sizes
+
+
+def test_lowering_leaves_the_quantized_module_in_eval_mode() -> None:
+    """lower_to_trt puts the model's mode back after capturing it; a quantized (exported) module
+    reporting training=True had its dropouts rewritten to training mode by that."""
+    from trt_lower.quantization import quantize
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 4)).eval()
+    inputs = (torch.randn(4, 8),)
+    quantized = quantize(model, inputs, [inputs])
+    with torch.no_grad():
+        before = quantized(*inputs)
+        lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", require_full=True)
+        torch.testing.assert_close(quantized(*inputs), before, rtol=0, atol=0)
+        torch.testing.assert_close(lowered(*inputs), before)
+    assert not quantized.training

@@ -28,7 +28,8 @@ aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
 
 INT8_MIN, INT8_MAX = -128, 127
-_MAX_PARAMS = 1 << 16  # a computed scale or zero point is per tensor or per channel: small
+# A computed scale or zero point is per tensor or per channel, made in a few ops.
+_MAX_PARAMS, _MAX_NODES = 1 << 16, 16
 _DEQUANTIZE = frozenset({qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
                          qd.dequantize_per_channel.default})
 # The ops whose inputs or outputs may be int8 (the splitter allows int8 nowhere else).
@@ -45,21 +46,35 @@ WEIGHT_AXES = (0, 1)
 
 def _attr(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
     """The value of a constant quantization parameter: what a get_attr node reads (a weight, a
-    scale), or a small tensor ATen ops compute from those alone (`zero_point.int()`); else None."""
+    scale), or a small tensor a few ATen ops compute from those alone (`zero_point.int()`); else
+    None."""
     if not isinstance(arg, torch.fx.Node):
         return None
-    if arg.op == "get_attr":
-        value = functools.reduce(getattr, str(arg.target).split("."), node.graph.owning_module)
-        return value if isinstance(value, torch.Tensor) else None
-    val = arg.meta.get("val")
-    if (arg.op != "call_function" or not isinstance(arg.target, torch._ops.OpOverload)
-            or not isinstance(val, torch.Tensor) or val.numel() > _MAX_PARAMS):
-        return None
-    inputs = {a: _attr(node, a) for a in arg.all_input_nodes}
-    if any(v is None for v in inputs.values()):
-        return None
-    args, kwargs = torch.fx.node.map_arg((arg.args, arg.kwargs), inputs.__getitem__)
-    result = arg.target(*args, **kwargs)
+    seen: set[torch.fx.Node] = set()
+    pending = [arg]
+    while pending:  # only a few ops, on constants only
+        n = pending.pop()
+        if n in seen or n.op == "get_attr":
+            continue
+        val = n.meta.get("val")
+        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
+                or torch.Tag.nondeterministic_seeded in n.target.tags or len(seen) == _MAX_NODES
+                or not isinstance(val, torch.Tensor) or val.numel() > _MAX_PARAMS):
+            return None
+        seen.add(n)
+        pending.extend(n.all_input_nodes)
+    values: dict[torch.fx.Node, Any] = {}
+
+    def evaluate(n: torch.fx.Node) -> Any:
+        if n not in values:
+            if n.op == "get_attr":
+                values[n] = functools.reduce(getattr, str(n.target).split("."), node.graph.owning_module)
+            else:
+                args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), evaluate)
+                values[n] = n.target(*args, **kwargs)  # type: ignore[operator]
+        return values[n]
+
+    result = evaluate(arg)
     return result if isinstance(result, torch.Tensor) else None
 
 

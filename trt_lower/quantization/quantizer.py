@@ -83,14 +83,17 @@ def quantize(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
         for batch in calibration_batches:
             prepared(*batch)
     quantized: torch.fx.GraphModule = convert_pt2e(prepared)
-    # lower_to_trt and the accuracy checks call .eval() (and use what it returns), which an
-    # exported module refuses; torchao's allow_exported_model_train_eval returns None from it.
+    # lower_to_trt and the accuracy checks call .eval() and then .train(model.training) to put the
+    # mode back, which an exported module refuses. torchao's allow_exported_model_train_eval
+    # returns None from them and leaves `training` True, so putting it back would rewrite the
+    # graph's dropouts to training mode.
     quantized.train = types.MethodType(_train, quantized)  # type: ignore[method-assign]
     quantized.eval = types.MethodType(lambda self: self.train(False), quantized)  # type: ignore[method-assign]
-    move_exported_model_to_eval(quantized)
-    return quantized
+    return quantized.eval()  # type: ignore[no-any-return]
 
 
 def _train(self: torch.fx.GraphModule, mode: bool = True) -> torch.fx.GraphModule:
-    (move_exported_model_to_train if mode else move_exported_model_to_eval)(self)
+    if mode != self.training:
+        (move_exported_model_to_train if mode else move_exported_model_to_eval)(self)
+        self.training = mode
     return self
