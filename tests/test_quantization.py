@@ -61,6 +61,17 @@ def test_what_tensorrt_cannot_quantize_is_refused(fn: Callable[..., Any], op: st
     assert reason in _eager_reason(fn, (torch.randn(1, 2, 5, 5),), op)
 
 
+def test_int8_crosses_no_engine_boundary() -> None:
+    """An int8 model input to dequantize, and a quantized result the model returns, stay eager."""
+    def fn(q: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return qd.dequantize_per_tensor.default(q, S, 0, -128, 127, torch.int8) + 1, \
+            qd.quantize_per_tensor.default(x * 2, S, 0, -128, 127, torch.int8)
+
+    inputs = (torch.randint(-128, 128, (4,), dtype=torch.int8), torch.randn(4))
+    assert "neither a weight nor quantized" in _eager_reason(fn, inputs, "quantized_decomposed.dequantize_per_tensor.default")
+    assert "not only by dequantizes" in _eager_reason(fn, inputs, "quantized_decomposed.quantize_per_tensor.default")
+
+
 @pytest.mark.parametrize("version, reason", [
     ("8.6", "TensorRT 8.6 has no FP8"),
     ("10.4", "V100 (Volta) GPUs, which have no FP8"),

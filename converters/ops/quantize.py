@@ -123,9 +123,23 @@ def _per_channel_reason(node: torch.fx.Node, axis: Any) -> Optional[str]:
     return None
 
 
+def _int8_boundary_reason(node: torch.fx.Node) -> Optional[str]:
+    """int8 lives only between a quantize and its dequantizes, or is a weight: no engine takes or
+    gives it."""
+    if node.target in _DEQUANTIZE:
+        x = node.args[0]
+        if not (_is_weight(node, x) or isinstance(x, torch.fx.Node) and x.target in INT8_OPS - _DEQUANTIZE):
+            return "it dequantizes an int8 tensor that is neither a weight nor quantized in the graph"
+    elif other := [u for u in node.users if u.target not in _DEQUANTIZE]:
+        return f"its int8 result is read by {other[0].target}, not only by dequantizes"
+    return None
+
+
 def _quantize_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     """quantized_decomposed quantize/dequantize: (input, scale, zero_point, quant_min, quant_max, dtype)."""
     x, scale, zero_point, quant_min, quant_max, dtype = node.args[:6]
+    if reason := _int8_boundary_reason(node):
+        return reason
     # A folded weight is clamped to the range as torch does; dequantizing clamps nothing.
     exact = _is_weight(node, x) or node.target in _DEQUANTIZE
     return _qparams_reason(node, scale, zero_point, quant_min, quant_max, dtype, exact)
@@ -134,8 +148,8 @@ def _quantize_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
 def _per_channel_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     """quantized_decomposed per-channel: (input, scales, zero_points, axis, quant_min, quant_max, dtype)."""
     x, scales, zero_points, axis, quant_min, quant_max, dtype = node.args[:7]
-    return _per_channel_reason(node, axis) or _qparams_reason(node, scales, zero_points, quant_min, quant_max,
-                                                              dtype, exact=True)
+    return (_per_channel_reason(node, axis) or _int8_boundary_reason(node)
+            or _qparams_reason(node, scales, zero_points, quant_min, quant_max, dtype, exact=True))
 
 
 def _fake_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
