@@ -9,8 +9,9 @@ import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
-from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES
+from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
 from converters.core.target import Target
+from converters.ops.quantize import INT8_OPS
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
 # slice_scatter converter clamps start and end itself (or hands them to a Slice).
@@ -87,6 +88,10 @@ def _dtype_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
         if isinstance(val, torch.Tensor):
             if val.dtype == torch.bfloat16 and (reason := target.bf16_reason()):
                 return f"dtype bfloat16 unsupported ({where}): {reason}"
+            if val.dtype in (torch.int8, torch.uint8) and node.target in INT8_OPS:
+                continue  # quantized: int8 between Q and DQ; the op's capability refuses uint8
+            if val.dtype in FP8_DTYPES:
+                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {target.fp8_reason()}"
             if val.dtype in CAST_ONLY_DTYPES and node.target is not torch.ops.aten._to_copy.default:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} only crosses the engine boundary ({where})"
             if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES | {torch.bfloat16}:

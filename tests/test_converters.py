@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 import converters
 from converters.ops import prims as prim_converters
+from converters.ops import quantize  # noqa: F401  (quantized_decomposed, before the cases use it)
 import trt_lower
 from harness import Fn, engine_ops, lower_and_compare
 from trt_lower.capture import graph as capture
@@ -30,6 +31,21 @@ class Case:
     id: str = ""
     rtol: float | None = None
     atol: float | None = None
+
+
+qd = torch.ops.quantized_decomposed
+INT8 = (-128, 127, torch.int8)
+Q_SCALE = 2.0**-4
+Q_SCALE_T, Q_ZERO_T, ON = torch.tensor(Q_SCALE), torch.tensor(0), torch.tensor(1)
+# Weights: (out, in) for linear, (out, in, kh, kw) for conv, (in, out, kh, kw) for conv_transpose.
+W, CONV, CONV_T = torch.randn(4, 6), torch.randn(4, 2, 3, 3), torch.randn(2, 4, 3, 3)
+W_SCALES, W_ZEROS = torch.tensor([2.0**-5, 2.0**-4, 2.0**-3, 2.0**-4]), torch.zeros(4, dtype=torch.int64)
+W_INT8 = qd.quantize_per_channel.default(W, W_SCALES, W_ZEROS, 0, *INT8)
+CONV_INT8 = qd.quantize_per_channel.default(CONV, W_SCALES, W_ZEROS, 0, *INT8)
+
+
+def _dq(q: torch.Tensor) -> torch.Tensor:
+    return qd.dequantize_per_tensor.default(q, Q_SCALE, 0, *INT8)
 
 
 def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -747,6 +763,52 @@ CASES: list[Case] = [
     Case(aten._pdist_forward.default, F.pdist, lambda: (r(5, 3),)),
     Case(aten._pdist_forward.default, lambda x: F.pdist(x, p=1), lambda: (r(4, 3),), id="p1"),
     Case(aten._pdist_forward.default, lambda x: F.pdist(x, p=3), lambda: (r(4, 3),), id="p3"),
+    # -- quantization: int8 Q/DQ (scales are powers of 2: x / s is x * (1 / s), as torch computes it)
+    Case(qd.quantize_per_tensor.default, lambda x: _dq(qd.quantize_per_tensor.default(x, Q_SCALE, 0, *INT8)),
+         lambda: (r(2, 8) * 4,)),
+    Case(qd.quantize_per_tensor.default,
+         lambda x: F.linear(x, _dq(qd.quantize_per_tensor.default(W, Q_SCALE, 0, -127, 127, torch.int8))),
+         lambda: (r(2, 6),), id="weight-folded-narrow"),
+    Case(qd.quantize_per_tensor.tensor,
+         lambda x: _dq(qd.quantize_per_tensor.tensor(x, Q_SCALE_T, Q_ZERO_T, *INT8)), lambda: (r(2, 8) * 4,)),
+    Case(qd.dequantize_per_tensor.default, lambda x: _dq(qd.quantize_per_tensor.default(x, Q_SCALE, 0, *INT8)),
+         lambda: (r(3, 5) * 10,), id="saturating"),
+    Case(qd.dequantize_per_tensor.default,
+         lambda x: qd.dequantize_per_tensor.default(qd.quantize_per_tensor.default(x, Q_SCALE, 0, *INT8), Q_SCALE,
+                                                    0, *INT8, out_dtype=torch.float16),
+         lambda: (r(2, 8),), id="out-dtype"),
+    Case(qd.dequantize_per_tensor.tensor,
+         lambda x: qd.dequantize_per_tensor.tensor(qd.quantize_per_tensor.default(x, Q_SCALE, 0, *INT8), Q_SCALE_T,
+                                                   Q_ZERO_T, *INT8),
+         lambda: (r(2, 8),)),
+    Case(qd.dequantize_per_channel.default,
+         lambda x: F.linear(x, qd.dequantize_per_channel.default(W_INT8, W_SCALES, W_ZEROS, 0, *INT8)),
+         lambda: (r(2, 6),), id="int8-weight"),
+    Case(qd.dequantize_per_channel.default,
+         lambda x: F.conv2d(x, qd.dequantize_per_channel.default(CONV_INT8, W_SCALES, None, 0, *INT8)),
+         lambda: (r(1, 2, 5, 5),), id="conv"),
+    Case(qd.quantize_per_channel.default,
+         lambda x: F.linear(x, qd.dequantize_per_channel.default(
+             qd.quantize_per_channel.default(W, W_SCALES, W_ZEROS, 0, *INT8), W_SCALES, W_ZEROS, 0, *INT8)),
+         lambda: (r(2, 6),)),
+    Case(aten.fake_quantize_per_tensor_affine_cachemask.default,
+         lambda x: torch.fake_quantize_per_tensor_affine(x, Q_SCALE, 0, -128, 127), lambda: (r(2, 8) * 4,)),
+    Case(aten.fake_quantize_per_tensor_affine_cachemask.default,
+         lambda x: torch.fake_quantize_per_tensor_affine(x + 0, Q_SCALE, 0, -128, 127).half(),
+         lambda: (r(2, 8).half(),), id="fp16"),
+    Case(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
+         lambda x: aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default(
+             x, Q_SCALE_T, Q_ZERO_T.int(), ON, -128, 127)[0], lambda: (r(2, 8) * 4,)),
+    Case(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
+         lambda x: aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default(
+             x, Q_SCALE_T, Q_ZERO_T.int(), ON * 0, -128, 127)[0] * 2, lambda: (r(2, 8) * 4,), id="disabled"),
+    Case(aten.fake_quantize_per_channel_affine_cachemask.default,
+         lambda x: F.linear(x, torch.fake_quantize_per_channel_affine(W, W_SCALES, W_ZEROS.int(), 0, -127, 127)),
+         lambda: (r(2, 6),), id="weight"),
+    Case(aten.fake_quantize_per_channel_affine_cachemask.default,
+         lambda x: F.conv_transpose2d(x, torch.fake_quantize_per_channel_affine(CONV_T, W_SCALES, W_ZEROS.int(), 1,
+                                                                                -128, 127)),
+         lambda: (r(1, 2, 4, 4),), id="conv-transpose-axis-1"),
 ]
 
 

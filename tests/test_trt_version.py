@@ -89,6 +89,16 @@ FX, I64, I32, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, Tenso
 X = ("x", FX, [1, 2, 8, 8])
 
 
+def _quantize_linear(scale: np.ndarray[Any, Any] | np.generic, zero_point: np.ndarray[Any, Any] | np.generic | None,
+                     out_type: int = TensorProto.INT8, **attrs: Any) -> onnx.ModelProto:
+    operands = [numpy_helper.from_array(np.asarray(scale), "s")]
+    if zero_point is not None:
+        operands.append(numpy_helper.from_array(np.asarray(zero_point), "z"))
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z" if zero_point is not None else ""][:len(operands) + 1],
+                            ["y"], name="q/QuantizeLinear", **attrs)
+    return _model([node], [("x", FX, [2, 2])], [("y", out_type, [2, 2])], operands)
+
+
 def _unary(op: str, in_type: int = FX, out_type: int | None = None, shape: Sequence[int] = (2, 3),
            **attrs: Any) -> onnx.ModelProto:
     return _model([helper.make_node(op, ["x"], ["y"], name=f"n/{op}", **attrs)],
@@ -204,6 +214,16 @@ BAD = {
     "int64 beyond int32 on 8.6": (_int64_constant("Add"), ("8.6",), "does not fit int32"),
     "opset 18 on 8.6": (_model([helper.make_node("Abs", ["x"], ["y"], name="n/Abs")], [("x", FX, [2])],
                                [("y", FX, [2])], opset=18), ("8.6",), "opset 18 is above 17"),
+    # explicit quantization: symmetric int8, per channel on weights only
+    "asymmetric QuantizeLinear": (_quantize_linear(np.float32(0.1), np.int8(3)), VERSIONS,
+                                  "zero point must be 0 (TensorRT quantizes symmetrically)"),
+    "uint8 QuantizeLinear": (_quantize_linear(np.float32(0.1), np.uint8(0), out_type=TensorProto.UINT8), VERSIONS,
+                             "zero point must be an int8 initializer"),
+    "QuantizeLinear without zero point": (_quantize_linear(np.float32(0.1), None, out_type=TensorProto.UINT8),
+                                          VERSIONS, "needs an explicit int8 zero point"),
+    "negative scale": (_quantize_linear(np.float32(-0.1), np.int8(0)), VERSIONS, "scale must be a positive"),
+    "per-channel activation": (_quantize_linear(np.full(2, 0.1, np.float32), np.zeros(2, np.int8), axis=1),
+                               VERSIONS, "per-channel QuantizeLinear of an activation"),
 }
 
 

@@ -227,8 +227,11 @@ class GraphBuilder:
 
     # -- result ------------------------------------------------------------------------------
     def segment(self) -> OnnxSegment:
+        # A weight a converter replaced (a quantized one folded to int8) is read by no node.
+        read = {name for node in _all_nodes(self.nodes) for name in node.input}
+        initializers = [i for i in self.initializers if i.name in read]
         graph = helper.make_graph(
-            self.nodes, self.graph_name, self.inputs, self.outputs, self.initializers
+            self.nodes, self.graph_name, self.inputs, self.outputs, initializers
         )
         model = helper.make_model(
             graph,
@@ -236,4 +239,13 @@ class GraphBuilder:
             ir_version=IR_VERSION,
             producer_name="trt_lower",
         )
-        return OnnxSegment(model, self.weights)
+        return OnnxSegment(model, {k: v for k, v in self.weights.items() if k in read})
+
+
+def _all_nodes(nodes: Iterable[onnx.NodeProto]) -> Iterable[onnx.NodeProto]:
+    """`nodes` and those of their subgraphs (If branches)."""
+    for node in nodes:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g.node)

@@ -41,6 +41,8 @@ NUMPY_TYPES: dict[torch.dtype, type] = {
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
+# FP8 (ModelOpt-style casts with scales): no target takes it yet (Target.fp8_reason).
+FP8_DTYPES = frozenset({torch.float8_e4m3fn, torch.float8_e5m2})
 # Float weights large enough are kept beside the ONNX as arrays (converters/core/segment.py).
 FLOAT_WEIGHTS: dict[np.dtype[np.generic], int] = {
     np.dtype(NUMPY_TYPES[d]): ONNX_TYPES[d] for d in (torch.float32, torch.float16, torch.float64)

@@ -52,6 +52,17 @@ class Target:
             return "target TensorRT 10.4 stands for V100 (Volta) GPUs, which have no bfloat16"
         return None
 
+    def fp8_reason(self) -> str:
+        """Why engines for this target cannot carry FP8: TensorRT computes FP8 from 9.0 on Ada and
+        Hopper, but reads it from the ONNX as opset-19 QuantizeLinear/DequantizeLinear, and we emit
+        opset 17 (8.6's limit) for every target."""
+        if self.version == "8.6":
+            return "TensorRT 8.6 has no FP8 (it arrived in 9.0) and its parser reads opset 17 at most"
+        if self.version == "10.4":
+            return "target TensorRT 10.4 stands for V100 (Volta) GPUs, which have no FP8 (Ada/Hopper and newer)"
+        return (f"FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset 17 for "
+                f"every target ({self.label} included)")
+
     def int32_reason(self, what: str, low: int, high: int) -> str | None:
         """Why integer values in [low, high] (`what`) cannot be computed as they are: on a
         target without native int64 (8.6 computes int64 as int32, clamping) when they do not

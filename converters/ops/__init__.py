@@ -21,6 +21,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     padding,
     pooling,
     prims,
+    quantize,
     reduce,
     resize,
     sampling,

@@ -37,8 +37,8 @@ KEEP_FP32 = frozenset({
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum",
     "Exp", "Log", "Pow",
-    # No float16 form at opset 17 (IsInf takes float16 from opset 20; Range never).
-    "IsInf", "Range",
+    # No float16 form at opset 17 (IsInf takes float16 from opset 20; Range never; Q/DQ from 19).
+    "IsInf", "Range", "QuantizeLinear", "DequantizeLinear",
 })
 # Inputs that stay float32 at any precision. ONNX types Resize's roi/scales float32.
 # BatchNormalization keeps its statistics and affine weights exact (ONNX lets their type differ

@@ -27,6 +27,8 @@ FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 INTS = frozenset({TensorProto.INT32, TensorProto.INT64})
 BOOLS = frozenset({TensorProto.BOOL})
 ANY = FLOATS | INTS | BOOLS
+# INT8 as a quantized type: QuantizeLinear's output, DequantizeLinear's input (and their zero points).
+QUANTIZED = frozenset({TensorProto.INT8})
 # TopK's K must stay below this (operators.md).
 TOPK_MAX_K = 3840
 
@@ -148,6 +150,26 @@ def _instance_norm(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[
     return None
 
 
+def _quantize_linear(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+    """Explicit quantization as TensorRT takes it: int8, symmetric (an explicit all-zero int8 zero
+    point), constant positive scales, per-channel only on weights (converters/ops/quantize.py)."""
+    if len(node.input) < 3 or not node.input[2]:
+        return f"{node.op_type} needs an explicit int8 zero point (its default is uint8, which TensorRT refuses)"
+    zero_point = numpy_helper.to_array(g.initializers[node.input[2]]) if node.input[2] in g.initializers else None
+    if zero_point is None or zero_point.dtype != "int8":
+        return f"{node.op_type}'s zero point must be an int8 initializer"
+    if zero_point.any():
+        return f"{node.op_type}'s zero point must be 0 (TensorRT quantizes symmetrically)"
+    scale = numpy_helper.to_array(g.initializers[node.input[1]]) if node.input[1] in g.initializers else None
+    if scale is None or not (scale > 0).all():
+        return f"{node.op_type}'s scale must be a positive initializer"
+    if scale.ndim == 1 and node.input[0] not in g.initializers and node.op_type == "QuantizeLinear":
+        return "per-channel QuantizeLinear of an activation (TensorRT quantizes activations per tensor)"
+    if node.op_type == "DequantizeLinear" and g.types.get(node.input[0]) != TensorProto.INT8:
+        return "DequantizeLinear's input must be INT8"
+    return None
+
+
 def _table() -> dict[str, OpRule]:
     table: dict[str, OpRule] = {}
     for ops, rule in [
@@ -199,6 +221,10 @@ def _table() -> dict[str, OpRule]:
         # Its output size depends on the data: the engine module serves such engine outputs
         # with an IOutputAllocator (8.5+, so every target).
         ("NonZero", OpRule(FLOATS)),
+        # explicit quantization (int8 only: opset 17 has no FP8 Q/DQ); int8 may be read and
+        # written only here (QUANTIZED)
+        ("QuantizeLinear", OpRule(frozenset({TensorProto.FLOAT}), initializers=(1, 2), check=_quantize_linear)),
+        ("DequantizeLinear", OpRule(QUANTIZED, initializers=(1, 2), check=_quantize_linear)),
         # the condition a boolean scalar; the branches' nodes are checked like the graph's
         ("If", OpRule(BOOLS)),
     ]:
@@ -214,6 +240,7 @@ TABLE = _table()
 # rest it has not (float64 is narrowed to float32 before this check: converters/passes/float64.py).
 ENGINE_TYPES = ANY
 BOUNDARY_TYPES = frozenset({TensorProto.UINT8})
+_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 # BFLOAT16 runs wherever FLOAT does on targets with bf16 (Target.bf16_reason), except on these
 # ops, which operators.md (10.15) lists for FP32/FP16 only.
 _NO_BF16 = frozenset({"NonZero", "GridSample", "RoiAlign", "NonMaxSuppression", "STFT"})
@@ -237,6 +264,8 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
             continue
         where = f"input {i}" if i < len(node.input) else f"output {i - len(node.input)}"
         if t in BOUNDARY_TYPES and node.op_type in ("Cast", "Identity"):
+            continue
+        if t in QUANTIZED and node.op_type in _QDQ:
             continue
         if t in BOUNDARY_TYPES:
             found.append(f"{where} '{name}' is {_name(t)}: TensorRT takes it only as engine I/O (Cast it there)")

@@ -41,7 +41,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.core.segment import OnnxSegment, protobuf_limit
@@ -380,6 +380,12 @@ class ParserError(_ParserError):
         return f"In node {self._node}: {self._desc}"
 
 
+def _asymmetric(node: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> bool:
+    """A Q/DQ node whose zero point is not all zeros (absent counts as 0)."""
+    zero_point = initializers.get(node.input[2]) if len(node.input) > 2 else None
+    return zero_point is not None and bool(numpy_helper.to_array(zero_point).any())
+
+
 class OnnxParser(_OnnxParser):
     def __init__(self, network: stubs.INetworkDefinition, logger: stubs.ILogger) -> None:
         self._network = _own(network, INetworkDefinition)
@@ -409,9 +415,14 @@ class OnnxParser(_OnnxParser):
             return self._fail(f"opset {opset} is above {_max_opset()}, the highest this parser knows")
         if _version()[0] < 9 and has_bfloat16(proto):
             return self._fail("BFLOAT16 tensors: this TensorRT has no bfloat16 (9.0+)")
+        initializers = {t.name: t for t in proto.graph.initializer}
         for i, node in enumerate(proto.graph.node):
             if node.op_type in state.unsupported_ops:
                 self._fail(f"No importer registered for op: {node.op_type}", i)
+            elif node.op_type in ("QuantizeLinear", "DequantizeLinear") and _asymmetric(node, initializers):
+                # onnx-tensorrt's QuantDequantLinear importer, word for word.
+                self._fail("TensorRT only supports symmetric quantization. The zero point for the "
+                           "QuantizeLinear/DequantizeLinear operator must be all zeros.", i)
         if self._errors:
             return False
         self._network.model = proto
@@ -695,7 +706,10 @@ class ICudaEngine(_ICudaEngine):
         # ONNX Runtime has no bfloat16 kernels on the CPU: bfloat16 engine tensors are computed in
         # float32, their buffers converted on the way in and out.
         runnable = widen_bfloat16(OnnxSegment(proto)).model
-        self._session = ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"])
+        # TensorRT quantizes only where the Q/DQ nodes say; ONNX Runtime's QDQ fusions would quantize
+        # more (trt_lower/runtime/ort_session.py).
+        self._session = ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"],
+                                             disabled_optimizers=["QDQSelectorActionTransformer"])
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
         # Their shape is -1 until the engine has run; they need an IOutputAllocator.

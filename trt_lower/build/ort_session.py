@@ -89,7 +89,12 @@ def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None
         # ONNX Runtime copies the values in while creating the session; they must live until then.
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in weights.values()]
         options.add_external_initializers(list(weights), values)
-    return ort.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"])
+    # TensorRT quantizes what the Q/DQ nodes say and no more. ONNX Runtime's QDQ fusions would
+    # not: a weight-only DequantizeLinear before a MatMul becomes DynamicQuantizeMatMul, which
+    # quantizes the float input too. Without them Q/DQ run as float math, as the quantized
+    # PyTorch module computes them.
+    return ort.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=["QDQSelectorActionTransformer"])
 
 
 def shared_weights_session(segment: OnnxSegment, *, spin_between_runs: bool = True,

@@ -7,6 +7,7 @@ Version branches (docs/tensorrt.md):
   as a STRONGLY_TYPED network, so the islands stay float32 (the FP16 builder flag would let
   TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing, only
   the FP16 flag.
+- int8 (Q/DQ from converters/ops/quantize.py): the INT8 flag on weakly typed 8.6/10.x networks.
 - bf16 (target "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
   typed too, so TensorRT computes in the ONNX's types.
 """
@@ -40,6 +41,11 @@ def network_flags(major: int, precision: str, bf16: bool) -> int:
     if major == 10 and (precision == "fp16" or bf16):
         return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     return 0
+
+
+def has_quantization(onnx_bytes: bytes) -> bool:
+    """Whether the ONNX holds QuantizeLinear/DequantizeLinear nodes (explicit quantization)."""
+    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in onnx.load_from_string(onnx_bytes).graph.node)
 
 
 def fx_node_of(onnx_node: str) -> str:
@@ -97,6 +103,11 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     config.builder_optimization_level = settings.optimization_level
     if settings.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
         config.set_flag(trt.BuilderFlag.FP16)
+    strongly_typed = major >= 11 or major == 10 and (settings.precision == "fp16" or bf16)
+    if not strongly_typed and has_quantization(onnx_bytes):
+        # Q/DQ (explicit quantization) computes in int8 only with the INT8 flag on a weakly typed
+        # network; strongly typed ones (and 11.x, which dropped the flag) take it from the Q/DQ.
+        config.set_flag(trt.BuilderFlag.INT8)
     # TensorRT may run float32 matmuls and convolutions in TF32 (on by default from Ampere on):
     # float32 means float32 here, for fp32 engines and for the float32 islands of fp16 ones.
     config.clear_flag(trt.BuilderFlag.TF32)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Any, Callable
 
 import onnx
@@ -12,7 +13,8 @@ from converters.passes.float64 import narrow_float64
 from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
 from converters.core.target import Target
-from splitter.partition import Split, call_node, is_compute, is_constant
+from converters.ops.quantize import DEQUANTIZED, INT8_OPS
+from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.ranges import SymbolRanges, signature_of
@@ -107,7 +109,18 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
         tuple_output=tuple_output,
         nodes=tuple(n.name for n in sub.graph.nodes if n.op == "call_function"),
         notes=_dtype_notes(sub, name, goal),
+        int8_ops=dict(Counter(str(n.target) for n in sub.graph.nodes if is_compute(n) and _reads_int8(n))),
     )
+
+
+def _reads_int8(node: torch.fx.Node) -> bool:
+    """Whether `node` is a layer reading a dequantized int8 value (through views), Q/DQ aside."""
+    def dequantized(arg: torch.fx.Node) -> bool:
+        while arg.op == "call_function" and arg.target in NON_COMPUTE:
+            arg = arg.all_input_nodes[0]
+        return arg.target in DEQUANTIZED
+
+    return node.target not in DEQUANTIZED | INT8_OPS and any(map(dequantized, node.all_input_nodes))
 
 
 def convert(split: Split, goal: Target, precision: str, symbols: SymbolRanges,

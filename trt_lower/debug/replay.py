@@ -164,9 +164,19 @@ class Replay:
 
 
 def units(nodes: Sequence[Node]) -> list[list[Node]]:
-    """The nodes grouped so that a multi-output node and its getitems are never split apart."""
+    """The nodes grouped so that a multi-output node and its getitems are never split apart, nor
+    a quantize and the dequantizes reading its int8 (no engine takes or gives int8)."""
     groups: dict[Node, list[Node]] = {}
+    group_of: dict[Node, Node] = {}
     for n in nodes:
         base = n.args[0] if n.target is operator.getitem and n.args[0] in groups else n
+        int8 = [a for a in n.all_input_nodes if a in group_of and _is_int8(a)]
+        base = group_of[int8[0]] if int8 else base
         groups.setdefault(base, []).append(n)  # type: ignore[arg-type]
+        group_of[n] = base  # type: ignore[assignment]
     return list(groups.values())
+
+
+def _is_int8(node: Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype == torch.int8

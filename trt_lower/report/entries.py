@@ -1,7 +1,7 @@
 """The parts of a LoweringReport: an engine, an eager fallback, a node of the lowered graph."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,9 @@ class EngineReport:
     backend: str
     # TensorRT engines: True when loaded from the engine cache, False when built; None otherwise.
     cache_hit: bool | None = None
+    # The layers that read dequantized int8 (Q/DQ), by op: TensorRT fuses the DequantizeLinear
+    # into them and computes them in int8. Empty: the engine computes in float only.
+    int8_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

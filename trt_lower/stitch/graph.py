@@ -42,6 +42,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         output_shapes=[s.shape for s in engine.segment.outputs],
         backend=backend,
         cache_hit=engine.cache_hit,
+        int8_ops=dict(engine.segment.int8_ops),
     )
 
 

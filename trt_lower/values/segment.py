@@ -1,7 +1,7 @@
 """The values the convert stage hands to build, and build to stitch and deploy."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -21,6 +21,8 @@ class ConvertedSegment:
     tuple_output: bool  # the segment returns a tuple (else its one output)
     nodes: tuple[str, ...]  # its FX call_function nodes: those an EngineBuildError sends to eager
     notes: tuple[str, ...]  # where it computes in a narrower dtype than the model
+    # The layers that read dequantized int8 (the report's EngineReport.int8_ops), by op.
+    int8_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

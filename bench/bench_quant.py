@@ -1,0 +1,166 @@
+"""INT8 with trt_lower.quantization: error, engines, artifact size and ONNX Runtime latency against fp32.
+
+    python bench/bench_quant.py [--models resnet50,bert_base,llama_small] [--calls 10] [--json out.json]
+
+For each model (random weights, from torchvision's / transformers' configs): quantize it with
+`trt_lower.quantization.quantize` (calibrated on `CALIBRATION` random batches), lower the fp32
+model and the quantized one with backend="onnxruntime", and on one fixed batch report
+- the error of the lowered int8 model against the fp32 model (max and mean abs, and top-1
+  agreement: ResNet-50's class per image, the language models' token per position) and against
+  the eager quantized module (what TensorRT should compute; in steps of its coarsest activation
+  quantization),
+- engines and coverage of the int8 lowering,
+- the artifact (trt_lower.save) of each, in bytes, and their ratio,
+- latency per call of the two lowered models on ONNX Runtime, interleaved, median of `--calls`.
+
+ONNX Runtime runs the Q/DQ nodes as float arithmetic on x86 (trt_lower turns its QDQ fusions off:
+they would quantize more than the Q/DQ say), so int8 here is the fp32 work plus the Q/DQ: the
+latency ratio is no measure of TensorRT's int8 speed-up, which needs a GPU and is not measured here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import trt_lower  # noqa: E402
+from trt_lower.benchmarking import models as demo_models  # noqa: E402
+from trt_lower.quantization import quantize  # noqa: E402
+
+Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...], Callable[[int], tuple[torch.Tensor, ...]]]
+CALIBRATION = 4
+
+
+def resnet50() -> Example:
+    model, inputs = demo_models.build("resnet50", 4)
+    return model, inputs, lambda seed: (torch.randn(4, 3, 224, 224, generator=torch.Generator().manual_seed(seed)),)
+
+
+def _ids(vocab: int, shape: tuple[int, int]) -> Callable[[int], tuple[torch.Tensor, ...]]:
+    return lambda seed: (torch.randint(0, vocab, shape, generator=torch.Generator().manual_seed(seed)),)
+
+
+class Logits(torch.nn.Module):
+    """A transformers model's logits alone (the quantizer captures a tensor-returning module)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.model(ids).logits
+        return logits
+
+
+def bert_base() -> Example:
+    """bert-base-uncased's architecture (hidden 768, 12 layers) with its masked-LM head."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig()
+    batches = _ids(config.vocab_size, (1, 128))
+    return Logits(BertForMaskedLM(config)).eval(), batches(0), batches
+
+
+def llama_small() -> Example:
+    """A small Llama (hidden 512, 4 layers, grouped-query attention) with its LM head."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
+                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256)
+    batches = _ids(config.vocab_size, (1, 64))
+    return Logits(LlamaForCausalLM(config)).eval(), batches(0), batches
+
+
+MODELS: dict[str, Callable[[], Example]] = {"resnet50": resnet50, "bert_base": bert_base, "llama_small": llama_small}
+
+
+def _size(lowered: trt_lower.LoweredModule, directory: str, name: str) -> int:
+    path = Path(directory) / f"{name}.trt"
+    trt_lower.save(lowered, path)
+    return path.stat().st_size
+
+
+def _latency(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ...], calls: int) -> dict[str, float]:
+    """Median seconds per call of each, the calls interleaved (one of each in turn)."""
+    times: dict[str, list[float]] = {name: [] for name in modules}
+    with torch.no_grad():
+        for m in modules.values():  # warm-up
+            m(*inputs)
+        for _ in range(calls):
+            for name, m in modules.items():
+                start = time.perf_counter()
+                m(*inputs)
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def measure(name: str, calls: int) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, inputs, batches = MODELS[name]()
+    start = time.perf_counter()
+    quantized = quantize(model, inputs, [batches(seed) for seed in range(1, CALIBRATION + 1)])
+    quantize_s = time.perf_counter() - start
+    steps = [float(n.args[1]) for n in quantized.graph.nodes
+             if n.target == torch.ops.quantized_decomposed.quantize_per_tensor.default]
+    fp32 = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    int8 = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    with torch.no_grad():
+        reference, eager_int8, lowered_int8 = model(*inputs), quantized(*inputs), int8(*inputs)
+    error = (lowered_int8 - reference).abs()
+    top1 = (lowered_int8.argmax(-1) == reference.argmax(-1)).float().mean().item()
+    with tempfile.TemporaryDirectory() as directory:
+        sizes = {"fp32": _size(fp32, directory, "fp32"), "int8": _size(int8, directory, "int8")}
+    latency = _latency({"fp32": fp32, "int8": int8}, inputs, calls)
+    return {
+        "model": name,
+        "int8_engines": len(int8.report.engines),
+        "int8_coverage": int8.report.coverage,
+        "int8_layers": sum(sum(e.int8_ops.values()) for e in int8.report.engines),
+        "max_abs_vs_fp32": error.max().item(),
+        "mean_abs_vs_fp32": error.mean().item(),
+        "fp32_output_abs_mean": reference.abs().mean().item(),
+        "top1_agreement_vs_fp32": top1,
+        "max_abs_vs_eager_int8": (lowered_int8 - eager_int8).abs().max().item(),
+        "coarsest_step": max(steps),
+        "artifact_bytes": sizes,
+        "artifact_int8_vs_fp32": sizes["int8"] / sizes["fp32"],
+        "ort_latency_s": latency,
+        "ort_latency_int8_vs_fp32": latency["int8"] / latency["fp32"],
+        "quantize_s": quantize_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    rows = []
+    for name in args.models.split(","):
+        row = measure(name, args.calls)
+        rows.append(row)
+        print(f"{name}: engines {row['int8_engines']} (coverage {row['int8_coverage']:.0%}, {row['int8_layers']} int8 "
+              f"layers); vs fp32 max abs {row['max_abs_vs_fp32']:.4g}, mean abs {row['mean_abs_vs_fp32']:.4g} "
+              f"(fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), top-1 agreement "
+              f"{row['top1_agreement_vs_fp32']:.1%}; vs eager int8 max abs {row['max_abs_vs_eager_int8']:.3g} "
+              f"(coarsest step {row['coarsest_step']:.3g}); artifact {row['artifact_bytes']['int8'] / 1e6:.1f} MB vs "
+              f"{row['artifact_bytes']['fp32'] / 1e6:.1f} MB ({row['artifact_int8_vs_fp32']:.2f}); ORT latency "
+              f"{row['ort_latency_s']['int8'] * 1e3:.1f} ms vs {row['ort_latency_s']['fp32'] * 1e3:.1f} ms "
+              f"({row['ort_latency_int8_vs_fp32']:.2f}x)", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""Quantized models (int8 Q/DQ): what TensorRT cannot take is refused with its reason (and runs
+eagerly, still right), the TensorRT double refuses it as TensorRT does, and the engines a
+quantized model lowers to are audited and built as explicit quantization."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Callable
+
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper
+
+import converters.ops.quantize  # noqa: F401  (quantized_decomposed)
+import trt_lower
+from converters.passes import trt_support
+from harness import Fn, check_onnx
+
+qd = torch.ops.quantized_decomposed
+aten = torch.ops.aten
+S = 2.0**-4
+W = torch.randn(4, 2, 3, 3)
+W_SCALES, W_ZEROS = torch.full((4,), 2.0**-5), torch.zeros(4, dtype=torch.int32)
+
+
+def _qdq(x: torch.Tensor, zero_point: int = 0, low: int = -128, high: int = 127,
+         dtype: torch.dtype = torch.int8) -> torch.Tensor:
+    q = qd.quantize_per_tensor.default(x, S, zero_point, low, high, dtype)
+    return qd.dequantize_per_tensor.default(q, S, zero_point, low, high, dtype)
+
+
+def _eager_reason(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], op: str, **kwargs: Any) -> str:
+    """Lower `fn`, check it still matches eager, and return why `op` stayed eager."""
+    lowered = trt_lower.lower_to_trt(Fn(fn), inputs, backend="onnxruntime", min_block_size=1, **kwargs)
+    torch.testing.assert_close(lowered(*inputs), fn(*inputs))
+    reasons = [f.reason for f in lowered.report.fallbacks if f.op == op]
+    assert reasons, f"{op} ran in an engine: {lowered.report}"
+    return reasons[0]
+
+
+@pytest.mark.parametrize("fn, op, reason", [
+    (lambda x: _qdq(x + 1, zero_point=3), "quantized_decomposed.quantize_per_tensor.default",
+     "asymmetric quantization (zero point 3"),
+    (lambda x: _qdq(x + 1, zero_point=128, low=0, high=255, dtype=torch.uint8),
+     "quantized_decomposed.quantize_per_tensor.default", "uint8 quantization"),
+    (lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 5, -128, 127),
+     "aten.fake_quantize_per_tensor_affine_cachemask.default", "asymmetric quantization (zero point 5"),
+    (lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 128, 0, 255),
+     "aten.fake_quantize_per_tensor_affine_cachemask.default", "uint8 quantization"),
+    (lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 0, -127, 127),
+     "aten.fake_quantize_per_tensor_affine_cachemask.default", "range [-127, 127] on an activation"),
+    (lambda x: F.conv2d(x, torch.fake_quantize_per_channel_affine(W, torch.full((3,), S), torch.zeros(3, dtype=torch.int32),
+                                                                  2, -128, 127)),
+     "aten.fake_quantize_per_channel_affine_cachemask.default", "per-channel axis 2"),
+    (lambda x: torch.fake_quantize_per_channel_affine(x + 1, torch.full((2,), S), torch.zeros(2, dtype=torch.int32),
+                                                      1, -128, 127),
+     "aten.fake_quantize_per_channel_affine_cachemask.default", "per-channel quantization of an activation"),
+], ids=["asymmetric", "uint8", "fake-asymmetric", "fake-uint8", "fake-narrow-activation", "axis", "activation"])
+def test_what_tensorrt_cannot_quantize_is_refused(fn: Callable[..., Any], op: str, reason: str) -> None:
+    assert reason in _eager_reason(fn, (torch.randn(1, 2, 5, 5),), op)
+
+
+def test_int8_crosses_no_engine_boundary() -> None:
+    """An int8 model input to dequantize, and a quantized result the model returns, stay eager."""
+    def fn(q: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return qd.dequantize_per_tensor.default(q, S, 0, -128, 127, torch.int8) + 1, \
+            qd.quantize_per_tensor.default(x * 2, S, 0, -128, 127, torch.int8)
+
+    inputs = (torch.randint(-128, 128, (4,), dtype=torch.int8), torch.randn(4))
+    assert "neither a weight nor quantized" in _eager_reason(fn, inputs, "quantized_decomposed.dequantize_per_tensor.default")
+    assert "not only by dequantizes" in _eager_reason(fn, inputs, "quantized_decomposed.quantize_per_tensor.default")
+
+
+@pytest.mark.parametrize("version, reason", [
+    ("8.6", "TensorRT 8.6 has no FP8"),
+    ("10.4", "V100 (Volta) GPUs, which have no FP8"),
+    ("latest", "FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19"),
+])
+def test_fp8_casts_are_refused_on_every_target_with_the_reason(version: str, reason: str) -> None:
+    """ModelOpt-style FP8: a scaled cast to float8_e4m3fn and back. Opset 17 has no FP8 Q/DQ."""
+    def fp8(x: torch.Tensor) -> torch.Tensor:
+        return (x / 0.5).to(torch.float8_e4m3fn).to(torch.float32) * 0.5
+
+    assert reason in _eager_reason(fp8, (torch.randn(2, 8),), "aten._to_copy.default", trt_version=version)
+
+
+def _qdq_onnx(zero_point: int) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q/QuantizeLinear"),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq/DequantizeLinear")],
+        "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", TensorProto.INT8, [], [zero_point])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("version", ["8.6", "10.4", "latest"])
+def test_support_table_takes_symmetric_int8_qdq_only(version: str) -> None:
+    assert trt_support.violations(_qdq_onnx(0), version) == []
+    rules = {v.rule for v in trt_support.violations(_qdq_onnx(3), version)}
+    assert rules == {"QuantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
+                     "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)"}
+
+
+@pytest.mark.parametrize("trt_double", ["10.4.0"], indirect=True)
+def test_tensorrt_double_refuses_a_non_zero_zero_point(trt_double: ModuleType) -> None:
+    from trt_lower.runtime.trt_logger import LOGGER
+
+    builder = trt_double.Builder(LOGGER)
+    parser = trt_double.OnnxParser(builder.create_network(0), LOGGER)
+    assert parser.parse(_qdq_onnx(0).SerializeToString())
+    parser = trt_double.OnnxParser(builder.create_network(0), LOGGER)
+    assert not parser.parse(_qdq_onnx(3).SerializeToString())
+    assert "TensorRT only supports symmetric quantization" in parser.get_error(0).desc()
+    LOGGER.take_errors()
+
+
+class QuantizedConv(torch.nn.Module):
+    """conv + linear with PT2E-style int8 weights (folded) and per-tensor activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", qd.quantize_per_channel.default(W, W_SCALES, W_ZEROS, 0, -128, 127, torch.int8))
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = qd.dequantize_per_channel.default(self.w, W_SCALES, W_ZEROS, 0, -128, 127, torch.int8)
+        y = torch.relu(F.conv2d(_qdq(x), w, padding=1))
+        return self.lin(_qdq(y.mean((2, 3))))
+
+
+@pytest.mark.parametrize("version", ["8.6", "10.4", "latest"])
+def test_a_quantized_model_is_one_engine_whose_qdq_pass_every_table(version: str) -> None:
+    model, inputs = QuantizedConv().eval(), (torch.randn(2, 2, 6, 6),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True, trt_version=version)
+    check_onnx(lowered)  # every Q/DQ node against `version`'s table
+    ops = {n.op_type for n in onnx.load_from_string(lowered.engine_0.onnx_bytes).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(*inputs), model(*inputs))
+
+
+def test_fp16_engines_keep_their_qdq_float32() -> None:
+    """Opset 17's QuantizeLinear/DequantizeLinear read and write float32 only."""
+    model, inputs = QuantizedConv().eval(), (torch.randn(2, 2, 6, 6),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True, precision="fp16")
+    check_onnx(lowered)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(*inputs), model(*inputs), rtol=1e-2, atol=S)
+
+
+@pytest.mark.parametrize("trt_double", ["10.4.0", "8.6.1"], indirect=True)
+def test_tensorrt_builds_quantized_engines_with_the_int8_flag(trt_double: ModuleType) -> None:
+    model, inputs = QuantizedConv().eval(), (torch.randn(2, 2, 6, 6),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="tensorrt", require_full=True)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(*inputs), model(*inputs))
+    assert trt_double.state.last_build.builder_flags & 1 << int(trt_double.BuilderFlag.INT8)
+
+
+# -- trt_lower.quantization: PT2E for TensorRT -------------------------------------------------
+class ResidualNet(torch.nn.Module):
+    """conv-bn-relu, a residual conv block, a linear head: every place TensorRT wants Q/DQ."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = torch.relu(self.bn(self.conv(y)) + y)
+        return self.head(y.mean((2, 3)))
+
+
+class Attention(torch.nn.Module):
+    """Linear projections and the two matmuls of attention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        weights = torch.softmax(q @ k.transpose(1, 2) / 4, dim=-1)
+        return self.out(weights @ v) + x
+
+
+def _steps(quantized: torch.fx.GraphModule) -> list[float]:
+    return [float(n.args[1]) for n in quantized.graph.nodes if n.target == qd.quantize_per_tensor.default]
+
+
+def _assert_within_one_step(actual: torch.Tensor, expected: torch.Tensor, step: float) -> None:
+    """At most one step of the coarsest activation quantization apart: float arithmetic in
+    another order may round an activation sitting at a rounding boundary the other way."""
+    error = (actual - expected).abs()
+    assert error.max() <= step, f"max error {error.max()} above one quantization step {step}"
+
+
+@pytest.mark.parametrize("make, shape", [(ResidualNet, (2, 3, 8, 8)), (Attention, (2, 6, 16))],
+                         ids=["residual-convnet", "attention"])
+def test_quantize_gives_one_int8_engine_matching_the_quantized_model(make: Callable[[], torch.nn.Module],
+                                                                      shape: tuple[int, ...]) -> None:
+    from trt_lower.quantization import quantize
+
+    model = make().eval()
+    inputs = (torch.randn(shape),)
+    quantized = quantize(model, inputs, [(torch.randn(shape),) for _ in range(4)])
+    steps = _steps(quantized)
+    assert steps, "no activation was quantized"
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", require_full=True)
+    assert len(lowered.report.engines) == 1 and lowered.report.coverage == 1.0
+    check_onnx(lowered)
+    ops = [n.op_type for n in onnx.load_from_string(lowered.engine_0.onnx_bytes).graph.node]
+    # Every conv/matmul reads dequantized int8 on both sides (weights folded to int8).
+    assert ops.count("DequantizeLinear") >= 2 * (ops.count("Conv") + ops.count("MatMul") + ops.count("Gemm"))
+    with torch.no_grad():
+        _assert_within_one_step(lowered(*inputs), quantized(*inputs), max(steps))
+
+
+class FakeQuantized(torch.nn.Module):
+    """Quantized by hand, QAT style: per-channel fake-quantized weights, per-tensor activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.head = torch.nn.Conv2d(3, 8, 3), torch.nn.Linear(8, 4)
+        for name, layer in (("conv", self.conv), ("head", self.head)):
+            amax = layer.weight.detach().abs().flatten(1).amax(1)
+            self.register_buffer(f"{name}_scale", amax / 127)
+            self.register_buffer(f"{name}_zero", torch.zeros_like(amax, dtype=torch.int32))
+        self.act = 2.0**-5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.fake_quantize_per_tensor_affine(x, self.act, 0, -128, 127)
+        w = torch.fake_quantize_per_channel_affine(self.conv.weight, self.conv_scale, self.conv_zero, 0, -127, 127)
+        y = torch.relu(F.conv2d(x, w, self.conv.bias)).mean((2, 3))
+        y = torch.fake_quantize_per_tensor_affine(y, self.act, 0, -128, 127)
+        w = torch.fake_quantize_per_channel_affine(self.head.weight, self.head_scale, self.head_zero, 0, -127, 127)
+        return F.linear(y, w, self.head.bias)
+
+
+def test_fake_quantized_model_is_one_engine_with_int8_weights() -> None:
+    model, inputs = FakeQuantized().eval(), (torch.rand(2, 3, 8, 8),)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
+    assert len(lowered.report.engines) == 1 and lowered.report.coverage == 1.0
+    check_onnx(lowered)
+    graph = onnx.load_from_string(lowered.engine_0.onnx_bytes).graph
+    int8 = [i.name for i in graph.initializer if i.data_type == TensorProto.INT8 and len(i.dims) > 1]
+    assert len(int8) == 2, "the two weights are int8 initializers"
+    assert not [i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) > 1]
+    with torch.no_grad():
+        _assert_within_one_step(lowered(*inputs), model(*inputs), model.act)
+
+
+# -- report, accuracy tools, artifact ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def quantized_net() -> tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]:
+    from trt_lower.quantization import quantize
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 3, 8, 8),)
+    return quantize(ResidualNet().eval(), inputs, [(torch.randn(2, 3, 8, 8),) for _ in range(4)]), inputs
+
+
+def test_report_names_the_layers_computing_in_int8(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]) -> None:
+    quantized, inputs = quantized_net
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    (engine,) = lowered.report.engines
+    # two convolutions, the residual add and the head (an addmm once captured)
+    assert engine.int8_ops == {"aten.convolution.default": 2, "aten.add.Tensor": 1, "aten.addmm.default": 1}
+    assert "int8: aten.convolution.default×2" in str(lowered.report)
+    plain = trt_lower.lower_to_trt(ResidualNet().eval(), inputs, backend="onnxruntime")
+    assert plain.report.engines[0].int8_ops == {}
+
+
+def test_check_accuracy_and_first_divergence_on_a_quantized_graph(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from converters.core import registry
+    from trt_lower.debug import first_divergence
+
+    quantized, inputs = quantized_net
+    step = max(_steps(quantized))
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    assert trt_lower.check_accuracy(quantized, lowered, inputs, rtol=0, atol=step).passed
+    assert first_divergence(quantized, lowered, inputs, rtol=0, atol=step) is None
+
+    # A dequantize converter that doubles its scale: both tools find it.
+    entry = registry._REGISTRY[qd.dequantize_per_tensor.default]
+
+    def doubled(b: Any, x: Any, scale: float, *args: Any, **kwargs: Any) -> Any:
+        return entry.fn(b, x, scale * 2, *args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, doubled, entry.capability))
+    broken = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    assert not trt_lower.check_accuracy(quantized, broken, inputs, rtol=0, atol=step).passed
+    found = first_divergence(quantized, broken, inputs, rtol=0, atol=step)
+    assert found is not None and found.op == "quantized_decomposed.dequantize_per_tensor.default", str(found)
+
+
+def test_artifact_of_a_quantized_model_stores_int8_weights(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any) -> None:
+    quantized, inputs = quantized_net
+    wide = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3)).eval()
+    from trt_lower.quantization import quantize
+
+    small = quantize(wide, inputs, [inputs])
+    sizes = {}
+    for name, model in (("fp32", wide), ("int8", small)):
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+        trt_lower.save(lowered, tmp_path / f"{name}.trt")
+        sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
+        loaded = trt_lower.load(tmp_path / f"{name}.trt", backend="onnxruntime")
+        with torch.no_grad():
+            torch.testing.assert_close(loaded(*inputs), lowered(*inputs), rtol=0, atol=0)
+    # 38k weights: 4 bytes each in fp32, 1 in int8 (plus per-channel scales and the file's own)
+    assert sizes["int8"] < 0.35 * sizes["fp32"], sizes
+
+
+def test_lowering_leaves_the_quantized_module_in_eval_mode() -> None:
+    """lower_to_trt puts the model's mode back after capturing it; a quantized (exported) module
+    reporting training=True had its dropouts rewritten to training mode by that."""
+    from trt_lower.quantization import quantize
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 4)).eval()
+    inputs = (torch.randn(4, 8),)
+    quantized = quantize(model, inputs, [inputs])
+    with torch.no_grad():
+        before = quantized(*inputs)
+        lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", require_full=True)
+        torch.testing.assert_close(quantized(*inputs), before, rtol=0, atol=0)
+        torch.testing.assert_close(lowered(*inputs), before)
+    assert not quantized.training
