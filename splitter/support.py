@@ -11,7 +11,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
 from converters.core.target import Target
-from converters.ops.quantize import INT8_OPS
+from converters.core.quantized import INT8_OPS
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
 # slice_scatter converter clamps start and end itself (or hands them to a Slice).

@@ -21,6 +21,7 @@ from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noq
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, only_first_output_used
 from converters.core.fold import constant_value
+from converters.core.quantized import DEQUANTIZE, DEQUANTIZED, INT8_OPS
 from converters.core.registry import converter
 from converters.core.target import Target
 
@@ -30,16 +31,6 @@ qd = torch.ops.quantized_decomposed
 INT8_MIN, INT8_MAX = -128, 127
 # A computed scale or zero point is per tensor or per channel, made in a few ops.
 _MAX_PARAMS, _MAX_NODES = 1 << 16, 16
-_DEQUANTIZE = frozenset({qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
-                         qd.dequantize_per_channel.default})
-# The ops whose inputs or outputs may be int8 (the splitter allows int8 nowhere else).
-INT8_OPS = _DEQUANTIZE | {qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor,
-                          qd.quantize_per_channel.default}
-# Ops whose result is dequantized int8: TensorRT fuses the DequantizeLinear into the layer reading
-# it, which then computes in int8 (the report names those layers).
-DEQUANTIZED = _DEQUANTIZE | {aten.fake_quantize_per_tensor_affine_cachemask.default,
-                             aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
-                             aten.fake_quantize_per_channel_affine_cachemask.default}
 # TensorRT's per-channel axis: a weight's output channels (0; 1 for a transposed convolution's).
 WEIGHT_AXES = (0, 1)
 
@@ -126,11 +117,11 @@ def _per_channel_reason(node: torch.fx.Node, axis: Any) -> Optional[str]:
 def _int8_boundary_reason(node: torch.fx.Node) -> Optional[str]:
     """int8 lives only between a quantize and its dequantizes, or is a weight: no engine takes or
     gives it."""
-    if node.target in _DEQUANTIZE:
+    if node.target in DEQUANTIZE:
         x = node.args[0]
-        if not (_is_weight(node, x) or isinstance(x, torch.fx.Node) and x.target in INT8_OPS - _DEQUANTIZE):
+        if not (_is_weight(node, x) or isinstance(x, torch.fx.Node) and x.target in INT8_OPS - DEQUANTIZE):
             return "it dequantizes an int8 tensor that is neither a weight nor quantized in the graph"
-    elif other := [u for u in node.users if u.target not in _DEQUANTIZE]:
+    elif other := [u for u in node.users if u.target not in DEQUANTIZE]:
         return f"its int8 result is read by {other[0].target}, not only by dequantizes"
     return None
 
@@ -141,7 +132,7 @@ def _quantize_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     if reason := _int8_boundary_reason(node):
         return reason
     # A folded weight is clamped to the range as torch does; dequantizing clamps nothing.
-    exact = _is_weight(node, x) or node.target in _DEQUANTIZE
+    exact = _is_weight(node, x) or node.target in DEQUANTIZE
     return _qparams_reason(node, scale, zero_point, quant_min, quant_max, dtype, exact)
 
 

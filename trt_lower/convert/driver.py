@@ -13,7 +13,7 @@ from converters.passes.float64 import narrow_float64
 from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
 from converters.core.target import Target
-from converters.ops.quantize import DEQUANTIZED, INT8_OPS
+from converters.core.quantized import DEQUANTIZED, INT8_OPS
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment
