@@ -4,6 +4,9 @@
 TensorRT fuses quantize/dequantize pairs (`TensorRTQuantizer`), calibrates them and converts: the
 result computes what the TensorRT engine will (int8 weights and activations, float accumulation
 in between) and lowers with `lower_to_trt` like any module. Needs torchao (the `quant` extra).
+
+In: a model, example inputs and calibration batches. Out: the quantized module (after
+convert_pt2e), for `lower_to_trt`.
 """
 from trt_lower.quantization.quantizer import TensorRTQuantizer, quantize
 
