@@ -68,6 +68,9 @@ class LoweredModule(torch.fx.GraphModule):
     report: LoweringReport
     # What each engine was made from, by engine name: trt_lower.save stores them.
     segments: dict[str, ConvertedSegment]
+    # JSON that a use built on the module keeps beside it (trt_lower.llm's generation settings):
+    # trt_lower.save writes it, load gives it back.
+    extra: dict[str, Any] | None = None
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):
