@@ -106,3 +106,14 @@ def test_a_transformers_decode_step_with_its_cache_lowers(tmp_path: Path) -> Non
         lowered(next_ids, past_key_values=cache(prompt[:, :3]))
     with pytest.raises(InputStructureError, match=r"kwargs\['past_key_values'\]: the model was lowered for a DynamicCache"):
         lowered(next_ids, past_key_values=torch.zeros(1))
+
+
+def test_lowering_leaves_each_submodule_in_its_own_mode() -> None:
+    """A wrapper (train mode, as built) around an eval-mode model: capture runs both in eval, and
+    gives each its own mode back; restoring the wrapper's alone put the model into training
+    (dropout on in the user's eager model afterwards)."""
+    inner = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).eval()
+    wrapper = torch.nn.Sequential(inner)
+    assert wrapper.training
+    trt_lower.lower_to_trt(wrapper, (torch.randn(2, 3),))
+    assert wrapper.training and not inner.training and not inner[1].training

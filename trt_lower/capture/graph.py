@@ -150,7 +150,9 @@ def export(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tensor
     nn.Modules and fx GraphModules go through torch.export (non-strict, eval mode);
     TorchScript modules through PyTorch's TorchScript-to-ExportedProgram converter.
     """
-    was_training = model.training
+    # Each module's own mode, restored after: train(flag) on the model would set all of them alike,
+    # and put an eval-mode model inside a train-mode wrapper into training (dropout on).
+    modes = {m: m.training for m in model.modules()}
     model.eval()
     try:
         source = model
@@ -170,7 +172,8 @@ def export(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tensor
             f"torch.export could not capture {type(model).__name__}: {type(e).__name__}: {e}{_capture_hint(e)}"
         ) from e
     finally:
-        model.train(was_training)
+        for module, training in modes.items():
+            module.training = training
 
 
 # Runtime checks export leaves in the graph. The InputGuard checks every input's dtype and
