@@ -3,6 +3,7 @@
 `generate()` (greedy, sampling, logits processors, stopping, eos and padding as the eager model)."""
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -18,14 +19,15 @@ class GenerationLimitError(ValueError):
     """A generate() call beyond the batch or length the model was lowered for."""
 
 
-class _Layer(CacheLayerMixin):
+class _Layer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
     """A layer's preallocated buffers (views of the first `batch` rows), written in place."""
 
     is_compileable = False
     is_sliding = False
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.buffers = (keys, values)
         self.keys, self.values = keys, values
         self.is_initialized = True
 
@@ -37,27 +39,28 @@ class _Layer(CacheLayerMixin):
         raise AssertionError("the lowered step writes the cache (LoweredCausalLM.forward)")
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.keys.shape[2], 0
+        return self.buffers[0].shape[2], 0
 
     def get_seq_length(self) -> int:
-        raise AssertionError("the cache's length is _BufferCache.length")
+        raise AssertionError("the cache's length is BufferCache.length")
 
     def get_max_length(self) -> int:
-        return int(self.keys.shape[2])
+        return int(self.buffers[0].shape[2])
 
 
 class BufferCache(Cache):
     """The cache generate() carries between steps: the buffers and how many positions are written."""
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
-        super().__init__(layers=[_Layer(k, v) for k, v in zip(keys, values)])
+        self.buffers = list(zip(keys, values))
+        super().__init__(layers=[_Layer(k, v) for k, v in self.buffers])
         self.length = 0
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.length
 
     def get_max_cache_shape(self, layer_idx: int = 0) -> int:
-        return int(self.layers[layer_idx].keys.shape[2])
+        return int(self.buffers[layer_idx][0].shape[2])
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("beam search is not supported by a lowered causal LM; use num_beams=1")
@@ -84,6 +87,8 @@ class LoweredCausalLM:
         self.max_batch: int = description["max_batch"]
         self.max_length: int = description["max_length"]
         cls = _model_class(description["model_class"])
+        if cls.config_class is None:
+            raise ValueError(f"{description['model_class']} names no config class")
         config = cls.config_class.from_dict(description["config"])
         dtype = getattr(torch, description["dtype"])
         guard = getattr(step, "_input_guard", None)  # the device the engines run on, the buffers' too
@@ -95,10 +100,11 @@ class LoweredCausalLM:
         self._past = torch.zeros((), dtype=torch.int64, device=device)
         # transformers' generate() on a model of the same class and config, its weights on the meta
         # device (none are read: every forward is the lowered step's).
-        shell_class = type(f"Lowered{cls.__name__}", (cls,), {
-            "forward": lambda shell, *args, **kwargs: self.forward(*args, **kwargs),
-            "device": property(lambda shell: device),
-        })
+        @functools.wraps(cls.forward)  # generate() reads forward's parameters (position_ids...) to know what to pass
+        def forward(shell: PreTrainedModel, *args: Any, **kwargs: Any) -> CausalLMOutputWithPast:
+            return self.forward(*args, **kwargs)
+
+        shell_class = type(f"Lowered{cls.__name__}", (cls,), {"forward": forward, "device": property(lambda _: device)})
         with torch.device("meta"):
             self.model = shell_class(config)
         self.model.eval()
@@ -150,14 +156,14 @@ class LoweredCausalLM:
         if position_ids is None:
             position_ids = torch.arange(past, past + q, device=input_ids.device).expand(batch, q)
         self._past.fill_(past)
-        keys = tuple(layer.keys for layer in past_key_values.layers)
-        values = tuple(layer.values for layer in past_key_values.layers)
+        keys = tuple(k for k, _ in past_key_values.buffers)
+        values = tuple(v for _, v in past_key_values.buffers)
         logits, new_keys, new_values = self.step(input_ids, mask, position_ids.expand(batch, q).contiguous(),
                                                  self._past, keys, values)
         written = torch.arange(past, past + q, device=input_ids.device)
-        for layer, k, v in zip(past_key_values.layers, new_keys, new_values):
-            layer.keys.index_copy_(2, written, k)
-            layer.values.index_copy_(2, written, v)
+        for (keys_buffer, values_buffer), k, v in zip(past_key_values.buffers, new_keys, new_values):
+            keys_buffer.index_copy_(2, written, k)
+            values_buffer.index_copy_(2, written, v)
         past_key_values.length = past + q
         return CausalLMOutputWithPast(logits=logits[:, None, :], past_key_values=past_key_values)
 

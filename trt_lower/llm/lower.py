@@ -24,7 +24,7 @@ def lower_causal_lm(model: PreTrainedModel, *, max_batch: int, max_length: int, 
     for name, value, least in (("max_batch", max_batch, 1), ("max_length", max_length, 2)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]  # transformers' override is untyped
     # Each layer's key/value heads and head dims, read off a one-token forward's cache.
     with torch.no_grad():
         layers = model(torch.zeros(1, 1, dtype=torch.int64, device=model.device), use_cache=True).past_key_values.layers

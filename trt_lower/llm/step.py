@@ -13,7 +13,7 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 
-class _BufferLayer(CacheLayerMixin):
+class _BufferLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
     """One layer's cache as transformers' attention sees it: the buffers with the new keys and
     values written at `past..past+q` (out of place: the buffers are the step's inputs), attended
     over in full, the causal and padding masks hiding what is not written yet."""
@@ -22,8 +22,9 @@ class _BufferLayer(CacheLayerMixin):
     is_sliding = False  # the whole window is kept: a sliding window is the mask's (as transformers builds it)
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
-        super().__init__()
-        self.keys, self.values, self.positions = keys, values, positions
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.buffers, self.positions = (keys, values), positions
+        self.keys, self.values = keys, values
         self.is_initialized = True
         self.new: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -33,17 +34,17 @@ class _BufferLayer(CacheLayerMixin):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         self.new = (key_states, value_states)
-        return (self.keys.index_copy(2, self.positions, key_states),
-                self.values.index_copy(2, self.positions, value_states))
+        keys, values = self.buffers
+        return keys.index_copy(2, self.positions, key_states), values.index_copy(2, self.positions, value_states)
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.keys.shape[2], 0
+        return self.buffers[0].shape[2], 0
 
     def get_seq_length(self) -> int:
         raise AssertionError("the step passes position_ids; the mask reads the query offset")
 
     def get_max_length(self) -> int:
-        return int(self.keys.shape[2])
+        return int(self.buffers[0].shape[2])
 
 
 class _BufferCache(Cache):
@@ -53,7 +54,8 @@ class _BufferCache(Cache):
     def __init__(self, keys: tuple[torch.Tensor, ...], values: tuple[torch.Tensor, ...], past: torch.Tensor,
                  q: int) -> None:
         positions = past + torch.arange(q, device=past.device)
-        super().__init__(layers=[_BufferLayer(k, v, positions) for k, v in zip(keys, values)])
+        self.buffer_layers = [_BufferLayer(k, v, positions) for k, v in zip(keys, values)]
+        super().__init__(layers=list(self.buffer_layers))
         self.past = past
 
     def get_query_offset(self, layer_idx: int = 0) -> Any:
@@ -78,7 +80,7 @@ class DecodeStep(torch.nn.Module):
         cache = _BufferCache(keys, values, past, input_ids.shape[1])
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          past_key_values=cache, use_cache=True, logits_to_keep=1)
-        new = [layer.new for layer in cache.layers]
+        new = [layer.new for layer in cache.buffer_layers]
         assert all(n is not None for n in new), "every layer updates the cache"
         return (out.logits[:, -1],
                 tuple(n[0] for n in new if n is not None), tuple(n[1] for n in new if n is not None))
