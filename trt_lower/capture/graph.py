@@ -50,8 +50,8 @@ def check_inputs(model: torch.nn.Module, inputs: Any, kwargs: dict[str, Any] | N
         inspect.signature(model.forward).bind(*inputs, **(kwargs or {}))
     except TypeError as e:
         raise ValueError(
-            f"inputs has {len(inputs)} positional and {len(kwargs or {})} keyword argument(s), which "
-            f"{type(model).__name__}.forward does not accept: {e}"
+            f"inputs has {len(inputs)} tensor(s)" + (f" and kwargs {sorted(kwargs)}" if kwargs else "")
+            + f", which {type(model).__name__}.forward does not accept: {e}"
         ) from None
     except ValueError:  # builtin or C++ forward without a signature: let export decide
         pass
