@@ -33,7 +33,7 @@ RANK = {
     "stitch": 3, "settings": 3,
     "api": 4,
     "deploy": 5, "benchmarking": 5,
-    "debug": 6, "dynamo_backend": 6, "quantization": 6,
+    "debug": 6, "dynamo_backend": 6, "llm": 6, "quantization": 6,
     "trt_lower": 7,
     "testing": 8, "triton": 8,
     "cli": 9,

@@ -33,8 +33,9 @@ class UnsupportedOpsError(RuntimeError):
 
 def lower_to_trt(
     model: torch.nn.Module,
-    inputs: Sequence[torch.Tensor | TensorSpec],
+    inputs: Sequence[Any],
     *,
+    kwargs: dict[str, Any] | None = None,
     backend: str = "auto",
     precision: str = "fp32",
     min_block_size: int = 3,
@@ -45,7 +46,12 @@ def lower_to_trt(
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
 ) -> LoweredModule:
-    """Lower `model` for `inputs`: TensorRT-capable regions become engines, the rest stays eager.
+    """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
+    stays eager.
+
+    inputs, kwargs: the positional and keyword arguments, any pytrees torch.export takes (tuples,
+        lists, dicts, transformers' caches) with a tensor or a TensorSpec (where a size varies) at
+        each leaf. The lowered module takes the same structure.
 
     backend: "tensorrt", "onnxruntime", or "auto" (TensorRT when usable, else ONNX Runtime).
     fallback_ops: ATen ops (OpOverload, packet or name like "aten.relu.default") kept in eager.
@@ -66,14 +72,14 @@ def lower_to_trt(
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
         trt_version=trt_version, keep_fp32=keep_fp32,
     )
-    specs = check_inputs(model, inputs)
+    specs = check_inputs(model, inputs, kwargs)
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
     # Wall seconds per stage (LoweringReport.timings), summed over retries.
     timings = dict.fromkeys(("capture", "split", "convert", "build", "stitch"), 0.0)
     with _timed(timings, "capture"):
-        captured = capture(model, inputs, specs)
+        captured = capture(model, inputs, specs, kwargs)
     settings.check_keep_fp32(captured.program.graph)
     goal = Target(settings.trt_version)
     failed: dict[str, str] = {}

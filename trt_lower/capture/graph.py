@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -26,24 +27,43 @@ class CaptureError(RuntimeError):
     """torch.export could not capture the model."""
 
 
-def check_inputs(model: torch.nn.Module, inputs: Any) -> tuple[TensorSpec, ...]:
-    """The inputs as specs (a tensor is a static spec); ValueError naming a bad one."""
+def check_inputs(model: torch.nn.Module, inputs: Any, kwargs: dict[str, Any] | None = None) -> tuple[TensorSpec, ...]:
+    """The inputs' leaves as specs (a tensor is a static spec), in the order torch.export flattens
+    `(inputs, kwargs)`; ValueError naming a bad one by its path (`inputs[1][0]`, `kwargs['mask']`).
+
+    inputs and kwargs are any pytrees torch.export takes (tuples, lists, dicts, registered classes
+    such as transformers' caches) whose leaves are tensors or TensorSpecs."""
     if isinstance(inputs, (torch.Tensor, TensorSpec)):
         inputs = (inputs,)
     if not isinstance(inputs, (tuple, list)):
         raise ValueError(f"inputs must be a tuple or list of tensors/TensorSpecs, got {type(inputs).__name__}")
-    for i, x in enumerate(inputs):
+    if kwargs is not None and not (isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs)):
+        raise ValueError(f"kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
+    _register_cache_types(model)  # before flattening: a cache is a leaf until registered
+    leaves, _ = pytree.tree_flatten_with_path((tuple(inputs), kwargs or {}))
+    for path, x in leaves:
         if not isinstance(x, (torch.Tensor, TensorSpec)):
-            raise ValueError(f"inputs[{i}] must be a torch.Tensor or trt_lower.TensorSpec, got {type(x).__name__}")
+            # A Python value would be baked into the graph, and a call with another would be wrong.
+            raise ValueError(f"{leaf_name(path)} must be a torch.Tensor or trt_lower.TensorSpec, got "
+                             f"{type(x).__name__}" + (" (leave it out)" if x is None else
+                                                      " (fix a Python value in a wrapper module's forward)"))
     try:
-        inspect.signature(model.forward).bind(*inputs)
+        inspect.signature(model.forward).bind(*inputs, **(kwargs or {}))
     except TypeError as e:
         raise ValueError(
-            f"inputs has {len(inputs)} tensor(s), which {type(model).__name__}.forward does not accept: {e}"
+            f"inputs has {len(inputs)} tensor(s)" + (f" and kwargs {sorted(kwargs)}" if kwargs else "")
+            + f", which {type(model).__name__}.forward does not accept: {e}"
         ) from None
     except ValueError:  # builtin or C++ forward without a signature: let export decide
         pass
-    return tuple(x if isinstance(x, TensorSpec) else TensorSpec.of(x) for x in inputs)
+    return tuple(x if isinstance(x, TensorSpec) else TensorSpec.of(x) for _, x in leaves)
+
+
+def leaf_name(path: pytree.KeyPath) -> str:
+    """A leaf of `(inputs, kwargs)` named as the user wrote it: `inputs[1][0]`, `kwargs['mask']`."""
+    top, *rest = path
+    where = "inputs" if isinstance(top, pytree.SequenceKey) and top.idx == 0 else "kwargs"
+    return where + pytree.keystr(tuple(rest))
 
 
 def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[torch.Tensor, ...]:
@@ -51,24 +71,35 @@ def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[t
     return tuple(g if isinstance(g, torch.Tensor) else s.example() for s, g in zip(specs, given))
 
 
-def _dynamic_shapes(model: torch.nn.Module, specs: Sequence[TensorSpec],
-                    infer: bool = False) -> dict[str, Any] | tuple[Any, ...] | None:
-    """torch.export's dynamic_shapes, keyed by forward's parameter names (which also covers
-    a `*args` forward). DYNAMIC dims make export refuse a range it cannot keep whole; AUTO
-    (`infer`) lets it narrow or specialise the range instead."""
+def _examples(specs: Sequence[TensorSpec], inputs: Sequence[Any],
+              kwargs: dict[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`(inputs, kwargs)` with `example_inputs` for leaves."""
+    leaves, tree = pytree.tree_flatten((tuple(inputs), kwargs or {}))
+    args, keywords = pytree.tree_unflatten(example_inputs(specs, leaves), tree)
+    return args, keywords
+
+
+def _dynamic_shapes(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], specs: Sequence[TensorSpec],
+                    infer: bool = False) -> Any:
+    """torch.export's dynamic_shapes for the example `(args, kwargs)`, in their structure (keyed
+    by forward's parameter names, which also covers a `*args` forward). DYNAMIC dims make export
+    refuse a range it cannot keep whole; AUTO (`infer`) lets it narrow or specialise the range
+    instead."""
     if not any(s.dynamic_dims for s in specs):
         return None
     kind = torch.export.Dim.AUTO if infer else torch.export.Dim.DYNAMIC
     dims = [{i: kind(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
             for s in specs]
     try:
-        bound = inspect.signature(model.forward).bind(*dims)
+        inspect.signature(model.forward)
     except (TypeError, ValueError):  # no Python signature: export matches positionally
         return tuple(dims)
-    return {
-        name: tuple(value) if bound.signature.parameters[name].kind is inspect.Parameter.VAR_POSITIONAL else value
-        for name, value in bound.arguments.items()
-    }
+    # Maps each example tensor to its dims, in any structure (torch leaves the class unannotated).
+    shapes = torch.export.ShapesCollection()  # type: ignore[no-untyped-call]
+    for tensor, dim in zip(pytree.tree_leaves((args, kwargs)), dims):
+        if dim is not None:
+            shapes[tensor] = dim
+    return shapes.dynamic_shapes(model, args, kwargs)  # type: ignore[no-untyped-call]
 
 
 def _from_torchscript(model: torch.jit.ScriptModule, inputs: tuple[torch.Tensor, ...]) -> torch.nn.Module:
@@ -104,6 +135,9 @@ def _register_cache_types(model: torch.nn.Module) -> None:
 
 def _capture_hint(error: Exception) -> str:
     """What to do about a capture error users hit often, or ''."""
+    if "'TensorSpec' object has no attribute" in str(error):
+        return (" (a TensorSpec inside an object whose pytree flattening keeps only tensors, such as a transformers "
+                "cache: give a tensor there, a fixed-size buffer like StaticCache's)")
     if "which is not a known type" in str(error):
         return (" (the model takes or returns an object that is not tensors, tuples, lists or dicts: "
                 "register it with torch.utils._pytree.register_pytree_node, or wrap the model to return tensors)")
@@ -141,14 +175,16 @@ def _self_renamed(model: torch.nn.Module) -> torch.nn.Module:
     return _SelfRenamed(model) if named_self else model
 
 
-def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
-           specs: Sequence[TensorSpec] = (), infer: bool = False) -> torch.export.ExportedProgram:
+def export(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec] = (), infer: bool = False,
+           kwargs: dict[str, Any] | None = None) -> torch.export.ExportedProgram:
     """The model as core ATen, fusable ops kept whole.
 
     nn.Modules and fx GraphModules go through torch.export (non-strict, eval mode);
     TorchScript modules through PyTorch's TorchScript-to-ExportedProgram converter.
     """
-    was_training = model.training
+    # Each module's own mode, restored after: train(flag) on the model would set all of them alike,
+    # and put an eval-mode model inside a train-mode wrapper into training (dropout on).
+    modes = {m: m.training for m in model.modules()}
     model.eval()
     try:
         source = model
@@ -157,8 +193,9 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
             source = _from_torchscript(model, tuple(inputs))
         _register_cache_types(source)
         source = _self_renamed(source)
-        program = torch.export.export(source, tuple(inputs), dynamic_shapes=_dynamic_shapes(source, specs, infer),
-                                         strict=False)
+        args, kwargs = tuple(inputs), kwargs or {}
+        program = torch.export.export(source, args, kwargs,
+                                      dynamic_shapes=_dynamic_shapes(source, args, kwargs, specs, infer), strict=False)
         decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
         return decomposed
     except CaptureError:
@@ -168,7 +205,8 @@ def export(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
             f"torch.export could not capture {type(model).__name__}: {type(e).__name__}: {e}{_capture_hint(e)}"
         ) from e
     finally:
-        model.train(was_training)
+        for module, training in modes.items():
+            module.training = training
 
 
 # Runtime checks export leaves in the graph. The InputGuard checks every input's dtype and
@@ -284,22 +322,23 @@ class CapturedGraph:
         return tuple(renamed(t, names, new_names) for t in self.conditions)
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec]) -> CapturedGraph:
-    """Stage 1. In: the model, the user's inputs (tensors and/or TensorSpecs) and their specs
-    (`check_inputs`). Out: the model as a core-ATen program, traced with the user's tensors where
+def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec],
+            kwargs: dict[str, Any] | None = None) -> CapturedGraph:
+    """Stage 1. In: the model, the user's positional and keyword inputs (pytrees of tensors and/or
+    TensorSpecs) and their leaves' specs (`check_inputs`). Out: the model as a core-ATen program, traced with the user's tensors where
     given (else an example made from the spec), dynamic where the specs say; CaptureError if
     torch cannot capture it."""
-    examples = example_inputs(specs, inputs)
+    examples, keywords = _examples(specs, inputs, kwargs)
     refused: CaptureError | None = None
     try:
-        program = export(model, examples, specs)
+        program = export(model, examples, specs, kwargs=keywords)
     except CaptureError as e:
         if not any(s.dynamic_dims for s in specs):
             raise
         # torch may infer a narrower range than asked (a min of 1 it specialises, dims the model
         # forces equal): retry letting it infer, then keep the inferred ranges where they are ranges.
         refused = e
-        program = export(model, examples, specs, infer=True)
+        program = export(model, examples, specs, infer=True, kwargs=keywords)
     # Export may also accept a range and narrow it by a guard on a size (`if x.shape[0] > 2`):
     # engines and the input guard take the range the graph is valid for.
     specs, notes = _inferred_specs(program, specs, refused)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import mmap
@@ -260,6 +261,7 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
         "conditions": list(guard.conditions.texts) if guard.conditions else [],
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
+        **({"extra": lowered.extra} if lowered.extra is not None else {}),
     }
 
 
@@ -273,11 +275,13 @@ def _graph_bytes(segment: OnnxSegment, location: str, pad: int) -> bytes:
     return bytes(graph.SerializeToString())
 
 
-def save(lowered: LoweredModule, path: PathLike) -> None:
-    """Write `lowered` (a LoweredModule) to one file at `path`, atomically: a temporary file in the
-    same directory, renamed over `path` once complete. TensorRT engines carry their plans for this
-    TensorRT version and GPU, plus any the module was loaded with for others. Members are written
-    as they are made: saving holds no copy of the engines' weights."""
+def save(lowered: LoweredModule | Any, path: PathLike) -> None:
+    """Write `lowered` (a LoweredModule, or a use built on one such as trt_lower.llm's
+    LoweredCausalLM: its `lowered_module`) to one file at `path`, atomically: a temporary file in
+    the same directory, renamed over `path` once complete. TensorRT engines carry their plans for
+    this TensorRT version and GPU, plus any the module was loaded with for others. Members are
+    written as they are made: saving holds no copy of the engines' weights."""
+    lowered = getattr(lowered, "lowered_module", lowered)
     if not isinstance(lowered, LoweredModule):
         raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
     with atomic_file(Path(path)) as file:
@@ -499,9 +503,9 @@ def _malformed(archive: _Archive) -> Iterator[None]:
         raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
 
 
-def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> LoweredModule:
+def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
-    and dtypes). backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
+    and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be
     built here (no plan in the file for this TensorRT version and GPU)."""
     start = time.perf_counter()
@@ -540,4 +544,17 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         lowered._in_spec = codegen.pytree_info.in_spec
         lowered._out_spec = codegen.pytree_info.out_spec
     _loaded[lowered] = _Loaded(manifest["settings"], manifest["input_dims"], carried)
-    return lowered
+    lowered.extra = manifest.get("extra")
+    kind = lowered.extra.get("kind") if isinstance(lowered.extra, dict) else None
+    if kind is None:
+        return lowered
+    if kind not in _USES:  # a name from the file: only the uses trt_lower has are imported
+        raise ArtifactError(f"{archive.path}: the module is for '{kind}', which this trt_lower does not know "
+                            f"(it knows {sorted(_USES)})")
+    module, _, name = _USES[kind].rpartition(".")
+    return getattr(importlib.import_module(module), name).from_lowered(lowered)
+
+
+# The uses whose artifacts load as themselves, by the `kind` their `extra` names: imported by name,
+# as they rank above deploy/.
+_USES = {"causal_lm": "trt_lower.llm.generation.LoweredCausalLM"}

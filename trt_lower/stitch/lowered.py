@@ -12,6 +12,7 @@ from trt_lower.report.report import LoweringReport
 from trt_lower.runtime.bindings import eager_ops_bound
 from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.runtime.inputs import flatten_inputs
 from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.output import OutputBuilder, mirrors_items
 from trt_lower.values.segment import ConvertedSegment
@@ -43,7 +44,10 @@ class _DirectCodeGen(_PyTreeCodeGen):
     def gen_var_bindings(self, fn_args: list[str], free_vars: list[str], expanded_def: bool) -> str:
         spec = self.pytree_info.in_spec
         if spec != pytree.tree_structure((tuple(range(len(fn_args))), {})):
-            return super().gen_var_bindings(fn_args, free_vars, expanded_def)
+            # Pytree inputs: flattened with an error naming where a call's structure differs (torch's
+            # flatten reads the leaves where the spec says: a wrong structure fails obscurely, or not at all).
+            bindings = super().gen_var_bindings(fn_args, free_vars, expanded_def)
+            return bindings.replace("fx_pytree.tree_flatten_spec(", "self._flatten_inputs(")
         names = [v.split(":")[0].split("#")[0].strip() for v in free_vars]
         return f"\n    {', '.join(names)}, = {', '.join(fn_args)},"
 
@@ -64,6 +68,9 @@ class LoweredModule(torch.fx.GraphModule):
     report: LoweringReport
     # What each engine was made from, by engine name: trt_lower.save stores them.
     segments: dict[str, ConvertedSegment]
+    # JSON that a use built on the module keeps beside it (trt_lower.llm's generation settings):
+    # trt_lower.save writes it, load gives it back.
+    extra: dict[str, Any] | None = None
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):
@@ -92,6 +99,9 @@ class LoweredModule(torch.fx.GraphModule):
         # microsecond or two a call); the generated code is in linecache either way.
         setattr(type(self), "__call__", direct_call)
         return code
+
+    def _flatten_inputs(self, tree: Any, spec: pytree.TreeSpec) -> list[Any]:
+        return flatten_inputs(tree, spec)
 
     def _check_inputs_once(self) -> None:
         """The input guard checks the model's inputs, shapes, dtypes and the engines' device,

@@ -1,0 +1,154 @@
+"""trt_lower.llm: causal LMs (tiny configs, random weights) generate through one lowered step
+with a preallocated key/value cache, as transformers' generate() on the eager model does."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import trt_lower
+
+transformers = pytest.importorskip("transformers")
+from trt_lower.llm import GenerationLimitError, LoweredCausalLM, lower_causal_lm  # noqa: E402
+
+VOCAB = 96
+MAX_LENGTH = 80  # prompts of 8 and 64 new tokens
+
+
+def _llama() -> Any:
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2))
+
+
+def _mistral() -> Any:  # GQA, rotary, a sliding window the 72 positions go past
+    return transformers.MistralForCausalLM(transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, sliding_window=16))
+
+
+def _qwen2() -> Any:  # GQA with biased projections
+    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2))
+
+
+def _gpt2() -> Any:  # learned positions, fused qkv, no GQA
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=128))
+
+
+_cache: dict[str, tuple[Any, LoweredCausalLM]] = {}
+
+
+def lowered(make: Callable[[], Any]) -> tuple[Any, LoweredCausalLM]:
+    """The eager model and its lowering, once per module for each config."""
+    if make.__name__ not in _cache:
+        torch.manual_seed(0)
+        model = make().eval()
+        _cache[make.__name__] = model, lower_causal_lm(model, max_batch=2, max_length=MAX_LENGTH)
+    return _cache[make.__name__]
+
+
+def _left_padded() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(1)
+    ids = torch.randint(3, VOCAB, (2, 8))
+    mask = torch.ones_like(ids)
+    ids[1, :3], mask[1, :3] = 0, 0  # the second prompt is 5 tokens, padded on the left
+    return ids, mask
+
+
+GREEDY = dict(max_new_tokens=64, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+
+
+@pytest.mark.parametrize("make", [_llama, _mistral, _qwen2, _gpt2], ids=lambda f: f.__name__[1:])
+def test_greedy_64_tokens_match_eager_generate(make: Callable[[], Any]) -> None:
+    model, gen = lowered(make)
+    assert gen.report.coverage >= 0.99 and not gen.report.fallbacks  # the per-token step is all engine
+    assert len(gen.report.engines) == 1
+    ids, mask = _left_padded()
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **GREEDY)
+    got = gen.generate(ids, attention_mask=mask, **GREEDY)
+    assert got.sequences.shape == (2, 8 + 64)
+    assert torch.equal(got.sequences, expected.sequences)
+    assert len(got.logits) == len(expected.logits) == 64
+    for step, (g, e) in enumerate(zip(got.logits, expected.logits)):
+        torch.testing.assert_close(g, e, msg=lambda m: f"step {step}: {m}")
+
+
+def test_sampling_with_a_seed_matches_eager() -> None:
+    model, gen = lowered(_llama)
+    ids, mask = _left_padded()
+    options = dict(max_new_tokens=24, do_sample=True, temperature=0.8, top_k=20, top_p=0.9, pad_token_id=0)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **options)
+    torch.manual_seed(7)
+    assert torch.equal(gen.generate(ids, attention_mask=mask, **options), expected)
+
+
+def test_eos_stops_a_sequence_and_pads_it_as_eager() -> None:
+    model, gen = lowered(_llama)
+    ids, mask = _left_padded()
+    with torch.no_grad():
+        free = model.generate(ids, attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0)
+    eos = int(free[0, 8 + 3])  # the first sequence's 4th new token
+    options = dict(max_new_tokens=16, do_sample=False, pad_token_id=0, eos_token_id=eos)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **options)
+    got = gen.generate(ids, attention_mask=mask, **options)
+    assert torch.equal(got, expected)
+    assert (got[0, 8 + 4:] == 0).all() or got.shape[1] < free.shape[1]  # padded (or stopped) after eos
+
+
+def test_the_cache_is_written_in_place() -> None:
+    """No allocation per token beyond the step's own: the buffers keep their addresses, and hold
+    the generated positions afterwards."""
+    _, gen = lowered(_llama)
+    addresses = [t.data_ptr() for t in (*gen._keys, *gen._values)]
+    before = gen._keys[0].clone()
+    gen.generate(torch.randint(3, VOCAB, (1, 6)), max_new_tokens=10, do_sample=False, pad_token_id=0)
+    assert [t.data_ptr() for t in (*gen._keys, *gen._values)] == addresses
+    assert not torch.equal(gen._keys[0][:1, :, :15], before[:1, :, :15])
+
+
+def test_limits_are_refused_naming_them() -> None:
+    _, gen = lowered(_llama)
+    with pytest.raises(GenerationLimitError, match="batch 3 exceeds max_batch=2"):
+        gen.generate(torch.ones(3, 4, dtype=torch.int64), max_new_tokens=2)
+    with pytest.raises(GenerationLimitError, match=f"the prompt's 81 tokens exceed max_length={MAX_LENGTH}"):
+        gen.generate(torch.ones(1, 81, dtype=torch.int64), max_new_tokens=1)
+    with pytest.raises(GenerationLimitError, match=f"70 tokens and 20 new ones exceed max_length={MAX_LENGTH}"):
+        gen.generate(torch.ones(1, 70, dtype=torch.int64), max_new_tokens=20)
+    with pytest.raises(ValueError, match="num_beams=1"):
+        gen.generate(torch.ones(1, 4, dtype=torch.int64), max_new_tokens=2, num_beams=2)
+    with pytest.raises(ValueError, match="must be a transformers causal LM"):
+        lower_causal_lm(torch.nn.Linear(2, 2), max_batch=1, max_length=8)  # type: ignore[arg-type]
+
+
+def test_save_load_generates_the_same_tokens_in_a_fresh_process(tmp_path: Path) -> None:
+    _, gen = lowered(_llama)
+    ids, mask = _left_padded()
+    expected = gen.generate(ids, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
+    trt_lower.save(gen, tmp_path / "llama.trtl")
+    torch.save((ids, mask, expected), tmp_path / "call.pt")
+    script = textwrap.dedent(f"""
+        import torch, trt_lower
+        from trt_lower.llm import LoweredCausalLM
+        gen = trt_lower.load({str(tmp_path / 'llama.trtl')!r})
+        assert isinstance(gen, LoweredCausalLM), type(gen)
+        ids, mask, expected = torch.load({str(tmp_path / 'call.pt')!r})
+        got = gen.generate(ids, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
+        assert torch.equal(got, expected), (got, expected)
+        print("same tokens")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "same tokens" in done.stdout

@@ -1,0 +1,194 @@
+"""LoweredCausalLM: a causal LM whose every forward during `generate()` is one lowered step
+(llm/step.py) against key/value cache buffers allocated once, driven by transformers' own
+`generate()` (greedy, sampling, logits processors, stopping, eos and padding as the eager model)."""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel
+from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from trt_lower.stitch.lowered import LoweredModule
+
+
+class GenerationLimitError(ValueError):
+    """A generate() call beyond the batch or length the model was lowered for."""
+
+
+class _Layer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
+    """A layer's preallocated buffers (views of the first `batch` rows), written in place."""
+
+    is_compileable = False
+    is_sliding = False
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.buffers = (keys, values)
+        self.keys, self.values = keys, values
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        raise AssertionError("the buffers are allocated up front")
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
+               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        raise AssertionError("the lowered step writes the cache (LoweredCausalLM.forward)")
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.buffers[0].shape[2], 0
+
+    def get_seq_length(self) -> int:
+        raise AssertionError("the cache's length is BufferCache.length")
+
+    def get_max_length(self) -> int:
+        return int(self.buffers[0].shape[2])
+
+
+class BufferCache(Cache):
+    """The cache generate() carries between steps: the buffers and how many positions are written."""
+
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+        self.buffers = list(zip(keys, values))
+        super().__init__(layers=[_Layer(k, v) for k, v in self.buffers])
+        self.length = 0
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:
+        return int(self.buffers[layer_idx][0].shape[2])
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        raise NotImplementedError("beam search is not supported by a lowered causal LM; use num_beams=1")
+
+
+def _model_class(path: str) -> type[PreTrainedModel]:
+    module, _, name = path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, PreTrainedModel)):
+        raise ValueError(f"{path} is not a transformers model class")
+    return cls
+
+
+class LoweredCausalLM:
+    """What `trt_lower.llm.lower_causal_lm` returns: `.generate(...)` as the eager model's, each
+    forward one call of the lowered `step` (a LoweredModule). The key/value cache is one buffer per
+    layer of `max_batch` x heads x `max_length` x head dim, allocated here once; generate() works on
+    its first `batch` rows. `trt_lower.save` / `load` take it (its artifact is the step's, plus
+    `describe()`)."""
+
+    def __init__(self, step: LoweredModule, description: dict[str, Any]) -> None:
+        self.step = step
+        self.description = step.extra = description  # trt_lower.save writes it beside the step
+        self.max_batch: int = description["max_batch"]
+        self.max_length: int = description["max_length"]
+        cls = _model_class(description["model_class"])
+        if cls.config_class is None:
+            raise ValueError(f"{description['model_class']} names no config class")
+        config = cls.config_class.from_dict(description["config"])
+        dtype = getattr(torch, description["dtype"])
+        guard = getattr(step, "_input_guard", None)  # the device the engines run on, the buffers' too
+        device = getattr(getattr(guard, "check", None), "device", None) or torch.device("cpu")
+        self._keys = [torch.zeros(self.max_batch, h, self.max_length, d, dtype=dtype, device=device)
+                      for h, d, _ in description["cache"]]
+        self._values = [torch.zeros(self.max_batch, h, self.max_length, d, dtype=dtype, device=device)
+                        for h, _, d in description["cache"]]
+        self._past = torch.zeros((), dtype=torch.int64, device=device)
+        # transformers' generate() on a model of the same class and config, its weights on the meta
+        # device (none are read: every forward is the lowered step's).
+        @functools.wraps(cls.forward)  # generate() reads forward's parameters (position_ids...) to know what to pass
+        def forward(shell: PreTrainedModel, *args: Any, **kwargs: Any) -> CausalLMOutputWithPast:
+            return self.forward(*args, **kwargs)
+
+        shell_class = type(f"Lowered{cls.__name__}", (cls,), {"forward": forward, "device": property(lambda _: device)})
+        with torch.device("meta"):
+            self.model = shell_class(config)
+        self.model.eval()
+        self.model.generation_config = GenerationConfig.from_dict(description["generation_config"])
+
+    @classmethod
+    def from_lowered(cls, step: LoweredModule) -> "LoweredCausalLM":
+        """The generation module of a step trt_lower.load read (its `extra` describes the rest)."""
+        if not isinstance(step.extra, dict) or step.extra.get("kind") != "causal_lm":
+            raise ValueError("this LoweredModule is no causal LM's step (see trt_lower.llm.lower_causal_lm)")
+        return cls(step, step.extra)
+
+    @property
+    def lowered_module(self) -> LoweredModule:
+        """What trt_lower.save writes: the step, with what generation needs as its `extra`."""
+        return self.step
+
+    @property
+    def report(self) -> Any:
+        """The step's LoweringReport (coverage, engines, fallbacks)."""
+        return self.step.report
+
+    @staticmethod
+    def describe_model(model: PreTrainedModel, max_batch: int, max_length: int,
+                       cache: list[tuple[int, int, int]], dtype: torch.dtype) -> dict[str, Any]:
+        """What generation needs besides the step, as JSON (the artifact's `extra`)."""
+        cls = type(model)
+        return {"kind": "causal_lm", "model_class": f"{cls.__module__}.{cls.__qualname__}",
+                "config": model.config.to_dict(), "generation_config": model.generation_config.to_dict(),
+                "max_batch": max_batch, "max_length": max_length, "cache": [list(c) for c in cache],
+                "dtype": str(dtype).removeprefix("torch.")}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                **kwargs: Any) -> CausalLMOutputWithPast:
+        """One step: the lowered model over `input_ids` (the tokens not yet in the cache)."""
+        if not isinstance(past_key_values, BufferCache):
+            raise ValueError("a lowered causal LM runs with the cache generate() is given by LoweredCausalLM.generate")
+        batch, q = input_ids.shape
+        past = past_key_values.length
+        if past + q > self.max_length:
+            raise GenerationLimitError(f"{past + q} positions exceed max_length={self.max_length}, the cache size "
+                                       "the model was lowered for")
+        mask = torch.zeros(batch, self.max_length, dtype=torch.int64, device=input_ids.device)
+        if attention_mask is None:
+            mask[:, :past + q] = 1
+        else:
+            mask[:, :past + q] = attention_mask[:, -(past + q):]
+        if position_ids is None:
+            position_ids = torch.arange(past, past + q, device=input_ids.device).expand(batch, q)
+        self._past.fill_(past)
+        keys = tuple(k for k, _ in past_key_values.buffers)
+        values = tuple(v for _, v in past_key_values.buffers)
+        logits, new_keys, new_values = self.step(input_ids, mask, position_ids.expand(batch, q).contiguous(),
+                                                 self._past, keys, values)
+        written = torch.arange(past, past + q, device=input_ids.device)
+        for (keys_buffer, values_buffer), k, v in zip(past_key_values.buffers, new_keys, new_values):
+            keys_buffer.index_copy_(2, written, k)
+            values_buffer.index_copy_(2, written, v)
+        past_key_values.length = past + q
+        return CausalLMOutputWithPast(logits=logits[:, None, :], past_key_values=past_key_values)
+
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 **kwargs: Any) -> Any:
+        """transformers' `generate()` of the eager model (same arguments, same result), every
+        forward lowered. GenerationLimitError where the batch or the prompt plus `max_new_tokens`
+        exceed `max_batch` / `max_length`."""
+        if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be a [batch, length] tensor of token ids, got "
+                             f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
+        batch, length = input_ids.shape
+        if batch > self.max_batch:
+            raise GenerationLimitError(f"batch {batch} exceeds max_batch={self.max_batch}, the batch the model "
+                                       "was lowered for")
+        if length > self.max_length:
+            raise GenerationLimitError(f"the prompt's {length} tokens exceed max_length={self.max_length}, the "
+                                       "cache size the model was lowered for")
+        config = kwargs.get("generation_config") or self.model.generation_config
+        new = kwargs.get("max_new_tokens", config.max_new_tokens)
+        total = length + new if new is not None else kwargs.get("max_length", config.max_length) or 20
+        if total > self.max_length + 1:  # the last token is sampled, never written to the cache
+            raise GenerationLimitError(f"the prompt's {length} tokens and {total - length} new ones exceed "
+                                       f"max_length={self.max_length}, the cache size the model was lowered for")
+        if (kwargs.get("num_beams", config.num_beams) or 1) != 1:
+            raise ValueError("a lowered causal LM generates with num_beams=1 (greedy or sampling)")
+        cache = BufferCache([k[:batch] for k in self._keys], [v[:batch] for v in self._values])
+        return self.model.generate(input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
