@@ -219,6 +219,33 @@ def test_build_failure_raises_under_require_full(trt_double: ModuleType) -> None
         trt_lower.lower_to_trt(model, inputs, backend="tensorrt", require_full=True)
 
 
+def test_tensorrt_that_cannot_start_cuda_leaves_auto_on_onnxruntime(
+        trt_double: ModuleType, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver older than the wheel's CUDA: TensorRT imports, its Runtime and Builder do not construct."""
+    trt_double.state.cuda_failure = "CUDA initialization failure with error: 35"
+    monkeypatch.setattr(trt_lower.api, "_warned_unusable", set())  # as in a fresh process
+    model, inputs = _small()
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        for _ in range(2):
+            lowered = trt_lower.lower_to_trt(model, inputs)
+            assert lowered.report.backend == "onnxruntime"
+            torch.testing.assert_close(lowered(*inputs), model(*inputs))
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "trt_lower"]
+    assert "TensorRT is not usable (TensorRT 10.13.0 imports but cannot start CUDA (CUDA initialization " \
+           "failure with error: 35)" in warning
+    with pytest.raises(RuntimeError, match=r"backend='tensorrt' cannot run here: TensorRT 10.13.0 imports but "
+                                           r"cannot start CUDA \(CUDA initialization failure with error: 35\)"):
+        trt_lower.lower_to_trt(model, inputs, backend="tensorrt")
+
+
+def test_a_runtime_that_comes_back_empty_is_no_tensorrt(trt_double: ModuleType,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trt_double, "Runtime", lambda logger: None)
+    model, inputs = _small()
+    with pytest.raises(RuntimeError, match="cannot start CUDA \\(its Runtime came back empty\\)"):
+        trt_lower.lower_to_trt(model, inputs, backend="tensorrt")
+
+
 # -- calls -------------------------------------------------------------------------------------
 def test_engine_called_alone_names_input_shape_and_range(trt_double: ModuleType) -> None:
     model, inputs = _small()

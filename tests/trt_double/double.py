@@ -305,6 +305,9 @@ class State:
     shape_notifications: int = 0
     timing_cache_hits: int = 0
     last_build: BuildRecord | None = None
+    # Set: CUDA does not start (a driver older than the wheel's CUDA); Builder and Runtime log it
+    # and fail to construct, as pybind11 reports a null pointer.
+    cuda_failure: str | None = None
     # The GPU's compute capability: plans built for another one do not deserialize.
     compute_capability: str = "8.0"
     # Execution contexts the device memory still has room for (None: no limit); 0 -> None.
@@ -518,6 +521,9 @@ _PLAN_MAGIC = b"trt_double plan\n"
 
 
 def _use_logger(logger: stubs.ILogger) -> None:
+    if state.cuda_failure is not None:
+        _error(logger, state.cuda_failure)
+        raise TypeError("pybind11::init(): factory function returned nullptr")
     if all(logger is not known for known in state.loggers):
         state.loggers.append(logger)
 
