@@ -412,6 +412,29 @@ def test_out_of_memory_after_a_build_stores_the_plan(trt_double: ModuleType) -> 
     assert [e.cache_hit for e in lowered.report.engines] == [True] and trt_double.state.builds == 1
 
 
+def test_a_refused_optimization_profile_fails_the_build_with_the_reason(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(config: Any, profile: Any) -> int:
+        config._logger.log(trt_double.ILogger.Severity.ERROR, "profile refused: kMIN > kOPT")
+        return -1
+
+    monkeypatch.setattr(trt_double.IBuilderConfig, "add_optimization_profile", refuse)
+    with pytest.raises(trt_lower.EngineBuildError, match="could not build engine_0: profile refused"):
+        _lowered(require_full=True)
+
+def test_fp32_engines_are_built_without_tf32_and_one_logger_serves_all(trt_double: ModuleType) -> None:
+    _lowered(fallback_ops=["aten.relu.default"], min_block_size=1)
+    assert trt_double.state.last_build.builder_flags & (1 << 7) == 0  # BuilderFlag.TF32
+    assert len(trt_double.state.loggers) == 1
+
+
+def test_empty_input_and_output_bind_a_valid_address(trt_double: ModuleType) -> None:
+    model, x = Fn(lambda x: torch.relu(x) * 2 + 1), torch.randn(0, 4)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", min_block_size=1)
+    assert len(lowered.report.engines) == 1
+    assert lowered(x).shape == (0, 4)
+
+
 # -- CUDA graphs -------------------------------------------------------------------------------
 class Embed(torch.nn.Module):
     def __init__(self) -> None:
