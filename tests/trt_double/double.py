@@ -4,7 +4,12 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
 - the version (`__version__`: $TRT_DOUBLE_VERSION, default 10.13.0) decides which enum members
   exist (8.6: no INT64/BF16 DataType and no STRONGLY_TYPED; 11.x: no EXPLICIT_BATCH and no
   FP16/BF16/INT8/FP8 builder flags: using one raises AttributeError), whether the ONNX parser
-  accepts the network (8.6 needs EXPLICIT_BATCH), and the highest ONNX opset it parses;
+  accepts the network (8.6 needs EXPLICIT_BATCH), the highest ONNX opset it parses, and which
+  ONNX it refuses: what converters/passes/trt_support.py says that version's parser refuses;
+- enum members carry the real bindings' values (tests/test_trt_double.py checks them against
+  tensorrt-stubs);
+- a weakly typed fp16 build fails unless every layer the ONNX keeps float32 is pinned to it
+  (the real build would succeed and compute those layers in fp16);
 - stricter than real 10.x/11.x, which ignore it: create_network refuses the EXPLICIT_BATCH bit
   there, so a wrong version branch fails loudly;
 - failures come back the TensorRT way: parse() returns False and leaves ParserErrors naming the
@@ -43,6 +48,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto
 
+from converters.core.target import for_installed
+from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.passes.weights import OnnxSegment
 
@@ -194,7 +201,7 @@ class BuilderFlag(_Enum, _BuilderFlag):
                  "OBEY_PRECISION_CONSTRAINTS": (0, 11)}
 
 
-BuilderFlag._define(FP16=0, INT8=1, TF32=7, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
+BuilderFlag._define(FP16=0, INT8=1, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
 
 
 class PreviewFeature(_Enum, _PreviewFeature):
@@ -220,7 +227,7 @@ _EXPLICIT_BATCH = 1 << 0
 _STRONGLY_TYPED = 1 << 1
 _FP16 = 1 << 0  # BuilderFlag.FP16's bit in IBuilderConfig.flags
 _OBEY_PRECISION_CONSTRAINTS = 1 << 9
-_TF32 = 1 << 7  # on by default, as on the Ampere-and-newer GPUs the double stands for
+_TF32 = 1 << 6  # on by default, as on the Ampere-and-newer GPUs the double stands for
 
 
 # -- logging and plain data -------------------------------------------------------------------
@@ -416,8 +423,9 @@ def _layers(model: onnx.ModelProto) -> list[ILayer]:
     types.update((i.name, i.data_type) for i in graph.initializer)
 
     def tensor(name: str) -> ITensor:
-        onnx_type = TensorProto.DataType.Name(types.get(name, TensorProto.UNDEFINED))
-        return ITensor(name, _member(DataType, _TRT_TYPE.get(onnx_type, "FLOAT")))
+        trt_type = _TRT_TYPE.get(TensorProto.DataType.Name(types.get(name, TensorProto.UNDEFINED)), "FLOAT")
+        narrow = trt_type == "INT64" and _version()[0] < 9  # 8.6 computes INT64 as INT32
+        return ITensor(name, _member(DataType, "INT32" if narrow else trt_type))
 
     return [ILayer(node, [tensor(o) for o in node.output]) for node in graph.node]
 
@@ -481,6 +489,10 @@ class OnnxParser(_OnnxParser):
         for i, node in enumerate(proto.graph.node):
             if node.op_type in state.unsupported_ops:
                 self._fail(f"No importer registered for op: {node.op_type}", i)
+        # What this version's parser refuses, as the support table records it.
+        index = {node.name: i for i, node in enumerate(proto.graph.node)}
+        for violation in trt_support.violations(proto, for_installed(__version__)):
+            self._fail(violation.rule, index.get(violation.node, -1))
         if self._errors:
             return False
         self._network.model = proto
