@@ -285,8 +285,9 @@ def test_auto_backend_picks_tensorrt_when_usable(trt_double: ModuleType, caplog:
     assert lowered.report.backend == "tensorrt" and not caplog.records
 
 
-def test_tensorrt_backend_without_tensorrt_names_module_and_install() -> None:
-    # A host device stands in for the GPU; there is no TensorRT (at most its type stubs).
+def test_tensorrt_backend_without_tensorrt_names_module_and_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host device stands in for the GPU; there is no TensorRT (whatever this machine has).
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
     with device.using(HostDevice()), pytest.raises(RuntimeError, match=r"`tensorrt` module.*pip install"):
         trt_lower.lower_to_trt(*_small(), backend="tensorrt")
 
