@@ -60,6 +60,15 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_double() -> None:
+    """Under TRT_LOWER_TEST_TENSORRT=double, no test sees the failure knobs another one set."""
+    if DOUBLE_SESSION:
+        from trt_double import double
+
+        double.reset()
+
+
 @pytest.fixture
 def trt_double(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ModuleType]:
     """`tensorrt` is the TensorRT double, trt_lower's device seam is on the CPU, and the engine
