@@ -238,6 +238,20 @@ def test_tensorrt_that_cannot_start_cuda_leaves_auto_on_onnxruntime(
         trt_lower.lower_to_trt(model, inputs, backend="tensorrt")
 
 
+def test_a_builder_that_cannot_be_created_leaves_the_segment_eager(trt_double: ModuleType,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def null_builder(logger: Any) -> None:
+        logger.log(trt_double.ILogger.Severity.ERROR, "Unable to load library: libnvinfer_builder_resource.so")
+        raise TypeError("pybind11::init(): factory function returned nullptr")
+
+    monkeypatch.setattr(trt_double, "Builder", null_builder)
+    model, inputs = _small()
+    lowered = _lower(model, inputs)
+    assert lowered.report.engines == [] and lowered.report.fallbacks
+    assert all("its Builder could not be created (Unable to load library" in f.reason
+               for f in lowered.report.fallbacks)
+
+
 def test_a_runtime_that_comes_back_empty_is_no_tensorrt(trt_double: ModuleType,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trt_double, "Runtime", lambda logger: None)

@@ -98,7 +98,10 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
-    builder = trt.Builder(logger)
+    try:
+        builder = trt.Builder(logger)
+    except TypeError as e:  # a null builder (e.g. a runtime-only install without the builder library)
+        raise BuildFailure(f"its Builder could not be created ({logger.take_errors() or e})") from e
     network = builder.create_network(network_flags(major, settings.precision, bf16))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse(onnx_bytes):
