@@ -51,6 +51,7 @@ from onnx import TensorProto
 from converters.core.target import for_installed
 from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
+from converters.passes.onnx_types import elem_types
 from converters.passes.weights import OnnxSegment
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
@@ -417,17 +418,14 @@ class ILayer(_ILayer):
 
 
 def _layers(model: onnx.ModelProto) -> list[ILayer]:
-    inferred = onnx.shape_inference.infer_shapes(model)
-    graph = inferred.graph
-    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.output, *graph.input]}
-    types.update((i.name, i.data_type) for i in graph.initializer)
+    types = elem_types(model)
 
     def tensor(name: str) -> ITensor:
         trt_type = _TRT_TYPE.get(TensorProto.DataType.Name(types.get(name, TensorProto.UNDEFINED)), "FLOAT")
         narrow = trt_type == "INT64" and _version()[0] < 9  # 8.6 computes INT64 as INT32
         return ITensor(name, _member(DataType, "INT32" if narrow else trt_type))
 
-    return [ILayer(node, [tensor(o) for o in node.output]) for node in graph.node]
+    return [ILayer(node, [tensor(o) for o in node.output]) for node in model.graph.node]
 
 
 class INetworkDefinition(_INetworkDefinition):
