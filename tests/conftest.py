@@ -1,3 +1,7 @@
+import contextlib
+import os
+import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
@@ -7,6 +11,32 @@ import pytest
 import torch
 
 from support_audit import SupportAudit
+
+# TRT_LOWER_TEST_TENSORRT=double: the whole session runs as on a machine where TensorRT imports
+# and CUDA works, the TensorRT double standing in for both (see README, "what is verified where").
+DOUBLE_SESSION = os.environ.get("TRT_LOWER_TEST_TENSORRT") == "double"
+
+
+_session = contextlib.ExitStack()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not DOUBLE_SESSION:
+        return
+    from trt_double import PATH
+    from trt_double.device import HostDevice
+    from trt_lower.values import device
+
+    sys.path.insert(0, str(PATH))  # `import tensorrt` finds the double (tests/trt_double/tensorrt)
+    sys.modules.pop("tensorrt", None)
+    # CUDA as TensorRT engines see it: usable, on the host.
+    _session.enter_context(device.using(HostDevice()))
+    patch = _session.enter_context(pytest.MonkeyPatch.context())
+    patch.setenv("TRT_LOWER_CACHE_DIR", _session.enter_context(tempfile.TemporaryDirectory()))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _session.close()
 
 
 # The quick subset (`pytest -m quick`), which CI also runs against the newest ONNX Runtime, onnx and
@@ -43,6 +73,15 @@ def support_audit() -> Iterator[SupportAudit]:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_double() -> None:
+    """Under TRT_LOWER_TEST_TENSORRT=double, no test sees the failure knobs another one set."""
+    if DOUBLE_SESSION:
+        from trt_double import double
+
+        double.reset()
 
 
 @pytest.fixture

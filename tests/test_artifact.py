@@ -311,6 +311,7 @@ def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplo
     # No TensorRT here: backend="auto" runs the ONNX on ONNX Runtime, with lower_to_trt's one
     # warning (once per process: as if this were the first).
     monkeypatch.setattr(backend, "_warned_unusable", set())
+    monkeypatch.setattr(backend.trt_engine, "unavailable_reason", lambda: "no tensorrt module")
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         loaded = trt_lower.load(path)
     assert [r.getMessage() for r in caplog.records][0].startswith("trt_lower: TensorRT is not usable")
@@ -342,7 +343,7 @@ LOAD_SCRIPT = '''
 import sys, importlib.util, torch, trt_lower
 from safetensors.torch import load_file, save_file
 assert importlib.util.find_spec("secret_model") is None, "the model's module is still importable"
-loaded = trt_lower.load(sys.argv[1])
+loaded = trt_lower.load(sys.argv[1], backend="onnxruntime")  # x is on the CPU
 out = loaded(load_file(sys.argv[2])["x"])
 save_file(out, sys.argv[3])
 '''

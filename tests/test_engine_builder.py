@@ -55,6 +55,15 @@ def test_fp16_is_a_builder_flag_on_8_6_and_strong_typing_after(trt_double: Modul
     assert trt_double.state.last_build.network_flags == network_flags
 
 
+@pytest.mark.parametrize("trt_double", ["8.6.1"], indirect=True)
+def test_a_weakly_typed_fp16_build_with_a_free_float32_layer_fails_on_the_double(
+        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_builder(), "_pin_float32", lambda network: None)
+    with pytest.raises(_builder().BuildFailure,
+                       match=r"weakly typed fp16 build may run layer 'relu/Relu' \(Relu\) in fp16"):
+        _builder().build_plan(_onnx(), PROFILES, BuildSettings(precision="fp16"), b"")
+
+
 @pytest.mark.parametrize("trt_double", VERSIONS, indirect=True)
 def test_workspace_optimization_level_and_profile_reach_the_config(trt_double: ModuleType) -> None:
     _builder().build_plan(_onnx(), PROFILES, BuildSettings(workspace_bytes=1 << 20, optimization_level=5), b"")

@@ -388,6 +388,33 @@ def test_execution_context_out_of_memory_falls_back_to_eager(trt_double: ModuleT
     torch.testing.assert_close(lowered(x), model(x))
 
 
+def test_out_of_memory_keeps_the_cached_plan(trt_double: ModuleType, tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A full GPU is no bad plan: the entry stays, is not rebuilt, and loads once memory is free."""
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
+    entries = sorted((tmp_path / "engines").glob("*.engine"))
+    assert trt_double.state.builds == 1 and len(entries) == 1
+    trt_double.state.contexts_left = 0
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
+    assert lowered.report.engines == [] and "discarding" not in caplog.text
+    assert all("out of device memory" in f.reason for f in lowered.report.fallbacks)
+    torch.testing.assert_close(lowered(x), model(x))
+    assert trt_double.state.builds == 1 and sorted((tmp_path / "engines").glob("*.engine")) == entries
+    trt_double.state.contexts_left = None
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
+    assert [e.cache_hit for e in lowered.report.engines] == [True]
+
+
+def test_out_of_memory_after_a_build_stores_the_plan(trt_double: ModuleType) -> None:
+    model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
+    trt_double.state.contexts_left = 0
+    assert trt_lower.lower_to_trt(model, (x,), backend="tensorrt").report.engines == []
+    trt_double.state.contexts_left = None
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
+    assert [e.cache_hit for e in lowered.report.engines] == [True] and trt_double.state.builds == 1
+
 
 def test_a_refused_optimization_profile_fails_the_build_with_the_reason(
         trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -401,7 +428,7 @@ def test_a_refused_optimization_profile_fails_the_build_with_the_reason(
 
 def test_fp32_engines_are_built_without_tf32_and_one_logger_serves_all(trt_double: ModuleType) -> None:
     _lowered(fallback_ops=["aten.relu.default"], min_block_size=1)
-    assert trt_double.state.last_build.builder_flags & (1 << 7) == 0  # BuilderFlag.TF32
+    assert trt_double.state.last_build.builder_flags & 1 << int(trt_double.BuilderFlag.TF32) == 0
     assert len(trt_double.state.loggers) == 1
 
 

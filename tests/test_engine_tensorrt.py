@@ -21,6 +21,7 @@ from trt_double import PATH as DOUBLE_PATH
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
 from trt_lower.values import device
+from trt_lower.build import backend
 from trt_lower.build.cache import MAGIC, EngineCache
 from trt_models import MODELS, lower_and_check
 
@@ -219,6 +220,47 @@ def test_build_failure_raises_under_require_full(trt_double: ModuleType) -> None
         trt_lower.lower_to_trt(model, inputs, backend="tensorrt", require_full=True)
 
 
+def test_tensorrt_that_cannot_start_cuda_leaves_auto_on_onnxruntime(
+        trt_double: ModuleType, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver older than the wheel's CUDA: TensorRT imports, its Runtime and Builder do not construct."""
+    trt_double.state.cuda_failure = "CUDA initialization failure with error: 35"
+    monkeypatch.setattr(backend, "_warned_unusable", set())  # as in a fresh process
+    model, inputs = _small()
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        for _ in range(2):
+            lowered = trt_lower.lower_to_trt(model, inputs)
+            assert lowered.report.backend == "onnxruntime"
+            torch.testing.assert_close(lowered(*inputs), model(*inputs))
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "trt_lower"]
+    assert "TensorRT is not usable (TensorRT 10.13.0 imports but cannot start CUDA (CUDA initialization " \
+           "failure with error: 35)" in warning
+    with pytest.raises(RuntimeError, match=r"backend='tensorrt' cannot run here: TensorRT 10.13.0 imports but "
+                                           r"cannot start CUDA \(CUDA initialization failure with error: 35\)"):
+        trt_lower.lower_to_trt(model, inputs, backend="tensorrt")
+
+
+def test_a_builder_that_cannot_be_created_leaves_the_segment_eager(trt_double: ModuleType,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def null_builder(logger: Any) -> None:
+        logger.log(trt_double.ILogger.Severity.ERROR, "Unable to load library: libnvinfer_builder_resource.so")
+        raise TypeError("pybind11::init(): factory function returned nullptr")
+
+    monkeypatch.setattr(trt_double, "Builder", null_builder)
+    model, inputs = _small()
+    lowered = _lower(model, inputs)
+    assert lowered.report.engines == [] and lowered.report.fallbacks
+    assert all("its Builder could not be created (Unable to load library" in f.reason
+               for f in lowered.report.fallbacks)
+
+
+def test_a_runtime_that_comes_back_empty_is_no_tensorrt(trt_double: ModuleType,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trt_double, "Runtime", lambda logger: None)
+    model, inputs = _small()
+    with pytest.raises(RuntimeError, match="cannot start CUDA \\(its Runtime came back empty\\)"):
+        trt_lower.lower_to_trt(model, inputs, backend="tensorrt")
+
+
 # -- calls -------------------------------------------------------------------------------------
 def test_engine_called_alone_names_input_shape_and_range(trt_double: ModuleType) -> None:
     model, inputs = _small()
@@ -258,8 +300,9 @@ def test_auto_backend_picks_tensorrt_when_usable(trt_double: ModuleType, caplog:
     assert lowered.report.backend == "tensorrt" and not caplog.records
 
 
-def test_tensorrt_backend_without_tensorrt_names_module_and_install() -> None:
-    # A host device stands in for the GPU; there is no TensorRT (at most its type stubs).
+def test_tensorrt_backend_without_tensorrt_names_module_and_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host device stands in for the GPU; there is no TensorRT (whatever this machine has).
+    monkeypatch.setitem(sys.modules, "tensorrt", None)
     with device.using(HostDevice()), pytest.raises(RuntimeError, match=r"`tensorrt` module.*pip install"):
         trt_lower.lower_to_trt(*_small(), backend="tensorrt")
 

@@ -1,19 +1,48 @@
 """Real CUDA + TensorRT (`pytest -m gpu` on a GPU machine): the same TensorRT path the double
-exercises on CPU, now on the hardware. Skipped where CUDA or TensorRT is missing."""
+exercises on CPU, now on the hardware, and the paths only a GPU reaches (fp16 and bf16 builds,
+output allocators, CUDA graphs, profiles, several GPUs, out of memory, the real ONNX parser).
+Skipped where CUDA or a real TensorRT is missing (the double of TRT_LOWER_TEST_TENSORRT=double
+included). The command that installs TensorRT and runs them: README, "what is verified where"."""
 from __future__ import annotations
 
+import importlib.util
 import threading
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 import torch
+from onnx import TensorProto, helper
 
 import trt_lower
+from harness import Fn
+from trt_double import PATH as DOUBLE_PATH
 from trt_lower.build import tensorrt as trt_engine
+from trt_lower.build.settings import BuildSettings, InputProfile
 from trt_models import MODELS
 
-_MISSING = trt_engine.unavailable_reason()
+
+def _missing() -> str | None:
+    spec = importlib.util.find_spec("tensorrt")
+    if spec is not None and spec.origin is not None and Path(spec.origin).is_relative_to(DOUBLE_PATH):
+        return "`tensorrt` is the test double"
+    return trt_engine.unavailable_reason()
+
+
+_MISSING = _missing()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_MISSING is not None, reason=f"needs CUDA + TensorRT: {_MISSING}")]
+
+
+@pytest.fixture(autouse=True)
+def _fp32_reference() -> Iterator[None]:
+    """Eager references in IEEE float32: torch's default lets cuDNN convolutions (and, where set,
+    matmuls) round to TF32, while fp32 engines are built without TF32."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def _on_gpu(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
@@ -95,7 +124,9 @@ def test_two_threads_on_one_module(tmp_path: Path) -> None:
     results: dict[int, torch.Tensor] = {}
 
     def call(i: int) -> None:
-        with torch.no_grad(), torch.cuda.stream(torch.cuda.Stream()):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.default_stream())  # xs were made there
+        with torch.no_grad(), torch.cuda.stream(stream):
             for _ in range(20):
                 results[i] = lowered(xs[i])
             torch.cuda.current_stream().synchronize()
@@ -134,3 +165,113 @@ def test_unaligned_input_view(tmp_path: Path) -> None:
     view = storage[1:].view(inputs[0].shape)  # 4 bytes past the allocation: not 256-byte aligned
     with torch.no_grad():
         torch.testing.assert_close(lowered(view), model(view), rtol=1e-3, atol=1e-3)
+
+
+# -- paths only a GPU reaches ----------------------------------------------------------------------
+def test_fp16_build_matches_fp32_eager(tmp_path: Path) -> None:
+    """Strongly typed on 10.x/11.x; on 8.6 the FP16 flag with the float32 layers pinned."""
+    model, inputs = _on_gpu("bert")
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="tensorrt", precision="fp16", cache_dir=tmp_path)
+    assert lowered.report.precision == "fp16" and lowered.report.engines, str(lowered.report)
+    result = trt_lower.check_accuracy(model, lowered, inputs, rtol=2e-2, atol=2e-2)
+    assert result.passed, str(result)
+
+
+def test_bf16_build_matches_bf16_eager(tmp_path: Path) -> None:
+    if trt_engine.installed_target() != "latest":
+        pytest.skip("bfloat16 engines need trt_version 'latest' (TensorRT 10.12+)")
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("bfloat16 needs compute capability 8.0+")
+    model, inputs = _on_gpu("resnet18")
+    model, inputs = model.bfloat16(), tuple(t.bfloat16() for t in inputs)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="tensorrt", cache_dir=tmp_path)
+    assert lowered.report.coverage >= 0.95, str(lowered.report)
+    with torch.no_grad():
+        out = lowered(*inputs)
+        assert out.dtype == torch.bfloat16
+        torch.testing.assert_close(out.float(), model(*inputs).float(), rtol=5e-2, atol=5e-2)
+
+
+def test_data_dependent_outputs_through_the_output_allocator(tmp_path: Path) -> None:
+    model = Fn(lambda x, m: (x[m].exp() * 2, torch.nonzero(x > 0)))
+    x = torch.randn(64, device="cuda")
+    lowered = trt_lower.lower_to_trt(model, (x, x > 0.5), backend="tensorrt", cache_dir=tmp_path,
+                                     require_full=True, min_block_size=1)
+    with torch.no_grad():
+        for threshold in (0.5, 10.0, -10.0):  # some, none, all of it
+            mask = x > threshold
+            for got, want in zip(lowered(x, mask), model(x, mask), strict=True):
+                torch.testing.assert_close(got, want)
+
+
+def test_cuda_graphs_over_several_shapes(tmp_path: Path) -> None:
+    """One graph per input shape, each on its own execution context, sharing activation memory."""
+    model = Fn(lambda x: torch.softmax(torch.relu(x @ x.transpose(-1, -2)) * 2, -1).sum(-1))
+    spec = trt_lower.TensorSpec((1, 8, 16), (4, 8, 16), (8, 8, 16))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="tensorrt", cache_dir=tmp_path, cuda_graphs=True,
+                                     require_full=True, min_block_size=1)
+    with torch.no_grad():
+        for _ in range(2):  # captures, then replays
+            for batch in (1, 3, 8):
+                x = torch.randn(batch, 8, 16, device="cuda")
+                torch.testing.assert_close(lowered(x), model(x), rtol=1e-3, atol=1e-3)
+    engine: Any = lowered.engine_0
+    (binding,) = engine._local.bindings.values()  # this thread's, on the side stream
+    assert len(binding.graphs) == 3 and all(g.replay is not None for g in binding.graphs.values())
+    assert binding.graph_memory is not None  # the one block their contexts run in
+
+
+def test_dynamic_profile_takes_its_range_and_refuses_beyond(tmp_path: Path) -> None:
+    model = Fn(lambda x: torch.relu(x * 2) + x.mean(-1, keepdim=True))
+    spec = trt_lower.TensorSpec((1, 4), (4, 32), (8, 64))
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="tensorrt", cache_dir=tmp_path, require_full=True,
+                                     min_block_size=1)
+    with torch.no_grad():
+        for shape in ((1, 4), (5, 17), (8, 64)):
+            x = torch.randn(shape, device="cuda")
+            torch.testing.assert_close(lowered(x), model(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(trt_lower.EngineInputError):
+        lowered(torch.randn(9, 4, device="cuda"))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_an_engine_runs_on_the_gpu_it_was_lowered_on(tmp_path: Path) -> None:
+    model, inputs = _on_gpu("resnet18")
+    with torch.cuda.device(1):
+        model, inputs = model.to("cuda:1"), tuple(t.to("cuda:1") for t in inputs)
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="tensorrt", cache_dir=tmp_path)
+    with torch.no_grad():  # called with GPU 0 current
+        torch.testing.assert_close(lowered(*inputs), model(*inputs), rtol=1e-3, atol=1e-3)
+
+
+def test_out_of_memory_runs_eagerly_and_keeps_the_cached_plan(tmp_path: Path) -> None:
+    """No room for an execution context's activations: eager with the reason, the plan kept."""
+    model = Fn(lambda x: torch.relu(x * 2 + 1) * 3).cuda()
+    x = torch.randn(64, 1024, 1024, device="cuda")  # 256 MiB activations
+    trt_lower.lower_to_trt(model, (x,), backend="tensorrt", cache_dir=tmp_path, min_block_size=1)
+    plans = sorted(tmp_path.glob("*.engine"))
+    free, _ = torch.cuda.mem_get_info()
+    hog = torch.empty(max(free - (64 << 20), 0), dtype=torch.uint8, device="cuda")
+    try:
+        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", cache_dir=tmp_path, min_block_size=1)
+        if lowered.report.engines:
+            pytest.skip("the engine fit in the memory left")
+        assert all("execution context" in f.reason for f in lowered.report.fallbacks), str(lowered.report)
+        assert sorted(tmp_path.glob("*.engine")) == plans
+    finally:
+        del hog
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_the_real_parser_names_the_node_it_rejects() -> None:
+    from trt_lower.build.trt_builder import BuildFailure, build_plan
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu/Relu"),
+                               helper.make_node("NoSuchOp", ["r"], ["y"], name="nope/NoSuchOp")], "engine_0",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(BuildFailure) as failure:
+        build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildSettings(), b"")
+    assert failure.value.fx_node == "nope" and "NoSuchOp" in failure.value.reason

@@ -69,8 +69,22 @@ def test_bert() -> None:
 
 
 def _coverage_one_engine(model: torch.nn.Module, ids: torch.Tensor) -> None:
+    """All of the model in one engine, and every output as eager's."""
     lowered = _lower_whole(model, (ids,))
     assert lowered.report.coverage == 1.0 and not lowered.report.fallbacks, str(lowered.report)
+    _matches_eager(lowered, model, (ids,))
+
+
+def _matches_eager(lowered: torch.nn.Module, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+    out = lowered(*inputs)
+    with torch.no_grad():
+        expected = model(*inputs)
+    if isinstance(expected, dict):  # transformers' ModelOutput
+        assert out.keys() == expected.keys()
+        for key in expected:
+            _assert_matches(out[key], expected[key])
+    else:
+        _assert_matches(out, expected)
 
 
 def test_gpt2() -> None:
@@ -118,6 +132,7 @@ def test_roberta() -> None:
 ])
 def test_timm_coverage(name: str, config: dict[str, object]) -> None:
     timm = pytest.importorskip("timm")
-    model = timm.create_model(name, pretrained=False, num_classes=10, **config).eval()
-    lowered = _lower_whole(model, (torch.randn(1, 3, 64, 64),))
+    model, x = timm.create_model(name, pretrained=False, num_classes=10, **config).eval(), torch.randn(1, 3, 64, 64)
+    lowered = _lower_whole(model, (x,))
     assert lowered.report.coverage == 1.0 and not lowered.report.fallbacks, str(lowered.report)
+    _matches_eager(lowered, model, (x,))

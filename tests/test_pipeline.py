@@ -11,6 +11,7 @@ import converters
 import trt_lower
 from trt_lower.build import backend
 from harness import Fn, engine_ops
+from trt_lower.values import device
 
 
 @torch.library.custom_op("trt_lower_test::mystery", mutates_args=())
@@ -239,11 +240,11 @@ def test_output_object_torch_cannot_flatten_says_what_to_do() -> None:
 
 
 def test_tensorrt_backend_without_tensorrt_names_what_is_missing() -> None:
-    if not torch.cuda.is_available():
-        match = "no CUDA device"
-    else:
+    if torch.cuda.is_available():
         pytest.skip("CUDA present: covered by the GPU suite")
-    with pytest.raises(RuntimeError, match=f"backend='tensorrt' cannot run here: {match}"):
+    # torch's CUDA, whichever device the session's engines run on (TRT_LOWER_TEST_TENSORRT=double: the host).
+    with device.using(device.CudaDevice()), \
+            pytest.raises(RuntimeError, match="backend='tensorrt' cannot run here: no CUDA device"):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), backend="tensorrt")
 
 
@@ -252,7 +253,7 @@ def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(caplog: pytest.
     if torch.cuda.is_available():
         pytest.skip("CUDA present: auto may pick TensorRT")
     monkeypatch.setattr(backend, "_warned_unusable", set())  # as in a fresh process
-    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+    with device.using(device.CudaDevice()), caplog.at_level(logging.WARNING, logger="trt_lower"):
         lowered = trt_lower.lower_to_trt(Fn(lambda x: torch.relu(x) * 2 + 1), (torch.ones(3),))
     assert lowered.report.backend == "onnxruntime"
     warnings = [r for r in caplog.records if "ONNX Runtime" in r.getMessage()]

@@ -139,6 +139,20 @@ def test_fp16_engine_on_tensorrt(trt_double: ModuleType) -> None:
     torch.testing.assert_close(lowered(x), model(x), **FP16_TOL)
 
 
+@pytest.mark.parametrize("trt_double", ["8.6.1"], indirect=True)
+def test_fp16_engine_on_tensorrt_8_6_pins_the_float32_layers(trt_double: ModuleType) -> None:
+    """8.6 types weakly: the FP16 flag, with the layers the ONNX keeps float32 (softmax, exp,
+    pow, variance) held to float32 and OBEY_PRECISION_CONSTRAINTS; the double fails the build
+    if one of them is left free to run in fp16."""
+    model = Fn(lambda x: torch.softmax(x @ x.T, -1) + torch.exp(x).pow(2).var(-1, keepdim=True))
+    x = torch.randn(4, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", precision="fp16", require_full=True)
+    flags = trt_double.state.last_build.builder_flags
+    assert flags & 1 << int(trt_double.BuilderFlag.FP16)
+    assert flags & 1 << int(trt_double.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    torch.testing.assert_close(lowered(x), model(x), **FP16_TOL)
+
+
 def test_precision_is_validated() -> None:
     with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'fp16'\)"):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), precision="bf16")
@@ -168,8 +182,9 @@ def test_float64_constant_beyond_float32_is_narrowed_to_inf() -> None:
     (torch.int16, "dtype int16 unsupported"),
 ])
 def test_dtypes_engines_do_not_carry_fall_back(dtype: torch.dtype, reason: str) -> None:
+    """On 10.4 (bfloat16 engines need "latest": tests/test_bfloat16.py), whichever TensorRT is installed."""
     model, x = Fn(lambda x: (x + x) * 2), torch.ones(4, dtype=dtype)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1, trt_version="10.4")
     assert lowered.report.engines == []
     assert all(reason in f.reason for f in lowered.report.fallbacks), lowered.report.fallbacks
 

@@ -273,8 +273,9 @@ def test_audit_flags_a_converter_that_emits_what_tensorrt_rejects(support_audit:
         patch.setitem(converters.core.registry._REGISTRY, entry.target,
                       converters.core.registry.Converter(entry.target, entry.fn, None))
         with pytest.raises(converters.core.interpreter.ConversionError, match=r"would reject node 'mm/MatMul' \(MatMul\)"):
-            trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, require_full=True)
-        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1)
+            trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, require_full=True,
+                                   trt_version="10.4")
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, trt_version="10.4")
     taken = support_audit.take()
     assert support_audit.models > models_before
     assert taken and all("mm/MatMul" in t and "runs MatMul on FLOAT/FLOAT16 only" in t for t in taken), taken

@@ -4,7 +4,12 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
 - the version (`__version__`: $TRT_DOUBLE_VERSION, default 10.13.0) decides which enum members
   exist (8.6: no INT64/BF16 DataType and no STRONGLY_TYPED; 11.x: no EXPLICIT_BATCH and no
   FP16/BF16/INT8/FP8 builder flags: using one raises AttributeError), whether the ONNX parser
-  accepts the network (8.6 needs EXPLICIT_BATCH), and the highest ONNX opset it parses;
+  accepts the network (8.6 needs EXPLICIT_BATCH), the highest ONNX opset it parses, and which
+  ONNX it refuses: what converters/passes/trt_support.py says that version's parser refuses;
+- enum members carry the real bindings' values (tests/test_trt_double.py checks them against
+  tensorrt-stubs);
+- a weakly typed fp16 build fails unless every layer the ONNX keeps float32 is pinned to it
+  (the real build would succeed and compute those layers in fp16);
 - stricter than real 10.x/11.x, which ignore it: create_network refuses the EXPLICIT_BATCH bit
   there, so a wrong version branch fails loudly;
 - failures come back the TensorRT way: parse() returns False and leaves ParserErrors naming the
@@ -43,8 +48,11 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
+from converters.core.target import for_installed
+from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.core.segment import OnnxSegment, protobuf_limit
+from converters.passes.onnx_types import elem_types
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -62,7 +70,9 @@ if TYPE_CHECKING:
     _IExecutionContext = stubs.IExecutionContext
     _IOutputAllocator = stubs.IOutputAllocator
     _IHostMemory = stubs.IHostMemory
+    _ILayer = stubs.ILayer
     _ILogger = stubs.ILogger
+    _ITensor = stubs.ITensor
     _INetworkDefinition = stubs.INetworkDefinition
     _IOptimizationProfile = stubs.IOptimizationProfile
     _ITimingCache = stubs.ITimingCache
@@ -79,7 +89,7 @@ else:
     _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
     _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
-    _Runtime = _Severity = _TensorIOMode = object
+    _Runtime = _Severity = _TensorIOMode = _ILayer = _ITensor = object
 
 __version__ = os.environ.get("TRT_DOUBLE_VERSION", "10.13.0")
 
@@ -188,10 +198,11 @@ MemoryPoolType._define(WORKSPACE=0)
 
 
 class BuilderFlag(_Enum, _BuilderFlag):
-    _versions = {"FP16": (0, 11), "INT8": (0, 11), "FP8": (0, 11), "BF16": (9, 11)}
+    _versions = {"FP16": (0, 11), "INT8": (0, 11), "FP8": (0, 11), "BF16": (9, 11),
+                 "OBEY_PRECISION_CONSTRAINTS": (0, 11)}
 
 
-BuilderFlag._define(FP16=0, INT8=1, TF32=7, FP8=15, BF16=17)
+BuilderFlag._define(FP16=0, INT8=1, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
 
 
 class PreviewFeature(_Enum, _PreviewFeature):
@@ -216,7 +227,8 @@ NetworkDefinitionCreationFlag._define(EXPLICIT_BATCH=0, STRONGLY_TYPED=1)
 _EXPLICIT_BATCH = 1 << 0
 _STRONGLY_TYPED = 1 << 1
 _FP16 = 1 << 0  # BuilderFlag.FP16's bit in IBuilderConfig.flags
-_TF32 = 1 << 7  # on by default, as on the Ampere-and-newer GPUs the double stands for
+_OBEY_PRECISION_CONSTRAINTS = 1 << 9
+_TF32 = 1 << 6  # on by default, as on the Ampere-and-newer GPUs the double stands for
 
 
 # -- logging and plain data -------------------------------------------------------------------
@@ -305,6 +317,9 @@ class State:
     shape_notifications: int = 0
     timing_cache_hits: int = 0
     last_build: BuildRecord | None = None
+    # Set: CUDA does not start (a driver older than the wheel's CUDA); Builder and Runtime log it
+    # and fail to construct, as pybind11 reports a null pointer.
+    cuda_failure: str | None = None
     # The GPU's compute capability: plans built for another one do not deserialize.
     compute_capability: str = "8.0"
     # Execution contexts the device memory still has room for (None: no limit); 0 -> None.
@@ -355,14 +370,80 @@ def stream_device(handle: int) -> int:
 
 
 # -- network and parser -----------------------------------------------------------------------
+class ITensor(_ITensor):
+    def __init__(self, name: str, dtype: DataType) -> None:
+        self.name = name
+        self.dtype = dtype
+
+
+class ILayer(_ILayer):
+    """One per ONNX node (the real parser may make several), its outputs typed as ONNX infers
+    them. Weakly typed networks (before 10.x, or without STRONGLY_TYPED) keep the per-layer
+    precision and output types the application sets; a build checks them (Builder._problem)."""
+
+    def __init__(self, node: onnx.NodeProto, outputs: list[ITensor]) -> None:
+        self.name = node.name
+        self.op_type = node.op_type
+        self._outputs = outputs
+        self._precision: DataType | None = None
+        self._output_types: dict[int, DataType] = {}
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_output(self, index: int) -> ITensor:
+        return self._outputs[index]
+
+    @property  # an attribute in the stubs, a property in the bindings
+    def precision(self) -> DataType:
+        return self._precision or _member(DataType, "FLOAT")
+
+    @precision.setter
+    def precision(self, dtype: stubs.DataType) -> None:
+        self._precision = _own(dtype, DataType)
+
+    @property
+    def precision_is_set(self) -> bool:
+        return self._precision is not None
+
+    def set_output_type(self, index: int, dtype: stubs.DataType) -> None:
+        self._output_types[index] = _own(dtype, DataType)
+
+    def output_type_is_set(self, index: int) -> bool:
+        return index in self._output_types
+
+    def get_output_type(self, index: int) -> DataType:
+        return self._output_types.get(index) or _own(self._outputs[index].dtype, DataType)
+
+
+def _layers(model: onnx.ModelProto) -> list[ILayer]:
+    types = elem_types(model)
+
+    def tensor(name: str) -> ITensor:
+        trt_type = _TRT_TYPE.get(TensorProto.DataType.Name(types.get(name, TensorProto.UNDEFINED)), "FLOAT")
+        narrow = trt_type == "INT64" and _version()[0] < 9  # 8.6 computes INT64 as INT32
+        return ITensor(name, _member(DataType, "INT32" if narrow else trt_type))
+
+    return [ILayer(node, [tensor(o) for o in node.output]) for node in model.graph.node]
+
+
 class INetworkDefinition(_INetworkDefinition):
     def __init__(self, flags: int) -> None:
         self._flags = flags
         self.model: onnx.ModelProto | None = None  # set by a successful OnnxParser.parse
+        self._layers: list[ILayer] = []
 
     @property
     def flags(self) -> int:
         return self._flags
+
+    @property
+    def num_layers(self) -> int:
+        return len(self._layers)
+
+    def get_layer(self, index: int) -> ILayer:
+        return self._layers[index]
 
 
 class ParserError(_ParserError):
@@ -423,9 +504,14 @@ class OnnxParser(_OnnxParser):
                 # onnx-tensorrt's QuantDequantLinear importer, word for word.
                 self._fail("TensorRT only supports symmetric quantization. The zero point for the "
                            "QuantizeLinear/DequantizeLinear operator must be all zeros.", i)
+        # What this version's parser refuses, as the support table records it.
+        index = {node.name: i for i, node in enumerate(proto.graph.node)}
+        for violation in trt_support.violations(proto, for_installed(*_version())):
+            self._fail(violation.rule, index.get(violation.node, -1))
         if self._errors:
             return False
         self._network.model = proto
+        self._network._layers = _layers(proto)
         return True
 
     @property
@@ -535,8 +621,28 @@ _PLAN_MAGIC = b"trt_double plan\n"
 
 
 def _use_logger(logger: stubs.ILogger) -> None:
+    if state.cuda_failure is not None:
+        _error(logger, state.cuda_failure)
+        raise TypeError("pybind11::init(): factory function returned nullptr")
     if all(logger is not known for known in state.loggers):
         state.loggers.append(logger)
+
+
+def _unpinned_float32(network: INetworkDefinition, config: IBuilderConfig) -> str | None:
+    """With FP16 on a weakly typed network TensorRT may run any layer in fp16: a layer the ONNX
+    keeps float32 stays so only with its precision and output types set to FLOAT and
+    OBEY_PRECISION_CONSTRAINTS (the real build would not fail, its results would overflow)."""
+    float32 = _member(DataType, "FLOAT")
+    for layer in network._layers:
+        outputs = [j for j in range(layer.num_outputs) if layer.get_output(j).dtype == float32]
+        pinned = layer.precision_is_set and layer.precision == float32 and all(
+            layer.output_type_is_set(j) and layer.get_output_type(j) == float32 for j in outputs)
+        if outputs and not pinned:
+            return (f"trt_double: a weakly typed fp16 build may run layer '{layer.name}' ({layer.op_type}) in fp16, "
+                    "which the ONNX keeps float32: set its precision and output types to FLOAT")
+    if not config.flags & _OBEY_PRECISION_CONSTRAINTS and any(layer.precision_is_set for layer in network._layers):
+        return "trt_double: per-layer precisions without OBEY_PRECISION_CONSTRAINTS are only preferences"
+    return None
 
 
 class Builder(_Builder):
@@ -563,6 +669,10 @@ class Builder(_Builder):
             return state.build_failure
         if network.flags & _STRONGLY_TYPED and config.flags & _FP16:
             return "precision builder flags (FP16) are not allowed on a strongly typed network"
+        if config.flags & _FP16:
+            problem = _unpinned_float32(network, config)
+            if problem is not None:
+                return problem
         if has_bfloat16(network.model) and float(state.compute_capability) < 8.0:
             return f"bfloat16 needs compute capability 8.0 or newer, this GPU has {state.compute_capability}"
         inputs = {v.name: _static_shape(v) for v in _graph_inputs(network.model)}

@@ -51,4 +51,26 @@ def unavailable_reason() -> str | None:
         return f"{missing}; {INSTALL_HINT}"
     if parse_version(version) < MIN_VERSION:
         return f"TensorRT {version} is older than {MIN_VERSION[0]}.{MIN_VERSION[1]}; {INSTALL_HINT}"
-    return None
+    return _cuda_reason(version)
+
+
+def _cuda_reason(version: str) -> str | None:
+    """Why the TensorRT that imports cannot start CUDA (e.g. a driver older than the CUDA its
+    wheel was built for), or None. Its Runtime and Builder then fail to construct: pybind11
+    raises TypeError for the null pointer they come back as."""
+    import tensorrt as trt
+
+    from trt_lower.runtime.trt_logger import LOGGER  # imports tensorrt too: only once it imports
+
+    LOGGER.take_errors()
+    try:
+        runtime = trt.Runtime(LOGGER)
+    except TypeError as e:  # "pybind11::init(): factory function returned nullptr"
+        runtime, failure = None, f"{type(e).__name__}: {e}"
+    else:
+        failure = "its Runtime came back empty"
+    if runtime is not None:
+        return None
+    return (f"TensorRT {version} imports but cannot start CUDA ({LOGGER.take_errors() or failure}); check that "
+            "the NVIDIA driver supports the CUDA version the TensorRT wheel was built for (nvidia-smi shows the "
+            "driver's)")

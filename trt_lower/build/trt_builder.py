@@ -5,8 +5,9 @@ Version branches (docs/tensorrt.md):
   create_network(0); 11.x removed it.
 - fp16: the ONNX is typed fp16 with float32 islands (converters/passes/precision.py). 10.x builds it
   as a STRONGLY_TYPED network, so the islands stay float32 (the FP16 builder flag would let
-  TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing, only
-  the FP16 flag.
+  TensorRT run them in fp16); 11.x types every network strongly; 8.6 has no strong typing: the
+  FP16 flag, with the layers the ONNX keeps float32 pinned to float32 (per-layer precision and
+  output types, which OBEY_PRECISION_CONSTRAINTS makes binding).
 - int8 (Q/DQ from converters/ops/quantize.py): the INT8 flag on weakly typed 8.6/10.x networks.
 - bf16 (target "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
   typed too, so TensorRT computes in the ONNX's types.
@@ -71,6 +72,18 @@ def _parse_failure(parser: trt.OnnxParser, onnx_bytes: bytes) -> BuildFailure:
     return BuildFailure("its ONNX parser failed: " + "; ".join(messages), blamed)
 
 
+def _pin_float32(network: trt.INetworkDefinition) -> None:
+    """Weak typing lets the FP16 flag run any layer in fp16: those computing float32 in the ONNX
+    (its islands, e.g. softmax, variance, exp, pow, which overflow in fp16) are held to it."""
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        outputs = [j for j in range(layer.num_outputs) if layer.get_output(j).dtype == trt.DataType.FLOAT]
+        if outputs:
+            layer.precision = trt.DataType.FLOAT
+            for j in outputs:
+                layer.set_output_type(j, trt.DataType.FLOAT)
+
+
 def _dims(shape: tuple[int, ...]) -> trt.Dims:
     return trt.Dims(list(shape))
 
@@ -92,7 +105,10 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
-    builder = trt.Builder(logger)
+    try:
+        builder = trt.Builder(logger)
+    except TypeError as e:  # a null builder (e.g. a runtime-only install without the builder library)
+        raise BuildFailure(f"its Builder could not be created ({logger.take_errors() or e})") from e
     network = builder.create_network(network_flags(major, settings.precision, bf16))
     parser = trt.OnnxParser(network, logger)
     if not (parser.parse(onnx_bytes) if path is None else parser.parse(onnx_bytes, path)):
@@ -103,6 +119,8 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     config.builder_optimization_level = settings.optimization_level
     if settings.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
         config.set_flag(trt.BuilderFlag.FP16)
+        _pin_float32(network)
+        config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
     strongly_typed = major >= 11 or major == 10 and (settings.precision == "fp16" or bf16)
     if not strongly_typed and has_quantization(onnx_bytes):
         # Q/DQ (explicit quantization) computes in int8 only with the INT8 flag on a weakly typed

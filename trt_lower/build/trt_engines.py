@@ -12,13 +12,13 @@ import tensorrt as trt
 
 from converters.passes.bfloat16 import has_bfloat16
 from converters.core.segment import OnnxSegment
-from trt_lower.values import device as devices
-from trt_lower.build.settings import BuildSettings, InputProfile
 from trt_lower.build.cache import EngineCache, default_dir
 from trt_lower.build.errors import EngineBuildError
+from trt_lower.build.settings import BuildSettings, InputProfile
 from trt_lower.build.trt_builder import BuildFailure, build_plan
+from trt_lower.runtime.trt_module import DeviceMemoryError, PlanLoadError, TRTEngineModule
+from trt_lower.values import device as devices
 from trt_lower.values.signature import TensorSig
-from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
 log = logging.getLogger("trt_lower")
 def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None = None) -> EngineBuildError:
@@ -58,6 +58,8 @@ def _load_or_build(name: str, cache: EngineCache, key: str, segment: OnnxSegment
             module = TRTEngineModule(name, cached, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
         except PlanLoadError as e:
             cache.discard(key, f"TensorRT could not load it: {e}")
+        except DeviceMemoryError as e:  # the entry is good; a rebuild would fail the same way
+            raise _fallback(name, str(e), nodes) from e
         else:
             log.info("trt_lower: %s: TensorRT engine loaded from cache (%s)", name, cache.engine_path(key))
             return module, True
@@ -66,13 +68,17 @@ def _load_or_build(name: str, cache: EngineCache, key: str, segment: OnnxSegment
     start = time.perf_counter()
     try:
         plan, timing_cache = _build(segment, profiles, build, cache.load_timing_cache())
+        cache.store_timing_cache(timing_cache)
         module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
     except BuildFailure as e:
         raise _fallback(name, e.reason, nodes, e.fx_node) from e
     except PlanLoadError as e:
         raise _fallback(name, f"the engine it built does not load: {e}", nodes) from e
+    except DeviceMemoryError as e:
+        # The plan is good: kept, so that a lowering with memory to spare loads it instead of building.
+        cache.store(key, plan)
+        raise _fallback(name, str(e), nodes) from e
     cache.store(key, plan)
-    cache.store_timing_cache(timing_cache)
     log.info("trt_lower: %s: built TensorRT engine in %.1f s", name, time.perf_counter() - start)
     return module, False
 

@@ -39,6 +39,11 @@ class PlanLoadError(RuntimeError):
     """TensorRT could not deserialize a plan, or it does not fit the segment it was built for."""
 
 
+class DeviceMemoryError(RuntimeError):
+    """TensorRT could not create an execution context: the GPU has no room for its activations.
+    The plan is fine (another is no smaller): not a PlanLoadError, so no cache entry is dropped."""
+
+
 def _shape(dims: trt.Dims) -> tuple[int, ...]:
     return tuple(int(dims[i]) for i in range(len(dims)))
 
@@ -174,8 +179,8 @@ class TRTEngineModule(EngineModule):
     def _create_context(self) -> trt.IExecutionContext:
         context = self._engine.create_execution_context()
         if context is None:
-            raise PlanLoadError(f"{self.name}: TensorRT could not create an execution context (out of device "
-                                f"memory?): {LOGGER.take_errors() or 'no reason given'}")
+            raise DeviceMemoryError(f"{self.name}: TensorRT could not create an execution context (out of device "
+                                    f"memory?): {LOGGER.take_errors() or 'no reason given'}")
         return context
 
     def _graph_context(self, binding: _Binding) -> trt.IExecutionContext:
