@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
 import json
 import os
 import threading
@@ -432,6 +433,8 @@ class INetworkDefinition(_INetworkDefinition):
     def __init__(self, flags: int) -> None:
         self._flags = flags
         self.model: onnx.ModelProto | None = None  # set by a successful OnnxParser.parse
+        # Its large weights, kept apart as a real parser keeps external data apart from the graph.
+        self.weights: dict[str, Any] = {}
         self._layers: list[ILayer] = []
 
     @property
@@ -487,8 +490,9 @@ class OnnxParser(_OnnxParser):
                               f"limit ({protobuf_limit()} here); give the weights beside it as external data")
         try:
             proto = onnx.load_from_string(data)
-            if path is not None:  # weights as external data, resolved next to the model file
-                onnx.load_external_data_for_model(proto, os.path.dirname(path))
+            # Weights as external data, resolved next to the model file: read as arrays, not into the
+            # graph (whose protobuf could not hold them past 2 GB).
+            weights = _external_weights(proto, os.path.dirname(path)) if path is not None else {}
         except Exception as e:  # protobuf raises its own DecodeError
             return self._fail(f"Failed to parse the ONNX model: {e}")
         opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
@@ -511,6 +515,7 @@ class OnnxParser(_OnnxParser):
         if self._errors:
             return False
         self._network.model = proto
+        self._network.weights = weights
         self._network._layers = _layers(proto)
         return True
 
@@ -620,6 +625,46 @@ def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 _PLAN_MAGIC = b"trt_double plan\n"
 
 
+def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
+    """The values of `proto`'s external initializers, read from their files beside the model as
+    arrays, each initializer declared as trt_lower keeps its weights apart (OnnxSegment)."""
+    segment = OnnxSegment(proto)
+    for tensor in proto.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        where = {entry.key: entry.value for entry in tensor.external_data}
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        array = np.fromfile(os.path.join(directory, where["location"]), dtype=dtype,
+                            count=int(np.prod(tensor.dims, dtype=np.int64)), offset=int(where.get("offset", 0)))
+        tensor.CopyFrom(segment.initializer(tensor.name, array.reshape(tuple(tensor.dims))))
+    return segment.weights
+
+
+def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) -> dict[str, Any]:
+    """A plan's weights: arrays over its bytes, at the offsets its header gives."""
+    tensors = {t.name: t for t in onnx.load_from_string(graph).graph.initializer}
+    weights = {}
+    for name, (offset, length) in layout.items():
+        tensor = tensors[name]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        weights[name] = np.frombuffer(blob, dtype=dtype, count=length // dtype.itemsize,
+                                      offset=offset).reshape(tuple(tensor.dims))
+    return weights
+
+
+def _session(segment: OnnxSegment) -> ort.InferenceSession:
+    """ONNX Runtime over the network, its large weights handed over apart (no protobuf limit).
+    bfloat16 is computed in float32 (no bfloat16 kernels on the CPU); Q/DQ are not fused (TensorRT
+    quantizes only where they say; ONNX Runtime's QDQ fusions would quantize more)."""
+    runnable = widen_bfloat16(segment)
+    options = ort.SessionOptions()
+    if runnable.weights:
+        values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in runnable.weights.values()]
+        options.add_external_initializers(list(runnable.weights), values)
+    return ort.InferenceSession(runnable.model.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=["QDQSelectorActionTransformer"])
+
+
 def _use_logger(logger: stubs.ILogger) -> None:
     if state.cuda_failure is not None:
         _error(logger, state.cuda_failure)
@@ -692,8 +737,7 @@ class Builder(_Builder):
             if missing:
                 return f"optimization profile {i} has no shapes for dynamic inputs {missing}"
         try:
-            runnable = widen_bfloat16(OnnxSegment(network.model)).model
-            ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"])
+            _session(OnnxSegment(network.model, network.weights))
         except Exception as e:  # ONNX Runtime raises its own exception types
             return f"could not build the network: {e}"
         return None
@@ -734,9 +778,15 @@ class Builder(_Builder):
         # Before 10.0 a profile serves one execution context at a time unless the engine was built
         # with PROFILE_SHARING_0806 (on by default from 10.0).
         sharing = _version()[0] >= 10 or int(PreviewFeature.PROFILE_SHARING_0806) in cfg.preview_features
+        # The plan: a header, the graph, then its large weights at the offsets the header gives.
+        segment = OnnxSegment(net.model, net.weights)
+        graph = segment.graph_bytes("")
         header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
-                             "profiles": profiles, "profile_sharing": sharing}).encode()
-        return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + net.model.SerializeToString())
+                             "profiles": profiles, "profile_sharing": sharing, "graph_bytes": len(graph),
+                             "weights": segment.layout()}).encode()
+        weights = io.BytesIO()
+        segment.write_weights(weights)
+        return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + graph + weights.getvalue())
 
 
 # -- runtime ----------------------------------------------------------------------------------
@@ -804,7 +854,7 @@ ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresse
 
 class ICudaEngine(_ICudaEngine):
     def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger,
-                 profile_sharing: bool = True) -> None:
+                 profile_sharing: bool = True, weights: dict[str, Any] | None = None) -> None:
         proto = onnx.load_from_string(model)
         self._logger = logger
         # Without sharing (8.6 unless built with PROFILE_SHARING_0806), the context that set
@@ -815,11 +865,7 @@ class ICudaEngine(_ICudaEngine):
         self._device = get_device()
         # ONNX Runtime has no bfloat16 kernels on the CPU: bfloat16 engine tensors are computed in
         # float32, their buffers converted on the way in and out.
-        runnable = widen_bfloat16(OnnxSegment(proto)).model
-        # TensorRT quantizes only where the Q/DQ nodes say; ONNX Runtime's QDQ fusions would quantize
-        # more (trt_lower/runtime/ort_session.py).
-        self._session = ort.InferenceSession(runnable.SerializeToString(), providers=["CPUExecutionProvider"],
-                                             disabled_optimizers=["QDQSelectorActionTransformer"])
+        self._session = _session(OnnxSegment(proto, weights or {}))
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
         self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
         # Their shape is -1 until the engine has run; they need an IOutputAllocator.
@@ -1210,8 +1256,10 @@ class Runtime(_Runtime):
                                  f"{state.compute_capability}")
             return _null(ICudaEngine)
         try:
-            engine = ICudaEngine(data[start + length:], header["profiles"], self._logger,
-                                 header.get("profile_sharing", True))
+            payload = memoryview(data)[start + length:]
+            graph = bytes(payload[:header["graph_bytes"]])
+            engine = ICudaEngine(graph, header["profiles"], self._logger, header.get("profile_sharing", True),
+                                 _plan_weights(graph, payload[header["graph_bytes"]:], header["weights"]))
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
             return _null(ICudaEngine)
