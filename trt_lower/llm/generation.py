@@ -9,9 +9,10 @@ from typing import Any
 
 import torch
 from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel
-from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from trt_lower.llm.step import FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
 
 
@@ -19,33 +20,16 @@ class GenerationLimitError(ValueError):
     """A generate() call beyond the batch or length the model was lowered for."""
 
 
-class _Layer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
-    """A layer's preallocated buffers (views of the first `batch` rows), written in place."""
-
-    is_compileable = False
-    is_sliding = False
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.buffers = (keys, values)
-        self.keys, self.values = keys, values
-        self.is_initialized = True
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        raise AssertionError("the buffers are allocated up front")
+class _Layer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers is untyped there
+    """A layer's preallocated buffers (views of the first `batch` rows), written in place by
+    LoweredCausalLM.forward, not by transformers."""
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         raise AssertionError("the lowered step writes the cache (LoweredCausalLM.forward)")
 
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.buffers[0].shape[2], 0
-
     def get_seq_length(self) -> int:
         raise AssertionError("the cache's length is BufferCache.length")
-
-    def get_max_length(self) -> int:
-        return int(self.buffers[0].shape[2])
 
 
 class BufferCache(Cache):

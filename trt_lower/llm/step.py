@@ -13,23 +13,37 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 
-class _BufferLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
-    """One layer's cache as transformers' attention sees it: the buffers with the new keys and
-    values written at `past..past+q` (out of place: the buffers are the step's inputs), attended
-    over in full, the causal and padding masks hiding what is not written yet."""
+class FixedLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
+    """One layer's preallocated key/value buffers, attended over in full (the causal and padding
+    masks hide what is not written yet)."""
 
     is_compileable = False
     is_sliding = False  # the whole window is kept: a sliding window is the mask's (as transformers builds it)
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        self.buffers, self.positions = (keys, values), positions
+        self.buffers = (keys, values)
         self.keys, self.values = keys, values
         self.is_initialized = True
-        self.new: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        raise AssertionError("the buffers are given")
+        raise AssertionError("the buffers are allocated up front")
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.buffers[0].shape[2], 0
+
+    def get_max_length(self) -> int:
+        return int(self.buffers[0].shape[2])
+
+
+class _BufferLayer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers is untyped there
+    """One layer's cache as transformers' attention sees it in the step: the buffers with the new
+    keys and values written at `past..past+q` (out of place: the buffers are the step's inputs)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, positions: torch.Tensor) -> None:
+        super().__init__(keys, values)
+        self.positions = positions
+        self.new: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,14 +51,8 @@ class _BufferLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transfo
         keys, values = self.buffers
         return keys.index_copy(2, self.positions, key_states), values.index_copy(2, self.positions, value_states)
 
-    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.buffers[0].shape[2], 0
-
     def get_seq_length(self) -> int:
         raise AssertionError("the step passes position_ids; the mask reads the query offset")
-
-    def get_max_length(self) -> int:
-        return int(self.buffers[0].shape[2])
 
 
 class _BufferCache(Cache):
