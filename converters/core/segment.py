@@ -118,9 +118,10 @@ class OnnxSegment:
             offset += array.nbytes
         return spans
 
-    def graph_bytes(self, location: str) -> bytes:
+    def graph_bytes(self, location: str, start: int = 0) -> bytes:
         """The model with each external initializer pointing into the weights file `location`
-        (a path relative to the model's, as ONNX external data): the graph alone, small."""
+        (a path relative to the model's, as ONNX external data), the weights `start` bytes
+        further in than layout() places them: the graph alone, small."""
         graph = onnx.ModelProto()
         graph.CopyFrom(self.model)
         spans = self.layout()
@@ -128,7 +129,7 @@ class OnnxSegment:
             if is_external(tensor):
                 offset, length = spans[tensor.name]
                 del tensor.external_data[:]
-                for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+                for key, value in (("location", location), ("offset", str(start + offset)), ("length", str(length))):
                     tensor.external_data.add(key=key, value=value)
         return bytes(graph.SerializeToString())
 

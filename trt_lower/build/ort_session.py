@@ -65,7 +65,7 @@ SESSION_ERRORS: tuple[type[Exception], ...] = tuple(
                  "RuntimeException", "EPFail"))
 
 
-# A segment with at least this many bytes of weights reads them in place (see create_session).
+# A segment with at least this many bytes of weights reads them in place (shared_weights_session).
 SHARE_WEIGHTS_MIN_BYTES = 1 << 30
 # The weights file its graph names: it must exist for ONNX Runtime to accept the graph, and is
 # never read (every weight is given as an initializer).

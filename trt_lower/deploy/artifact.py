@@ -231,7 +231,7 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
                                 "lower_to_trt or trt_lower.load returns")
         graph, data = f"engines/{name}.onnx", f"engines/{name}.onnx.data"
         pad = out.add_weights(data, segment.onnx)
-        out.add(graph, _graph_bytes(segment.onnx, f"{name}.onnx.data", pad))
+        out.add(graph, segment.onnx.graph_bytes(f"{name}.onnx.data", start=pad))
         plans = []
         for plan in _plans(name, module, carried):
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
@@ -263,16 +263,6 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
         "engines": engines,
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
     }
-
-
-def _graph_bytes(segment: OnnxSegment, location: str, pad: int) -> bytes:
-    """The graph, its external weights at `pad` bytes further into `location` than layout() says."""
-    graph = onnx.load_from_string(segment.graph_bytes(location))
-    for tensor in graph.graph.initializer:
-        for entry in tensor.external_data:
-            if entry.key == "offset":
-                entry.value = str(int(entry.value) + pad)
-    return bytes(graph.SerializeToString())
 
 
 def save(lowered: LoweredModule | Any, path: PathLike) -> None:
