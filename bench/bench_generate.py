@@ -1,16 +1,23 @@
-"""Generation with a causal LM (tiny Llama config, random weights; CPU, ONNX Runtime): time to
-first token and per-token decode latency, side by side in one run, for
+"""Generation with a causal LM (random weights from a config; CPU, ONNX Runtime): time to first
+token and per-token decode latency, side by side in one run, for
 
   lowered   trt_lower.llm.lower_causal_lm(model).generate(...)  (one step engine, cache buffers in place)
   eager     model.generate(...)                                  (transformers, DynamicCache)
   recompute the full forward lowered with lower_to_trt (sequence 1..max_length), re-run over the
             whole prefix for each new token (what a user could do before trt_lower.llm)
 
-    python bench/bench_generate.py [--prompts 32,128] [--new 64,256] [--repeats 3] [--hidden 128 --layers 4]
+    python bench/bench_generate.py [--config tiny|qwen2-0.5b] [--prompts 32,128] [--new 64,256]
+                                   [--repeats 3] [--recompute-every 1]
 
-Per configuration the three run in turn, `--repeats` rounds; medians. Time to first token is a
-1-token generation; decode per token is (time of N tokens - time to first token) / (N - 1), greedy.
-Memory: the process's RSS after each of 256 lowered decode steps (a logits processor reads it).
+Configs: `tiny` is a Llama of hidden 128, 4 layers, GQA 4/2, vocab 1024; `qwen2-0.5b` has
+Qwen2-0.5B's sizes (hidden 896, 24 layers, GQA 14/2, vocab 151936, tied embeddings: 494 M
+parameters, 1.8 GiB in float32). Per configuration the three run in turn, `--repeats` rounds;
+medians. Time to first token is a 1-token generation; decode per token is (time of N tokens - time
+to first token) / (N - 1), greedy. With `--recompute-every K` > 1 the recompute baseline is not run
+token by token: its full forward is timed at every K-th prefix length of the N - 1 decode steps
+(best of three each, in the baseline's favour) and those times averaged, since a forward's cost
+depends on the prefix length alone; that keeps a 0.5 B run to minutes. Memory: the process's RSS
+after each lowered decode step of the longest run (a logits processor reads it).
 """
 from __future__ import annotations
 
@@ -55,10 +62,40 @@ def recompute(lowered: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor
     return ids
 
 
+def recompute_sampled(lowered: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, new: int,
+                      every: int) -> tuple[float, float]:
+    """(time to first token, decode seconds per token) of recompute from its forward timed at
+    every `every`-th prefix length of the decode steps, best of three (in the baseline's favour)."""
+    def forward(length: int) -> float:
+        prefix = torch.randint(3, 1024, (ids.shape[0], length))
+        return min(seconds(lambda: lowered(prefix).argmax(-1)) for _ in range(3))
+
+    lengths = range(ids.shape[1] + 1, ids.shape[1] + new, every)
+    return forward(ids.shape[1]), statistics.mean(forward(n) for n in lengths)
+
+
 def seconds(run: Callable[[], Any]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
+
+
+def tiny() -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+                                        num_attention_heads=4, num_key_value_heads=2))
+
+
+def qwen2_half_billion() -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return Qwen2ForCausalLM(Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                                        num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
+                                        rope_theta=1e6, max_position_embeddings=32768))
+
+
+CONFIGS: dict[str, Callable[[], torch.nn.Module]] = {"tiny": tiny, "qwen2-0.5b": qwen2_half_billion}
 
 
 def main() -> None:
@@ -66,24 +103,21 @@ def main() -> None:
     parser.add_argument("--prompts", default="32,128")
     parser.add_argument("--new", default="64,256")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
+    parser.add_argument("--recompute-every", type=int, default=1)
     args = parser.parse_args()
     prompts = [int(p) for p in args.prompts.split(",")]
     news = [int(n) for n in args.new.split(",")]
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=1024, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
-                         num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=2)
-    model: Any = LlamaForCausalLM(config)
+    model: Any = CONFIGS[args.config]()
     model.eval()
+    params = sum(p.numel() for p in model.parameters())
     max_length = max(prompts) + max(news)
     start = time.perf_counter()
     gen = lower_causal_lm(model, max_batch=1, max_length=max_length)
     lowering = time.perf_counter() - start
     full = trt_lower.lower_to_trt(Logits(model), (TensorSpec((1, 1), (1, max_length), (1, max_length), torch.int64),))
-    print(f"tiny Llama: hidden {args.hidden}, {args.layers} layers, vocab 1024, GQA 4/2; max_length {max_length}; "
+    print(f"{args.config}: {type(model).__name__}, {params / 1e6:.0f} M parameters; max_length {max_length}; "
           f"step lowered in {lowering:.1f} s, coverage {gen.report.coverage:.3f}, {len(gen.report.engines)} engine; "
           f"recompute model coverage {full.report.coverage:.3f}; threads {torch.get_num_threads()}")
 
@@ -103,12 +137,19 @@ def main() -> None:
             for new in news:
                 first: dict[str, list[float]] = {k: [] for k in runners}
                 total: dict[str, list[float]] = {k: [] for k in runners}
+                sampled: list[tuple[float, float]] = []
                 for _ in range(args.repeats):
                     for name, run in runners.items():
+                        if name == "recompute" and args.recompute_every > 1:
+                            sampled.append(recompute_sampled(full, ids, new, args.recompute_every))
+                            continue
                         first[name].append(seconds(lambda: run(ids, 1)))
                         total[name].append(seconds(lambda: run(ids, new)))
-                ttft = {k: statistics.median(v) for k, v in first.items()}
-                decode = {k: (statistics.median(total[k]) - ttft[k]) / (new - 1) for k in runners}
+                ttft = {k: statistics.median(v) for k, v in first.items() if v}
+                decode = {k: (statistics.median(total[k]) - ttft[k]) / (new - 1) for k in ttft}
+                if sampled:
+                    ttft["recompute"] = statistics.median(t for t, _ in sampled)
+                    decode["recompute"] = statistics.median(d for _, d in sampled)
                 for name in runners:
                     print(f"| {prompt} | {new} | {name} | {ttft[name] * 1e3:.2f} | {decode[name] * 1e3:.3f} | "
                           f"{decode['eager'] / decode[name]:.2f}x | {decode['recompute'] / decode[name]:.2f}x |")
@@ -126,10 +167,10 @@ def main() -> None:
         from transformers import LogitsProcessorList
         rss = Rss()
         ids = torch.randint(3, 1024, (1, prompts[0]))
-        gen.generate(ids, max_new_tokens=256, logits_processor=LogitsProcessorList([rss]), **greedy)
+        gen.generate(ids, max_new_tokens=max(news), logits_processor=LogitsProcessorList([rss]), **greedy)
         s = rss.samples
-        print(f"RSS over 256 lowered decode steps (MiB): step 1 {s[0]:.1f}, step 16 {s[15]:.1f}, "
-              f"step 128 {s[127]:.1f}, step 256 {s[-1]:.1f}; growth 16->256 {s[-1] - s[15]:+.1f} MiB")
+        print(f"RSS over {len(s)} lowered decode steps (MiB): step 1 {s[0]:.1f}, step {len(s) // 16} {s[len(s) // 16 - 1]:.1f}, "
+              f"step {len(s)} {s[-1]:.1f}; growth {len(s) // 16}->{len(s)} {s[-1] - s[len(s) // 16 - 1]:+.1f} MiB")
 
 
 if __name__ == "__main__":
