@@ -275,3 +275,29 @@ def test_the_real_parser_names_the_node_it_rejects() -> None:
     with pytest.raises(BuildFailure) as failure:
         build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildSettings(), b"")
     assert failure.value.fx_node == "nope" and "NoSuchOp" in failure.value.reason
+
+
+def test_causal_lm_generates_on_tensorrt_as_eager(tmp_path: Path) -> None:
+    """Generation's step on a real engine: the cache buffers on the GPU, written in place between
+    engine runs, greedy tokens as eager `generate()` on the same GPU."""
+    transformers = pytest.importorskip("transformers")
+    from trt_lower.llm import lower_causal_lm
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2)).cuda().eval()
+    gen = lower_causal_lm(model, max_batch=2, max_length=48, backend="tensorrt", cache_dir=tmp_path)
+    assert gen.report.backend == "tensorrt" and gen.report.coverage >= 0.99 and not gen.report.fallbacks
+    ids = torch.randint(3, 96, (2, 8), device="cuda")
+    mask = torch.ones_like(ids)
+    ids[1, :3], mask[1, :3] = 0, 0
+    options: dict[str, Any] = dict(max_new_tokens=32, do_sample=False, pad_token_id=0, output_logits=True,
+                                   return_dict_in_generate=True)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **options)
+    got = gen.generate(ids, attention_mask=mask, **options)
+    assert got.sequences.device.type == "cuda" and gen._keys[0].device.type == "cuda"
+    assert torch.equal(got.sequences, expected.sequences)
+    for g, e in zip(got.logits, expected.logits):
+        torch.testing.assert_close(g, e, rtol=1e-3, atol=1e-3)
