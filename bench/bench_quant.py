@@ -117,6 +117,10 @@ class Float64(torch.fx.Interpreter):
             return a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
 
         args, kwargs = torch.fx.node.map_aggregate((args, kwargs), wide)
+        if target is torch.ops.higher_order.wrap_with_set_grad_enabled:  # a subgraph (Llama's rotary embedding)
+            enabled, subgraph, *inputs = args
+            with torch.set_grad_enabled(enabled):
+                return Float64(subgraph).run(*inputs)
         if target is QUANTIZE:  # torch's quantize takes float32 only
             x, scale, zero_point, low, high, dtype = args
             return torch.clamp(torch.round(x * (1.0 / scale)) + zero_point, low, high).to(dtype)
