@@ -108,7 +108,7 @@ class RoundXOverS(torch.fx.Interpreter):
 
 class Float64(torch.fx.Interpreter):
     """The quantized module computing in float64 between its quantize and dequantize nodes (the
-    same codes and scales)."""
+    same scales; torch's x * (1 / s) rounding, in float64)."""
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         def wide(a: Any) -> Any:
