@@ -7,8 +7,15 @@ For each model (random weights, from torchvision's / transformers' configs): qua
 model and the quantized one with backend="onnxruntime", and on one fixed batch report
 - the error of the lowered int8 model against the fp32 model (max and mean abs, and top-1
   agreement: ResNet-50's class per image, the language models' token per position) and against
-  the eager quantized module (what TensorRT should compute; in steps of its coarsest activation
-  quantization),
+  the eager quantized module (what TensorRT should compute; beside its coarsest activation step),
+- the noise floor of that last figure: how far the eager quantized module moves from itself when
+  evaluated in another, equally valid way: its quantize nodes rounding x / s (QuantizeLinear's
+  formula) instead of torch's x * (1 / s), or everything between its quantize/dequantize nodes
+  in float64. A code flipped at a rounding boundary spreads through the later layers, so in a
+  deep model both land as far from eager as the engine does (trt_lower.debug.quantized),
+- per layer (trt_lower.debug.quantized_layers: each quantize node's layer converted alone and fed
+  eager inputs): the int8 codes other than eager's, of all, and the largest code difference:
+  what the lowering itself adds, which is at most one step, at values on a rounding boundary,
 - engines and coverage of the int8 lowering,
 - the artifact (trt_lower.save) of each, in bytes, and their ratio,
 - latency per call of the two lowered models on ONNX Runtime, interleaved, median of `--calls`.
@@ -35,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
 from trt_lower.benchmarking import models as demo_models  # noqa: E402
+from trt_lower.debug import quantized_layers  # noqa: E402
 from trt_lower.quantization import quantize  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...], Callable[[int], tuple[torch.Tensor, ...]]]
@@ -84,6 +92,53 @@ def llama_small() -> Example:
 MODELS: dict[str, Callable[[], Example]] = {"resnet50": resnet50, "bert_base": bert_base, "llama_small": llama_small}
 
 
+qd = torch.ops.quantized_decomposed
+QUANTIZE, DEQUANTIZE = qd.quantize_per_tensor.default, (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default)
+
+
+class RoundXOverS(torch.fx.Interpreter):
+    """The quantized module with its quantize nodes rounding x / s, as QuantizeLinear does."""
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        if target is QUANTIZE:
+            x, scale, zero_point, low, high, dtype = args
+            return torch.clamp(torch.round(x / scale) + zero_point, low, high).to(dtype)
+        return super().call_function(target, args, kwargs)
+
+
+class Float64(torch.fx.Interpreter):
+    """The quantized module computing in float64 between its quantize and dequantize nodes (the
+    same scales; torch's x * (1 / s) rounding, in float64)."""
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        def wide(a: Any) -> Any:
+            if a is torch.float32:
+                return torch.float64
+            return a.double() if isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
+
+        args, kwargs = torch.fx.node.map_aggregate((args, kwargs), wide)
+        if target is torch.ops.higher_order.wrap_with_set_grad_enabled:  # a subgraph (Llama's rotary embedding)
+            enabled, subgraph, *inputs = args
+            with torch.set_grad_enabled(enabled):
+                return Float64(subgraph).run(*inputs)
+        if target is QUANTIZE:  # torch's quantize takes float32 only
+            x, scale, zero_point, low, high, dtype = args
+            return torch.clamp(torch.round(x * (1.0 / scale)) + zero_point, low, high).to(dtype)
+        if target in DEQUANTIZE:  # widen their result
+            x, scale, zero_point = args[:3]
+            if target is qd.dequantize_per_channel.default:
+                shape = [-1 if d == args[3] else 1 for d in range(x.dim())]
+                scale, zero_point = scale.reshape(shape), zero_point.reshape(shape)
+            return (x.double() - zero_point) * scale
+        return super().call_function(target, args, kwargs)
+
+
+def _drift(quantized: torch.fx.GraphModule, interpreter: type[torch.fx.Interpreter],
+           inputs: tuple[torch.Tensor, ...], eager: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float((interpreter(quantized).run(*inputs).float() - eager).abs().max())
+
+
 def _size(lowered: trt_lower.LoweredModule, directory: str, name: str) -> int:
     path = Path(directory) / f"{name}.trt"
     trt_lower.save(lowered, path)
@@ -117,6 +172,7 @@ def measure(name: str, calls: int) -> dict[str, Any]:
     with torch.no_grad():
         reference, eager_int8, lowered_int8 = model(*inputs), quantized(*inputs), int8(*inputs)
     error = (lowered_int8 - reference).abs()
+    layers = quantized_layers(quantized, int8, inputs)
     top1 = (lowered_int8.argmax(-1) == reference.argmax(-1)).float().mean().item()
     with tempfile.TemporaryDirectory() as directory:
         sizes = {"fp32": _size(fp32, directory, "fp32"), "int8": _size(int8, directory, "int8")}
@@ -132,6 +188,12 @@ def measure(name: str, calls: int) -> dict[str, Any]:
         "top1_agreement_vs_fp32": top1,
         "max_abs_vs_eager_int8": (lowered_int8 - eager_int8).abs().max().item(),
         "coarsest_step": max(steps),
+        "eager_drift_round_x_over_s": _drift(quantized, RoundXOverS, inputs, eager_int8),
+        "eager_drift_float64": _drift(quantized, Float64, inputs, eager_int8),
+        "layer_codes_flipped": sum(r.flipped for r in layers),
+        "layer_codes": sum(r.total for r in layers),
+        "layer_max_code_diff": max(r.max_diff for r in layers),
+        "quantize_nodes": len(layers),
         "artifact_bytes": sizes,
         "artifact_int8_vs_fp32": sizes["int8"] / sizes["fp32"],
         "ort_latency_s": latency,
@@ -154,7 +216,10 @@ def main() -> None:
               f"layers); vs fp32 max abs {row['max_abs_vs_fp32']:.4g}, mean abs {row['mean_abs_vs_fp32']:.4g} "
               f"(fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), top-1 agreement "
               f"{row['top1_agreement_vs_fp32']:.1%}; vs eager int8 max abs {row['max_abs_vs_eager_int8']:.3g} "
-              f"(coarsest step {row['coarsest_step']:.3g}); artifact {row['artifact_bytes']['int8'] / 1e6:.1f} MB vs "
+              f"(coarsest step {row['coarsest_step']:.3g}; eager vs eager: x/s rounding "
+              f"{row['eager_drift_round_x_over_s']:.3g}, float64 {row['eager_drift_float64']:.3g}); per layer fed eager "
+              f"inputs: {row['layer_codes_flipped']}/{row['layer_codes']} int8 codes flipped over "
+              f"{row['quantize_nodes']} quantize nodes, max |code diff| {row['layer_max_code_diff']}; artifact {row['artifact_bytes']['int8'] / 1e6:.1f} MB vs "
               f"{row['artifact_bytes']['fp32'] / 1e6:.1f} MB ({row['artifact_int8_vs_fp32']:.2f}); ORT latency "
               f"{row['ort_latency_s']['int8'] * 1e3:.1f} ms vs {row['ort_latency_s']['fp32'] * 1e3:.1f} ms "
               f"({row['ort_latency_int8_vs_fp32']:.2f}x)", flush=True)

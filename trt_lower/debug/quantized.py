@@ -1,0 +1,78 @@
+"""quantized_layers: each quantize node of a lowered quantized model against eager PyTorch, in
+int8 codes, with its layer fed eager inputs.
+
+Why per layer: a quantize rounds, and float arithmetic in another order (another kernel's
+summation order; ONNX's QuantizeLinear rounds x / s where torch's quantize rounds x * (1 / s))
+moves a value lying within an ulp of a rounding boundary to the neighbouring code. That is one
+step, but a deep model carries it into every later layer, where it moves other values across
+their boundaries: over BERT-base's 12 layers a fifth of all codes end up flipped, as many between
+the eager model and the same model evaluated in float64 as between the eager model and its engine
+(bench/bench_quant.py). The end-to-end error measures that sensitivity of the model, not the
+lowering. The lowering's own error shows when each layer starts from eager's values: then every
+code is eager's or a neighbour, and only values at a boundary differ.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
+
+from trt_lower.debug.replay import Node, Replay
+
+qd = torch.ops.quantized_decomposed
+QUANTIZE = frozenset({qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor})
+
+
+@dataclass(frozen=True)
+class LayerCodes:
+    """One quantize node's int8 codes from its layer in an engine, fed eager inputs, against eager's."""
+
+    engine: str
+    node: str  # the quantize node, as named in the captured graph
+    layer: int  # how many nodes its layer has (the quantize and a dequantize of it included)
+    flipped: int  # codes other than eager's
+    total: int
+    max_diff: int  # the largest |code - eager's code|
+
+
+def _ancestors(node: Node) -> set[Node]:
+    found: set[Node] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n not in found:
+            found.add(n)
+            stack.extend(n.all_input_nodes)
+    return found
+
+
+def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
+                     inputs: Sequence[torch.Tensor]) -> list[LayerCodes]:
+    """Every per-tensor quantize node that an engine of `lowered` computes, in graph order: its
+    layer (the engine's nodes it depends on that no earlier quantize node depends on) converted
+    and built alone on `lowered`'s backend, fed the eager values of its inputs (the earlier layers'
+    dequantized values among them), its int8 codes compared with eager's."""
+    replay = Replay(model, lowered, inputs)
+    owner = {n: e for e in replay.engines for n in e.nodes}
+    settled: set[Node] = set()  # computed by earlier layers: their eager values are fed
+    rows = []
+    for q in [n for n in replay.gm.graph.nodes if n.target in QUANTIZE]:
+        mine = _ancestors(q)
+        engine = owner.get(q)
+        if engine is not None:
+            dq = next(iter(q.users))  # no engine gives int8 out: a quantize in one is read by dequantizes
+            nodes = {n for n in mine | {dq} if n not in settled and owner.get(n) is engine}
+            # A getitem of an earlier layer's multi-output node: its eager value is fed.
+            layer = sorted((n for n in nodes if n.target is not operator.getitem or n.args[0] in nodes),
+                           key=replay.order.__getitem__)
+            (out,) = replay.run(layer, [dq], f"{engine.name}_{q.name}")
+            scale: Any = replay.values.get(q.args[1], q.args[1])  # a float, or the .tensor overload's node
+            codes = torch.round(out.double() / float(scale)).to(torch.int32)
+            diff = (codes - replay.values[q].to(torch.int32)).abs()
+            rows.append(LayerCodes(engine.name, q.name, len(layer), int((diff > 0).sum()), diff.numel(),
+                                   int(diff.max()) if diff.numel() else 0))
+        settled |= mine | set(q.users)
+    return rows
