@@ -92,7 +92,7 @@ def qwen2_half_billion() -> torch.nn.Module:
 
     return Qwen2ForCausalLM(Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
-                                        rope_theta=1e6, max_position_embeddings=32768))
+                                        max_position_embeddings=32768))
 
 
 CONFIGS: dict[str, Callable[[], torch.nn.Module]] = {"tiny": tiny, "qwen2-0.5b": qwen2_half_billion}
