@@ -105,7 +105,7 @@ def left_padded() -> tuple[torch.Tensor, torch.Tensor]:
     torch.manual_seed(1)
     ids = torch.randint(3, VOCAB, (2, 8))
     mask = torch.ones_like(ids)
-    ids[1, :3], mask[1, :3] = 0, 0  # the second prompt is 5 tokens, padded on the left
+    mask[1, :3] = 0  # the second prompt is 5 tokens, padded on the left with tokens that are not pad_token_id
     return ids, mask
 
 
