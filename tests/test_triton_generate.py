@@ -137,16 +137,17 @@ def test_requests_beyond_the_limits_get_an_error_and_the_server_keeps_serving(se
     ids, mask = left_padded()
     with torch.no_grad():
         expected = served.model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
-    bad: list[tuple[str, torch.Tensor, dict[str, Any]]] = [
+    bad: list[tuple[str, torch.Tensor, torch.Tensor | None, dict[str, Any]]] = [
         (f"GenerationLimitError: the prompt's 40 tokens exceed max_length={MAX_LENGTH}",
-         torch.ones(1, 40, dtype=torch.int64), {}),
-        (f"GenerationLimitError: batch 3 exceeds max_batch={MAX_BATCH}", torch.ones(3, 4, dtype=torch.int64), {}),
+         torch.ones(1, 40, dtype=torch.int64), None, {}),
+        (f"GenerationLimitError: batch 3 exceeds max_batch={MAX_BATCH}", torch.ones(3, 4, dtype=torch.int64), None, {}),
         (f"GenerationLimitError: the prompt's 20 tokens and 16 new ones exceed max_length={MAX_LENGTH}",
-         torch.ones(1, 20, dtype=torch.int64), {"max_new_tokens": 16}),
+         torch.ones(1, 20, dtype=torch.int64), None, {"max_new_tokens": 16}),
+        ("ValueError: attention_mask has shape (2, 5), input_ids (2, 8)", ids, mask[:, 3:], {}),
     ]
-    for message, prompt, options in bad:
+    for message, prompt, prompt_mask, options in bad:
         with pytest.raises(InferenceServerException) as error:
-            generate(served.server, protocol, prompt, pad_token_id=0, **options)
+            generate(served.server, protocol, prompt, prompt_mask, pad_token_id=0, **options)
         assert message in str(error.value)
         got = generate(served.server, protocol, ids, mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
         assert torch.equal(got, expected)
@@ -162,8 +163,11 @@ def test_a_causal_lm_is_a_python_model_without_triton_batching(llama: tuple[Any,
     assert [(t.name, list(t.dims), t.optional) for t in config.input][:3] == [
         ("input_ids", [-1, -1], False), ("attention_mask", [-1, -1], True), ("max_new_tokens", [1], True)]
     assert [(t.name, list(t.dims)) for t in config.output] == [("output_ids", [-1, -1])]
+    # Its step alone is the same model: its artifact loads as the LoweredCausalLM.
+    step = export_model_repository(gen.step, tmp_path / "step", NAME)
+    assert (step.path / "config.pbtxt").read_text() == (exported.path / "config.pbtxt").read_text()
     with pytest.raises(ValueError, match="max_batch_size=2: a causal LM is served with max_batch_size=0"):
         export_model_repository(gen, tmp_path, "batched", max_batch_size=2)
     with pytest.raises(ValueError, match="platform='onnxruntime_onnx' cannot serve a causal LM"):
         export_model_repository(gen, tmp_path, "onnx", platform="onnxruntime_onnx")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME, "step"]

@@ -9,7 +9,7 @@ GenerationLimitError as its reply; the next one runs as usual.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
@@ -36,11 +36,14 @@ OPTIONS: dict[str, tuple[torch.dtype, Callable[[Any], Any]]] = {
 }
 
 
-def is_causal_lm(model: object) -> TypeGuard[LoweredCausalLM]:
-    """Whether `model` is a LoweredCausalLM, told by its step's artifact kind (importing
-    trt_lower.llm to ask isinstance would import transformers for every export)."""
-    step = getattr(model, "lowered_module", None)
-    return isinstance(step, LoweredModule) and isinstance(step.extra, dict) and step.extra.get("kind") == KIND
+def causal_lm_step(model: object) -> LoweredModule | None:
+    """The lowered step of a causal LM lowered for generation, where `model` is its
+    LoweredCausalLM or the step itself, told by the artifact kind (importing trt_lower.llm to ask
+    isinstance would import transformers for every export); else None."""
+    step = getattr(model, "lowered_module", model)
+    if isinstance(step, LoweredModule) and isinstance(step.extra, dict) and step.extra.get("kind") == KIND:
+        return step
+    return None
 
 
 def generation_signature() -> ModelSignature:
@@ -65,12 +68,13 @@ class GenerationRunner:
     @classmethod
     def from_artifact(cls, path: str, device: str) -> "GenerationRunner":
         import trt_lower
+        from trt_lower.llm import LoweredCausalLM
 
         torch_device = torch.device(device)
         if torch_device.type == "cuda":
             torch.cuda.set_device(torch_device)  # TensorRT engines deserialize on the current GPU
         model = trt_lower.load(path)
-        if not is_causal_lm(model):
+        if not isinstance(model, LoweredCausalLM):
             raise ValueError(f"{path} holds no causal LM lowered for generation (trt_lower.llm.lower_causal_lm)")
         return cls(model, torch_device)
 

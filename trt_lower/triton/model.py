@@ -27,14 +27,14 @@ class TritonPythonModel:
         from torch.utils.dlpack import from_dlpack
 
         from trt_lower.triton.backend import Runner
-        from trt_lower.triton.generation import GenerationRunner
+        from trt_lower.triton.generation import KIND, GenerationRunner
 
         self.from_dlpack = from_dlpack
         gpu = args["model_instance_kind"] == "GPU"
         artifact = os.path.join(args["model_repository"], args["model_version"], params["artifact"])
         device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
         self.runner: Runner | GenerationRunner
-        if params.get("kind") == "causal_lm":
+        if params.get("kind") == KIND:
             self.runner = GenerationRunner.from_artifact(artifact, device)
         else:
             self.runner = Runner.from_artifact(

@@ -20,7 +20,7 @@ from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.values.signature import EngineInputError, TensorSig
 from trt_lower.triton.config import ModelConfig
-from trt_lower.triton.generation import KIND, generation_signature, is_causal_lm
+from trt_lower.triton.generation import KIND, causal_lm_step, generation_signature
 from trt_lower.triton.signature import ModelSignature, signature
 
 if TYPE_CHECKING:
@@ -63,15 +63,16 @@ def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM
     max_batch_size > 0, dim 0 of every input and output is Triton's batch dim: the model must
     have been lowered with a TensorSpec range on it that takes 1..max_batch_size.
 
-    A causal LM lowered for generation (trt_lower.llm.lower_causal_lm, or its artifact) becomes
+    A causal LM lowered for generation (trt_lower.llm.lower_causal_lm, its step or its artifact) becomes
     a python model that runs generate() per request (triton/generation.py), with
     max_batch_size=0.
     """
     _check_options(name, max_batch_size, instances, platform, version)
     source = artifact_or_lowered
     lowered = trt_lower.load(source) if isinstance(source, (str, os.PathLike)) else source
-    if is_causal_lm(lowered):
-        return _export_causal_lm(source, lowered, Path(repo_dir) / name, max_batch_size, instances, platform, version)
+    step = causal_lm_step(lowered)
+    if step is not None:
+        return _export_causal_lm(source, step, Path(repo_dir) / name, max_batch_size, instances, platform, version)
     if not isinstance(lowered, LoweredModule):
         raise ValueError(f"export_model_repository takes a LoweredModule, a LoweredCausalLM or the path of their "
                          f"artifact, got {type(lowered).__name__}")
@@ -108,20 +109,22 @@ def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM
     return TritonModel(model_dir, chosen, reason)
 
 
-def _export_causal_lm(source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], model: LoweredCausalLM,
+def _export_causal_lm(source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], step: LoweredModule,
                       model_dir: Path, max_batch_size: int, instances: int, platform: str, version: int) -> TritonModel:
-    """A python model whose runner is generation.GenerationRunner: one generate() per request."""
+    """A python model whose runner is generation.GenerationRunner: one generate() per request
+    (its artifact, the step's, loads as the LoweredCausalLM)."""
     if platform not in ("auto", "python"):
         raise ValueError(f"platform={platform!r} cannot serve a causal LM: its generate() loop runs in a python-backend "
                          "model; use platform='python' or 'auto'")
+    assert step.extra is not None  # causal_lm_step read the kind there
     if max_batch_size != 0:
         raise ValueError(f"max_batch_size={max_batch_size}: a causal LM is served with max_batch_size=0 (Triton's batcher "
                          "would merge prompts with different options into one generate() call); a request carries up "
-                         f"to max_batch={model.max_batch} prompts itself")
+                         f"to max_batch={step.extra['max_batch']} prompts itself")
     files = model_dir / str(version)
     files.mkdir(parents=True, exist_ok=True)
     config = ModelConfig(model_dir.name, "python", generation_signature(), instances=instances,
-                         kind="KIND_GPU" if model.report.backend == "tensorrt" else "KIND_CPU", dynamic_batching=False)
+                         kind="KIND_GPU" if step.report.backend == "tensorrt" else "KIND_CPU", dynamic_batching=False)
     _write_python(source, files, config)
     config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
     (model_dir / "config.pbtxt").write_text(config.text())
