@@ -49,7 +49,8 @@ class ModelConfig:
         # a non-batching model cannot reshape to [] (Triton refuses the config), its Runner does.
         scalar = "dims: [ 1 ] reshape: { shape: [ ] }" if self.max_batch_size > 0 else "dims: [ 1 ]"
         shape = f"dims: [ {', '.join(map(str, dims))} ]" if dims else scalar
-        return f'  {{ name: "{self.renames.get(t.name, t.name)}" data_type: {dtype} {shape} }}'
+        optional = " optional: true" if t.optional else ""
+        return f'  {{ name: "{self.renames.get(t.name, t.name)}" data_type: {dtype} {shape}{optional} }}'
 
     def text(self) -> str:
         sig = self.signature

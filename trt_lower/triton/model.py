@@ -1,7 +1,8 @@
 """Triton python-backend model written by trt_lower (trt_lower.triton.export_model_repository).
 
-Loads the trt_lower artifact beside this file and runs it on each batch of requests; tensors
-pass between Triton and torch through DLPack, without copies. The `python_path` parameter of
+Loads the trt_lower artifact beside this file and runs it on each batch of requests (a causal
+LM, config parameter `kind` "causal_lm": one generate() call per request); tensors pass between
+Triton and torch through DLPack, without copies. The `python_path` parameter of
 config.pbtxt names the Python environment that has trt_lower: the backend's stub process does
 not inherit PYTHONPATH.
 """
@@ -26,23 +27,29 @@ class TritonPythonModel:
         from torch.utils.dlpack import from_dlpack
 
         from trt_lower.triton.backend import Runner
+        from trt_lower.triton.generation import KIND, GenerationRunner
 
         self.from_dlpack = from_dlpack
         gpu = args["model_instance_kind"] == "GPU"
-        self.runner = Runner.from_artifact(
-            os.path.join(args["model_repository"], args["model_version"], params["artifact"]),
-            inputs=[t["name"] for t in config["input"]],
-            outputs=[t["name"] for t in config["output"]],
-            device=f"cuda:{args['model_instance_device_id']}" if gpu else "cpu",
-            batching=config.get("max_batch_size", 0) > 0,
-        )
+        artifact = os.path.join(args["model_repository"], args["model_version"], params["artifact"])
+        device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
+        self.runner: Runner | GenerationRunner
+        if params.get("kind") == KIND:
+            self.runner = GenerationRunner.from_artifact(artifact, device)
+        else:
+            self.runner = Runner.from_artifact(
+                artifact,
+                inputs=[t["name"] for t in config["input"]],
+                outputs=[t["name"] for t in config["output"]],
+                device=device,
+                batching=config.get("max_batch_size", 0) > 0,
+            )
 
     def execute(self, requests: list[Any]) -> list[Any]:
         names = self.runner.inputs
-        feeds = [
-            {n: self.from_dlpack(pb_utils.get_input_tensor_by_name(r, n).to_dlpack()) for n in names}
-            for r in requests
-        ]
+        # An optional input the request leaves out is None, and missing from its feed.
+        given = [{n: pb_utils.get_input_tensor_by_name(r, n) for n in names} for r in requests]
+        feeds = [{n: self.from_dlpack(t.to_dlpack()) for n, t in g.items() if t is not None} for g in given]
         responses = []
         for reply in self.runner.run(feeds):
             if isinstance(reply, Exception):

@@ -8,6 +8,7 @@ import shutil
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 import torch
@@ -19,7 +20,11 @@ from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.values.signature import EngineInputError, TensorSig
 from trt_lower.triton.config import ModelConfig
+from trt_lower.triton.generation import KIND, causal_lm_step, generation_signature
 from trt_lower.triton.signature import ModelSignature, signature
+
+if TYPE_CHECKING:
+    from trt_lower.llm import LoweredCausalLM
 
 PLATFORMS = ("auto", "python", "tensorrt_plan", "onnxruntime_onnx")
 ARTIFACT = "model.trtl"
@@ -45,7 +50,8 @@ class SingleEngine:
     names: dict[str, str]
 
 
-def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLike[str], repo_dir: str | os.PathLike[str],
+def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM | str | os.PathLike[str],
+                            repo_dir: str | os.PathLike[str],
                             name: str, *, max_batch_size: int = 0, instances: int = 1, platform: str = "auto",
                             dynamic_batching: bool = True, version: int = 1) -> TritonModel:
     """Write `<repo_dir>/<name>/config.pbtxt` and `<repo_dir>/<name>/<version>/` for a model
@@ -56,9 +62,20 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
     `python`: a python-backend model.py that runs the artifact with trt_lower. With
     max_batch_size > 0, dim 0 of every input and output is Triton's batch dim: the model must
     have been lowered with a TensorSpec range on it that takes 1..max_batch_size.
+
+    A causal LM lowered for generation (trt_lower.llm.lower_causal_lm, its step or its artifact) becomes
+    a python model that runs generate() per request (triton/generation.py), with
+    max_batch_size=0.
     """
     _check_options(name, max_batch_size, instances, platform, version)
-    lowered = artifact_or_lowered if isinstance(artifact_or_lowered, LoweredModule) else trt_lower.load(artifact_or_lowered)
+    source = artifact_or_lowered
+    lowered = trt_lower.load(source) if isinstance(source, (str, os.PathLike)) else source
+    step = causal_lm_step(lowered)
+    if step is not None:
+        return _export_causal_lm(source, step, Path(repo_dir) / name, max_batch_size, instances, platform, version)
+    if not isinstance(lowered, LoweredModule):
+        raise ValueError(f"export_model_repository takes a LoweredModule, a LoweredCausalLM or the path of their "
+                         f"artifact, got {type(lowered).__name__}")
     guard = _guard(lowered)
     sig = signature(lowered, guard.inputs, _device(lowered))
     _check_batching(sig, max_batch_size, guard)
@@ -90,6 +107,28 @@ def export_model_repository(artifact_or_lowered: LoweredModule | str | os.PathLi
         config.renames = {ours: theirs for theirs, ours in engine.names.items()}
     (model_dir / "config.pbtxt").write_text(config.text())
     return TritonModel(model_dir, chosen, reason)
+
+
+def _export_causal_lm(source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], step: LoweredModule,
+                      model_dir: Path, max_batch_size: int, instances: int, platform: str, version: int) -> TritonModel:
+    """A python model whose runner is generation.GenerationRunner: one generate() per request
+    (its artifact, the step's, loads as the LoweredCausalLM)."""
+    if platform not in ("auto", "python"):
+        raise ValueError(f"platform={platform!r} cannot serve a causal LM: its generate() loop runs in a python-backend "
+                         "model; use platform='python' or 'auto'")
+    assert step.extra is not None  # causal_lm_step read the kind there
+    if max_batch_size != 0:
+        raise ValueError(f"max_batch_size={max_batch_size}: a causal LM is served with max_batch_size=0 (Triton's batcher "
+                         "would merge prompts with different options into one generate() call); a request carries up "
+                         f"to max_batch={step.extra['max_batch']} prompts itself")
+    files = model_dir / str(version)
+    files.mkdir(parents=True, exist_ok=True)
+    config = ModelConfig(model_dir.name, "python", generation_signature(), instances=instances,
+                         kind="KIND_GPU" if step.report.backend == "tensorrt" else "KIND_CPU", dynamic_batching=False)
+    _write_python(source, files, config)
+    config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
+    (model_dir / "config.pbtxt").write_text(config.text())
+    return TritonModel(model_dir, "python", "a causal LM: the python model runs generate() per request")
 
 
 def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
@@ -249,10 +288,11 @@ def _python_path() -> str:
     return os.pathsep.join(paths)
 
 
-def _write_python(source: LoweredModule | str | os.PathLike[str], files: Path, config: ModelConfig) -> None:
-    if isinstance(source, LoweredModule):
-        trt_lower.save(source, files / ARTIFACT)
-    else:
+def _write_python(source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], files: Path,
+                  config: ModelConfig) -> None:
+    if isinstance(source, (str, os.PathLike)):
         shutil.copyfile(source, files / ARTIFACT)
+    else:
+        trt_lower.save(source, files / ARTIFACT)
     shutil.copyfile(Path(__file__).with_name("model.py"), files / "model.py")
     config.parameters = {"artifact": ARTIFACT, "python_path": _python_path()}

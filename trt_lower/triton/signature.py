@@ -23,6 +23,7 @@ class TritonTensor:
     name: str
     dtype: torch.dtype
     dims: tuple[int, ...]  # the full shape, batch dim included; -1 where it varies
+    optional: bool = False  # a request may leave it out
 
 
 @dataclass(frozen=True)
