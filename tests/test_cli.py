@@ -1,5 +1,7 @@
-"""The demo CLI prints the report, the accuracy and the latency comparison."""
+"""The CLI: the demo prints the report, the accuracy and the latency comparison; bad input is one line."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -19,3 +21,11 @@ def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str
 def test_demo_rejects_an_unknown_model() -> None:
     with pytest.raises(SystemExit):
         cli.main(["demo", "--model", "nope"])
+
+
+def test_bad_input_is_one_line_naming_the_command_not_a_traceback(tmp_path: Path) -> None:
+    missing = f"{tmp_path}/missing.trtl"
+    with pytest.raises(SystemExit, match=rf"^trt-lower info: FileNotFoundError: .*no such file: {missing}$"):
+        cli.main(["info", missing])
+    with pytest.raises(SystemExit, match=r"^trt-lower triton: FileNotFoundError: "):
+        cli.main(["triton", missing, "--repo", f"{tmp_path}/repo", "--name", "m"])

@@ -131,7 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.
     logging.getLogger("trt_lower").setLevel(logging.INFO)
-    return int(args.command_fn(args))
+    try:
+        return int(args.command_fn(args))
+    except (ValueError, OSError) as error:  # bad input (a file, an artifact, an option): its message, no traceback
+        raise SystemExit(f"trt-lower {args.command}: {type(error).__name__}: {error}") from error
 
 
 if __name__ == "__main__":
