@@ -47,15 +47,17 @@ def llama() -> tuple[Any, LoweredCausalLM]:
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2)).eval()
-    return model, lower_causal_lm(model, max_batch=MAX_BATCH, max_length=MAX_LENGTH)
+    # The server here has no GPU: a TensorRT engine (the double's too) would make a KIND_GPU model.
+    return model, lower_causal_lm(model, max_batch=MAX_BATCH, max_length=MAX_LENGTH, backend="onnxruntime")
 
 
 @pytest.fixture(scope="module")
 def served(llama: tuple[Any, LoweredCausalLM], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     model, gen = llama
     root = tmp_path_factory.mktemp("triton_generate")
-    trt_lower.save(gen, root / "llama.trtl")
-    exported = export_model_repository(root / "llama.trtl", root / "repo", NAME)  # from the artifact, as the CLI does
+    # The LoweredCausalLM itself: from its artifact, export would load it on TensorRT where
+    # TensorRT is importable (the double too), a KIND_GPU model this GPU-less server refuses.
+    exported = export_model_repository(gen, root / "repo", NAME)
     assert exported.platform == "python"
     http_port, grpc_port, metrics_port = free_ports(3)
     log_path = root / "tritonserver.log"
@@ -163,11 +165,16 @@ def test_a_causal_lm_is_a_python_model_without_triton_batching(llama: tuple[Any,
     assert [(t.name, list(t.dims), t.optional) for t in config.input][:3] == [
         ("input_ids", [-1, -1], False), ("attention_mask", [-1, -1], True), ("max_new_tokens", [1], True)]
     assert [(t.name, list(t.dims)) for t in config.output] == [("output_ids", [-1, -1])]
-    # Its step alone is the same model: its artifact loads as the LoweredCausalLM.
+    # Its artifact, as `trt-lower triton FILE` exports it, and its step alone are the same model.
+    trt_lower.save(gen, tmp_path / "llama.trtl")
+    from_file = export_model_repository(tmp_path / "llama.trtl", tmp_path / "file", NAME)
+    assert from_file.platform == "python" and (from_file.path / "1" / "model.trtl").is_file()
+    assert text_format.Parse((from_file.path / "config.pbtxt").read_text(),
+                             model_config_pb2.ModelConfig()).parameters["kind"].string_value == "causal_lm"
     step = export_model_repository(gen.step, tmp_path / "step", NAME)
     assert (step.path / "config.pbtxt").read_text() == (exported.path / "config.pbtxt").read_text()
     with pytest.raises(ValueError, match="max_batch_size=2: a causal LM is served with max_batch_size=0"):
         export_model_repository(gen, tmp_path, "batched", max_batch_size=2)
     with pytest.raises(ValueError, match="platform='onnxruntime_onnx' cannot serve a causal LM"):
         export_model_repository(gen, tmp_path, "onnx", platform="onnxruntime_onnx")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME, "step"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([NAME, "file", "llama.trtl", "step"])
