@@ -404,7 +404,7 @@ def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypat
     assert (server.repo, server.http_url, server.grpc_url, server.metrics_port) == (tmp_path, "127.0.0.1:9100",
                                                                                     "127.0.0.1:9101", 9102)
     assert "serving" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="is not a directory"):
+    with pytest.raises(SystemExit, match="^trt-lower serve: ValueError: model repository .* is not a directory"):
         cli.main(["serve", str(tmp_path / "missing")])
 
 
