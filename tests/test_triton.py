@@ -3,7 +3,6 @@ tritonserver (from nvidia-pytriton) on 127.0.0.1 and queried with tritonclient."
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import http.server as http_server
 import socket
 import subprocess
@@ -27,17 +26,17 @@ from trt_lower.triton import TritonServer, export_model_repository
 from trt_lower.triton.server import free_ports
 from trt_lower.triton.backend import Runner
 
-http = pytest.importorskip("tritonclient.http")
-grpc = pytest.importorskip("tritonclient.grpc")
+pytest.importorskip("tritonclient.http")
+pytest.importorskip("tritonclient.grpc")
 from tritonclient.grpc import model_config_pb2  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
+
+from triton_serving import TIMEOUT_S, client, infer, serving  # noqa: E402
 
 pytestmark = pytest.mark.serving
 
 BATCH = 8  # Triton's max_batch_size for both served models
 TOL = {"rtol": 1e-4, "atol": 1e-4}
-# Bounds every request, so a stuck server fails a test instead of hanging it.
-TIMEOUT_S = 60
 
 
 class Served:
@@ -77,40 +76,8 @@ def server(resnet: Served, bert: Served, tmp_path_factory: pytest.TempPathFactor
         model = export_model_repository(served.lowered, root / "repo", served.name, max_batch_size=BATCH,
                                         platform="python")
         assert model.platform == "python"
-    http_port, grpc_port, metrics_port = free_ports(3)
-    log_path = root / "tritonserver.log"
-    with open(log_path, "wb") as log:
-        server = TritonServer(root / "repo", http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
-                              log=log, ready_timeout=180)
-        try:
-            server.start()
-            server.wait_ready(server.ready_timeout)
-            yield server
-        except (RuntimeError, TimeoutError) as error:
-            raise RuntimeError(f"{error}\n--- tritonserver log ---\n{log_path.read_text()[-6000:]}") from error
-        finally:
-            server.stop()
-
-
-@contextlib.contextmanager
-def client(server: TritonServer, protocol: str) -> Iterator[Any]:
-    c = (http.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) if protocol == "http"
-         else grpc.InferenceServerClient(server.grpc_url))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def infer(c: Any, protocol: str, model: str, inputs: dict[str, np.ndarray], dtype: str | None = None) -> Any:
-    module = http if protocol == "http" else grpc
-    feeds = []
-    for name, value in inputs.items():
-        feed = module.InferInput(name, list(value.shape), dtype or ("FP32" if value.dtype == np.float32 else "INT64"))
-        feed.set_data_from_numpy(value)
-        feeds.append(feed)
-    kwargs = {} if protocol == "http" else {"client_timeout": TIMEOUT_S}
-    return c.infer(model, feeds, **kwargs)
+    with serving(root / "repo", root / "tritonserver.log") as server:
+        yield server
 
 
 def check(served: Served, output: Callable[[str], np.ndarray], x: np.ndarray) -> None:

@@ -3,7 +3,6 @@ generate()'s tokens, served by a real tritonserver (from nvidia-pytriton) on 127
 with tritonclient. One server for the module."""
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -13,24 +12,22 @@ import torch
 
 import trt_lower
 from trt_lower.triton import TritonServer, export_model_repository
-from trt_lower.triton.server import free_ports
 
 transformers = pytest.importorskip("transformers")
-http = pytest.importorskip("tritonclient.http")
-grpc = pytest.importorskip("tritonclient.grpc")
+pytest.importorskip("tritonclient.http")
+pytest.importorskip("tritonclient.grpc")
 from google.protobuf import text_format  # noqa: E402
 from tritonclient.grpc import model_config_pb2  # noqa: E402
-from tritonclient.utils import InferenceServerException, np_to_triton_dtype  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from trt_lower.llm import LoweredCausalLM, lower_causal_lm  # noqa: E402
+from triton_serving import client, infer, serving  # noqa: E402
 
 pytestmark = pytest.mark.serving
 
 VOCAB = 96
 MAX_BATCH, MAX_LENGTH = 2, 32
 NAME = "llama"
-# Bounds every request, so a stuck server fails a test instead of hanging it.
-TIMEOUT_S = 60
 
 
 class Served:
@@ -59,47 +56,20 @@ def served(llama: tuple[Any, LoweredCausalLM], tmp_path_factory: pytest.TempPath
     # TensorRT is importable (the double too), a KIND_GPU model this GPU-less server refuses.
     exported = export_model_repository(gen, root / "repo", NAME)
     assert exported.platform == "python"
-    http_port, grpc_port, metrics_port = free_ports(3)
-    log_path = root / "tritonserver.log"
-    with open(log_path, "wb") as log:
-        server = TritonServer(root / "repo", http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
-                              log=log, ready_timeout=180)
-        try:
-            server.start()
-            server.wait_ready(server.ready_timeout)
-            yield Served(model, gen, server)
-        except (RuntimeError, TimeoutError) as error:
-            raise RuntimeError(f"{error}\n--- tritonserver log ---\n{log_path.read_text()[-6000:]}") from error
-        finally:
-            server.stop()
-
-
-@contextlib.contextmanager
-def client(server: TritonServer, protocol: str) -> Iterator[Any]:
-    c = (http.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) if protocol == "http"
-         else grpc.InferenceServerClient(server.grpc_url))
-    try:
-        yield c
-    finally:
-        c.close()
+    with serving(root / "repo", root / "tritonserver.log") as server:
+        yield Served(model, gen, server)
 
 
 def generate(server: TritonServer, protocol: str, ids: torch.Tensor, mask: torch.Tensor | None = None,
              **options: Any) -> torch.Tensor:
     """The served model's output_ids for the prompt `ids` (and `mask`), each option a [1] input of
     its OPTIONS dtype."""
-    module = http if protocol == "http" else grpc
     dtypes = {"max_new_tokens": np.int32, "top_k": np.int32, "do_sample": np.bool_, "temperature": np.float32,
               "top_p": np.float32}
     arrays = {"input_ids": ids.numpy(), **({} if mask is None else {"attention_mask": mask.numpy()}),
               **{k: np.array([v], dtypes.get(k, np.int64)) for k, v in options.items()}}
-    feeds = []
-    for name, value in arrays.items():
-        feed = module.InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
-        feed.set_data_from_numpy(value)
-        feeds.append(feed)
     with client(server, protocol) as c:
-        reply = c.infer(NAME, feeds, **({} if protocol == "http" else {"client_timeout": TIMEOUT_S}))
+        reply = infer(c, protocol, NAME, arrays)
     return torch.tensor(reply.as_numpy("output_ids"))
 
 
