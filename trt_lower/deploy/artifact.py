@@ -499,7 +499,7 @@ def _malformed(archive: _Archive) -> Iterator[None]:
 
 
 def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None,
-         trusted_keys: Iterable[signing.PublicKey] | None = None) -> Any:
+         trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be

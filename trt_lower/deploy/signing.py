@@ -84,7 +84,7 @@ def fingerprint(key: Ed25519PublicKey | bytes) -> str:
     return "sha256:" + hashlib.sha256(key if isinstance(key, bytes) else _raw(key)).hexdigest()
 
 
-def trusted(keys: Iterable[PublicKey] | None) -> list[Ed25519PublicKey] | None:
+def trusted(keys: Iterable[PublicKey] | PublicKey | None) -> list[Ed25519PublicKey] | None:
     """The keys load trusts: `keys`, else the PEM files $TRT_LOWER_TRUSTED_KEYS lists (separated by
     os.pathsep), else None (unsigned files load)."""
     if keys is None:
@@ -92,7 +92,9 @@ def trusted(keys: Iterable[PublicKey] | None) -> list[Ed25519PublicKey] | None:
         if not listed:
             return None
         keys = listed
-    loaded = [public_key(k) for k in ([keys] if isinstance(keys, (str, os.PathLike)) else keys)]
+    if isinstance(keys, (str, os.PathLike, Ed25519PublicKey)):  # one key, not a list of them
+        keys = [keys]
+    loaded = [public_key(k) for k in keys]
     if not loaded:
         raise ValueError("trusted_keys is empty: no file could load; pass None to load unsigned files")
     return loaded
@@ -151,9 +153,10 @@ def sign(file: BinaryIO, key: PrivateKey) -> str:
 
 def sign_file(source: Path, target: Path, key: PrivateKey) -> str:
     """`source` signed with `key`, written to `target` (may be `source`) atomically."""
+    signer = private_key(key)  # a bad key fails before the copy
     with open(source, "rb") as original, atomic_file(target) as copy:
         shutil.copyfileobj(original, copy, _CHUNK)
-        return sign(copy, key)
+        return sign(copy, signer)
 
 
 # -- checking --------------------------------------------------------------------------------------
@@ -178,7 +181,7 @@ def _valid(public: bytes, signature: bytes, digest: bytes) -> bool:
     return True
 
 
-def untrusted(path: PathLike, keys: Iterable[PublicKey] | None) -> str | None:
+def untrusted(path: PathLike, keys: Iterable[PublicKey] | PublicKey | None) -> str | None:
     """Why the file at `path` may not be loaded under `keys` (see `trusted`), or None: it is
     signed by one of them (or no keys are required). Reads the file's tail and hashes the rest;
     parses nothing else."""
