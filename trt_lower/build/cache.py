@@ -8,15 +8,17 @@ payload), the payload — so a truncated, corrupted or foreign entry, or one bui
 graph than the one being built, is detected, discarded with a warning and rebuilt instead of being
 handed to TensorRT.
 
-The directory may be shared or planted: TensorRT runs whatever plan it is given, so only entries
-the current user wrote are used. The directory is created private (0700); a directory or entry
-owned by another user or writable by others (group or world), a symbolic link or a special file is
-refused with one warning, and the engines are built without it. Writes go to a temporary file renamed
-into place, so a crash or a concurrent lowering never leaves a half-written entry behind (a killed
-writer's temporary file is deleted by the next write of that entry, once it is old), and
-`exclusive(key)` (a lock file per key) lets one process build an engine while the others lowering
-the same model wait and then load it; a wait past a few seconds is logged. A directory that cannot be written (read-only, full, not a
-directory) costs one warning: lowering goes on, building without caching.
+The directory may be shared or planted, and TensorRT runs whatever plan it is given, so only
+entries the current user wrote are used (docs/security.md). The directory is created private
+(0700); one owned by another user or writable by others (group or world) is refused with one
+warning, and engines are built without it; an entry owned by another user, writable by others, a
+symbolic link or a special file is discarded with a warning and rebuilt. Writes go to a temporary
+file renamed into place, so a crash or a concurrent lowering never leaves a half-written entry
+behind (a killed writer's temporary file is deleted by the next write of that entry, once it is
+old), and `exclusive(key)` (a lock file per key) lets one process build an engine while the others
+lowering the same model wait and then load it; a wait past a few seconds is logged. A directory
+that cannot be written (read-only, full, not a directory) costs one warning: lowering goes on,
+building without caching.
 The TensorRT timing cache (kernel timings, which speed up later builds) is kept beside the engines.
 """
 from __future__ import annotations
@@ -57,6 +59,9 @@ LOCK_TIMEOUT_S = 1800.0
 LOCK_REPORT_S = 5.0
 # The refused directories this process has warned about (once each).
 _refused_dirs: set[tuple[Path, str]] = set()
+# What the timing cache is "built from": no one engine (its file name and header name the TensorRT
+# version and device).
+_TIMING = {"timing cache": "kernel timings"}
 
 
 @dataclass(frozen=True)
@@ -302,11 +307,6 @@ class EngineCache:
             path.unlink(missing_ok=True)
         except OSError as e:
             self._cannot_write(e)
-
-
-# What a timing cache is "built from": nothing of one engine (its path names the TensorRT version
-# and device, which the header also records).
-_TIMING = {"timing cache": "kernel timings"}
 
 
 def _own_bytes(path: Path) -> tuple[bytes, str | None]:
