@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,27 @@ def test_nothing_in_the_file_is_parsed_before_the_signature_is_checked(
     monkeypatch.setattr(artifact, "read", parse)
     with pytest.raises(artifact.ArtifactError, match="is not signed"):
         _load(files["plain"], trusted_keys=[keys["ours"].public_key()])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_or_a_directory_is_refused_not_waited_on(keys: dict[str, Ed25519PrivateKey], tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.trtl")
+    (tmp_path / "dir.trtl").mkdir()
+    errors: list[BaseException] = []
+
+    def load_all() -> None:
+        for name in ("fifo.trtl", "dir.trtl"):
+            with pytest.raises(artifact.ArtifactError, match=f"{name} is not a regular file") as refused:
+                _load(tmp_path / name, trusted_keys=[keys["ours"].public_key()])
+            errors.append(refused.value)
+
+    loader = threading.Thread(target=load_all, daemon=True)
+    loader.start()
+    loader.join(timeout=60)
+    if loader.is_alive():
+        os.close(os.open(tmp_path / "fifo.trtl", os.O_WRONLY | os.O_NONBLOCK))  # let the loader go
+        pytest.fail("load waited on a FIFO")
+    assert len(errors) == 2
 
 
 # -- keys that cannot be used ------------------------------------------------------------------------

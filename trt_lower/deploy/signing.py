@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import zipfile
 from pathlib import Path
 from typing import BinaryIO, Iterable
@@ -160,9 +161,22 @@ def sign_file(source: Path, target: Path, key: PrivateKey) -> str:
 
 
 # -- checking --------------------------------------------------------------------------------------
-def _signature(file: BinaryIO) -> tuple[bytes, bytes, bytes] | None:
-    """The public key and signature the file's trailer holds, and the digest of what they sign;
-    None when the file has no trailer."""
+class _NotAFile(ValueError):
+    """A path to a directory, FIFO or device: refused, not read."""
+
+
+def _signature(path: PathLike) -> tuple[bytes, bytes, bytes] | None:
+    """The public key and signature the trailer of the file at `path` holds, and the digest of
+    what they sign; None when the file has no trailer. A FIFO or a device is not read (nor waited on)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _NotAFile(f"{path} is not a regular file")
+    with os.fdopen(fd, "rb") as file:
+        return _tail(file)
+
+
+def _tail(file: BinaryIO) -> tuple[bytes, bytes, bytes] | None:
     size = file.seek(0, os.SEEK_END)
     if size < TRAILER_BYTES:
         return None
@@ -188,8 +202,10 @@ def untrusted(path: PathLike, keys: Iterable[PublicKey] | PublicKey | None) -> s
     required = trusted(keys)
     if required is None:
         return None
-    with open(path, "rb") as file:
-        found = _signature(file)
+    try:
+        found = _signature(path)
+    except _NotAFile as e:
+        return str(e)
     if found is None:
         return f"{path} is not signed, and only files signed by a trusted key may be loaded"
     public, signature, digest = found
@@ -204,8 +220,7 @@ def untrusted(path: PathLike, keys: Iterable[PublicKey] | PublicKey | None) -> s
 def describe(path: PathLike) -> str:
     """Who signed the file at `path`, and whether the signature matches the file (not whether
     that key is trusted: that is the loader's list)."""
-    with open(path, "rb") as file:
-        found = _signature(file)
+    found = _signature(path)
     if found is None:
         return "none (unsigned)"
     public, signature, digest = found
