@@ -197,7 +197,7 @@ def test_info_shows_the_signer(files: dict[str, Path], keys: dict[str, Ed25519Pr
     assert "signature: none (unsigned)" in capsys.readouterr().out
 
 
-def test_cli_refuses_to_overwrite_a_key_or_sign_a_non_artifact(tmp_path: Path) -> None:
+def test_cli_refuses_to_overwrite_a_key_or_sign_a_non_artifact(files: dict[str, Path], tmp_path: Path) -> None:
     assert cli.main(["keygen", str(tmp_path / "k")]) == 0
     with pytest.raises(SystemExit, match="trt-lower keygen: FileExistsError: .*k.pem exists; not overwriting a key"):
         cli.main(["keygen", str(tmp_path / "k")])
@@ -205,3 +205,6 @@ def test_cli_refuses_to_overwrite_a_key_or_sign_a_non_artifact(tmp_path: Path) -
     with pytest.raises(SystemExit, match="trt-lower sign: ArtifactError: .*notes.txt is not a trt_lower artifact"):
         cli.main(["sign", str(tmp_path / "notes.txt"), "--key", str(tmp_path / "k.pem")])
     assert (tmp_path / "notes.txt").read_text() == "not an artifact"
+    with pytest.raises(SystemExit, match="trt-lower sign: FileNotFoundError: -o .*: no such directory: .*typo"):
+        cli.main(["sign", str(files["plain"]), "--key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "typo" / "x.trtl")])
+    assert not (tmp_path / "typo").exists()

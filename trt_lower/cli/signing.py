@@ -20,6 +20,8 @@ def keygen(args: argparse.Namespace) -> int:
 def sign(args: argparse.Namespace) -> int:
     artifact.read(args.file)  # only a complete trt_lower artifact, checksums verified, is signed
     target = Path(args.output or args.file)
+    if not target.parent.is_dir():  # a typo in -o makes no directories
+        raise FileNotFoundError(f"-o {target}: no such directory: {target.parent}")
     print(f"signed {target} with Ed25519 key {signing.sign_file(Path(args.file), target, Path(args.key))}")
     return 0
 
