@@ -11,10 +11,11 @@ import onnx
 import pytest
 
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import EngineCache, default_dir
+from trt_lower.build.cache import EngineCache, Key, default_dir
 from trt_lower.build.settings import BuildSettings, InputProfile
 
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
+KEY = Key("graph", "weights", "build")
 
 
 def _segment(weight: float = 1.0, graph: str = "g") -> OnnxSegment:
@@ -56,29 +57,30 @@ def test_key_covers_network_profiles_settings_version_and_device(tmp_path: Path)
 
 def test_entries_round_trip_and_leave_no_temporary_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cache = _cache(tmp_path / "engines")
-    assert cache.load("k") is None and cache.load_timing_cache() == b""
-    cache.store("k", b"plan bytes")
+    assert cache.load(KEY) is None and cache.load_timing_cache() == b""
+    cache.store(KEY, b"plan bytes")
     cache.store_timing_cache(b"timings")
-    assert cache.load("k") == b"plan bytes" and cache.load_timing_cache() == b"timings"
+    assert cache.load(KEY) == b"plan bytes" and cache.load_timing_cache() == b"timings"
     assert sorted(p.name for p in (tmp_path / "engines").iterdir()) == sorted(
-        ["k.engine", cache.timing_cache_path.name])
+        [cache.engine_path(KEY).name, cache.timing_cache_path.name])
     assert not caplog.records
 
 
 def test_a_killed_writers_old_temporary_file_is_removed_by_the_next_write(tmp_path: Path) -> None:
     cache = _cache(tmp_path)
     tmp_path.mkdir(exist_ok=True)
-    stale, fresh = tmp_path / ".k.engine.dead.tmp", tmp_path / ".k.engine.live.tmp"
+    entry = cache.engine_path(KEY).name
+    stale, fresh = tmp_path / f".{entry}.dead.tmp", tmp_path / f".{entry}.live.tmp"
     other = tmp_path / ".other.engine.dead.tmp"
     for path in (stale, fresh, other):
         path.write_bytes(b"half a plan")
     day_ago = time.time() - 86400
     for path in (stale, other):
         os.utime(path, (day_ago, day_ago))
-    cache.store("k", b"plan")
+    cache.store(KEY, b"plan")
     # An old leftover of this entry goes; one still being written (recent), or another entry's, stays.
     assert not stale.exists() and fresh.exists() and other.exists()
-    assert cache.load("k") == b"plan"
+    assert cache.load(KEY) == b"plan"
 
 
 def test_timing_cache_is_per_version_and_device(tmp_path: Path) -> None:
@@ -94,41 +96,42 @@ def test_timing_cache_is_per_version_and_device(tmp_path: Path) -> None:
 def test_foreign_file_is_discarded_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                   content: bytes, why: str) -> None:
     cache = _cache(tmp_path)
-    cache.engine_path("k").write_bytes(content)
+    cache.engine_path(KEY).write_bytes(content)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        assert cache.load("k") is None
-    assert why in caplog.text and not cache.engine_path("k").exists()
+        assert cache.load(KEY) is None
+    assert why in caplog.text and not cache.engine_path(KEY).exists()
 
 
 def test_entry_of_another_key_or_device_is_discarded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    _cache(tmp_path, device="NVIDIA H100 sm_90").store("k", b"plan")
-    _cache(tmp_path).store("other", b"plan")
-    os.replace(tmp_path / "other.engine", tmp_path / "j.engine")
+    _cache(tmp_path, device="NVIDIA H100 sm_90").store(KEY, b"plan")
+    other, renamed = Key("other graph", "weights", "build"), Key("graph", "weights", "other build")
+    _cache(tmp_path).store(other, b"plan")
+    os.replace(_cache(tmp_path).engine_path(other), _cache(tmp_path).engine_path(renamed))
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        assert _cache(tmp_path).load("k") is None
-        assert _cache(tmp_path).load("j") is None
+        assert _cache(tmp_path).load(KEY) is None
+        assert _cache(tmp_path).load(renamed) is None
     assert "its device is 'NVIDIA H100 sm_90', expected 'Tesla V100 sm_70'" in caplog.text
-    assert "its key is 'other', expected 'j'" in caplog.text
+    assert "its graph hash is 'other graph', expected 'graph' (it was built from something else)" in caplog.text
 
 
 def test_unwritable_cache_dir_warns_and_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "file").write_text("a file where the cache dir should be")
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        _cache(tmp_path / "file" / "engines").store("k", b"plan")
-    assert "could not write the engine cache entry" in caplog.text
+        _cache(tmp_path / "file" / "engines").store(KEY, b"plan")
+    assert "could not write to the engine cache" in caplog.text and "Not a directory" in caplog.text
 
 
 def test_failed_write_leaves_the_old_entry_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     cache = _cache(tmp_path)
-    cache.store("k", b"old plan")
+    cache.store(KEY, b"old plan")
 
     def crash(src: str, dst: str) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", crash)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        cache.store("k", b"new plan")
+        cache.store(KEY, b"new plan")
     monkeypatch.undo()
     assert "disk full" in caplog.text
-    assert [p.name for p in tmp_path.iterdir()] == ["k.engine"] and cache.load("k") == b"old plan"
+    assert [p.name for p in tmp_path.iterdir()] == [cache.engine_path(KEY).name] and cache.load(KEY) == b"old plan"

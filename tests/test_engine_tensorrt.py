@@ -22,7 +22,7 @@ from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
 from trt_lower.values import device
 from trt_lower.build import backend
-from trt_lower.build.cache import MAGIC, EngineCache
+from trt_lower.build.cache import MAGIC, EngineCache, Key
 from trt_models import MODELS, lower_and_check
 
 TESTS = Path(__file__).resolve().parent
@@ -137,11 +137,18 @@ def test_cache_dir_option_wins_over_the_environment(trt_double: ModuleType, tmp_
     assert not Path(os.environ["TRT_LOWER_CACHE_DIR"]).exists()
 
 
+def _header(path: Path) -> dict[str, Any]:
+    data = path.read_bytes()
+    start = len(MAGIC) + 4
+    header: dict[str, Any] = json.loads(data[start:start + int.from_bytes(data[len(MAGIC):start], "big")])
+    return header
+
+
 def _rewrite_header(path: Path, **changes: object) -> None:
     data = path.read_bytes()
     start = len(MAGIC) + 4
     length = int.from_bytes(data[len(MAGIC):start], "big")
-    header = {**json.loads(data[start:start + length]), **changes}
+    header = {**_header(path), **changes}
     encoded = json.dumps(header).encode()
     path.write_bytes(MAGIC + len(encoded).to_bytes(4, "big") + encoded + data[start + length:])
 
@@ -162,7 +169,7 @@ def _foreign_version(path: Path) -> None:
 
 def _not_a_plan(path: Path) -> None:
     # A well-formed entry whose payload TensorRT cannot deserialize.
-    EngineCache(path.parent, "10.13.0", HostDevice().identity()).store(path.stem, b"not a plan")
+    EngineCache(path.parent, "10.13.0", HostDevice().identity()).store(Key(**_header(path)["built_from"]), b"not a plan")
 
 
 @pytest.mark.parametrize("damage, why", [

@@ -18,9 +18,10 @@ import pytest
 
 from reliability_workers import lower_static_and_check, worker, worker_env
 from trt_double.device import HostDevice
-from trt_lower.build.cache import EngineCache
+from trt_lower.build.cache import EngineCache, Key
 
 PROCESSES = 4
+KEY = Key("graph", "weights", "build")
 
 
 def _wait_for(done: Callable[[], bool], what: str, seconds: float = 240) -> None:
@@ -146,32 +147,32 @@ def test_chmod_read_only_cache_dir_warns_and_goes_on(trt_double: ModuleType, cap
 
 def _entry(root: Path) -> tuple[EngineCache, bytes]:
     cache = EngineCache(root, "10.13.0", HostDevice().identity())
-    cache.store("k", b"plan " * 1000)
-    return cache, cache.engine_path("k").read_bytes()
+    cache.store(KEY, b"plan " * 1000)
+    return cache, cache.engine_path(KEY).read_bytes()
 
 
 def test_an_entry_cut_short_anywhere_is_never_loaded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cache, data = _entry(tmp_path)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         for length in [*range(0, 80), *range(80, len(data), 97), len(data) - 1]:
-            cache.engine_path("k").write_bytes(data[:length])
-            assert cache.load("k") is None, f"an entry cut at {length} of {len(data)} bytes was loaded"
-            assert not cache.engine_path("k").exists()
-    cache.engine_path("k").write_bytes(data)
-    assert cache.load("k") == b"plan " * 1000
+            cache.engine_path(KEY).write_bytes(data[:length])
+            assert cache.load(KEY) is None, f"an entry cut at {length} of {len(data)} bytes was loaded"
+            assert not cache.engine_path(KEY).exists()
+    cache.engine_path(KEY).write_bytes(data)
+    assert cache.load(KEY) == b"plan " * 1000
 
 
 _KILLED_WRITER = """
 import os, sys, time
 from pathlib import Path
-from trt_lower.build.cache import EngineCache
+from trt_lower.build.cache import EngineCache, Key
 
 def stall(fd):  # the payload is written, not yet renamed into place: die here
     Path(sys.argv[2]).touch()
     time.sleep(120)
 
 os.fsync = stall
-EngineCache(Path(sys.argv[1]), "10.13.0", "trt_double host").store("k", b"plan" * (1 << 20))
+EngineCache(Path(sys.argv[1]), "10.13.0", "trt_double host").store(Key("graph", "weights", "build"), b"plan" * (1 << 20))
 """
 
 
@@ -186,6 +187,6 @@ def test_a_writer_killed_mid_write_leaves_no_entry(tmp_path: Path, started: list
     cache = EngineCache(tmp_path / "engines", "10.13.0", "trt_double host")
     assert [p.name.endswith(".tmp") for p in (tmp_path / "engines").iterdir()] == [True]  # the dead temp file
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        assert cache.load("k") is None and not caplog.records
-    cache.store("k", b"plan")  # the next writer is not disturbed by the leftover
-    assert cache.load("k") == b"plan"
+        assert cache.load(KEY) is None and not caplog.records
+    cache.store(KEY, b"plan")  # the next writer is not disturbed by the leftover
+    assert cache.load(KEY) == b"plan"

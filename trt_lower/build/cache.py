@@ -2,27 +2,38 @@
 
 A plan is tied to the TensorRT version and the GPU it was built on, and to the network (ONNX bytes,
 weights included), the input profiles and the builder settings: the key hashes all of them. Each
-file is an envelope — magic, a JSON header (key, TensorRT version, device, size and SHA-256 of the
-payload), the payload — so a truncated, corrupted or foreign entry is detected, discarded with a
-warning and rebuilt instead of being handed to TensorRT. Writes go to a temporary file renamed
-into place, so a crash or a concurrent lowering never leaves a half-written entry behind (a killed
-writer's temporary file is deleted by the next write of that entry, once it is old), and
-`exclusive(key)` (a lock file per key) lets one process build an engine while the others lowering
-the same model wait and then load it. A directory that cannot be written (read-only, full, not a
-directory) costs one warning: lowering goes on, building without caching.
+file is an envelope — magic, a JSON header (what the plan was built from: the hashes of the exact
+graph, its weights and the build settings; TensorRT version, device, size and SHA-256 of the
+payload), the payload — so a truncated, corrupted or foreign entry, or one built from another
+graph than the one being built, is detected, discarded with a warning and rebuilt instead of being
+handed to TensorRT.
+
+The directory may be shared or planted, and TensorRT runs whatever plan it is given, so only
+entries the current user wrote are used (docs/security.md). The directory is created private
+(0700); one owned by another user or writable by others (group or world) is refused with one
+warning, and engines are built without it; an entry owned by another user, writable by others, a
+symbolic link or a special file is discarded with a warning and rebuilt. Writes go to a temporary
+file renamed into place, so a crash or a concurrent lowering never leaves a half-written entry
+behind (a killed writer's temporary file is deleted by the next write of that entry, once it is
+old), and `exclusive(key)` (a lock file per key) lets one process build an engine while the others
+lowering the same model wait and then load it; a wait past a few seconds is logged. A directory
+that cannot be written (read-only, full, not a directory) costs one warning: lowering goes on,
+building without caching.
 The TensorRT timing cache (kernel timings, which speed up later builds) is kept beside the engines.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, Sequence
 
@@ -37,12 +48,53 @@ log = logging.getLogger("trt_lower")
 ENV_VAR = "TRT_LOWER_CACHE_DIR"
 MAGIC = b"trt_lower cache\n"
 # 2: 8.x plans share their optimization profile between execution contexts. 3: keyed on the graph
-# and its weights hashed apart (not on the self-contained ONNX).
-FORMAT = 3
+# and its weights hashed apart (not on the self-contained ONNX). 4: the header records what the
+# plan was built from (graph, weights, build), checked before use.
+FORMAT = 4
 _LENGTH_BYTES = 4
 # How long a lowering waits for another process building the same engine before building it too
-# (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever).
+# (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever), and
+# after how long the wait is logged (so that a hung holder is seen, not waited on in silence).
 LOCK_TIMEOUT_S = 1800.0
+LOCK_REPORT_S = 5.0
+# The refused directories this process has warned about (once each).
+_refused_dirs: set[tuple[Path, str]] = set()
+# What the timing cache is "built from": no one engine (its file name and header name the TensorRT
+# version and device).
+_TIMING = {"timing cache": "kernel timings"}
+
+
+@dataclass(frozen=True)
+class Key:
+    """What an engine is built from, as SHA-256 hex digests: its exact ONNX graph, its weights'
+    bytes, and the build (settings, profiles, TensorRT version, device). The entry's file is named
+    by a hash of the three, and its header records them, checked before the entry is used."""
+
+    graph: str
+    weights: str
+    build: str
+
+    @property
+    def name(self) -> str:
+        return hashlib.sha256(f"{self.graph}\0{self.weights}\0{self.build}".encode()).hexdigest()
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def refusal(status: os.stat_result, *, directory: bool = False) -> str | None:
+    """Why a cache directory (or entry) with `status` may hold what someone else wrote, or None."""
+    if directory and not stat.S_ISDIR(status.st_mode):
+        return "not a directory"
+    if not directory and not stat.S_ISREG(status.st_mode):
+        return "not a regular file"
+    if os.name != "posix":  # no owner ids, and the mode bits say little
+        return None
+    if status.st_uid != os.getuid():
+        return f"owned by uid {status.st_uid}, not by this user (uid {os.getuid()})"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by others (mode {stat.S_IMODE(status.st_mode):o})"
+    return None
 
 
 def default_dir() -> Path:
@@ -97,25 +149,26 @@ class EngineCache:
         self.tensorrt_version = tensorrt_version
         self.device = device
         self._unwritable: str | None = None
+        self._refused: str | None = None  # the directory: nothing is read from it or written to it
+        self._checked = False
 
-    def key(self, segment: OnnxSegment, profiles: Sequence[InputProfile], settings: BuildSettings) -> str:
-        """The entry of a segment built with `profiles` and `settings`: a hash of those, of the
+    def key(self, segment: OnnxSegment, profiles: Sequence[InputProfile], settings: BuildSettings) -> Key:
+        """The entry of a segment built with `profiles` and `settings`: hashes of those, of the
         graph and of the weights' bytes (hashed where they lie, not serialized first)."""
-        meta = {
+        build = {
             "format": FORMAT,
             "tensorrt": self.tensorrt_version,
             "device": self.device,
             "profiles": [asdict(p) for p in profiles],
             "settings": settings.as_dict(),
         }
-        digest = Hashing()
-        digest.write(json.dumps(meta, sort_keys=True).encode())
-        digest.write(segment.graph_bytes(""))
-        segment.write_weights(digest)
-        return digest.hexdigest()
+        weights = Hashing()
+        segment.write_weights(weights)
+        return Key(hashlib.sha256(segment.graph_bytes("")).hexdigest(), weights.hexdigest(),
+                   hashlib.sha256(json.dumps(build, sort_keys=True).encode()).hexdigest())
 
-    def engine_path(self, key: str) -> Path:
-        return self.root / f"{key}.engine"
+    def engine_path(self, key: Key) -> Path:
+        return self.root / f"{key.name}.engine"
 
     @property
     def timing_cache_path(self) -> Path:
@@ -124,18 +177,13 @@ class EngineCache:
         return self.root / f"timing-{tag}.cache"
 
     @contextlib.contextmanager
-    def exclusive(self, key: str) -> Iterator[None]:
+    def exclusive(self, key: Key) -> Iterator[None]:
         """Held while looking `key` up and building it: concurrent lowerings of the same engine
         (other processes or threads) wait, then find the entry the first one stored."""
-        lock = filelock.FileLock(self.root / f"{key}.lock", timeout=LOCK_TIMEOUT_S)
+        lock = filelock.FileLock(self.root / f"{key.name}.lock")
         locked = False
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            lock.acquire()
-            locked = True
-        except filelock.Timeout:  # before OSError: it is one
-            log.warning("trt_lower: waited %.0f s for the engine cache lock %s; building without it",
-                        LOCK_TIMEOUT_S, lock.lock_file)
+            locked = self._usable() and _acquire(lock)
         except OSError as e:
             self._cannot_write(e)
         try:
@@ -144,38 +192,57 @@ class EngineCache:
             if locked:
                 lock.release()
 
-    def load(self, key: str) -> bytes | None:
-        """The cached plan for `key`, or None (absent, or discarded with a warning)."""
-        return self._read(self.engine_path(key), key)
+    def load(self, key: Key) -> bytes | None:
+        """The cached plan for `key`, or None (absent, or refused or discarded with a warning)."""
+        return self._read(self.engine_path(key), key.as_dict())
 
-    def store(self, key: str, plan: bytes) -> None:
-        self._write(self.engine_path(key), key, plan)
+    def store(self, key: Key, plan: bytes) -> None:
+        self._write(self.engine_path(key), key.as_dict(), plan)
 
-    def discard(self, key: str, why: str) -> None:
+    def discard(self, key: Key, why: str) -> None:
         self._discard(self.engine_path(key), why)
 
     def load_timing_cache(self) -> bytes:
         """The serialized timing cache, or b"" (TensorRT's "start a new one")."""
-        return self._read(self.timing_cache_path, "timing") or b""
+        return self._read(self.timing_cache_path, _TIMING) or b""
 
     def store_timing_cache(self, data: bytes) -> None:
-        self._write(self.timing_cache_path, "timing", data)
+        self._write(self.timing_cache_path, _TIMING, data)
+
+    # -- the directory ------------------------------------------------------------------------
+    def _usable(self) -> bool:
+        """Whether the directory may be used: made private if absent; refused (one warning, and
+        nothing read from or written to it) when someone else may have written in it."""
+        if not self._checked:
+            self._checked = True
+            try:
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._refused = refusal(self.root.stat(), directory=True)
+            except OSError as e:
+                self._cannot_write(e)
+                self._refused = str(e)
+            else:
+                if self._refused is not None and (self.root, self._refused) not in _refused_dirs:
+                    _refused_dirs.add((self.root, self._refused))
+                    log.warning("trt_lower: refusing the engine cache %s (%s: whoever can write there could "
+                                "plant engines); building engines without it", self.root, self._refused)
+        return self._refused is None
 
     # -- envelope ---------------------------------------------------------------------------
-    def _header(self, key: str, payload: bytes) -> dict[str, object]:
+    def _header(self, built_from: dict[str, str], payload: bytes) -> dict[str, object]:
         return {
             "format": FORMAT,
-            "key": key,
+            "built_from": built_from,
             "tensorrt": self.tensorrt_version,
             "device": self.device,
             "size": len(payload),
             "sha256": hashlib.sha256(payload).hexdigest(),
         }
 
-    def _write(self, path: Path, key: str, payload: bytes) -> None:
-        if self._unwritable is not None:
+    def _write(self, path: Path, built_from: dict[str, str], payload: bytes) -> None:
+        if not self._usable() or self._unwritable is not None:
             return
-        header = json.dumps(self._header(key, payload), sort_keys=True).encode()
+        header = json.dumps(self._header(built_from, payload), sort_keys=True).encode()
         try:
             write_atomic(path, MAGIC + len(header).to_bytes(_LENGTH_BYTES, "big") + header + payload)
         except OSError as e:
@@ -188,21 +255,26 @@ class EngineCache:
             log.warning("trt_lower: could not write %s: %s; lowering goes on without caching", what, error)
         self._unwritable = str(error)
 
-    def _read(self, path: Path, key: str) -> bytes | None:
+    def _read(self, path: Path, built_from: dict[str, str]) -> bytes | None:
+        if not self._usable():
+            return None
         try:
-            data = path.read_bytes()
+            data, refused = _own_bytes(path)
         except FileNotFoundError:
             return None
         except OSError as e:
             log.warning("trt_lower: could not read the engine cache entry %s: %s; building it", path, e)
             return None
-        payload, problem = self._unpack(data, key)
+        if refused is not None:
+            self._discard(path, f"{refused}: someone else may have written it")
+            return None
+        payload, problem = self._unpack(data, built_from)
         if problem is not None:
             self._discard(path, problem)
             return None
         return payload
 
-    def _unpack(self, data: bytes, key: str) -> tuple[bytes, str | None]:
+    def _unpack(self, data: bytes, built_from: dict[str, str]) -> tuple[bytes, str | None]:
         if not data.startswith(MAGIC):
             return b"", "not a trt_lower cache file"
         start = len(MAGIC) + _LENGTH_BYTES
@@ -214,10 +286,15 @@ class EngineCache:
         if not isinstance(header, dict):
             return b"", "unreadable header (truncated or corrupted)"
         payload = data[start + length:]
-        expected = {"format": FORMAT, "key": key, "tensorrt": self.tensorrt_version, "device": self.device}
+        expected = {"format": FORMAT, "tensorrt": self.tensorrt_version, "device": self.device}
         for field, value in expected.items():
             if header.get(field) != value:
                 return b"", f"its {field} is {header.get(field)!r}, expected {value!r}"
+        recorded = header.get("built_from")
+        for part, digest in built_from.items():
+            found = recorded.get(part) if isinstance(recorded, dict) else None
+            if found != digest:
+                return b"", f"its {part} hash is {found!r}, expected {digest!r} (it was built from something else)"
         if len(payload) != header.get("size"):
             return b"", f"truncated: {len(payload)} of {header.get('size')} bytes"
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
@@ -230,3 +307,36 @@ class EngineCache:
             path.unlink(missing_ok=True)
         except OSError as e:
             self._cannot_write(e)
+
+
+def _own_bytes(path: Path) -> tuple[bytes, str | None]:
+    """The bytes of the entry at `path`, or why it is refused (`refusal`, checked on the open file).
+    A symbolic link is not followed and a FIFO not waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return b"", "a symbolic link"
+        raise
+    with os.fdopen(fd, "rb") as file:
+        refused = refusal(os.fstat(fd))
+        return (b"", refused) if refused is not None else (file.read(), None)
+
+
+def _acquire(lock: filelock.FileLock) -> bool:
+    """Take `lock`, waiting for its holder: after LOCK_REPORT_S the wait is logged, after
+    LOCK_TIMEOUT_S it is given up (False: build without it)."""
+    try:
+        lock.acquire(timeout=LOCK_REPORT_S)
+        return True
+    except filelock.Timeout:
+        log.warning("trt_lower: another process has held the engine cache lock %s for %g s (building the same "
+                    "engine, or hung); waiting up to %g s more, then building without it",
+                    lock.lock_file, LOCK_REPORT_S, LOCK_TIMEOUT_S - LOCK_REPORT_S)
+    try:
+        lock.acquire(timeout=LOCK_TIMEOUT_S - LOCK_REPORT_S)
+        return True
+    except filelock.Timeout:
+        log.warning("trt_lower: waited %g s for the engine cache lock %s; building without it",
+                    LOCK_TIMEOUT_S, lock.lock_file)
+        return False

@@ -12,7 +12,7 @@ import tensorrt as trt
 
 from converters.passes.bfloat16 import has_bfloat16
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import EngineCache, default_dir
+from trt_lower.build.cache import EngineCache, Key, default_dir
 from trt_lower.build.errors import EngineBuildError
 from trt_lower.build.settings import BuildSettings, InputProfile
 from trt_lower.build.trt_builder import BuildFailure, build_plan
@@ -49,7 +49,7 @@ def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], 
                               nodes=nodes, build=build, cuda_graphs=cuda_graphs)
 
 
-def _load_or_build(name: str, cache: EngineCache, key: str, segment: OnnxSegment, profiles: list[InputProfile],
+def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment, profiles: list[InputProfile],
                    inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
                    nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)

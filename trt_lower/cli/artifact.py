@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import torch
 
 import trt_lower
-from trt_lower.deploy import artifact
+from trt_lower.deploy import artifact, signing
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
@@ -108,6 +108,7 @@ def info(args: argparse.Namespace) -> int:
     size = sum(info.file_size for info in archive.infos.values())
     print(f"{archive.path}: trt_lower artifact, format {manifest['format_version']}, written by {written}")
     print(f"  members: {len(archive.infos) + 1}, {size / 2**20:.1f} MiB (checksums verified)")
+    print(f"  signature: {signing.describe(archive.path)}")
     print(f"  settings: {manifest['settings']}")
     for sig, dims in zip(manifest["inputs"], manifest["input_dims"]):
         shape = "x".join(str(d) for d in dims)

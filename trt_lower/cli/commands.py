@@ -16,6 +16,7 @@ from trt_lower.cli import bench as bench_cli
 from trt_lower.cli import artifact as cli_artifact
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import repro
+from trt_lower.cli import signing as cli_signing
 from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
@@ -123,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
     p.set_defaults(command_fn=demo)
     cli_artifact.add_commands(sub)
+    cli_signing.add_commands(sub)
     _add_triton(sub)
     _add_serve(sub)
     bench_cli.add_parser(sub)

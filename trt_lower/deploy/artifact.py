@@ -37,7 +37,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, cast
+from typing import Any, BinaryIO, Iterable, Iterator, cast
 
 import numpy as np
 import onnx
@@ -49,6 +49,7 @@ from torch.fx.graph import _PyTreeCodeGen
 from converters.core.dtypes import FLOAT_WEIGHTS
 from converters.core.segment import ALIGNMENT, OnnxSegment, initializer, is_external
 from trt_lower.deploy import graph as artifact_graph
+from trt_lower.deploy import signing
 from trt_lower.values import device as devices
 from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.values.segment import ConvertedSegment
@@ -265,12 +266,14 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
     }
 
 
-def save(lowered: LoweredModule | Any, path: PathLike) -> None:
+def save(lowered: LoweredModule | Any, path: PathLike, *, sign_with: signing.PrivateKey | None = None) -> None:
     """Write `lowered` (a LoweredModule, or a use built on one such as trt_lower.llm's
     LoweredCausalLM: its `lowered_module`) to one file at `path`, atomically: a temporary file in
     the same directory, renamed over `path` once complete. TensorRT engines carry their plans for
     this TensorRT version and GPU, plus any the module was loaded with for others. Members are
-    written as they are made: saving holds no copy of the engines' weights."""
+    written as they are made: saving holds no copy of the engines' weights. sign_with: an Ed25519
+    private key (or the PEM file of one) to sign the file with (deploy/signing.py)."""
+    key = None if sign_with is None else signing.private_key(sign_with)  # signing hook: a bad key fails first
     lowered = getattr(lowered, "lowered_module", lowered)
     if not isinstance(lowered, LoweredModule):
         raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
@@ -283,6 +286,8 @@ def save(lowered: LoweredModule | Any, path: PathLike) -> None:
         manifest["sha256"] = out.sha256
         with out.zip:
             out.zip.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
+        if key is not None:  # signing hook: the finished file signed before it is renamed into place
+            signing.sign(file, key)
 
 
 # -- load ------------------------------------------------------------------------------------------
@@ -493,14 +498,20 @@ def _malformed(archive: _Archive) -> Iterator[None]:
         raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
 
 
-def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> Any:
+def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None,
+         trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be
-    built here (no plan in the file for this TensorRT version and GPU)."""
+    built here (no plan in the file for this TensorRT version and GPU). trusted_keys: Ed25519
+    public keys (or their PEM files); when given, or when $TRT_LOWER_TRUSTED_KEYS lists some, a
+    file not signed by one of them is refused (deploy/signing.py)."""
     start = time.perf_counter()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    # Signing hook: the signature is checked before anything else in the file is parsed.
+    if (refused := signing.untrusted(path, trusted_keys)) is not None:
+        raise ArtifactError(refused)
     archive = read(path)
     manifest = archive.manifest
     # Everything the file says is parsed and checked before any engine is made.

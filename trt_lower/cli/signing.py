@@ -1,0 +1,39 @@
+"""`trt-lower keygen | sign`: make an Ed25519 key pair, sign a saved artifact (deploy/signing.py).
+`trt-lower info` shows who signed a file."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from trt_lower.deploy import artifact, signing
+
+
+def keygen(args: argparse.Namespace) -> int:
+    private, public = Path(f"{args.name}.pem"), Path(f"{args.name}.pub.pem")
+    key = signing.generate(private, public)
+    print(f"wrote {private} (private: keep it secret) and {public} (public: give it to those who load your files)")
+    print(f"key {signing.fingerprint(key)}")
+    return 0
+
+
+def sign(args: argparse.Namespace) -> int:
+    artifact.read(args.file)  # only a complete trt_lower artifact, checksums verified, is signed
+    target = Path(args.output or args.file)
+    if not target.parent.is_dir():  # a typo in -o makes no directories
+        raise FileNotFoundError(f"-o {target}: no such directory: {target.parent}")
+    print(f"signed {target} with Ed25519 key {signing.sign_file(Path(args.file), target, Path(args.key))}")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Register `keygen` and `sign` on the CLI's subparsers."""
+    p = sub.add_parser("keygen", help="make an Ed25519 key pair for signing artifacts: NAME.pem and NAME.pub.pem")
+    p.add_argument("name", help="path and base name of the two files, e.g. keys/release")
+    p.set_defaults(command_fn=keygen)
+
+    p = sub.add_parser("sign", help="sign a saved artifact (load it with trusted_keys or $TRT_LOWER_TRUSTED_KEYS)")
+    p.add_argument("file", help="artifact written by trt_lower.save")
+    p.add_argument("--key", required=True, help="the Ed25519 private key, PEM (trt-lower keygen, or openssl genpkey)")
+    p.add_argument("-o", "--output", help="write the signed file here (default: sign FILE in place)")
+    p.set_defaults(command_fn=sign)
