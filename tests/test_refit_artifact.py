@@ -11,6 +11,7 @@ import safetensors.torch
 import torch
 
 import trt_lower
+import trt_lower.deploy.artifact
 from test_refit import ConvBnNet, EAGER_LINEAR, finetuned
 from trt_lower.deploy.artifact import ArtifactError
 
@@ -101,15 +102,31 @@ def test_weight_files_are_checked(saved: tuple[torch.nn.Module, torch.nn.Module,
         trt_lower.save(other, tmp / "x.trtl", weights="apart")
 
 
-def test_a_separate_weights_artifact_on_the_tensorrt_double(trt_double: ModuleType, tmp_path: Path) -> None:
+@pytest.mark.parametrize("refittable", [True, False], ids=["stripped-plan", "no-plan"])
+def test_a_separate_weights_artifact_on_the_tensorrt_double(trt_double: ModuleType, tmp_path: Path,
+                                                            refittable: bool) -> None:
+    """A refittable engine's plan is stored without its weights and refitted from the weight file
+    on load (no build); another engine's is left out (built on load, or found in the cache)."""
     model, x = ConvBnNet().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
-    trt_lower.save(lowered, tmp_path / "m.trtl", weights="separate")
     new = finetuned(model)
-    for weights, expected in ((tmp_path / "m.safetensors", model), (None, new)):
-        if weights is None:  # the fine-tuned weights in the file layout, from a second lowering's save
-            again = trt_lower.lower_to_trt(new, (x,), backend="tensorrt")
-            trt_lower.save(again, tmp_path / "n.trtl", weights="separate")
-            weights = tmp_path / "n.safetensors"
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", refittable=refittable)
+    trt_lower.save(lowered, tmp_path / "m.trtl", weights="separate")
+    lowered.update_weights(new) if refittable else None
+    again = lowered if refittable else trt_lower.lower_to_trt(new, (x,), backend="tensorrt")
+    trt_lower.save(again, tmp_path / "n.trtl", weights="separate")
+    manifest = trt_lower.deploy.artifact.read(tmp_path / "m.trtl").manifest
+    plans = [p for e in manifest["engines"] for p in e["plans"]]
+    assert len(plans) == (len(manifest["engines"]) if refittable else 0)
+    assert all(p["stripped"] for p in plans)
+    if refittable:  # the stripped plan is the graph alone: far smaller than the full one
+        full = lowered.get_submodule(manifest["engines"][0]["name"]).plan
+        stripped = trt_lower.deploy.artifact.read(tmp_path / "m.trtl").member(plans[0]["member"])
+        assert len(stripped) < len(full) / 2
+    trt_double.state.__init__()  # counts from here
+    for weights, expected in ((tmp_path / "m.safetensors", model), (tmp_path / "n.safetensors", new)):
         module = trt_lower.load(tmp_path / "m.trtl", backend="tensorrt", weights=weights)
         torch.testing.assert_close(_out(module, x), _out(expected, x), rtol=1e-4, atol=1e-4)
+    # Stripped plans are refitted, never built; without plans, the engines came from the cache
+    # (lowering built them for these very weights) or a build.
+    assert trt_double.state.refits == (2 * len(manifest["engines"]) if refittable else 0)
+    assert trt_double.state.builds == 0 or not refittable

@@ -82,7 +82,9 @@ if TYPE_CHECKING:
     _OnnxParser = stubs.OnnxParser
     _ParserError = stubs.ParserError
     _PreviewFeature = stubs.PreviewFeature
+    _ISerializationConfig = stubs.ISerializationConfig
     _OnnxParserRefitter = stubs.OnnxParserRefitter
+    _SerializationFlag = stubs.SerializationFlag
     _Refitter = stubs.Refitter
     _Runtime = stubs.Runtime
     _TensorLocation = stubs.TensorLocation
@@ -95,7 +97,7 @@ else:
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
     _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
     _Runtime = _Severity = _TensorIOMode = _ILayer = _ITensor = object
-    _OnnxParserRefitter = _Refitter = _TensorLocation = _Weights = object
+    _OnnxParserRefitter = _Refitter = _TensorLocation = _Weights = _ISerializationConfig = _SerializationFlag = object
 
 __version__ = os.environ.get("TRT_DOUBLE_VERSION", "10.13.0")
 
@@ -223,6 +225,13 @@ class ExecutionContextAllocationStrategy(_Enum, _ExecutionContextAllocationStrat
 
 
 ExecutionContextAllocationStrategy._define(STATIC=0, ON_PROFILE_CHANGE=1, USER_MANAGED=2)
+
+
+class SerializationFlag(_Enum, _SerializationFlag):
+    _versions = {"EXCLUDE_WEIGHTS": (10, 1000), "EXCLUDE_LEAN_RUNTIME": (10, 1000)}
+
+
+SerializationFlag._define(EXCLUDE_WEIGHTS=0, EXCLUDE_LEAN_RUNTIME=1)
 
 
 class NetworkDefinitionCreationFlag(_Enum, _NetworkDefinitionCreationFlag):
@@ -647,15 +656,42 @@ def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
     return segment.weights
 
 
-def _plan(segment: OnnxSegment, profiles: dict[str, Any], sharing: bool, refittable: bool) -> IHostMemory:
-    """The plan: a header, the graph, then its large weights at the offsets the header gives."""
+def _plan(segment: OnnxSegment, profiles: dict[str, Any], sharing: bool, refittable: bool,
+          stripped: bool = False) -> IHostMemory:
+    """The plan: a header, the graph, then its large weights at the offsets the header gives;
+    `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
+    if stripped:
+        segment = _zeroed(segment)
     graph = segment.graph_bytes("")
     header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
                          "profiles": profiles, "profile_sharing": sharing, "refittable": refittable,
-                         "graph_bytes": len(graph), "weights": segment.layout()}).encode()
+                         "stripped": stripped, "graph_bytes": len(graph),
+                         "weights": {} if stripped else segment.layout()}).encode()
     weights = io.BytesIO()
     segment.write_weights(weights)
     return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + graph + weights.getvalue())
+
+
+def _zeroed(segment: OnnxSegment) -> OnnxSegment:
+    """`segment` with every weight declared (name, type, dims) and no values: a stripped plan's
+    graph, the size of the graph alone; the values come from a refit."""
+    model = onnx.ModelProto()
+    model.CopyFrom(segment.model)
+    for tensor in model.graph.initializer:
+        if tensor.data_type in _WEIGHT_TYPES:
+            tensor.CopyFrom(TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims))
+    return OnnxSegment(model)
+
+
+def _unstripped(model: bytes) -> tuple[bytes, dict[str, Any]]:
+    """A stripped plan's graph with zeros for its weights (kept apart), until a refit sets them."""
+    proto = onnx.load_from_string(model)
+    segment = OnnxSegment(proto)
+    for tensor in proto.graph.initializer:
+        if tensor.data_type in _WEIGHT_TYPES:
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            tensor.CopyFrom(segment.initializer(tensor.name, np.zeros(tuple(tensor.dims), dtype)))
+    return bytes(proto.SerializeToString()), segment.weights
 
 
 def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) -> dict[str, Any]:
@@ -865,9 +901,11 @@ ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresse
 class ICudaEngine(_ICudaEngine):
     def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger,
                  profile_sharing: bool = True, weights: dict[str, Any] | None = None,
-                 refittable: bool = False) -> None:
+                 refittable: bool = False, stripped: bool = False) -> None:
         proto = onnx.load_from_string(model)
         self._logger = logger
+        # From a plan serialized without its weights: nothing runs until a refit has set them all.
+        self._stripped = stripped
         # What serialize() writes again (a refit replaces the weights).
         self._segment = OnnxSegment(proto, weights or {})
         self._profiles_json = profiles
@@ -906,6 +944,17 @@ class ICudaEngine(_ICudaEngine):
     def serialize(self) -> IHostMemory:
         return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable)
 
+    def create_serialization_config(self) -> ISerializationConfig:
+        return ISerializationConfig()
+
+    def serialize_with_config(self, arg0: stubs.ISerializationConfig) -> IHostMemory:
+        config = _own(arg0, ISerializationConfig)
+        exclude = config.get_flag(_member(SerializationFlag, "EXCLUDE_WEIGHTS"))
+        if exclude and not self._refittable:
+            _error(self._logger, "ICudaEngine::serializeWithConfig: EXCLUDE_WEIGHTS needs an engine built refittable")
+            return _null(IHostMemory)
+        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable, stripped=exclude)
+
     def _refit(self, weights: dict[str, np.ndarray[Any, Any]]) -> None:
         """Replace the values of the named initializers (a Refitter has checked them)."""
         model = onnx.ModelProto()
@@ -916,6 +965,7 @@ class ICudaEngine(_ICudaEngine):
             segment.assign(tensors[name], array.copy())  # TensorRT copies the weights into the engine
         self._segment = segment
         self._session = _session(segment)
+        self._stripped = False
 
     def get_tensor_name(self, index: int) -> str:
         return list(self._tensors)[index]
@@ -1149,6 +1199,10 @@ class IExecutionContext(_IExecutionContext):
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         tensors = self._engine._tensors
+        if self._engine._stripped:
+            _error(self._engine._logger, "IExecutionContext::enqueueV3: the engine was deserialized from a plan "
+                                         "without its weights and has not been refitted")
+            return False
         if not self._has_memory:
             _error(self._engine._logger, "IExecutionContext::enqueueV3: the context was created without device "
                                          "memory and none was set")
@@ -1291,9 +1345,11 @@ class Runtime(_Runtime):
         try:
             payload = memoryview(data)[start + length:]
             graph = bytes(payload[:header["graph_bytes"]])
+            stripped = bool(header.get("stripped", False))
+            graph, weights = (_unstripped(graph) if stripped else
+                              (graph, _plan_weights(graph, payload[header["graph_bytes"]:], header["weights"])))
             engine = ICudaEngine(graph, header["profiles"], self._logger, header.get("profile_sharing", True),
-                                 _plan_weights(graph, payload[header["graph_bytes"]:], header["weights"]),
-                                 header.get("refittable", False))
+                                 weights, header.get("refittable", False), stripped)
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
             return _null(ICudaEngine)
@@ -1431,3 +1487,19 @@ class OnnxParserRefitter(_OnnxParserRefitter):
 
     def clear_errors(self) -> None:
         self._errors.clear()
+
+
+class ISerializationConfig(_ISerializationConfig):
+    def __init__(self) -> None:
+        self._flags = 0
+
+    def set_flag(self, flag: stubs.SerializationFlag) -> bool:
+        self._flags |= 1 << int(flag)
+        return True
+
+    def clear_flag(self, flag: stubs.SerializationFlag) -> bool:
+        self._flags &= ~(1 << int(flag))
+        return True
+
+    def get_flag(self, flag: stubs.SerializationFlag) -> bool:
+        return bool(self._flags & (1 << int(flag)))

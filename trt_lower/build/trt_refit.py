@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import tensorrt as trt
@@ -74,6 +75,19 @@ def refit(engine: trt.ICudaEngine, segment: OnnxSegment, name: str) -> None:
             problem = LOGGER.take_errors() or "refit_cuda_engine failed"
     if problem is not None:
         raise RefitError(f"TensorRT could not refit {name}: {problem}")
+
+
+def stripped_plan(module: torch.nn.Module) -> bytes | None:
+    """`module`'s engine serialized without its weights (SerializationFlag.EXCLUDE_WEIGHTS, TensorRT
+    10.0 and newer), for a refittable engine; None where there is no such plan."""
+    major, _ = parse_version(trt.__version__)
+    if major < 10 or not is_refittable(module):
+        return None
+    engine = cast(TRTEngineModule, module).engine
+    config = engine.create_serialization_config()
+    config.set_flag(trt.SerializationFlag.EXCLUDE_WEIGHTS)
+    plan = engine.serialize_with_config(config)
+    return None if plan is None else bytes(plan)
 
 
 def refitted(module: torch.nn.Module, segment: ConvertedSegment) -> TRTEngineModule:

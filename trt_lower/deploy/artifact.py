@@ -89,6 +89,8 @@ class Plan:
     tensorrt: str
     device: str
     data: bytes
+    # Serialized without its weights (weights="separate"): refitted from the weight file on load.
+    stripped: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -135,8 +137,10 @@ def _sig_from_json(data: dict[str, Any]) -> TensorSig:
 def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> dict[str, Any]:
     """The settings loading needs, read off the module (split and conversion are done; the
     report names the fallbacks). A machine's cache_dir is not kept."""
+    lowering = getattr(lowered, "lowering", None)  # engines built on load are refittable as lowered (docs/refit.md)
     return {"precision": report.precision, "trt_version": report.trt_version, "backend": report.backend,
-            "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered))}
+            "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
+            "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False))}
 
 
 def _settings_from_json(data: dict[str, Any], cache_dir: PathLike | None) -> LoweringSettings:
@@ -177,6 +181,18 @@ def _plans(name: str, module: torch.nn.Module, carried: dict[str, list[Plan]]) -
         own = Plan(trt.__version__, devices.current().identity(), plan)
         plans[own.key] = own
     return list(plans.values())
+
+
+def _stripped_plans(module: torch.nn.Module) -> list[Plan]:
+    """weights="separate": a refittable TensorRT engine's plan without its weights (10.x and newer:
+    SerializationFlag.EXCLUDE_WEIGHTS); none otherwise (built on load, then cached)."""
+    if not isinstance(getattr(module, "plan", None), bytes):
+        return []
+    import tensorrt as trt
+    from trt_lower.build.trt_refit import stripped_plan
+
+    data = stripped_plan(module)
+    return [] if data is None else [Plan(trt.__version__, devices.current().identity(), data, stripped=True)]
 
 
 def _slug(text: str) -> str:
@@ -240,10 +256,11 @@ def _write_members(lowered: LoweredModule, out: _Writer, separate: Separated | N
             pad = out.add_weights(data, segment.onnx)
             out.add(graph, segment.onnx.graph_bytes(f"{name}.onnx.data", start=pad))
         plans = []
-        for plan in _plans(name, module, carried) if separate is None else ():
+        for plan in _plans(name, module, carried) if separate is None else _stripped_plans(module):
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
             out.add(member, plan.data)
-            plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member})
+            plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member,
+                          **({"stripped": True} if plan.stripped else {})})
         engines.append({"name": name, "onnx": graph, **({"onnx_data": data} if separate is None else {}), "plans": plans,
                         "tuple_output": segment.tuple_output,
                         "inputs": [_sig_to_json(s) for s in segment.inputs],
@@ -477,18 +494,25 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
     unbuilt = []
     for segment, entry in zip(segments, archive.manifest["engines"]):
         name = segment.name
-        plans = [Plan(p["tensorrt"], p["device"], archive.member(p["member"])) for p in entry["plans"]]
+        plans = [Plan(p["tensorrt"], p["device"], archive.member(p["member"]), p.get("stripped") is True)
+                 for p in entry["plans"]]
         carried[name] = [p for p in plans if p.key != here]
         fitting = next((p for p in plans if p.key == here), None)
         if fitting is not None:
             from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
+            from trt_lower.build.trt_refit import RefitError, refit
+
             try:
-                modules[name] = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
-                                                segment.tuple_output, cuda_graphs=settings.cuda_graphs)
+                module = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
+                                         segment.tuple_output, cuda_graphs=settings.cuda_graphs)
+                if fitting.stripped:  # weights="separate": the weights from the file given (docs/refit.md)
+                    refit(module.engine, segment.onnx, name)
+                    module.plan = bytes(module.engine.serialize())
+                modules[name] = module
                 hits[name] = True
                 continue
-            except PlanLoadError as e:
+            except (PlanLoadError, RefitError) as e:
                 rebuilt.append(f"{name} (its plan does not load: {e})")
         elif here is not None:
             rebuilt.append(name)
