@@ -34,7 +34,7 @@ RANK = {
     "api": 4,
     "deploy": 5, "benchmarking": 5,
     "debug": 6, "dynamo_backend": 6, "llm": 6, "quantization": 6,
-    "trt_lower": 7,
+    "trt_lower": 7, "refit": 7,
     "testing": 8, "triton": 8,
     "cli": 9,
     "__main__": 10,

@@ -17,7 +17,8 @@ from trt_double import double
 # `    TF32: typing.ClassVar[BuilderFlag]  # value = <BuilderFlag.TF32: 6>`
 _MEMBER = re.compile(r"^\s+(\w+): typing\.ClassVar\[([\w.]+)\]  # value = <[\w.]+: (-?\d+)>", re.MULTILINE)
 ENUMS = (double.DataType, double.TensorIOMode, double.MemoryPoolType, double.BuilderFlag, double.PreviewFeature,
-         double.ExecutionContextAllocationStrategy, double.NetworkDefinitionCreationFlag, double.ILogger.Severity)
+         double.ExecutionContextAllocationStrategy, double.NetworkDefinitionCreationFlag, double.ILogger.Severity,
+         double.SerializationFlag)
 
 
 def _stub_values() -> dict[str, dict[str, int]]:

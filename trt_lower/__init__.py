@@ -27,6 +27,7 @@ _PUBLIC = {
     "LoweringReport": "trt_lower.report.report",
     "TensorSpec": "trt_lower.values.spec",
     "UnsupportedOpsError": "trt_lower.api",
+    "WeightUpdateError": "trt_lower.refit.errors",
     "benchmark": "trt_lower.benchmarking.measure",
     "check_accuracy": "trt_lower.debug.accuracy",
     "load": "trt_lower.deploy.artifact",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from trt_lower.report.report import LoweringReport as LoweringReport
     from trt_lower.stitch.lowered import LoweredModule as LoweredModule
     from trt_lower.values.signature import EngineInputError as EngineInputError
+    from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError
     from trt_lower.values.spec import TensorSpec as TensorSpec
 
 

@@ -6,19 +6,21 @@ import contextlib
 import logging
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
 from converters.core.interpreter import ConversionError
 from converters.core.target import Target
-from splitter import ConverterSupport, split
+from splitter import ConverterSupport, Split, split
 from trt_lower.build.engines import build, engine_is_whole_call
-from trt_lower.capture.graph import capture, check_inputs
+from trt_lower.capture.graph import CapturedGraph, capture, check_inputs, example_call
 from trt_lower.convert.driver import convert
 from trt_lower.build.backend import check_target, resolve_backend
 from trt_lower.build.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
+from trt_lower.values.segment import ConvertedSegment
 from trt_lower import settings as lowering_settings
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
@@ -29,6 +31,27 @@ log = logging.getLogger("trt_lower")
 
 class UnsupportedOpsError(RuntimeError):
     """require_full=True and some nodes cannot run inside an engine."""
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """What lower_to_trt made a module from: LoweredModule.update_weights splits and converts it
+    again with new weights (trt_lower/refit/), and checks the result on the example inputs."""
+
+    captured: CapturedGraph
+    settings: LoweringSettings
+    failed: dict[str, str]  # nodes kept eager after a converter or engine build failed on them
+    inputs: tuple[Any, ...]  # the example inputs the graph was traced with (tensors at every leaf)
+    kwargs: dict[str, Any]
+
+    def split(self, gm: torch.fx.GraphModule) -> Split:
+        """`gm` (one of captured.graph_module()'s) split as lower_to_trt splits it."""
+        support = ConverterSupport(Target(self.settings.trt_version), self.settings.fallback_ops, self.failed)
+        return split(gm, support, self.settings.min_block_size)
+
+    def convert(self, parts: Split) -> list[ConvertedSegment]:
+        return convert(parts, Target(self.settings.trt_version), self.settings.precision, self.captured.symbols,
+                       self.settings.keep_fp32)
 
 
 def lower_to_trt(
@@ -45,6 +68,7 @@ def lower_to_trt(
     cuda_graphs: bool = False,
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
+    refittable: bool = False,
 ) -> LoweredModule:
     """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
     stays eager.
@@ -64,13 +88,15 @@ def lower_to_trt(
         "latest" (10.12+, 11.x). Default: the installed TensorRT's, else "10.4" (last with V100).
     keep_fp32: with precision="fp16", FX node names or ATen ops that stay float32 (e.g. what
         trt_lower.debug.fp16_sensitive returns).
+    refittable: build TensorRT engines refittable, so that `lowered.update_weights` replaces their
+        weights in place (docs/refit.md); ONNX Runtime engines take new weights either way.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     settings = lowering_settings.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
-        trt_version=trt_version, keep_fp32=keep_fp32,
+        trt_version=trt_version, keep_fp32=keep_fp32, refittable=refittable,
     )
     specs = check_inputs(model, inputs, kwargs)
     resolved = resolve_backend(settings.backend)
@@ -78,19 +104,20 @@ def lower_to_trt(
         check_target(settings.trt_version)
     # Wall seconds per stage (LoweringReport.timings), summed over retries.
     timings = dict.fromkeys(("capture", "split", "convert", "build", "stitch"), 0.0)
+    # The tensors traced with (made from the specs where not given): update_weights checks on them.
+    args, keywords = example_call(specs, inputs, kwargs)
     with _timed(timings, "capture"):
-        captured = capture(model, inputs, specs, kwargs)
+        captured = capture(model, args, specs, keywords)
     settings.check_keep_fp32(captured.program.graph)
-    goal = Target(settings.trt_version)
     failed: dict[str, str] = {}
+    lowering = Lowering(captured, settings, failed, args, keywords)
     while True:
         try:
             with _timed(timings, "split"):
-                parts = split(captured.graph_module(), ConverterSupport(goal, settings.fallback_ops, failed),
-                              settings.min_block_size)
+                parts = lowering.split(captured.graph_module())
                 _require_full(parts.fallbacks, settings)
             with _timed(timings, "convert"):
-                segments = convert(parts, goal, settings.precision, captured.symbols, settings.keep_fp32)
+                segments = lowering.convert(parts)
             with _timed(timings, "build"):
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
                 engines = build(segments, resolved, settings, alone=alone)
@@ -105,6 +132,7 @@ def lower_to_trt(
             failed.update(eager)
     lowered.report.timings = timings
     lowered.report.notes[:0] = captured.notes
+    lowered.lowering = lowering
     return lowered
 
 

@@ -20,7 +20,7 @@ def default_trt_version() -> str:
 def create(*, backend: str, precision: str, min_block_size: int, fallback_ops: Iterable[Any],
            require_full: bool, cache_dir: str | os.PathLike[str] | None = None,
            cuda_graphs: bool = False, trt_version: str | None = None,
-           keep_fp32: Iterable[Any] = ()) -> LoweringSettings:
+           keep_fp32: Iterable[Any] = (), refittable: bool = False) -> LoweringSettings:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if precision not in PRECISIONS:
@@ -31,6 +31,8 @@ def create(*, backend: str, precision: str, min_block_size: int, fallback_ops: I
         raise ValueError(f"cache_dir must be a path or None, got {type(cache_dir).__name__}")
     if not isinstance(cuda_graphs, bool):
         raise ValueError(f"cuda_graphs must be True or False, got {cuda_graphs!r}")
+    if not isinstance(refittable, bool):
+        raise ValueError(f"refittable must be True or False, got {refittable!r}")
     if trt_version is not None and trt_version not in TRT_VERSIONS:
         raise ValueError(f"trt_version must be one of {TRT_VERSIONS} or None (the installed TensorRT's), "
                          f"got {trt_version!r}")
@@ -41,4 +43,4 @@ def create(*, backend: str, precision: str, min_block_size: int, fallback_ops: I
         raise ValueError(f"keep_fp32 applies to precision='fp16' only, got precision={precision!r}")
     return LoweringSettings(backend, precision, min_block_size, frozenset(op_name(op) for op in fallback_ops),
                             require_full, None if cache_dir is None else Path(cache_dir).expanduser(), cuda_graphs,
-                            default_trt_version() if trt_version is None else trt_version, keep)
+                            default_trt_version() if trt_version is None else trt_version, keep, refittable)

@@ -21,6 +21,7 @@ TRT_MODULES = (
     "trt_lower.build.trt_engines",
     "trt_lower.runtime.trt_output_allocator",
     "trt_lower.runtime.trt_module",
+    "trt_lower.build.trt_refit",
 )
 
 

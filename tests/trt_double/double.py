@@ -82,7 +82,13 @@ if TYPE_CHECKING:
     _OnnxParser = stubs.OnnxParser
     _ParserError = stubs.ParserError
     _PreviewFeature = stubs.PreviewFeature
+    _ISerializationConfig = stubs.ISerializationConfig
+    _OnnxParserRefitter = stubs.OnnxParserRefitter
+    _SerializationFlag = stubs.SerializationFlag
+    _Refitter = stubs.Refitter
     _Runtime = stubs.Runtime
+    _TensorLocation = stubs.TensorLocation
+    _Weights = stubs.Weights
     _Severity = stubs.ILogger.Severity
     _TensorIOMode = stubs.TensorIOMode
 else:
@@ -91,6 +97,7 @@ else:
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
     _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
     _Runtime = _Severity = _TensorIOMode = _ILayer = _ITensor = object
+    _OnnxParserRefitter = _Refitter = _TensorLocation = _Weights = _ISerializationConfig = _SerializationFlag = object
 
 __version__ = os.environ.get("TRT_DOUBLE_VERSION", "10.13.0")
 
@@ -203,7 +210,7 @@ class BuilderFlag(_Enum, _BuilderFlag):
                  "OBEY_PRECISION_CONSTRAINTS": (0, 11)}
 
 
-BuilderFlag._define(FP16=0, INT8=1, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
+BuilderFlag._define(FP16=0, INT8=1, REFIT=4, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
 
 
 class PreviewFeature(_Enum, _PreviewFeature):
@@ -220,6 +227,13 @@ class ExecutionContextAllocationStrategy(_Enum, _ExecutionContextAllocationStrat
 ExecutionContextAllocationStrategy._define(STATIC=0, ON_PROFILE_CHANGE=1, USER_MANAGED=2)
 
 
+class SerializationFlag(_Enum, _SerializationFlag):
+    _versions = {"EXCLUDE_WEIGHTS": (10, 1000), "EXCLUDE_LEAN_RUNTIME": (10, 1000)}
+
+
+SerializationFlag._define(EXCLUDE_WEIGHTS=0, EXCLUDE_LEAN_RUNTIME=1)
+
+
 class NetworkDefinitionCreationFlag(_Enum, _NetworkDefinitionCreationFlag):
     _versions = {"EXPLICIT_BATCH": (0, 11), "STRONGLY_TYPED": (9, 1000)}
 
@@ -230,6 +244,7 @@ _STRONGLY_TYPED = 1 << 1
 _FP16 = 1 << 0  # BuilderFlag.FP16's bit in IBuilderConfig.flags
 _OBEY_PRECISION_CONSTRAINTS = 1 << 9
 _TF32 = 1 << 6  # on by default, as on the Ampere-and-newer GPUs the double stands for
+_REFIT = 1 << 4
 
 
 # -- logging and plain data -------------------------------------------------------------------
@@ -317,6 +332,7 @@ class State:
     output_reallocations: int = 0
     shape_notifications: int = 0
     timing_cache_hits: int = 0
+    refits: int = 0  # engines refitted (Refitter.refit_cuda_engine that succeeded)
     last_build: BuildRecord | None = None
     # Set: CUDA does not start (a driver older than the wheel's CUDA); Builder and Runtime log it
     # and fail to construct, as pybind11 reports a null pointer.
@@ -640,6 +656,44 @@ def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
     return segment.weights
 
 
+def _plan(segment: OnnxSegment, profiles: dict[str, Any], sharing: bool, refittable: bool,
+          stripped: bool = False) -> IHostMemory:
+    """The plan: a header, the graph, then its large weights at the offsets the header gives;
+    `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
+    if stripped:
+        segment = _zeroed(segment)
+    graph = segment.graph_bytes("")
+    header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
+                         "profiles": profiles, "profile_sharing": sharing, "refittable": refittable,
+                         "stripped": stripped, "graph_bytes": len(graph),
+                         "weights": {} if stripped else segment.layout()}).encode()
+    weights = io.BytesIO()
+    segment.write_weights(weights)
+    return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + graph + weights.getvalue())
+
+
+def _zeroed(segment: OnnxSegment) -> OnnxSegment:
+    """`segment` with every weight declared (name, type, dims) and no values: a stripped plan's
+    graph, the size of the graph alone; the values come from a refit."""
+    model = onnx.ModelProto()
+    model.CopyFrom(segment.model)
+    for tensor in model.graph.initializer:
+        if tensor.data_type in _WEIGHT_TYPES:
+            tensor.CopyFrom(TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims))
+    return OnnxSegment(model)
+
+
+def _unstripped(model: bytes) -> tuple[bytes, dict[str, Any]]:
+    """A stripped plan's graph with zeros for its weights (kept apart), until a refit sets them."""
+    proto = onnx.load_from_string(model)
+    segment = OnnxSegment(proto)
+    for tensor in proto.graph.initializer:
+        if tensor.data_type in _WEIGHT_TYPES:
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            tensor.CopyFrom(segment.initializer(tensor.name, np.zeros(tuple(tensor.dims), dtype)))
+    return bytes(proto.SerializeToString()), segment.weights
+
+
 def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) -> dict[str, Any]:
     """A plan's weights: arrays over its bytes, at the offsets its header gives."""
     tensors = {t.name: t for t in onnx.load_from_string(graph).graph.initializer}
@@ -778,15 +832,7 @@ class Builder(_Builder):
         # Before 10.0 a profile serves one execution context at a time unless the engine was built
         # with PROFILE_SHARING_0806 (on by default from 10.0).
         sharing = _version()[0] >= 10 or int(PreviewFeature.PROFILE_SHARING_0806) in cfg.preview_features
-        # The plan: a header, the graph, then its large weights at the offsets the header gives.
-        segment = OnnxSegment(net.model, net.weights)
-        graph = segment.graph_bytes("")
-        header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
-                             "profiles": profiles, "profile_sharing": sharing, "graph_bytes": len(graph),
-                             "weights": segment.layout()}).encode()
-        weights = io.BytesIO()
-        segment.write_weights(weights)
-        return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + graph + weights.getvalue())
+        return _plan(OnnxSegment(net.model, net.weights), profiles, sharing, bool(cfg.flags & _REFIT))
 
 
 # -- runtime ----------------------------------------------------------------------------------
@@ -854,9 +900,16 @@ ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresse
 
 class ICudaEngine(_ICudaEngine):
     def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger,
-                 profile_sharing: bool = True, weights: dict[str, Any] | None = None) -> None:
+                 profile_sharing: bool = True, weights: dict[str, Any] | None = None,
+                 refittable: bool = False, stripped: bool = False) -> None:
         proto = onnx.load_from_string(model)
         self._logger = logger
+        # From a plan serialized without its weights: nothing runs until a refit has set them all.
+        self._stripped = stripped
+        # What serialize() writes again (a refit replaces the weights).
+        self._segment = OnnxSegment(proto, weights or {})
+        self._profiles_json = profiles
+        self._refittable = refittable
         # Without sharing (8.6 unless built with PROFILE_SHARING_0806), the context that set
         # shapes first holds profile 0, and another context's setInputShape fails.
         self._profile_sharing = profile_sharing
@@ -883,6 +936,36 @@ class ICudaEngine(_ICudaEngine):
     @property
     def num_io_tensors(self) -> int:
         return len(self._tensors)
+
+    @property
+    def refittable(self) -> bool:
+        return self._refittable
+
+    def serialize(self) -> IHostMemory:
+        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable)
+
+    def create_serialization_config(self) -> ISerializationConfig:
+        return ISerializationConfig()
+
+    def serialize_with_config(self, arg0: stubs.ISerializationConfig) -> IHostMemory:
+        config = _own(arg0, ISerializationConfig)
+        exclude = config.get_flag(_member(SerializationFlag, "EXCLUDE_WEIGHTS"))
+        if exclude and not self._refittable:
+            _error(self._logger, "ICudaEngine::serializeWithConfig: EXCLUDE_WEIGHTS needs an engine built refittable")
+            return _null(IHostMemory)
+        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable, stripped=exclude)
+
+    def _refit(self, weights: dict[str, np.ndarray[Any, Any]]) -> None:
+        """Replace the values of the named initializers (a Refitter has checked them)."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self._segment.model)
+        segment = OnnxSegment(model, dict(self._segment.weights))
+        tensors = {t.name: t for t in model.graph.initializer}
+        for name, array in weights.items():
+            segment.assign(tensors[name], array.copy())  # TensorRT copies the weights into the engine
+        self._segment = segment
+        self._session = _session(segment)
+        self._stripped = False
 
     def get_tensor_name(self, index: int) -> str:
         return list(self._tensors)[index]
@@ -1116,6 +1199,10 @@ class IExecutionContext(_IExecutionContext):
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         tensors = self._engine._tensors
+        if self._engine._stripped:
+            _error(self._engine._logger, "IExecutionContext::enqueueV3: the engine was deserialized from a plan "
+                                         "without its weights and has not been refitted")
+            return False
         if not self._has_memory:
             _error(self._engine._logger, "IExecutionContext::enqueueV3: the context was created without device "
                                          "memory and none was set")
@@ -1258,10 +1345,161 @@ class Runtime(_Runtime):
         try:
             payload = memoryview(data)[start + length:]
             graph = bytes(payload[:header["graph_bytes"]])
+            stripped = bool(header.get("stripped", False))
+            graph, weights = (_unstripped(graph) if stripped else
+                              (graph, _plan_weights(graph, payload[header["graph_bytes"]:], header["weights"])))
             engine = ICudaEngine(graph, header["profiles"], self._logger, header.get("profile_sharing", True),
-                                 _plan_weights(graph, payload[header["graph_bytes"]:], header["weights"]))
+                                 weights, header.get("refittable", False), stripped)
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
             return _null(ICudaEngine)
         state.deserializations += 1
         return engine
+
+
+# -- refit ------------------------------------------------------------------------------------
+# The initializer types an engine's weights have: what a Refitter lists and takes.
+_WEIGHT_TYPES = {TensorProto.FLOAT: "FLOAT", TensorProto.FLOAT16: "HALF", TensorProto.BFLOAT16: "BF16",
+                 TensorProto.INT8: "INT8"}
+
+
+class Weights(_Weights):
+    """Host weights over a numpy array (the real class also takes a pointer and a count)."""
+
+    def __init__(self, a: np.ndarray[Any, Any]) -> None:
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"incompatible constructor arguments: expected numpy.ndarray, got {type(a).__name__}")
+        self._array = a
+
+    @property
+    def dtype(self) -> DataType:
+        onnx_type = onnx.helper.np_dtype_to_tensor_dtype(self._array.dtype)
+        return _member(DataType, _WEIGHT_TYPES.get(onnx_type, _TRT_TYPE[TensorProto.DataType.Name(onnx_type)]))
+
+    @property
+    def size(self) -> int:
+        return int(self._array.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._array.nbytes)
+
+    def numpy(self) -> Any:
+        return self._array
+
+
+class Refitter(_Refitter):
+    """As strict as TensorRT's: only a refittable engine; names, types and counts checked on
+    set_named_weights; with REFIT every weight must be given before refit_cuda_engine (which
+    otherwise fails, leaving the engine as it was)."""
+
+    def __init__(self, engine: stubs.ICudaEngine, logger: stubs.ILogger) -> None:
+        self._engine = _own(engine, ICudaEngine)
+        self._logger = logger
+        if not self._engine.refittable:
+            _error(logger, "IRefitter: the engine was not built refittable (BuilderFlag.REFIT)")
+            raise TypeError("pybind11::init(): factory function returned nullptr")
+        model = self._engine._segment.model
+        self._weights = {t.name: t for t in model.graph.initializer if t.data_type in _WEIGHT_TYPES}
+        self._given: dict[str, np.ndarray[Any, Any]] = {}
+
+    def get_all_weights(self) -> list[str]:
+        return list(self._weights)
+
+    def get_missing_weights(self) -> list[str]:
+        return [name for name in self._weights if name not in self._given]
+
+    def set_named_weights(self, name: str, weights: stubs.Weights,
+                          location: stubs.TensorLocation | None = None) -> bool:
+        if name not in self._weights:
+            _error(self._logger, f"IRefitter::setNamedWeights: no refittable weights are named '{name}'")
+            return False
+        array = _own(weights, Weights).numpy()
+        tensor = self._weights[name]
+        expected = _member(DataType, _WEIGHT_TYPES[tensor.data_type])
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        if weights.dtype != expected or array.size != count:
+            _error(self._logger, f"IRefitter::setNamedWeights: weights '{name}' must be {expected.name} of {count} "
+                                 f"values, got {weights.dtype.name} of {array.size}")
+            return False
+        self._given[name] = array.reshape(tuple(tensor.dims))
+        return True
+
+    def refit_cuda_engine(self) -> bool:
+        missing = self.get_missing_weights()
+        if missing:
+            _error(self._logger, f"IRefitter::refitCudaEngine: missing weights {missing}")
+            return False
+        self._engine._refit(self._given)
+        state.refits += 1
+        return True
+
+
+class OnnxParserRefitter(_OnnxParserRefitter):
+    """Sets every refittable weight of the refitter's engine from an ONNX model's initializers
+    of the same names (refit_cuda_engine is the caller's to call). TensorRT 10.0 and newer."""
+
+    def __init__(self, refitter: stubs.Refitter, logger: stubs.ILogger) -> None:
+        if _version()[0] < 10:
+            raise AttributeError(f"module 'tensorrt' has no attribute 'OnnxParserRefitter' in TensorRT {__version__}")
+        self._refitter = _own(refitter, Refitter)
+        self._logger = logger
+        self._errors: list[ParserError] = []
+
+    def _fail(self, desc: str) -> bool:
+        self._errors.append(ParserError(desc, -1))
+        _error(self._logger, f"OnnxParserRefitter: {desc}")
+        return False
+
+    def refit_from_bytes(self, model: Buffer, path: str | None = None) -> bool:
+        try:
+            proto = onnx.load_from_string(bytes(model))
+            external = _external_weights(proto, os.path.dirname(path)) if path is not None else {}
+        except Exception as e:  # protobuf's DecodeError, a missing weights file
+            return self._fail(f"Failed to parse the ONNX model: {e}")
+        tensors = {t.name: t for t in proto.graph.initializer}
+        missing = [n for n in self._refitter.get_all_weights() if n not in tensors]
+        if missing:
+            return self._fail(f"the model has no initializers for the engine's weights {missing}")
+        for name in self._refitter.get_all_weights():
+            tensor = tensors[name]
+            if tensor.data_location == TensorProto.EXTERNAL and name not in external:
+                return self._fail(f"initializer '{name}' is external data and no model path was given")
+            array = external[name] if name in external else numpy_helper.to_array(tensor)
+            if not self._refitter.set_named_weights(name, Weights(np.ascontiguousarray(array))):
+                return self._fail(f"weights '{name}' were refused")
+        return True
+
+    def refit_from_file(self, model: str) -> bool:
+        try:
+            with open(model, "rb") as file:
+                data = file.read()
+        except OSError as e:
+            return self._fail(f"cannot read {model}: {e}")
+        return self.refit_from_bytes(data, model)
+
+    @property
+    def num_errors(self) -> int:
+        return len(self._errors)
+
+    def get_error(self, index: int) -> ParserError:
+        return self._errors[index]
+
+    def clear_errors(self) -> None:
+        self._errors.clear()
+
+
+class ISerializationConfig(_ISerializationConfig):
+    def __init__(self) -> None:
+        self._flags = 0
+
+    def set_flag(self, flag: stubs.SerializationFlag) -> bool:
+        self._flags |= 1 << int(flag)
+        return True
+
+    def clear_flag(self, flag: stubs.SerializationFlag) -> bool:
+        self._flags &= ~(1 << int(flag))
+        return True
+
+    def get_flag(self, flag: stubs.SerializationFlag) -> bool:
+        return bool(self._flags & (1 << int(flag)))

@@ -35,7 +35,7 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
 
     trt_module, cache_hit = load_engine(
         segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output,
-        nodes=segment.nodes, build=BuildSettings(precision=settings.precision), cache_dir=settings.cache_dir,
+        nodes=segment.nodes, build=BuildSettings(precision=settings.precision, refittable=settings.refittable), cache_dir=settings.cache_dir,
         cuda_graphs=settings.cuda_graphs)
     return Engine(segment, trt_module, cache_hit)
 

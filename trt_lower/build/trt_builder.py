@@ -129,6 +129,8 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     # TensorRT may run float32 matmuls and convolutions in TF32 (on by default from Ampere on):
     # float32 means float32 here, for fp32 engines and for the float32 islands of fp16 ones.
     config.clear_flag(trt.BuilderFlag.TF32)
+    if settings.refittable:
+        config.set_flag(trt.BuilderFlag.REFIT)
     if major < 10:
         # A profile serves one execution context at a time on 8.x unless shared (10.0's default);
         # the runtime makes one per thread and stream, and one per CUDA graph.

@@ -71,8 +71,8 @@ def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[t
     return tuple(g if isinstance(g, torch.Tensor) else s.example() for s, g in zip(specs, given))
 
 
-def _examples(specs: Sequence[TensorSpec], inputs: Sequence[Any],
-              kwargs: dict[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def example_call(specs: Sequence[TensorSpec], inputs: Sequence[Any],
+                 kwargs: dict[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """`(inputs, kwargs)` with `example_inputs` for leaves."""
     leaves, tree = pytree.tree_flatten((tuple(inputs), kwargs or {}))
     args, keywords = pytree.tree_unflatten(example_inputs(specs, leaves), tree)
@@ -328,7 +328,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tenso
     TensorSpecs) and their leaves' specs (`check_inputs`). Out: the model as a core-ATen program, traced with the user's tensors where
     given (else an example made from the spec), dynamic where the specs say; CaptureError if
     torch cannot capture it."""
-    examples, keywords = _examples(specs, inputs, kwargs)
+    examples, keywords = example_call(specs, inputs, kwargs)
     refused: CaptureError | None = None
     try:
         program = export(model, examples, specs, kwargs=keywords)

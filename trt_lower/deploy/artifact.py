@@ -37,7 +37,7 @@ import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, cast
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping, cast
 
 import numpy as np
 import onnx
@@ -50,6 +50,8 @@ from converters.core.dtypes import FLOAT_WEIGHTS
 from converters.core.segment import ALIGNMENT, OnnxSegment, initializer, is_external
 from trt_lower.deploy import graph as artifact_graph
 from trt_lower.deploy import signing
+from trt_lower.deploy import separate_weights
+from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, filled, weights_path
 from trt_lower.values import device as devices
 from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.values.segment import ConvertedSegment
@@ -71,6 +73,8 @@ FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.safetensors"
 GUARD = "_input_guard"
+# The manifest's record of a weights="separate" artifact's weight file (deploy/separate_weights.py).
+SEPARATE = "separate_weights"
 
 PathLike = str | os.PathLike[str]
 
@@ -86,6 +90,8 @@ class Plan:
     tensorrt: str
     device: str
     data: bytes
+    # Serialized without its weights (weights="separate"): refitted from the weight file on load.
+    stripped: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -132,8 +138,10 @@ def _sig_from_json(data: dict[str, Any]) -> TensorSig:
 def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> dict[str, Any]:
     """The settings loading needs, read off the module (split and conversion are done; the
     report names the fallbacks). A machine's cache_dir is not kept."""
+    lowering = getattr(lowered, "lowering", None)  # engines built on load are refittable as lowered (docs/refit.md)
     return {"precision": report.precision, "trt_version": report.trt_version, "backend": report.backend,
-            "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered))}
+            "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
+            "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False))}
 
 
 def _settings_from_json(data: dict[str, Any], cache_dir: PathLike | None) -> LoweringSettings:
@@ -176,6 +184,18 @@ def _plans(name: str, module: torch.nn.Module, carried: dict[str, list[Plan]]) -
     return list(plans.values())
 
 
+def _stripped_plans(module: torch.nn.Module) -> list[Plan]:
+    """weights="separate": a refittable TensorRT engine's plan without its weights (10.x and newer:
+    SerializationFlag.EXCLUDE_WEIGHTS); none otherwise (built on load, then cached)."""
+    if not isinstance(getattr(module, "plan", None), bytes):
+        return []
+    import tensorrt as trt
+    from trt_lower.build.trt_refit import stripped_plan
+
+    data = stripped_plan(module)
+    return [] if data is None else [Plan(trt.__version__, devices.current().identity(), data, stripped=True)]
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
@@ -216,7 +236,7 @@ class _Writer:
         return pad
 
 
-def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
+def _write_members(lowered: LoweredModule, out: _Writer, separate: Separated | None = None) -> dict[str, Any]:
     """Write every member but the manifest; return the manifest (without checksums)."""
     guard = getattr(lowered, GUARD, None)
     if not isinstance(guard, InputGuard):
@@ -231,14 +251,18 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
             raise ArtifactError(f"engine '{name}' has no converted segment on the module; save the module "
                                 "lower_to_trt or trt_lower.load returns")
         graph, data = f"engines/{name}.onnx", f"engines/{name}.onnx.data"
-        pad = out.add_weights(data, segment.onnx)
-        out.add(graph, segment.onnx.graph_bytes(f"{name}.onnx.data", start=pad))
+        if separate is not None:  # weights="separate": the graph alone, no plans (deploy/separate_weights.py)
+            out.add(graph, separate.strip(name, segment.onnx))
+        else:
+            pad = out.add_weights(data, segment.onnx)
+            out.add(graph, segment.onnx.graph_bytes(f"{name}.onnx.data", start=pad))
         plans = []
-        for plan in _plans(name, module, carried):
+        for plan in _plans(name, module, carried) if separate is None else _stripped_plans(module):
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
             out.add(member, plan.data)
-            plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member})
-        engines.append({"name": name, "onnx": graph, "onnx_data": data, "plans": plans,
+            plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member,
+                          **({"stripped": True} if plan.stripped else {})})
+        engines.append({"name": name, "onnx": graph, **({"onnx_data": data} if separate is None else {}), "plans": plans,
                         "tuple_output": segment.tuple_output,
                         "inputs": [_sig_to_json(s) for s in segment.inputs],
                         "outputs": [_sig_to_json(s) for s in segment.outputs],
@@ -250,7 +274,11 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
             raise ArtifactError(f"node '{node.name}' reads {node.target}, a {type(value).__name__}; "
                                 "an artifact holds tensors only")
         weights[node.target] = value.detach().contiguous().clone()  # safetensors refuses shared storage
-    out.add(WEIGHTS, safetensors.torch.save(weights))
+    if separate is None:
+        out.add(WEIGHTS, safetensors.torch.save(weights))
+    else:  # weights="separate" (deploy/separate_weights.py)
+        for target, tensor in weights.items():
+            separate.eager(target, tensor)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -266,23 +294,35 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
     }
 
 
-def save(lowered: LoweredModule | Any, path: PathLike, *, sign_with: signing.PrivateKey | None = None) -> None:
+def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside",
+         sign_with: signing.PrivateKey | None = None) -> None:
     """Write `lowered` (a LoweredModule, or a use built on one such as trt_lower.llm's
     LoweredCausalLM: its `lowered_module`) to one file at `path`, atomically: a temporary file in
     the same directory, renamed over `path` once complete. TensorRT engines carry their plans for
     this TensorRT version and GPU, plus any the module was loaded with for others. Members are
-    written as they are made: saving holds no copy of the engines' weights. sign_with: an Ed25519
-    private key (or the PEM file of one) to sign the file with (deploy/signing.py)."""
+    written as they are made: saving holds no copy of the engines' weights.
+
+    weights="separate": the file holds the graphs without their weights (and no TensorRT plans),
+    the weights go to `<path stem>.safetensors` beside it; load(path, weights=...) takes that file
+    or another one saved for the same architecture (deploy/separate_weights.py, docs/refit.md).
+    sign_with: an Ed25519 private key (or the PEM file of one) to sign the file with
+    (deploy/signing.py)."""
     key = None if sign_with is None else signing.private_key(sign_with)  # signing hook: a bad key fails first
     lowered = getattr(lowered, "lowered_module", lowered)
     if not isinstance(lowered, LoweredModule):
         raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
+    if weights not in ("inside", "separate"):
+        raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
+    separate = Separated() if weights == "separate" else None
     with atomic_file(Path(path)) as file:
         out = _Writer(file)
         try:
-            manifest = _write_members(lowered, out)
+            manifest = _write_members(lowered, out, separate)
         except artifact_graph.GraphFormatError as e:
             raise ArtifactError(f"cannot save this module: {e}") from None
+        if separate is not None:  # weights="separate" (deploy/separate_weights.py)
+            manifest[SEPARATE] = separate.record([out.zip.read(e["onnx"]) for e in manifest["engines"]])
+            separate.write(weights_path(path), manifest[SEPARATE])
         manifest["sha256"] = out.sha256
         with out.zip:
             out.zip.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
@@ -423,11 +463,13 @@ def _resolve_backend(backend: str, trt_version: str) -> str:
     return resolved
 
 
-def _segments(archive: _Archive) -> list[ConvertedSegment]:
+def _segments(archive: _Archive, separate: dict[str, torch.Tensor] | None = None) -> list[ConvertedSegment]:
     segments = []
     for entry in archive.manifest["engines"]:
         try:
-            if "onnx_data" in entry:
+            if separate is not None:  # weights="separate" (deploy/separate_weights.py)
+                onnx_segment = filled(str(entry["name"]), archive.member(entry["onnx"]), separate)
+            elif "onnx_data" in entry:
                 onnx_segment = _mapped_segment(archive.member(entry["onnx"]), archive.mapped(entry["onnx_data"]))
             else:
                 onnx_segment = _onnx_segment(archive.member(entry["onnx"]))
@@ -459,18 +501,25 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
     unbuilt = []
     for segment, entry in zip(segments, archive.manifest["engines"]):
         name = segment.name
-        plans = [Plan(p["tensorrt"], p["device"], archive.member(p["member"])) for p in entry["plans"]]
+        plans = [Plan(p["tensorrt"], p["device"], archive.member(p["member"]), p.get("stripped") is True)
+                 for p in entry["plans"]]
         carried[name] = [p for p in plans if p.key != here]
         fitting = next((p for p in plans if p.key == here), None)
         if fitting is not None:
             from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
+            from trt_lower.build.trt_refit import RefitError, refit
+
             try:
-                modules[name] = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
-                                                segment.tuple_output, cuda_graphs=settings.cuda_graphs)
+                module = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
+                                         segment.tuple_output, cuda_graphs=settings.cuda_graphs)
+                if fitting.stripped:  # weights="separate": the weights from the file given (docs/refit.md)
+                    refit(module.engine, segment.onnx, name)
+                    module.plan = bytes(module.engine.serialize())
+                modules[name] = module
                 hits[name] = True
                 continue
-            except PlanLoadError as e:
+            except (PlanLoadError, RefitError) as e:
                 rebuilt.append(f"{name} (its plan does not load: {e})")
         elif here is not None:
             rebuilt.append(name)
@@ -499,13 +548,16 @@ def _malformed(archive: _Archive) -> Iterator[None]:
 
 
 def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None,
+         weights: PathLike | Mapping[str, torch.Tensor] | None = None,
          trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be
-    built here (no plan in the file for this TensorRT version and GPU). trusted_keys: Ed25519
-    public keys (or their PEM files); when given, or when $TRT_LOWER_TRUSTED_KEYS lists some, a
-    file not signed by one of them is refused (deploy/signing.py)."""
+    built here (no plan in the file for this TensorRT version and GPU). weights: for a file saved
+    with weights="separate", the weight file (or a state dict of its keys) to run it with.
+    trusted_keys: Ed25519 public keys (or their PEM files); when given, or when
+    $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by one of them is refused
+    (deploy/signing.py)."""
     start = time.perf_counter()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -518,18 +570,21 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     with _malformed(archive):
         saved = _settings_from_json(manifest["settings"], cache_dir)
         report = report_from_json(manifest["report"])
+    # weights="separate" (deploy/separate_weights.py): the weights come from the file given.
+    separate = _separate_weights(archive, weights)
     resolved = _resolve_backend(backend, saved.trt_version)
     # The eager nodes run where the engines do (weights and CUDA device arguments included).
     where = devices.current().torch_device() if resolved == "tensorrt" else torch.device("cpu")
     with _malformed(archive):
         try:
-            weights = {k: v.to(where) for k, v in safetensors.torch.load(archive.member(WEIGHTS)).items()}
+            eager = (eager_weights(separate, where) if separate is not None else
+                     {k: v.to(where) for k, v in safetensors.torch.load(archive.member(WEIGHTS)).items()})
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
-        segments = _segments(archive)
+        segments = _segments(archive, separate)
         guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]), manifest.get("conditions", []))
         graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
-                                               set(weights), where)
+                                               set(eager), where)
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(archive, segments, resolved, settings,
                                              alone=engine_is_whole_call(len(segments), len(report.fallbacks)))
@@ -537,7 +592,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
     report.timings = {"load": time.perf_counter() - start}
     # GraphModule also takes its root as a dict of its call_module and get_attr targets.
-    root = cast(torch.nn.Module, {**modules, **weights, GUARD: guard})
+    root = cast(torch.nn.Module, {**modules, **eager, GUARD: guard})
     lowered = LoweredModule(root, graph, report)
     lowered.segments = {segment.name: segment for segment in segments}
     codegen = graph._codegen
@@ -554,6 +609,26 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
                             f"(it knows {sorted(_USES)})")
     module, _, name = _USES[kind].rpartition(".")
     return getattr(importlib.import_module(module), name).from_lowered(lowered)
+
+
+def _separate_weights(archive: _Archive, weights: PathLike | Mapping[str, torch.Tensor] | None
+                      ) -> dict[str, torch.Tensor] | None:
+    """The checked tensors of the weight file given for a weights="separate" artifact; None for
+    one that holds its weights. ArtifactError where one is given without the other."""
+    record = archive.manifest.get(SEPARATE)
+    if record is None:
+        if weights is not None:
+            raise ArtifactError(f"{archive.path} holds its weights; weights=... is for a file saved with "
+                                "trt_lower.save(..., weights='separate')")
+        return None
+    if weights is None:
+        raise ArtifactError(f"{archive.path} was saved with weights='separate': load it with weights= the weight "
+                            f"file ({weights_path(archive.path).name} was saved beside it)")
+    with _malformed(archive):
+        try:
+            return separate_weights.read(weights, record, archive.path)
+        except WeightFileError as e:
+            raise ArtifactError(str(e)) from None
 
 
 # The uses whose artifacts load as themselves, by the `kind` their `extra` names: imported by name,

@@ -148,6 +148,11 @@ class TRTEngineModule(EngineModule):
         # One context now, so that a shortage of device memory shows at load time.
         self._spare = [self._create_context()]
 
+    @property
+    def engine(self) -> trt.ICudaEngine:
+        """The deserialized engine (build/trt_refit.py refits a new module's before it is used)."""
+        return self._engine
+
     def describe_backend(self) -> str:
         graphs = ", cuda_graphs" if self.cuda_graphs else ""
         return f"tensorrt {trt.__version__}{graphs}"

@@ -1,7 +1,8 @@
 """LoweredModule: what lower_to_trt returns (stitch/graph.py makes it)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import importlib
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -71,6 +72,9 @@ class LoweredModule(torch.fx.GraphModule):
     # JSON that a use built on the module keeps beside it (trt_lower.llm's generation settings):
     # trt_lower.save writes it, load gives it back.
     extra: dict[str, Any] | None = None
+    # What lower_to_trt made the module from (trt_lower.api.Lowering), for update_weights; None
+    # on a module trt_lower.load made (its file holds no model).
+    lowering: Any = None
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):
@@ -99,6 +103,24 @@ class LoweredModule(torch.fx.GraphModule):
         # microsecond or two a call); the generated code is in linecache either way.
         setattr(type(self), "__call__", direct_call)
         return code
+
+    def update_weights(self, source: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """New weights for the same architecture, without building engines again: `source` is
+        a model like the one lowered (fine-tuned, another adapter merged) or its state_dict.
+        Every engine's weights are derived again as lowering derived them and refitted, the eager
+        nodes' tensors replaced, and the module checked against `source` (or the state dict in
+        the lowered architecture) on the example inputs; any refusal or mismatch raises and leaves
+        the module as it was (docs/refit.md)."""
+        # trt_lower/refit ranks above this module (it converts, builds and compares): imported by
+        # name, as deploy/ imports the uses above it.
+        importlib.import_module("trt_lower.refit.update").update_weights(self, source)
+
+    def replace_engines(self, modules: Mapping[str, torch.nn.Module]) -> None:
+        """Put `modules` in place of the engine modules of the same names, at once."""
+        for name, module in modules.items():
+            setattr(self, name, module)
+            self.__dict__[name] = module  # see __init__
+        self._check_inputs_once()
 
     def _flatten_inputs(self, tree: Any, spec: pytree.TreeSpec) -> list[Any]:
         return flatten_inputs(tree, spec)

@@ -46,6 +46,8 @@ class LoweringSettings:
     trt_version: str = target.DEFAULT
     # precision="fp16": FX node names and ATen ops whose ONNX stays float32 (debug.fp16_sensitive).
     keep_fp32: frozenset[str] = frozenset()
+    # TensorRT engines built refittable (BuilderFlag.REFIT), so that update_weights refits them in place.
+    refittable: bool = False
 
     def check_keep_fp32(self, graph: torch.fx.Graph) -> None:
         """ValueError naming each keep_fp32 entry that is neither an op nor a node of `graph`."""

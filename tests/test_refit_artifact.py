@@ -1,0 +1,132 @@
+"""Weight-stripped artifacts: save(..., weights="separate") and load(path, weights=...): one code
+artifact, several weight files, each loading into a module that matches its own model; a weight
+file is untrusted input (names, shapes, dtypes and the architecture it was saved for checked)."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import safetensors.torch
+import torch
+
+import trt_lower
+import trt_lower.deploy.artifact
+from test_refit import ConvBnNet, EAGER_LINEAR, finetuned
+from trt_lower.deploy.artifact import ArtifactError
+
+
+class Wide(ConvBnNet):
+    """ConvBnNet with weights big enough for the sizes to tell (100 KB of linears)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 2048)
+        self.head = torch.nn.Linear(2048, 4)
+
+
+def _out(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        out: torch.Tensor = module(x)
+    return out
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path]:
+    """Model a, saved with separate weights as a.trtl + a.safetensors; its fine-tuned copy b,
+    saved the same way (from the module a's lowering took b's weights) as b.trtl + b.safetensors."""
+    a, x = Wide().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(a, (x,), backend="onnxruntime", fallback_ops=EAGER_LINEAR[1:])
+    trt_lower.save(lowered, tmp_path / "full.trtl")
+    trt_lower.save(lowered, tmp_path / "a.trtl", weights="separate")
+    b = finetuned(a)
+    lowered.update_weights(b)
+    trt_lower.save(lowered, tmp_path / "b.trtl", weights="separate")
+    return a, b, x, tmp_path
+
+
+def test_one_code_artifact_two_weight_files(saved: tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path]) -> None:
+    a, b, x, tmp = saved
+    for model, weights in ((a, tmp / "a.safetensors"), (b, tmp / "b.safetensors")):
+        module = trt_lower.load(tmp / "a.trtl", backend="onnxruntime", weights=weights)
+        torch.testing.assert_close(_out(module, x), _out(model, x), rtol=1e-4, atol=1e-4)
+    # The code artifacts of the two are interchangeable: b's serves a's weights too.
+    module = trt_lower.load(tmp / "b.trtl", backend="onnxruntime", weights=tmp / "a.safetensors")
+    torch.testing.assert_close(_out(module, x), _out(a, x), rtol=1e-4, atol=1e-4)
+    # The stripped artifact is a small fraction of the full one.
+    stripped, full = (tmp / "a.trtl").stat().st_size, (tmp / "full.trtl").stat().st_size
+    assert stripped < full / 5, (stripped, full)
+
+
+def test_a_state_dict_of_the_files_keys_serves_too(
+        saved: tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path]) -> None:
+    _, b, x, tmp = saved
+    tensors = safetensors.torch.load_file(tmp / "b.safetensors")
+    assert any(k.startswith("eager/") for k in tensors) and any(k.startswith("engine_") for k in tensors)
+    module = trt_lower.load(tmp / "a.trtl", backend="onnxruntime", weights=tensors)
+    torch.testing.assert_close(_out(module, x), _out(b, x), rtol=1e-4, atol=1e-4)
+
+
+def test_weight_files_are_checked(saved: tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path]) -> None:
+    _, _, _, tmp = saved
+    code = tmp / "a.trtl"
+    with pytest.raises(ArtifactError, match="saved with weights='separate': load it with weights="):
+        trt_lower.load(code, backend="onnxruntime")
+    with pytest.raises(ArtifactError, match="holds its weights"):
+        trt_lower.load(tmp / "full.trtl", backend="onnxruntime", weights=tmp / "a.safetensors")
+    tensors = safetensors.torch.load_file(tmp / "a.safetensors")
+    key = next(k for k in tensors if k.startswith("engine_") and tensors[k].dim() == 4)
+    with pytest.raises(ArtifactError, match=rf"'{key}' is float32 \[1, 1\]; .* takes float32 \["):
+        trt_lower.load(code, backend="onnxruntime", weights={**tensors, key: torch.zeros(1, 1)})
+    with pytest.raises(ArtifactError, match=rf"'{key}' is float16"):
+        trt_lower.load(code, backend="onnxruntime", weights={**tensors, key: tensors[key].half()})
+    with pytest.raises(ArtifactError, match=rf"missing '{key}'"):
+        trt_lower.load(code, backend="onnxruntime", weights={k: v for k, v in tensors.items() if k != key})
+    with pytest.raises(ArtifactError, match="unexpected 'engine_9/w'"):
+        trt_lower.load(code, backend="onnxruntime", weights={**tensors, "engine_9/w": torch.zeros(1)})
+    # A file that is not safetensors (a pickle, say) is refused without being read as one.
+    pickled = tmp / "evil.safetensors"
+    torch.save({"x": torch.zeros(1)}, pickled)
+    with pytest.raises(ArtifactError, match="is not a safetensors file"):
+        trt_lower.load(code, backend="onnxruntime", weights=pickled)
+    # Plain safetensors without our record, or saved for another architecture.
+    foreign = tmp / "foreign.safetensors"
+    safetensors.torch.save_file(tensors, foreign)
+    with pytest.raises(ArtifactError, match="is not a trt_lower weight file"):
+        trt_lower.load(code, backend="onnxruntime", weights=foreign)
+    other = trt_lower.lower_to_trt(ConvBnNet().eval(), (torch.randn(2, 3, 8, 8),), backend="onnxruntime")
+    trt_lower.save(other, tmp / "other.trtl", weights="separate")
+    with pytest.raises(ArtifactError, match="holds weights for another graph"):
+        trt_lower.load(code, backend="onnxruntime", weights=tmp / "other.safetensors")
+    with pytest.raises(ValueError, match="weights must be 'inside' or 'separate'"):
+        trt_lower.save(other, tmp / "x.trtl", weights="apart")
+
+
+@pytest.mark.parametrize("refittable", [True, False], ids=["stripped-plan", "no-plan"])
+def test_a_separate_weights_artifact_on_the_tensorrt_double(trt_double: ModuleType, tmp_path: Path,
+                                                            refittable: bool) -> None:
+    """A refittable engine's plan is stored without its weights and refitted from the weight file
+    on load (no build); another engine's is left out (built on load, or found in the cache)."""
+    model, x = ConvBnNet().eval(), torch.randn(2, 3, 8, 8)
+    new = finetuned(model)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", refittable=refittable)
+    trt_lower.save(lowered, tmp_path / "m.trtl", weights="separate")
+    lowered.update_weights(new) if refittable else None
+    again = lowered if refittable else trt_lower.lower_to_trt(new, (x,), backend="tensorrt")
+    trt_lower.save(again, tmp_path / "n.trtl", weights="separate")
+    manifest = trt_lower.deploy.artifact.read(tmp_path / "m.trtl").manifest
+    plans = [p for e in manifest["engines"] for p in e["plans"]]
+    assert len(plans) == (len(manifest["engines"]) if refittable else 0)
+    assert all(p["stripped"] for p in plans)
+    if refittable:  # the stripped plan is the graph alone: far smaller than the full one
+        full = lowered.get_submodule(manifest["engines"][0]["name"]).plan
+        stripped = trt_lower.deploy.artifact.read(tmp_path / "m.trtl").member(plans[0]["member"])
+        assert len(stripped) < len(full) / 2
+    trt_double.state.__init__()  # counts from here
+    for weights, expected in ((tmp_path / "m.safetensors", model), (tmp_path / "n.safetensors", new)):
+        module = trt_lower.load(tmp_path / "m.trtl", backend="tensorrt", weights=weights)
+        torch.testing.assert_close(_out(module, x), _out(expected, x), rtol=1e-4, atol=1e-4)
+    # Stripped plans are refitted, never built; without plans, the engines came from the cache
+    # (lowering built them for these very weights) or a build.
+    assert trt_double.state.refits == (2 * len(manifest["engines"]) if refittable else 0)
+    assert trt_double.state.builds == 0 or not refittable

@@ -1,0 +1,8 @@
+"""The one error update_weights raises, for every refusal and every failed check."""
+from __future__ import annotations
+
+
+class WeightUpdateError(ValueError):
+    """New weights refused (a missing, unexpected or reshaped tensor, a graph that changes with
+    them, an engine that cannot be refitted) or failing the check against eager: the module keeps
+    its old weights."""

@@ -1,0 +1,55 @@
+"""LoweredModule.update_weights: derive, build beside, swap in, check, and roll back on failure."""
+from __future__ import annotations
+
+import operator
+from typing import Mapping
+
+import torch
+
+from trt_lower.api import Lowering
+from trt_lower.refit.engines import check_refittable, new_modules
+from trt_lower.refit.errors import WeightUpdateError
+from trt_lower.refit.rederive import rederive
+from trt_lower.refit.state import assign, new_state
+from trt_lower.refit.verify import eager_outputs, mismatches, tolerance
+from trt_lower.stitch.lowered import LoweredModule
+
+
+def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+    """See LoweredModule.update_weights."""
+    lowering = lowered.lowering
+    if not isinstance(lowering, Lowering):
+        raise WeightUpdateError("this module holds no model to derive new weights from (trt_lower.load made it): "
+                                "load its artifact with trt_lower.load(path, weights=...) instead")
+    backend = lowered.report.backend
+    old_modules = {name: lowered.get_submodule(name) for name in lowered.segments}
+    check_refittable(old_modules, backend)
+    state = new_state(source, lowering.captured.program.state_dict)
+    expected = eager_outputs(source, lowering.inputs, lowering.kwargs) if isinstance(source, torch.nn.Module) else None
+    derived = rederive(lowered, lowering, state, expected)
+    modules = new_modules(old_modules, derived.segments, backend, lowering.settings, len(lowered.report.fallbacks))
+
+    old_eager = {t: operator.attrgetter(t)(lowered) for t in derived.eager}
+    swapped = False
+    try:
+        swapped = True  # from the first change on: a swap that fails halfway is undone too
+        _swap(lowered, modules, derived.eager)
+        actual = eager_outputs(lowered, lowering.inputs, lowering.kwargs)
+        failed = mismatches(derived.expected, actual, lowering.settings.precision)
+        if failed:
+            rtol, atol = tolerance(lowering.settings.precision)
+            worst = ", ".join(f"output{e.path or ''} max abs err {e.max_abs:.3g}" for e in failed[:4])
+            raise WeightUpdateError(f"the module with the new weights does not match eager PyTorch on the example "
+                                    f"inputs (rtol={rtol:g}, atol={atol:g}): {worst}; kept the old weights")
+    except BaseException:
+        if swapped:
+            _swap(lowered, old_modules, old_eager)
+        raise
+    lowered.segments = derived.segments
+    # The captured program holds the new weights from now on, not the old ones (whose model may be gone).
+    lowering.captured.program.state_dict.update(state)
+
+
+def _swap(lowered: LoweredModule, modules: Mapping[str, torch.nn.Module], eager: Mapping[str, torch.Tensor]) -> None:
+    lowered.replace_engines(modules)
+    assign(lowered, eager)
