@@ -262,6 +262,10 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
     for body, extra, status, message in refused:
         got, text = post("127.0.0.1", port, infer_path, body, extra)
         assert got == status and message in json.loads(text)["error"], text
+    # tritonserver takes these targets for the same model's inference too.
+    for target in ("http://127.0.0.1/v2/models/m/infer", "/v2/models/m/infer?x=1", "/v2/models/m/versions/1/infer"):
+        got, text = post("127.0.0.1", port, target, declared)
+        assert got == 400 and "declare 1008 bytes" in text, (target, text)
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as chunked:  # its headers only
         chunked.sendall(f"POST {infer_path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
         assert chunked.recv(4096).startswith(b"HTTP/1.1 411 ")

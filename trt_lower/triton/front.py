@@ -21,6 +21,7 @@ import re
 import secrets
 import socket
 import threading
+import urllib.parse
 import zlib
 from typing import Any
 
@@ -30,7 +31,7 @@ DEFAULT_MAX_INPUT_SIZE = 64 * 2**20
 # least an element takes), so the bound is never above what the server allocates.
 ITEM_SIZE = {"BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2, "UINT32": 4,
              "INT32": 4, "FP32": 4, "UINT64": 8, "INT64": 8, "FP64": 8, "BYTES": 4}
-_INFER = re.compile(r"^/v2/models/[^/?]+(/versions/[^/?]+)?/infer(\?.*)?$")
+_INFER = re.compile(r"^/v2/models/[^/]+(/versions/[^/]+)?/infer$")
 # Headers about one connection, not the message (RFC 9110, 7.6.1), and the length the front sets.
 _HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
         "transfer-encoding", "upgrade", "content-length"}
@@ -86,8 +87,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         try:
+            target = self._target()
             body = self._body()
-            if self.command == "POST" and _INFER.match(self.path):
+            if self.command == "POST" and _INFER.match(urllib.parse.urlsplit(target).path):
                 self._check(body)
         except Refused as refused:
             return self._reply(refused.status, json.dumps({"error": str(refused)}).encode(),
@@ -96,7 +98,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         headers[SECRET_HEADER] = self.server.secret
         try:
             upstream = self.server.upstream()
-            upstream.request(self.command, self.path, body=body, headers=headers)
+            upstream.request(self.command, target, body=body, headers=headers)
             reply = upstream.getresponse()
             content = reply.read()
         except (OSError, http.client.HTTPException) as error:
@@ -104,6 +106,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             message = f"the Triton server behind this front did not answer: {error or type(error).__name__}"
             return self._reply(502, json.dumps({"error": message}).encode(), [("Content-Type", "application/json")])
         self._reply(reply.status, content, [(k, v) for k, v in reply.getheaders() if k.lower() not in _HOP])
+
+    def _target(self) -> str:
+        """The request's path and query, which the server is sent: the one the front checked
+        (the server also takes an absolute URL, `http://host/v2/...`, as its path)."""
+        parts = urllib.parse.urlsplit(self.path)
+        if not parts.path.startswith("/"):
+            raise Refused(400, f"the request's target {self.path!r} has no path")
+        return parts.path + (f"?{parts.query}" if parts.query else "")
 
     def _body(self) -> bytes:
         limit = self.server.max_input_size
