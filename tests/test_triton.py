@@ -266,9 +266,12 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
     for target in ("http://127.0.0.1/v2/models/m/infer", "/v2/models/m/infer?x=1", "/v2/models/m/versions/1/infer"):
         got, text = post("127.0.0.1", port, target, declared)
         assert got == 400 and "declare 1008 bytes" in text, (target, text)
-    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as chunked:  # its headers only
-        chunked.sendall(f"POST {infer_path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
-        assert chunked.recv(4096).startswith(b"HTTP/1.1 411 ")
+    for headers, status in [("Transfer-Encoding: chunked\r\n", 411),  # its headers only
+                            (f"Content-Length: {len(fits)}\r\nInference-Header-Content-Length: {len(fits)}\r\n"
+                             "Inference-Header-Content-Length: 9\r\n", 400)]:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as raw:
+            raw.sendall(f"POST {infer_path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + fits)
+            assert raw.recv(4096).startswith(f"HTTP/1.1 {status} ".encode()), headers
     assert len(Upstream.seen) == 1  # none of them reached the server
 
 

@@ -40,6 +40,8 @@ SECRET_HEADER = "trt-lower-front"
 # Request headers the front does not pass on: it has read (and inflated) the body, and it
 # alone sets the secret.
 _NOT_PASSED = _HOP | {"content-encoding", "expect", "host", SECRET_HEADER}
+# The headers that say where the body and its JSON header end, and how the body is encoded.
+_FRAMING = ("Content-Length", "Transfer-Encoding", "Content-Encoding", "Inference-Header-Content-Length")
 # Seconds a client may stall mid-request before its connection is closed.
 CLIENT_TIMEOUT_S = 60
 
@@ -117,6 +119,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _body(self) -> bytes:
         limit = self.server.max_input_size
+        for name in _FRAMING:  # the server might take another copy than the front checked
+            if len(self.headers.get_all(name, [])) > 1:
+                self.close_connection = True
+                raise Refused(400, f"the request has more than one {name} header")
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             self.close_connection = True
             raise Refused(411, "send the request with a Content-Length (chunked bodies are not taken)")
