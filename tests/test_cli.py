@@ -1,11 +1,22 @@
-"""The CLI: the demo prints the report, the accuracy and the latency comparison; bad input is one line."""
+"""The CLI: the demo prints the report, the accuracy and the latency comparison; every failure,
+expected or not, is one line `trt-lower COMMAND: ErrorType: message` and exit status 1."""
 from __future__ import annotations
 
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from trt_lower.cli import commands as cli
+from trt_lower.cli.dispatch import run_command
+
+
 def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str]) -> None:
     # The demo's MobileNetV3 has uncalibrated BatchNorm: outputs around 1e-9, so an absolute
     # tolerance of 1e-3 would pass zeros; compare relative to that scale instead.
@@ -18,14 +29,87 @@ def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str
     assert "lowered (onnxruntime)" in out and "vs eager" in out and "p99" in out
 
 
-def test_demo_rejects_an_unknown_model() -> None:
-    with pytest.raises(SystemExit):
-        cli.main(["demo", "--model", "nope"])
+def fails(argv: list[str], pattern: str) -> None:
+    """`trt-lower ARGV` ends in one line matching `pattern` (SystemExit with a text: status 1)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    line = exited.value.code
+    assert isinstance(line, str) and "\n" not in line, line
+    assert re.fullmatch(pattern, line), line
 
 
 def test_bad_input_is_one_line_naming_the_command_not_a_traceback(tmp_path: Path) -> None:
     missing = f"{tmp_path}/missing.trtl"
-    with pytest.raises(SystemExit, match=rf"^trt-lower info: FileNotFoundError: .*no such file: {missing}$"):
-        cli.main(["info", missing])
-    with pytest.raises(SystemExit, match=r"^trt-lower triton: FileNotFoundError: "):
-        cli.main(["triton", missing, "--repo", f"{tmp_path}/repo", "--name", "m"])
+    fails(["info", missing], rf"trt-lower info: UsageError: argument file: {missing}: no such file \(see .*\)")
+    fails(["triton", missing, "--repo", f"{tmp_path}/repo", "--name", "m"], r"trt-lower triton: UsageError: .*no such file.*")
+
+
+def test_usage_errors_are_one_line_with_status_1_too() -> None:
+    """argparse printed its usage and a second line, with status 2."""
+    fails(["demo", "--model", "nope"], r"trt-lower demo: UsageError: argument --model: invalid choice: 'nope' .*")
+    fails([], r"trt-lower: UsageError: the following arguments are required: command \(see trt-lower --help\)")
+    for port in ("70000", "0", "-1", "http"):
+        fails(["serve", ".", "--http-port", port], rf"trt-lower serve: UsageError: argument --http-port: '{port}' is "
+                                                    r"not a port \(1\.\.65535\) .*")
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    """An unknown factory module and a manifest nested past Python's recursion limit ended in
+    tracebacks; --debug (before or after the command) lets the error through."""
+    argv = ["lower", "no_such_module:make", "--input", "2x3", "-o", str(tmp_path / "m.trtl")]
+    fails(argv, r"trt-lower lower: ModuleNotFoundError: No module named 'no_such_module'")
+    for debug in (["--debug", *argv], [*argv, "--debug"]):
+        with pytest.raises(ModuleNotFoundError):
+            cli.main(debug)
+    deep = tmp_path / "deep.trtl"
+    with zipfile.ZipFile(deep, "w") as archive:
+        archive.writestr("manifest.json", "[" * 100_000 + "]" * 100_000)
+    fails(["info", str(deep)], rf"trt-lower info: \w+Error: .*")
+
+
+def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        fails(["serve", str(tmp_path), "--http-port", str(port)],
+              rf"trt-lower serve: RuntimeError: cannot serve on 127\.0\.0\.1:{port}: .*another server there.*")
+
+
+def test_what_is_not_a_regular_file_is_named_as_such(tmp_path: Path) -> None:
+    """A directory or a FIFO was reported as "no such file"; opening a FIFO would wait forever."""
+    fifo = tmp_path / "fifo.trtl"
+    os.mkfifo(fifo)
+    fails(["info", str(tmp_path)], rf"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file .*")
+    fails(["run", str(fifo)], rf"trt-lower run: UsageError: argument file: {fifo} is a FIFO, not a file .*")
+    fails(["lower", "--model", "resnet18", "-o", str(tmp_path)],
+          rf"trt-lower lower: UsageError: argument -o/--output: {tmp_path} is a directory, not a file .*")
+
+
+def test_lower_does_not_create_the_output_directory(tmp_path: Path) -> None:
+    out = tmp_path / "no" / "such" / "dir" / "m.trtl"
+    fails(["lower", "--model", "resnet18", "-o", str(out)],
+          rf"trt-lower lower: UsageError: argument -o/--output: {out}: the directory {out.parent} does not exist .*")
+    assert not (tmp_path / "no").exists()
+
+
+def test_the_dispatcher_gives_any_command_the_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """What a command registered by anyone raises, Ctrl-C included."""
+    def broken(args: argparse.Namespace) -> int:
+        raise RuntimeError("a message\n  of two lines")
+
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit, match=r"^trt-lower sign: RuntimeError: a message; of two lines$"):
+        run_command("sign", broken, argparse.Namespace(), debug=False)
+    assert run_command("sign", interrupted, argparse.Namespace(), debug=False) == 130
+    assert capsys.readouterr().err == "trt-lower sign: interrupted\n"
+
+
+def test_the_command_exits_with_status_1_and_one_line_on_stderr(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "trt_lower", "info", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file " \
+                          "(see trt-lower info --help)\n"

@@ -221,5 +221,5 @@ def test_repro_cli_from_a_saved_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     with torch.no_grad():
         expected = model(torch.from_numpy(feeds["x"]))
     _check_repro(out, [expected])
-    with pytest.raises(SystemExit, match=r"trt-lower repro: engine_3: not an ONNX Runtime engine"):
+    with pytest.raises(SystemExit, match=r"trt-lower repro: ValueError: engine_3: not an ONNX Runtime engine"):
         cli.main(["repro", str(tmp_path / "model.trtl"), "--engine", "engine_3", "--out", str(out)])

@@ -3,7 +3,10 @@ tritonserver (from nvidia-pytriton) on 127.0.0.1 and queried with tritonclient."
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
+import http.client
 import http.server as http_server
+import json
 import socket
 import subprocess
 import sys
@@ -25,13 +28,15 @@ from trt_lower.cli import commands as cli
 from trt_lower.triton import TritonServer, export_model_repository
 from trt_lower.triton.server import free_ports
 from trt_lower.triton.backend import Runner
+from trt_lower.triton.front import HttpFront, Refused, declared_bytes
 
 pytest.importorskip("tritonclient.http")
 pytest.importorskip("tritonclient.grpc")
-from tritonclient.grpc import model_config_pb2  # noqa: E402
+import grpc  # noqa: E402
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from triton_serving import TIMEOUT_S, client, infer, serving  # noqa: E402
+from triton_serving import INVALID, TIMEOUT_S, client, infer, serving  # noqa: E402
 
 pytestmark = pytest.mark.serving
 
@@ -143,7 +148,151 @@ def test_malformed_requests_get_an_error_and_the_server_keeps_serving(server: Tr
             with pytest.raises(InferenceServerException) as error:
                 call()
             assert message in str(error.value)
+            assert error.value.status() == INVALID[protocol], message  # the client's fault, not the server's
             check(bert, infer(c, protocol, "bert", {"input_ids": ids}).as_numpy, ids)
+
+
+def post(host: str, port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """A raw HTTP POST's status and text (tritonclient cannot declare a shape its data does not fill)."""
+    connection = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
+    try:
+        connection.request("POST", path, body=body, headers=headers or {})
+        reply = connection.getresponse()
+        return reply.status, reply.read().decode()
+    finally:
+        connection.close()
+
+
+# Tokens a request declares: tritonserver 2.51 sizes a JSON input's buffer from the declared shape
+# before any check, and this many aborted it (std::bad_alloc).
+HUGE = 2**40
+
+
+def test_a_request_declaring_a_huge_input_is_refused_and_the_server_answers_the_next(server: TritonServer,
+                                                                                   bert: Served) -> None:
+    """The front refuses it, compressed or not, as it refuses shapes not of the protocol; the
+    server's own HTTP port answers only the front; the server keeps serving."""
+    huge = json.dumps({"inputs": [{"name": "input_ids", "shape": [1, HUGE], "datatype": "INT64", "data": [1, 2]}]})
+    refusals = [
+        (huge.encode(), {}, f"the request's inputs declare {HUGE * 8} bytes; this server takes at most 67108864"),
+        (gzip.compress(huge.encode()), {"Content-Encoding": "gzip"}, f"declare {HUGE * 8} bytes"),
+        (b'{"inputs": [{"name": "input_ids", "shape": "-1", "datatype": "INT64"}]}', {}, "a 'shape' of non-negative"),
+    ]
+    for body, headers, message in refusals:
+        status, text = post(server.host, server.http_port, "/v2/models/bert/infer", body, headers)
+        assert status == 400 and message in json.loads(text)["error"], text
+    assert server.process is not None
+    behind = next(int(a.split("=")[1]) for a in server.process.args if str(a).startswith("--http-port="))
+    status, text = post("127.0.0.1", behind, "/v2/models/bert/infer", huge.encode())
+    assert status == 403 and "restricted" in text
+    assert server.process.poll() is None
+    ids = torch.randint(0, 500, (2, 8)).numpy()
+    with client(server, "http") as c:
+        check(bert, infer(c, "http", "bert", {"input_ids": ids}).as_numpy, ids)
+
+
+def test_grpc_checks_a_declared_shape_against_the_data_before_allocating(server: TritonServer) -> None:
+    """Why gRPC needs no front: the same declaration there is refused by the server itself."""
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        request = service_pb2.ModelInferRequest(model_name="bert")
+        tensor = request.inputs.add(name="input_ids", datatype="INT64", shape=[1, HUGE])
+        tensor.contents.int64_contents.extend([1, 2])
+        with pytest.raises(grpc.RpcError) as error:
+            service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=TIMEOUT_S)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "byte size mismatch" in error.value.details()
+    assert server.process is not None and server.process.poll() is None
+
+
+class Upstream(http_server.BaseHTTPRequestHandler):
+    """A stand-in for tritonserver's HTTP: answers 200 with what it received."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[tuple[str, dict[str, str], bytes]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.seen.append((self.path, dict(self.headers.items()), body))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def front() -> Iterator[tuple[HttpFront, int]]:
+    """A front (max_input_size 1000) on a free port before an Upstream; the port."""
+    Upstream.seen = []
+    with http_server.ThreadingHTTPServer(("127.0.0.1", 0), Upstream) as upstream:
+        thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+        thread.start()
+        port = free_ports(1)[0]
+        guard = HttpFront("127.0.0.1", port, upstream.server_address[1], max_input_size=1000)
+        try:
+            yield guard, port
+        finally:
+            guard.stop()
+            upstream.shutdown()
+            thread.join(timeout=10)
+
+
+def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(front: tuple[HttpFront, int]) -> None:
+    guard, port = front
+    infer_path = "/v2/models/m/versions/1/infer"
+    fits = json.dumps({"inputs": [{"name": "x", "shape": [2, 100], "datatype": "FP32", "data": [0] * 200}]}).encode()
+    assert post("127.0.0.1", port, infer_path, fits, {"trt-lower-front": "forged"}) == (200, fits.decode())
+    ((path, headers, body),) = Upstream.seen
+    assert (path, body) == (infer_path, fits)
+    assert f"--http-restricted-api=health,metadata,inference,shared-memory,model-config,model-repository,statistics," \
+           f"trace,logging:trt-lower-front={headers['trt-lower-front']}" in guard.server_args()
+    assert headers["trt-lower-front"] != "forged"
+    declared = json.dumps({"inputs": [{"name": "x", "shape": [2, 126], "datatype": "FP32"}]}).encode()
+    bomb = gzip.compress(b" " * 5000 + fits)
+    refused = [
+        (declared, {}, 400, "the request's inputs declare 1008 bytes; this server takes at most 1000"),
+        (b"x" * 1001, {}, 413, "the request's body has 1001 bytes; this server takes at most 1000"),
+        (bomb, {"Content-Encoding": "gzip"}, 413, "the request's body decompresses past 1000 bytes"),
+        (b"not gzip", {"Content-Encoding": "gzip"}, 400, "does not decompress"),
+        (fits, {"Content-Encoding": "br"}, 415, "Content-Encoding 'br' is not taken"),
+        (b"{", {}, 400, "the request's JSON header does not parse"),
+        (fits, {"Inference-Header-Content-Length": "-1"}, 400, "Inference-Header-Content-Length '-1'"),
+    ]
+    for body, extra, status, message in refused:
+        got, text = post("127.0.0.1", port, infer_path, body, extra)
+        assert got == status and message in json.loads(text)["error"], text
+    # tritonserver takes these targets for the same model's inference too.
+    for target in ("http://127.0.0.1/v2/models/m/infer", "/v2/models/m/infer?x=1", "/v2/models/m/versions/1/infer"):
+        got, text = post("127.0.0.1", port, target, declared)
+        assert got == 400 and "declare 1008 bytes" in text, (target, text)
+    for headers, status in [("Transfer-Encoding: chunked\r\n", 411),  # its headers only
+                            (f"Content-Length: {len(fits)}\r\nInference-Header-Content-Length: {len(fits)}\r\n"
+                             "Inference-Header-Content-Length: 9\r\n", 400)]:
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as raw:
+            raw.sendall(f"POST {infer_path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + fits)
+            assert raw.recv(4096).startswith(f"HTTP/1.1 {status} ".encode()), headers
+    assert len(Upstream.seen) == 1  # none of them reached the server
+
+
+@pytest.mark.parametrize("header", [
+    [], {"inputs": {}}, {"inputs": [7]}, {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, -1]}]},
+    {"inputs": [{"name": "x", "datatype": "FP32", "shape": [True]}]}, {"inputs": [{"name": "x", "shape": [1]}]},
+    {"inputs": [{"datatype": "FP32", "shape": [1.0]}]},
+])
+def test_an_inference_header_not_of_the_protocol_is_refused(header: object) -> None:
+    with pytest.raises(Refused):
+        declared_bytes(header)
+
+
+def test_the_front_answers_502_while_the_server_is_down() -> None:
+    port, nothing = free_ports(2)
+    guard = HttpFront("127.0.0.1", port, nothing)
+    try:
+        status, text = post("127.0.0.1", port, "/v2/health/ready", b"")
+    finally:
+        guard.stop()
+    assert status == 502 and "did not answer" in text
 
 
 def test_runner_merges_requests_and_blames_only_the_bad_one(bert: Served) -> None:
@@ -356,21 +505,28 @@ def test_a_model_that_fails_to_load_stops_the_server_with_an_error(tmp_path: Pat
 
 def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """`trt-lower serve` wiring (the server itself is the `server` fixture's TritonServer)."""
+    """`trt-lower serve` wiring (the server itself is the `server` fixture's TritonServer): it
+    serves until a SIGTERM, and reports a server that dies in one line."""
     started = []
+    behaviour = ["import os, signal, time; time.sleep(1); os.kill(os.getppid(), signal.SIGTERM); time.sleep(60)"]
 
     class Recorder(TritonServer):
         def __enter__(self) -> TritonServer:
             started.append(self)
-            self.process = subprocess.Popen([sys.executable, "-c", "pass"])
+            self.process = subprocess.Popen([sys.executable, "-c", behaviour[0]])
             return self
 
     monkeypatch.setattr("trt_lower.triton.TritonServer", Recorder)
-    assert cli.main(["serve", str(tmp_path), "--http-port", "9100", "--grpc-port", "9101", "--metrics-port", "9102"]) == 0
+    assert cli.main(["serve", str(tmp_path), "--http-port", "9100", "--grpc-port", "9101", "--metrics-port", "9102",
+                     "--max-input-size", "4096"]) == 0
     (server,) = started
-    assert (server.repo, server.http_url, server.grpc_url, server.metrics_port) == (tmp_path, "127.0.0.1:9100",
-                                                                                    "127.0.0.1:9101", 9102)
+    assert (server.repo, server.http_url, server.grpc_url, server.metrics_port, server.max_input_size) == (
+        tmp_path, "127.0.0.1:9100", "127.0.0.1:9101", 9102, 4096)
     assert "serving" in capsys.readouterr().out
+    behaviour[0] = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"  # as the huge request ended it
+    with pytest.raises(SystemExit, match=rf"^trt-lower serve: RuntimeError: tritonserver was killed by SIGABRT while "
+                                         rf"serving {tmp_path} \(its log above says why\)$"):
+        cli.main(["serve", str(tmp_path)])
     with pytest.raises(SystemExit, match="^trt-lower serve: ValueError: model repository .* is not a directory"):
         cli.main(["serve", str(tmp_path / "missing")])
 
@@ -416,7 +572,7 @@ def test_the_readiness_probe_bypasses_http_proxies(tmp_path: Path, monkeypatch: 
 def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path: Path) -> None:
     server = TritonServer(tmp_path, host="::1", http_port=8000, grpc_port=8001)
     assert (server.http_url, server.grpc_url) == ("[::1]:8000", "[::1]:8001")
-    assert "--http-address=::1" in server.command(tmp_path)
+    assert "--grpc-address=::1" in server.command(tmp_path, [])
 
 
 def test_stop_ends_the_server_even_when_its_wait_is_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

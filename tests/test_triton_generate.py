@@ -21,7 +21,7 @@ from tritonclient.grpc import model_config_pb2  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from trt_lower.llm import LoweredCausalLM, lower_causal_lm  # noqa: E402
-from triton_serving import client, infer, serving  # noqa: E402
+from triton_serving import INVALID, client, infer, serving  # noqa: E402
 
 pytestmark = pytest.mark.serving
 
@@ -121,6 +121,7 @@ def test_requests_beyond_the_limits_get_an_error_and_the_server_keeps_serving(se
         with pytest.raises(InferenceServerException) as error:
             generate(served.server, protocol, prompt, prompt_mask, pad_token_id=0, **options)
         assert message in str(error.value)
+        assert error.value.status() == INVALID[protocol]
         got = generate(served.server, protocol, ids, mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
         assert torch.equal(got, expected)
 

@@ -17,6 +17,8 @@ from trt_lower.triton.server import free_ports
 
 # Bounds every request, so a stuck server fails a test instead of hanging it.
 TIMEOUT_S = 60
+# The status of a request refused as the client's fault, as InferenceServerException.status() gives it.
+INVALID = {"http": "400", "grpc": "StatusCode.INVALID_ARGUMENT"}
 
 
 @contextlib.contextmanager

@@ -10,6 +10,8 @@ from typing import Any, Sequence
 import torch
 
 import trt_lower
+from trt_lower.cli.arguments import input_file, output_file
+from trt_lower.cli.dispatch import UsageError
 from trt_lower.deploy import artifact, signing
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.runtime.guard import InputGuard
@@ -24,7 +26,7 @@ def _parse_input(text: str) -> tuple[tuple[int, ...], torch.dtype]:
     match = _SHAPE.match(text)
     dtype = getattr(torch, match[2] or "float32", None) if match else None
     if match is None or not isinstance(dtype, torch.dtype):
-        raise SystemExit(f"--input {text!r}: expected SHAPE[:DTYPE], e.g. 1x3x224x224:float32 or 2x128:int64")
+        raise UsageError(f"--input {text!r}: expected SHAPE[:DTYPE], e.g. 1x3x224x224:float32 or 2x128:int64")
     return tuple(int(d) for d in match[1].split("x")) if match[1] else (), dtype
 
 
@@ -42,10 +44,10 @@ def _specs(inputs: list[str], dynamic: list[str]) -> list[trt_lower.TensorSpec]:
     for text in dynamic:
         match = _DYNAMIC.match(text)
         if match is None:
-            raise SystemExit(f"--dynamic {text!r}: expected INPUT.DIM=MIN..MAX, e.g. 0.0=1..32")
+            raise UsageError(f"--dynamic {text!r}: expected INPUT.DIM=MIN..MAX, e.g. 0.0=1..32")
         index, dim, low, high = (int(g) for g in match.groups())
         if index >= len(parsed) or dim >= len(parsed[index][0]):
-            raise SystemExit(f"--dynamic {text!r}: there is no input {index} with a dim {dim}")
+            raise UsageError(f"--dynamic {text!r}: there is no input {index} with a dim {dim}")
         ranges.setdefault(index, {})[dim] = (low, high)
     specs = []
     for index, (shape, dtype) in enumerate(parsed):
@@ -55,7 +57,7 @@ def _specs(inputs: list[str], dynamic: list[str]) -> list[trt_lower.TensorSpec]:
         try:
             specs.append(trt_lower.TensorSpec(lows, shape, highs, dtype))
         except ValueError as e:
-            raise SystemExit(f"input {index}: {e}") from None
+            raise UsageError(f"input {index}: {e}") from None
     return specs
 
 
@@ -63,13 +65,13 @@ def _factory_model(path: str) -> torch.nn.Module:
     """`package.module:function`, called without arguments, must return an nn.Module."""
     module_name, _, name = path.partition(":")
     if not module_name or not name:
-        raise SystemExit(f"{path!r}: expected MODULE:FACTORY, e.g. my_pkg.models:make_model")
+        raise UsageError(f"{path!r}: expected MODULE:FACTORY, e.g. my_pkg.models:make_model")
     factory = getattr(importlib.import_module(module_name), name, None)
     if not callable(factory):
-        raise SystemExit(f"{path!r}: {module_name} has no callable {name}")
+        raise UsageError(f"{path!r}: {module_name} has no callable {name}")
     model = factory()
     if not isinstance(model, torch.nn.Module):
-        raise SystemExit(f"{path!r} returned {type(model).__name__}, not a torch.nn.Module")
+        raise UsageError(f"{path!r} returned {type(model).__name__}, not a torch.nn.Module")
     return model.eval()
 
 
@@ -78,16 +80,16 @@ def lower(args: argparse.Namespace) -> int:
     inputs: Sequence[Any]
     if args.model is not None:
         if args.factory or args.input or args.dynamic:
-            raise SystemExit("--model takes its inputs from the demo model; no FACTORY, --input or --dynamic")
+            raise UsageError("--model takes its inputs from the demo model; no FACTORY, --input or --dynamic")
         model, inputs = demo_models.build(args.model, args.batch)
     elif args.factory:
         if not args.input:
-            raise SystemExit("a FACTORY needs its inputs: --input SHAPE[:DTYPE], once per forward argument")
+            raise UsageError("a FACTORY needs its inputs: --input SHAPE[:DTYPE], once per forward argument")
         model = _factory_model(args.factory)
         specs = _specs(args.input, args.dynamic or [])
         inputs = [s if s.dynamic_dims else _example(s.opt_shape, s.dtype) for s in specs]
     else:
-        raise SystemExit("name a model: --model NAME (a demo model) or MODULE:FACTORY with --input")
+        raise UsageError("name a model: --model NAME (a demo model) or MODULE:FACTORY with --input")
     start = time.perf_counter()
     lowered = trt_lower.lower_to_trt(model, inputs, backend=args.backend, precision=args.precision,
                                      trt_version=args.trt_version, min_block_size=args.min_block_size,
@@ -153,21 +155,23 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--input", action="append", help="SHAPE[:DTYPE] per forward argument, e.g. 1x3x224x224:float32")
     p.add_argument("--dynamic", action="append",
                    help="INPUT.DIM=MIN..MAX: dim DIM of input INPUT takes any size in range (opt: --input's)")
-    p.add_argument("-o", "--output", required=True, help="the file to write (.trtl)")
+    p.add_argument("-o", "--output", required=True, type=output_file,
+                   help="the file to write (.trtl), in a directory that exists")
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS)
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
-    p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
+    p.add_argument("--draw", metavar="PATH", type=output_file,
+                   help="write a picture of the split (.svg, .png, .html or .dot)")
     p.set_defaults(command_fn=lower)
 
     p = sub.add_parser("info", help="show an artifact's versions, inputs, engines, TensorRT plans and report")
-    p.add_argument("file")
+    p.add_argument("file", type=input_file)
     p.set_defaults(command_fn=info)
 
     p = sub.add_parser("run", help="load an artifact, run it on random inputs of its shapes, print latency")
-    p.add_argument("file")
+    p.add_argument("file", type=input_file)
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)

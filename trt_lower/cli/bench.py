@@ -9,6 +9,8 @@ import torch
 
 import trt_lower
 from trt_lower.cli import artifact as cli_artifact
+from trt_lower.cli.arguments import input_file, output_file
+from trt_lower.cli.dispatch import UsageError
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.benchmarking.measure import UnstableTimingWarning, at_batch
 from trt_lower.stitch.lowered import LoweredModule
@@ -33,7 +35,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="benchmark a lowered model against eager PyTorch (and torch.compile)",
                        description=__doc__)
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("file", nargs="?", metavar="FILE", help="a saved lowered model (trt_lower.save)")
+    which.add_argument("file", nargs="?", metavar="FILE", type=input_file, help="a saved lowered model (trt_lower.save)")
     which.add_argument("--model", choices=sorted(demo_models.MODELS), help="a demo model, lowered here")
     p.add_argument("--batch", type=_ints, default=None, metavar="1,8,32",
                    help="batch sizes (--model: one lowering per size; FILE: sizes its inputs accept)")
@@ -44,15 +46,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--duration", type=float, default=None, help="and at least this many seconds per variant")
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--json", metavar="PATH", help="write every figure, the samples and the machine as JSON")
-    p.add_argument("--plot", metavar="PATH", help="write the latency and speedup plot (PNG)")
-    p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
+    p.add_argument("--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON")
+    p.add_argument("--plot", metavar="PATH", type=output_file, help="write the latency and speedup plot (PNG)")
+    p.add_argument("--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)")
     p.set_defaults(command_fn=bench)
 
 
 def _from_file(args: argparse.Namespace) -> tuple[None, LoweredModule, tuple[torch.Tensor, ...]]:
     if set(args.compare or ["lowered"]) != {"lowered"}:
-        raise SystemExit("a saved model has no eager model to compare with: FILE runs --compare lowered only")
+        raise UsageError("a saved model has no eager model to compare with: FILE runs --compare lowered only")
     lowered = trt_lower.load(args.file, backend=args.backend)
     return None, lowered, tuple(cli_artifact.example_inputs(lowered))
 

@@ -17,6 +17,8 @@ from trt_lower.cli import artifact as cli_artifact
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import repro
 from trt_lower.cli import signing as cli_signing
+from trt_lower.cli.arguments import input_file, output_file, port
+from trt_lower.cli.dispatch import Parser, run_command
 from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
@@ -57,7 +59,7 @@ def _add_triton(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     from trt_lower.triton import PLATFORMS
 
     p = sub.add_parser("triton", help="write a saved model (.trtl) into a Triton model repository")
-    p.add_argument("file", help="artifact written by trt_lower.save")
+    p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     p.add_argument("--repo", required=True, help="model repository directory")
     p.add_argument("--name", required=True, help="model name in the repository")
     p.add_argument("--max-batch", type=int, default=0, help="Triton max_batch_size (0: no batch dim)")
@@ -73,40 +75,51 @@ def _interrupted(signum: int, frame: object) -> None:
 def serve(args: argparse.Namespace) -> int:
     """`trt-lower serve DIR`: tritonserver (from nvidia-pytriton) on a model repository, until Ctrl-C."""
     from trt_lower.triton import TritonServer
+    from trt_lower.triton.server import exit_reason
 
     server = TritonServer(args.repo, host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
-                          metrics_port=args.metrics_port, ready_timeout=args.timeout)
+                          metrics_port=args.metrics_port, ready_timeout=args.timeout,
+                          max_input_size=args.max_input_size)
     # The server runs in its own session, out of reach of the terminal's signals: a `kill` or a
     # closed terminal stops it through the same way out as Ctrl-C.
     previous = {stop: signal.signal(stop, _interrupted) for stop in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with server:
-            print(f"serving {args.repo}: HTTP {server.http_url}, gRPC {server.grpc_url} (Ctrl-C stops)", flush=True)
+            print(f"serving {args.repo}: HTTP {server.http_url} (requests up to {args.max_input_size} bytes), "
+                  f"gRPC {server.grpc_url} (Ctrl-C stops)", flush=True)
+            assert server.process is not None  # entering started it
             try:
-                return server.process.wait() if server.process else 1
+                status = server.process.wait()
             except KeyboardInterrupt:
                 return 0
+            raise RuntimeError(f"tritonserver {exit_reason(status)} while serving {args.repo} (its log above says why)")
     finally:
         for stop, handler in previous.items():
             signal.signal(stop, handler)
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from trt_lower.triton.front import DEFAULT_MAX_INPUT_SIZE
+
     p = sub.add_parser("serve", help="run Triton Inference Server on a model repository")
     p.add_argument("repo", help="model repository directory")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--http-port", type=port, default=8000)
+    p.add_argument("--grpc-port", type=port, default=8001)
+    p.add_argument("--metrics-port", type=port, default=8002)
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model to load")
+    p.add_argument("--max-input-size", type=int, default=DEFAULT_MAX_INPUT_SIZE, metavar="BYTES",
+                   help="the most bytes an HTTP request may carry or its inputs declare (default: 64 MiB)")
     p.set_defaults(command_fn=serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trt-lower", description=(
+    parser = Parser(prog="trt-lower", description=(
         "Lower PyTorch models to TensorRT engines (ONNX Runtime where no GPU is present), check and "
         "benchmark them against eager, save them and serve them with Triton. `trt-lower demo` "
-        "lowers a real model and shows report, accuracy and speed against eager."))
+        "lowers a real model and shows report, accuracy and speed against eager. A failure ends in one "
+        "line, `trt-lower COMMAND: ErrorType: message`, and exit status 1."))
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="lower a model and compare it with eager PyTorch")
     p.add_argument("--model", default="resnet50", choices=sorted(demo_models.MODELS))
@@ -121,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-3)
-    p.add_argument("--draw", metavar="PATH", help="write a picture of the split (.svg, .png, .html or .dot)")
+    p.add_argument("--draw", metavar="PATH", type=output_file,
+                   help="write a picture of the split (.svg, .png, .html or .dot)")
     p.set_defaults(command_fn=demo)
     cli_artifact.add_commands(sub)
     cli_signing.add_commands(sub)
@@ -129,14 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_serve(sub)
     bench_cli.add_parser(sub)
     repro.add_parser(sub)
+    for command in sub.choices.values():  # `trt-lower COMMAND ... --debug` too, for every command
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show the traceback of a failure")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.
     logging.getLogger("trt_lower").setLevel(logging.INFO)
-    try:
-        return int(args.command_fn(args))
-    except (ValueError, OSError) as error:  # bad input (a file, an artifact, an option): its message, no traceback
-        raise SystemExit(f"trt-lower {args.command}: {type(error).__name__}: {error}") from error
+    return run_command(args.command, args.command_fn, args, args.debug)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ import argparse
 import torch
 
 from trt_lower.benchmarking import models as demo_models
+from trt_lower.cli.arguments import input_file
+from trt_lower.cli.dispatch import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("repro", help="write one engine's ONNX, inputs and eager outputs for polygraphy")
-    p.add_argument("file", nargs="?", help="a saved lowered model (trt_lower.save)")
+    p.add_argument("file", nargs="?", type=input_file, help="a saved lowered model (trt_lower.save)")
     p.add_argument("--model", choices=sorted(demo_models.MODELS),
                    help="a demo model instead of FILE, lowered here (random weights, seed 0)")
     p.add_argument("--engine", default="engine_0")
@@ -26,20 +28,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def repro(args: argparse.Namespace) -> int:
-    try:
-        return _repro(args)
-    except ValueError as e:  # a bad engine name, a model that does not match: the message says which
-        raise SystemExit(f"trt-lower repro: {e}") from None
-
-
-def _repro(args: argparse.Namespace) -> int:
     # Imported here: they import torch.export, which the other commands do not need.
     from trt_lower.api import lower_to_trt
     from trt_lower.debug.repro import INPUTS, MODEL, OUTPUTS, write_repro, write_repro_loaded
     from trt_lower.deploy.artifact import load
 
     if (args.file is None) == (args.model is None):
-        raise SystemExit("trt-lower repro: give a saved model FILE or --model NAME (one of them)")
+        raise UsageError("give a saved model FILE or --model NAME (one of them)")
     torch.manual_seed(0)
     if args.file is not None:
         command = write_repro_loaded(load(args.file, backend="onnxruntime"), args.engine, args.out,

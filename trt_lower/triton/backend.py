@@ -16,6 +16,11 @@ from trt_lower.triton.signature import output_names, output_tensors
 Request = Mapping[str, torch.Tensor]
 Reply = dict[str, torch.Tensor]
 
+# The errors trt_lower's input checks raise (EngineInputError and GenerationLimitError are
+# ValueErrors; an out-of-range index an IndexError; a wrong kind of value a TypeError): the
+# client's fault, answered as HTTP 400 / gRPC INVALID_ARGUMENT. Any other is the server's (500).
+INPUT_ERRORS = (ValueError, IndexError, TypeError)
+
 
 class Runner:
     def __init__(self, module: torch.nn.Module, inputs: Sequence[str], outputs: Sequence[str],

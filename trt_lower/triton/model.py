@@ -26,10 +26,11 @@ class TritonPythonModel:
             site.addsitedir(path)  # its .pth files, e.g. editable installs
         from torch.utils.dlpack import from_dlpack
 
-        from trt_lower.triton.backend import Runner
+        from trt_lower.triton.backend import INPUT_ERRORS, Runner
         from trt_lower.triton.generation import KIND, GenerationRunner
 
         self.from_dlpack = from_dlpack
+        self.input_errors = INPUT_ERRORS
         gpu = args["model_instance_kind"] == "GPU"
         artifact = os.path.join(args["model_repository"], args["model_version"], params["artifact"])
         device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
@@ -53,7 +54,9 @@ class TritonPythonModel:
         responses = []
         for reply in self.runner.run(feeds):
             if isinstance(reply, Exception):
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(f"{type(reply).__name__}: {reply}")))
+                code = pb_utils.TritonError.INVALID_ARG if isinstance(reply, self.input_errors) else pb_utils.TritonError.INTERNAL
+                error = pb_utils.TritonError(f"{type(reply).__name__}: {reply}", code)
+                responses.append(pb_utils.InferenceResponse(error=error))
             else:
                 tensors = [pb_utils.Tensor.from_dlpack(n, t.__dlpack__()) for n, t in reply.items()]
                 responses.append(pb_utils.InferenceResponse(output_tensors=tensors))

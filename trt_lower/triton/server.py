@@ -5,6 +5,7 @@ a stand-alone repository (docs/serving.md): a backend directory holding the pyth
 library, its utilities module and the stub built for the running Python; LD_LIBRARY_PATH
 naming the running Python's libpython before the wheel's own libraries; and model.py files
 that put the environment on sys.path themselves (export_model_repository writes them so).
+Its HTTP port is served by a front (front.py) that refuses requests the server would die of.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Sequence
+
+from trt_lower.triton.front import DEFAULT_MAX_INPUT_SIZE, HttpFront
 
 INSTALL_HINT = "pip install 'trt_lower[serve]'"
 
@@ -87,6 +90,15 @@ def environment() -> dict[str, str]:
     return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(libs + ([old] if old else []))}
 
 
+def exit_reason(status: int) -> str:
+    """How a process with exit status `status` (Popen's: -N for signal N) ended, in words."""
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-status).name}"
+        return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
 def _wait_unreaped(pid: int, timeout: float) -> None:
     """Wait up to `timeout` seconds for child `pid` to exit, leaving it to be reaped."""
     deadline = time.monotonic() + timeout
@@ -98,11 +110,14 @@ def _wait_unreaped(pid: int, timeout: float) -> None:
 
 class TritonServer:
     """`tritonserver` serving `repo` on `host` (HTTP, gRPC and metrics ports), as a context
-    manager: entering starts it and waits until every model is ready; leaving stops it."""
+    manager: entering starts it and waits until every model is ready; leaving stops it. The HTTP
+    port is the front's (front.py), which refuses requests declaring more than `max_input_size`
+    bytes."""
 
     def __init__(self, repo: str | os.PathLike[str], *, host: str = "127.0.0.1", http_port: int = 8000,
                  grpc_port: int = 8001, metrics_port: int = 8002, log: IO[bytes] | None = None,
-                 args: Sequence[str] = (), ready_timeout: float = 120) -> None:
+                 args: Sequence[str] = (), ready_timeout: float = 120,
+                 max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> None:
         self.repo = Path(repo)
         if not self.repo.is_dir():
             raise ValueError(f"model repository {self.repo} is not a directory")
@@ -110,7 +125,9 @@ class TritonServer:
         self.log = log
         self.args = list(args)
         self.ready_timeout = ready_timeout
+        self.max_input_size = max_input_size
         self.process: subprocess.Popen[bytes] | None = None
+        self._front: HttpFront | None = None
         self._backends: Path | None = None
 
     @property
@@ -126,22 +143,27 @@ class TritonServer:
         """The host as a URL writes it: an IPv6 address in brackets."""
         return f"[{self.host}]" if ":" in self.host else self.host
 
-    def command(self, backends: Path) -> list[str]:
+    def command(self, backends: Path, http: Sequence[str]) -> list[str]:
+        """tritonserver's command line, with `http` its HTTP options (the front's server_args)."""
         return [
             str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repo.resolve()}",
-            f"--backend-directory={backends}", f"--http-address={self.host}", f"--http-port={self.http_port}",
-            f"--grpc-address={self.host}", f"--grpc-port={self.grpc_port}", f"--metrics-address={self.host}",
-            f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=5", *self.args,
+            f"--backend-directory={backends}", *http, f"--grpc-address={self.host}", f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=5", *self.args,
         ]
 
     def start(self) -> None:
         for port in (self.http_port, self.grpc_port, self.metrics_port):
             _check_free(self.host, port)
-        self._backends = Path(tempfile.mkdtemp(prefix="trt_lower_triton_"))
-        command = self.command(backend_dir(self._backends))
-        # Its own process group: stop() can then end the backend stubs with it if they linger.
-        self.process = subprocess.Popen(command, env=environment(), stdout=self.log, stderr=subprocess.STDOUT
-                                        if self.log is not None else None, start_new_session=True)
+        self._front = HttpFront(self.host, self.http_port, free_ports(1)[0], self.max_input_size)
+        try:
+            self._backends = Path(tempfile.mkdtemp(prefix="trt_lower_triton_"))
+            command = self.command(backend_dir(self._backends), self._front.server_args())
+            # Its own process group: stop() can then end the backend stubs with it if they linger.
+            self.process = subprocess.Popen(command, env=environment(), stdout=self.log, stderr=subprocess.STDOUT
+                                            if self.log is not None else None, start_new_session=True)
+        except BaseException:
+            self.stop()
+            raise
 
     def ready(self) -> bool:
         try:
@@ -161,7 +183,7 @@ class TritonServer:
                 raise TimeoutError(f"tritonserver was not ready within {timeout:.0f} s")
             time.sleep(0.25)
         if self.process.poll() is not None:
-            raise RuntimeError(f"tritonserver exited with status {self.process.returncode} before it was ready "
+            raise RuntimeError(f"tritonserver {exit_reason(self.process.returncode)} before it was ready "
                                "(a model failed to load, or a port was taken?); its log says why")
 
     def stop(self, timeout: float = 20) -> None:
@@ -179,6 +201,9 @@ class TritonServer:
         if self._backends is not None:
             shutil.rmtree(self._backends, ignore_errors=True)
             self._backends = None
+        if self._front is not None:
+            self._front.stop()
+            self._front = None
 
     def __enter__(self) -> "TritonServer":
         self.start()
