@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 import trt_lower
 from artifact_tamper import edit_onnx, node, tamper
 from test_pipeline import Sandwich
+from trt_lower.build import ort_session
 from trt_lower.runtime.conditions import SizeConditions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,19 +50,22 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.Tensor,
 
 
 @pytest.fixture(scope="module")
-def sandwich(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("sandwich") / "s.trtl"
-    trt_lower.save(trt_lower.lower_to_trt(Sandwich().eval(), (torch.randn(2, 3, 8, 8),), backend="onnxruntime"), path)
-    return path
+def sandwich_call(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.Tensor]:
+    """A model of positional inputs, an eager op between two engines."""
+    path, x = tmp_path_factory.mktemp("sandwich") / "s.trtl", torch.randn(2, 3, 8, 8)
+    trt_lower.save(trt_lower.lower_to_trt(Sandwich().eval(), (x,), backend="onnxruntime"), path)
+    return path, x
 
 
-def _load_and_call(path: Path, x: torch.Tensor, scale: torch.Tensor) -> None:
-    loaded = trt_lower.load(path, backend="onnxruntime")
-    loaded(x, scale=scale)
+@pytest.fixture(scope="module")
+def sandwich(sandwich_call: tuple[Path, torch.Tensor]) -> Path:
+    return sandwich_call[0]
 
 
 # -- planted identifiers: text from the file that FX would write into forward's code ----------------
-PAYLOAD = "open('pwned', 'w')"
+# Each payload is valid Python where FX writes it (it creates ./pwned when run) and is refused.
+OPEN = "open('pwned', 'w')"
+QUOTED = 'open("pwned", "w")'  # inside getattr(self, "...") (no dot: FX splits targets on dots)
 
 
 def _rename_weight(manifest: dict[str, Any], members: dict[str, bytes], new: str) -> None:
@@ -79,28 +83,33 @@ def _rename_engine(manifest: dict[str, Any], members: dict[str, bytes], new: str
     next(e for e in manifest["engines"] if e["name"] == old)["name"] = new
 
 
-PLANTS = {
-    "placeholder target": lambda m, _: node(m, "placeholder").update(target=f"x={PAYLOAD}"),
-    "forward's argument name": lambda m, _: m["graph"]["pytree"]["args"].__setitem__(0, f"x={PAYLOAD}"),
-    "keyword name of a node": lambda m, _: node(m, "call_function").update(
-        kwargs={f"out={PAYLOAD} and None, dim": 0}),
-    "weight name": lambda m, w: _rename_weight(m, w, f'w"), {PAYLOAD}, getattr(self, "w'),
-    "engine name": lambda m, w: _rename_engine(m, w, f'e"), {PAYLOAD}, getattr(self, "e'),
-    "keyword key of the input spec": lambda m, _: m["graph"]["pytree"]["in_spec"]["children"][1]["keys"].__setitem__(
-        0, f"scale':{PAYLOAD},'s"),
-    "node name": lambda m, _: node(m, "call_function").update(name=f"a = {PAYLOAD}; b"),
+PLANTS = {  # where: (the model it is planted in, the change)
+    "forward's argument name": ("sandwich_call", lambda m, _: m["graph"]["pytree"]["args"].__setitem__(0, f"x={OPEN}")),
+    "placeholder target": ("sandwich_call", lambda m, _: node(m, "placeholder").update(
+        target=f"self.__dict__[str({OPEN})]")),
+    "keyword name of a node": ("keyed", lambda m, _: node(m, "call_function").update(
+        kwargs={f"out={OPEN} and None, dim": 0})),
+    "weight name": ("keyed", lambda m, w: _rename_weight(m, w, f'" + str({QUOTED}) + "')),
+    "engine name": ("keyed", lambda m, w: _rename_engine(m, w, f'" + str({QUOTED}) + "')),
+    "keyword key of the input spec": ("keyed", lambda m, _: m["graph"]["pytree"]["in_spec"]["children"][1][
+        "keys"].__setitem__(0, f"scale':{OPEN},'s")),
+    "node name": ("keyed", lambda m, _: node(m, "call_function").update(name=f"a = {OPEN}; b")),
 }
 
 
 @pytest.mark.parametrize("where", list(PLANTS))
-def test_planted_identifiers_are_refused_and_never_run(keyed: tuple[Path, torch.Tensor, torch.Tensor], where: str,
-                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path, x, scale = keyed
+def test_planted_identifiers_are_refused_and_never_run(request: pytest.FixtureRequest, where: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    fixture, change = PLANTS[where]
+    path, *args = request.getfixturevalue(fixture)
     monkeypatch.chdir(tmp_path)  # the payload writes ./pwned
-    evil = tamper(path, tmp_path / "evil.trtl", PLANTS[where])
-    with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: .*(not an identifier|has no argument|does not hold)"):
-        _load_and_call(evil, x, scale)
-    assert not (tmp_path / "pwned").exists()
+    evil = tamper(path, tmp_path / "evil.trtl", change)
+    try:
+        with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: .*(not an identifier|has no argument)"):
+            loaded = trt_lower.load(evil, backend="onnxruntime")
+            loaded(*args[:1], **({"scale": args[1]} if fixture == "keyed" else {}))
+    finally:
+        assert not (tmp_path / "pwned").exists(), "the file's text ran as code"
 
 
 def test_the_keyed_model_loads_untampered(keyed: tuple[Path, torch.Tensor, torch.Tensor]) -> None:
@@ -356,7 +365,10 @@ def test_causal_lm_cache_bounded_by_memory_when_consistent(causal_lm: Path, tmp_
 
 
 # -- a loaded module does not change with its file (#39) -----------------------------------------------------
-def test_a_loaded_module_keeps_its_weights_when_the_file_is_overwritten(tmp_path: Path) -> None:
+def test_a_loaded_module_keeps_its_weights_when_the_file_is_overwritten(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # As for a segment past 1 GiB: ONNX Runtime reads the weights where load put them, uncopied.
+    monkeypatch.setattr(ort_session, "SHARE_WEIGHTS_MIN_BYTES", 0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
     x = torch.randn(2, 64)
     path = tmp_path / "m.trtl"
