@@ -115,7 +115,7 @@ class Container:
         if len(header) != _LOCAL_HEADER or header[:4] != b"PK\x03\x04":
             raise self.error(f"member '{info.filename}' has no local header (the file is corrupted)")
         name_length, extra_length = struct.unpack("<HH", header[26:30])
-        start = info.header_offset + _LOCAL_HEADER + name_length + extra_length
+        start: int = info.header_offset + _LOCAL_HEADER + name_length + extra_length
         if start + info.file_size > self.size:
             raise self.error(f"member '{info.filename}' runs past the end of the file (truncated?)")
         return start
@@ -166,7 +166,7 @@ class Container:
         raw = np.empty(info.file_size + ALIGNMENT, dtype=np.uint8)
         offset = (start - raw.ctypes.data) % ALIGNMENT
         buffer = raw[offset:offset + info.file_size]
-        self._read(info, memoryview(buffer).cast("B"))
+        self._read(info, memoryview(buffer.data).cast("B"))
         return buffer
 
     def verify(self) -> None:

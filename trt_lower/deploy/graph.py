@@ -351,15 +351,18 @@ def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gp
             target = resolve_target(str(target), name)
         elif op == "placeholder":
             identifier(target, f"node '{name}': input name")
+        elif op == "output":
+            target = "output"
         elif op == "call_module" and target not in modules or op == "get_attr" and target not in attrs:
             raise GraphFormatError(f"node '{name}' refers to '{str(target)[:80]}', which the artifact does not hold")
-        elif op not in ("output", "call_module", "get_attr"):
+        elif op not in ("call_module", "get_attr"):
             raise GraphFormatError(f"node '{name}' has unknown op {str(op)[:80]!r}")
         args = entry.get("args")
         if not isinstance(args, list):
             raise GraphFormatError(f"node '{name}': malformed args")
         kwargs = entry.get("kwargs")
         keys = _kwargs(target if op == "call_function" else None, kwargs, name)
+        assert isinstance(kwargs, dict) and (callable(target) or isinstance(target, str))  # checked above
         node = graph.create_node(op, target, tuple(_arg_from_json(args, nodes, name, gpu)),
                                  {k: _arg_from_json(kwargs[k], nodes, name, gpu) for k in keys}, name=name)
         if node.name != name:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import keyword
 import re
 from importlib import metadata
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterator, TypeVar, cast
 
 import onnx
 import torch
@@ -49,7 +49,7 @@ def need(value: Any, kind: type[T] | tuple[type, ...], where: str) -> T:
     if not ok:
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise FieldError(f"field '{where}' must be {names}, got {type(value).__name__} {_short(value)}")
-    return value  # type: ignore[return-value]
+    return cast(T, value)
 
 
 def field(data: Any, key: str, kind: type[T] | tuple[type, ...], where: str) -> T:

@@ -47,9 +47,9 @@ def _check_bounds(text: str, tree: ast.Expression) -> None:
     if len(powers) > MAX_POWERS:
         raise ValueError(f"size condition {text[:80]!r}: more than {MAX_POWERS} powers")
     for node in powers:
-        exponent = node.right
-        if not (isinstance(exponent, ast.Constant) and type(exponent.value) in (int, float)
-                and 0 <= exponent.value <= MAX_EXPONENT):
+        exponent = node.right.value if isinstance(node.right, ast.Constant) else None
+        if not (isinstance(exponent, (int, float)) and not isinstance(exponent, bool)
+                and 0 <= exponent <= MAX_EXPONENT):
             raise ValueError(f"size condition {text[:80]!r}: {ast.unparse(node)[:80]!r} is not allowed in one "
                              f"(an exponent must be a constant from 0 to {MAX_EXPONENT})")
 
