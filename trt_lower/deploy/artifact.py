@@ -373,8 +373,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         weights = _weights(container, where)
         entries = list(schema.items(manifest, "engines", ""))
         segments = [_segment(container, schema.need(entry, dict, at), at) for at, entry in entries]
-        modules = [GUARD, *(s.name for s in segments)]
-        clashes = {n for n in modules if modules.count(n) > 1} | set(modules) & {w.split(".")[0] for w in weights}
+        called = [GUARD, *(s.name for s in segments)]
+        clashes = {n for n in called if called.count(n) > 1} | set(called) & {w.split(".")[0] for w in weights}
         if clashes:  # each is an attribute of the module
             raise FieldError(f"field 'engines': the names {sorted(clashes)[:8]} are used twice (engine names differ "
                              f"from each other, from '{GUARD}' and from the weights')")

@@ -20,6 +20,7 @@ import logging
 import math
 import operator
 import re
+import unicodedata
 from typing import Any, Callable
 
 import torch
@@ -85,9 +86,12 @@ def resolve_target(name: str, node: str) -> Callable[..., Any]:
 
 
 def identifier(text: Any, what: str) -> str:
-    """`text` if it is a Python identifier and no keyword (what may become a name in FX's code)."""
-    if not isinstance(text, str) or not _OP_NAME.match(text) or keyword.iskeyword(text):
-        raise GraphFormatError(f"{what} {str(text)[:80]!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+    """`text` if it is a Python identifier and no keyword, as Python reads it (NFKC-normalized):
+    what may become a name in FX's code. Letters, digits and underscores only: it can name,
+    never quote, call or assign."""
+    if (not isinstance(text, str) or not text.isidentifier()
+            or keyword.iskeyword(unicodedata.normalize("NFKC", text))):
+        raise GraphFormatError(f"{what} {str(text)[:80]!r} is not an identifier")
     return text
 
 

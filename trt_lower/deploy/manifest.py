@@ -6,7 +6,6 @@ holds exactly those, so a new kind of member is one more entry there.
 """
 from __future__ import annotations
 
-import keyword
 import re
 from importlib import metadata
 from typing import Any, Iterator, TypeVar, cast
@@ -30,7 +29,6 @@ GUARD = "_input_guard"
 MAX_RANK = 16
 MAX_DIM = 2**31 - 1
 MAX_CONDITIONS = 256
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DTYPE = re.compile(r"[a-z][a-z0-9_]*")
 
 T = TypeVar("T")
@@ -65,14 +63,6 @@ def items(data: Any, key: str, where: str) -> Iterator[tuple[str, Any]]:
     at = f"{where}.{key}" if where else key
     for k, item in enumerate(field(data, key, list, where)):
         yield f"{at}[{k}]", item
-
-
-def identifier(value: Any, where: str) -> str:
-    """A Python identifier (not a keyword): what may become a name in the code FX generates."""
-    text = need(value, str, where)
-    if not _IDENTIFIER.fullmatch(text) or keyword.iskeyword(text):
-        raise FieldError(f"field '{where}' must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got {_short(text)}")
-    return text
 
 
 def _short(value: Any) -> str:
