@@ -405,3 +405,10 @@ def test_truncating_the_file_or_saving_onto_it_leaves_the_loaded_module_running(
     trt_lower.save(trt_lower.lower_to_trt(model, (torch.randn(2, 64),), backend="onnxruntime", min_block_size=1), path)
     done = subprocess.run([sys.executable, "-c", TRUNCATE, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_names_that_make_no_valid_forward_are_refused(sandwich: Path, tmp_path: Path) -> None:
+    """Identifiers each, yet no function: two arguments of one name (Python reads `ﬁx` as `fix`)."""
+    evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, _: m["graph"]["pytree"]["args"].extend(["fix", "ﬁx"]))
+    with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: field 'graph' does not make a valid module"):
+        trt_lower.load(evil, backend="onnxruntime")

@@ -388,15 +388,16 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(container, segments, plans, resolved, settings,
                                              alone=engine_is_whole_call(len(segments), len(report.fallbacks)))
-    report.backend = resolved
-    report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
-    report.timings = {"load": time.perf_counter() - start}
     # GraphModule also takes its root as a dict of its call_module and get_attr targets.
     root = cast(torch.nn.Module, {**modules, **weights, GUARD: guard})
-    try:
-        lowered = LoweredModule(root, graph, report)
-    except SyntaxError as e:  # a graph whose names are identifiers still may not be a valid function
-        raise container.error(f"field 'graph' does not make a valid forward ({e.msg})") from None
+    with _malformed(container):
+        report.backend = resolved
+        report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
+        report.timings = {"load": time.perf_counter() - start}
+        try:
+            lowered = LoweredModule(root, graph, report)
+        except (SyntaxError, RuntimeError) as e:  # names that are identifiers still may not make a valid forward
+            raise FieldError(f"field 'graph' does not make a valid module ({type(e).__name__}: {e})") from None
     lowered.segments = {segment.name: segment for segment in segments}
     codegen = graph._codegen
     if isinstance(codegen, _PyTreeCodeGen):
