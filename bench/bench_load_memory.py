@@ -6,7 +6,8 @@ load put them, uncopied: the big-model path), without lowering a multi-GB LLM.
 
 Phases, each in a process of its own: make (lower on ONNX Runtime and save), then `--reps` loads,
 each printing its peak RSS (the process's own, torch and onnxruntime imported included) over the
-weights' bytes, its wall time and the first call's (which pays for whatever load left lazy). The loaded output is checked against the lowered one.
+weights' bytes, its wall time and the first call's (which pays for whatever load left lazy). The
+loaded output is checked against the lowered one.
 """
 from __future__ import annotations
 

@@ -150,7 +150,8 @@ def check_io(model: onnx.ModelProto, inputs: tuple[TensorSig, ...], outputs: tup
     for kind, values, sigs in (("inputs", graph_inputs, inputs), ("outputs", list(model.graph.output), outputs)):
         names = [v.name for v in values]
         if names != [s.name for s in sigs]:
-            raise OnnxMemberError(f"has the {kind} {names[:8]}, the manifest's signatures say {[s.name for s in sigs][:8]}")
+            wanted = [s.name for s in sigs]
+            raise OnnxMemberError(f"has the {kind} {names[:8]}, the manifest's signatures say {wanted[:8]}")
         for value, sig in zip(values, sigs):
             dims = _dims(value)
             if dims is None:

@@ -58,7 +58,8 @@ class BufferCache(Cache):
 def _model_class(path: Any) -> type[PreTrainedModel]:
     """The transformers model class `path` names; only a module of transformers is imported."""
     if not isinstance(path, str) or not _CLASS_PATH.fullmatch(path):
-        raise ValueError(f"model_class {str(path)[:80]!r} is not a class of transformers (transformers.<module>.<Class>)")
+        raise ValueError(f"model_class {str(path)[:80]!r} is not a class of transformers "
+                         "(transformers.<module>.<Class>)")
     module, _, name = path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name, None)
