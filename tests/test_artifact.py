@@ -30,6 +30,7 @@ from trt_lower.deploy import graph as artifact_graph
 from trt_lower.cli import commands as cli
 from trt_lower.values import device
 from test_pipeline import Sandwich
+from artifact_tamper import tamper
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -157,9 +158,9 @@ def test_a_planted_size_condition_is_refused_and_never_runs(tmp_path: Path, cond
     spec = trt_lower.TensorSpec((1, 2), (2, 6), (4, 12))
     trt_lower.save(trt_lower.lower_to_trt(EvenBranch(), (spec,), min_block_size=1), tmp_path / "even.trtl")
     planted = condition.format(marker=marker)
-    path = _rewrite(tmp_path / "even.trtl", tmp_path / "evil.trtl",
+    path = tamper(tmp_path / "even.trtl", tmp_path / "evil.trtl",
                     lambda manifest, members: manifest.update(conditions=[planted]))
-    with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: malformed manifest .*{message}"):
+    with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: field 'conditions': .*{message}"):
         trt_lower.load(path)
     assert not marker.exists()
 
@@ -223,7 +224,7 @@ def test_a_cache_saved_on_a_gpu_names_the_device_it_is_loaded_on(tmp_path: Path)
         for layer in stored["context"]["s"]["layers"]:
             assert layer["s"]["device"] == {"_t": "device", "s": "cpu"}
             layer["s"]["device"]["s"] = "cuda:0"
-    loaded = trt_lower.load(_rewrite(tmp_path / "llama.trtl", tmp_path / "gpu.trtl", on_gpu), backend="onnxruntime")
+    loaded = trt_lower.load(tamper(tmp_path / "llama.trtl", tmp_path / "gpu.trtl", on_gpu), backend="onnxruntime")
     with torch.no_grad():
         layers = loaded(ids).past_key_values.layers
     assert layers and all(layer.device == torch.device("cpu") == layer.keys.device for layer in layers)
@@ -237,7 +238,7 @@ def test_a_planted_class_in_a_cache_is_refused_and_never_imported(tmp_path: Path
     def plant(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
         (stored,) = _cache_specs(manifest["graph"]["pytree"]["out_spec"])
         stored["context"]["s"]["layers"][0]["p"] = path
-    planted = _rewrite(tmp_path / "llama.trtl", tmp_path / "evil.trtl", plant)
+    planted = tamper(tmp_path / "llama.trtl", tmp_path / "evil.trtl", plant)
     with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: cache context names '{path}', not a class of transformers"):
         trt_lower.load(planted)
 
@@ -385,19 +386,6 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _rewrite(source: Path, target: Path, change: Callable[[dict[str, Any], dict[str, bytes]], None]) -> Path:
-    """A copy of `source` with its manifest and members changed (checksums kept as `change` left them)."""
-    with zipfile.ZipFile(source) as z:
-        members = {n: z.read(n) for n in z.namelist()}
-    manifest = json.loads(members.pop(artifact.MANIFEST))
-    change(manifest, members)
-    with zipfile.ZipFile(target, "w") as z:
-        z.writestr(artifact.MANIFEST, json.dumps(manifest))
-        for name, data in members.items():
-            z.writestr(name, data)
-    return target
-
-
 class Payload:
     """Unpickling this creates the marker file: what an attacker's pickle would run."""
 
@@ -406,16 +394,6 @@ class Payload:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Path.touch, (self.marker,))
-
-
-def _resigned(name: str, data: bytes) -> Callable[[dict[str, Any], dict[str, bytes]], None]:
-    """Replace member `name` by `data` and update its checksum, as a forger would."""
-    def change(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
-        import hashlib
-
-        members[name] = data
-        manifest["sha256"][name] = hashlib.sha256(data).hexdigest()
-    return change
 
 
 @pytest.mark.parametrize("plant", ["torch.save", "weights", "onnx", "extra member"])
@@ -427,13 +405,13 @@ def test_a_planted_pickle_is_refused_and_never_runs(saved: Path, tmp_path: Path,
         torch.save(Payload(marker), path)
         expected = "not a trt_lower artifact"
     elif plant == "weights":
-        _rewrite(saved, path, _resigned("weights.safetensors", evil))
+        tamper(saved, path, lambda manifest, members: members.update({"weights.safetensors": evil}))
         expected = "member 'weights.safetensors' is not a safetensors file"
     elif plant == "onnx":
-        _rewrite(saved, path, _resigned("engines/engine_0.onnx", evil))
+        tamper(saved, path, lambda manifest, members: members.update({"engines/engine_0.onnx": evil}))
         expected = "member 'engines/engine_0.onnx' is not an ONNX model"
     else:
-        _rewrite(saved, path, lambda manifest, members: members.update({"data.pkl": evil}))
+        tamper(saved, path, lambda manifest, members: members.update({"data.pkl": evil}), checksums=False)
         expected = "member 'data.pkl' is not listed in the manifest"
     with pytest.raises(trt_lower.ArtifactError, match=expected):
         trt_lower.load(path)
@@ -453,7 +431,7 @@ def test_graph_targets_are_looked_up_not_imported(saved: Path, tmp_path: Path, t
         node["target"] = target
 
     with pytest.raises(trt_lower.ArtifactError, match=message):
-        trt_lower.load(_rewrite(saved, tmp_path / "bad.trtl", change))
+        trt_lower.load(tamper(saved, tmp_path / "bad.trtl", change))
 
 
 def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
@@ -470,16 +448,16 @@ def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
     (tmp_path / "flipped.trtl").write_bytes(bytes(flipped))
     with pytest.raises(trt_lower.ArtifactError, match="engines/engine_0.onnx"):
         trt_lower.load(tmp_path / "flipped.trtl")
-    tampered = _rewrite(saved, tmp_path / "tampered.trtl",
-                        lambda manifest, members: members.update({"weights.safetensors": b"x"}))
+    tampered = tamper(saved, tmp_path / "tampered.trtl",
+                      lambda manifest, members: members.update({"weights.safetensors": b"x"}), checksums=False)
     with pytest.raises(trt_lower.ArtifactError, match="checksum mismatch in member 'weights.safetensors'"):
         trt_lower.load(tampered)
-    newer = _rewrite(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=4))
+    newer = tamper(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=4))
     with pytest.raises(trt_lower.ArtifactError, match="format version 4 .* reads up to version 3: upgrade"):
         trt_lower.load(newer)
-    malformed = _rewrite(saved, tmp_path / "malformed.trtl",
+    malformed = tamper(saved, tmp_path / "malformed.trtl",
                          lambda manifest, members: manifest["engines"][0].pop("inputs"))
-    with pytest.raises(trt_lower.ArtifactError, match="malformed.trtl: malformed manifest .*'inputs'"):
+    with pytest.raises(trt_lower.ArtifactError, match=r"malformed.trtl: field 'engines\[0\].inputs' is missing"):
         trt_lower.load(malformed)
     (tmp_path / "text.trtl").write_text("hello")
     with pytest.raises(trt_lower.ArtifactError, match="text.trtl is not a trt_lower artifact"):

@@ -120,7 +120,7 @@ def test_a_separate_weights_artifact_on_the_tensorrt_double(trt_double: ModuleTy
     assert all(p["stripped"] for p in plans)
     if refittable:  # the stripped plan is the graph alone: far smaller than the full one
         full = lowered.get_submodule(manifest["engines"][0]["name"]).plan
-        stripped = trt_lower.deploy.artifact.read(tmp_path / "m.trtl").member(plans[0]["member"])
+        stripped = trt_lower.deploy.artifact.read(tmp_path / "m.trtl").read(plans[0]["member"])
         assert len(stripped) < len(full) / 2
     trt_double.state.__init__()  # counts from here
     for weights, expected in ((tmp_path / "m.safetensors", model), (tmp_path / "n.safetensors", new)):

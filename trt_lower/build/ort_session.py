@@ -99,8 +99,8 @@ def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None
 
 def shared_weights_session(segment: OnnxSegment, *, spin_between_runs: bool = True,
                            threads: int | None = None) -> ort.InferenceSession:
-    """A CPU session that reads the segment's weights where they are (the model's tensors, or a
-    loaded artifact's memory-mapped file) instead of copying them: no second copy of a multi-GB
+    """A CPU session that reads the segment's weights where they are (the model's tensors, or the
+    weights a loaded artifact read) instead of copying them: no second copy of a multi-GB
     model. Each weight is an initializer the caller owns (SessionOptions.add_initializer), which
     ONNX Runtime uses instead of the graph's. Nothing may copy or rewrite the weights on the way:
     matmul weights are not packed for its kernels, and no graph optimizer runs (they read the

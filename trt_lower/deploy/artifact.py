@@ -1,11 +1,11 @@
 """trt_lower.save / trt_lower.load: a LoweredModule as one file you ship, loaded without the
 model's code and without running code from the file.
 
-The file is a zip (stdlib zipfile) of:
+The file is a zip (container.py) of:
   manifest.json              format version, the versions that wrote it, settings, report, the
-                             stitched graph as data (deploy/graph.py), the input guard's
-                             signatures, each engine's I/O signatures and its members, and a
-                             SHA-256 per member
+                             stitched graph as data (graph.py), the input guard's signatures,
+                             each engine's I/O signatures and its members, and a SHA-256 per
+                             member (its schema: manifest.py)
   weights.safetensors        the tensors the eager nodes use (get_attr targets)
   engines/<engine>.onnx      each engine's ONNX graph, its large weights declared as ONNX external
   engines/<engine>.onnx.data data in the member beside it (extracted side by side, the two are a
@@ -13,74 +13,56 @@ The file is a zip (stdlib zipfile) of:
                              that are multiples of 64 from a 64-byte aligned start in the file
   plans/<engine>/<tensorrt>_<device>.plan   serialized TensorRT engines, per TensorRT version and GPU
 
-Members are stored, not compressed, and written to the file as they are made; on load the
-engines' weights are memory-mapped from it, not read into memory: an artifact may hold models of
-any size (format 2 and older held each engine's ONNX self-contained, so at most 2 GB; they still
-load). Nothing is unpickled: JSON, safetensors, ONNX protobuf and TensorRT plans only; a member
-the manifest does not list, or whose checksum differs, is refused before anything is built.
+Members are stored, not compressed, and written to the file as they are made. The file is
+untrusted input on load: every member is checked against its checksum as it is read into memory
+this process owns, every field against the manifest's schema, every name FX writes into code
+against an identifier's grammar, every operator against an allowlist (operators.py), every
+engine's ONNX against its signatures (onnx_members.py), before anything is built; a file that
+breaks a rule is refused with an ArtifactError naming it and the field. Nothing is unpickled:
+JSON, safetensors, ONNX protobuf and TensorRT plans only. (Format 2 and older held each engine's
+ONNX self-contained, so at most 2 GB; they still load.)
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
-import json
 import logging
-import mmap
 import operator
 import os
 import re
-import struct
 import time
 import weakref
-import zipfile
-from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping, cast
+from typing import Any, Iterable, Iterator, Mapping, cast
 
-import numpy as np
-import onnx
 import safetensors.torch
 import torch
-from onnx import numpy_helper
 from torch.fx.graph import _PyTreeCodeGen
 
-from converters.core.dtypes import FLOAT_WEIGHTS
-from converters.core.segment import ALIGNMENT, OnnxSegment, initializer, is_external
-from trt_lower.deploy import graph as artifact_graph
-from trt_lower.deploy import signing
-from trt_lower.deploy import separate_weights
-from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, filled, weights_path
-from trt_lower.values import device as devices
-from trt_lower.build.engines import build, engine_is_whole_call
-from trt_lower.values.segment import ConvertedSegment
 from trt_lower.build.backend import check_target, resolve_backend
 from trt_lower.build.cache import atomic_file
-from trt_lower.stitch.lowered import LoweredModule
-from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
-from trt_lower.values.digest import Hashing
-from trt_lower.values.signature import TensorSig
+from trt_lower.build.engines import build, engine_is_whole_call
+from trt_lower.deploy import graph as artifact_graph
+from trt_lower.deploy import manifest as schema
+from trt_lower.deploy import onnx_members, separate_weights, signing
+from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container
+from trt_lower.deploy.manifest import FORMAT, FORMAT_VERSION, GUARD, SEPARATE, WEIGHTS, FieldError, report_from_json
+from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, weights_path
+from trt_lower.report import LoweringReport
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.stitch.lowered import LoweredModule
+from trt_lower.values import device as devices
+from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import BACKENDS, LoweringSettings
+from trt_lower.values.signature import EngineInputError
+
+__all__ = ["ArtifactError", "FORMAT", "FORMAT_VERSION", "GUARD", "MANIFEST", "WEIGHTS", "load", "read",
+           "report_from_json", "save"]
 
 log = logging.getLogger("trt_lower")
 
-FORMAT = "trt_lower artifact"
-# 2: the input guard's size conditions (runtime/conditions.py). 3: each engine's weights in a
-# member of their own beside its graph (format 2 embedded them: at most 2 GB an engine).
-FORMAT_VERSION = 3
-MANIFEST = "manifest.json"
-WEIGHTS = "weights.safetensors"
-GUARD = "_input_guard"
-# The manifest's record of a weights="separate" artifact's weight file (deploy/separate_weights.py).
-SEPARATE = "separate_weights"
-
 PathLike = str | os.PathLike[str]
-
-
-class ArtifactError(ValueError):
-    """A file that is not a loadable trt_lower artifact, or a module that cannot be saved as one."""
 
 
 @dataclass(frozen=True)
@@ -113,28 +95,7 @@ class _Loaded:
 _loaded: weakref.WeakKeyDictionary[torch.nn.Module, _Loaded] = weakref.WeakKeyDictionary()
 
 
-# -- signatures, settings, report as JSON --------------------------------------------------------
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _dtype(name: str) -> torch.dtype:
-    found = getattr(torch, name, None) if re.fullmatch(r"[a-z0-9_]+", name) else None
-    if not isinstance(found, torch.dtype):
-        raise ArtifactError(f"unknown dtype {name!r}")
-    return found
-
-
-def _sig_to_json(sig: TensorSig) -> dict[str, Any]:
-    return {"name": sig.name, "source": sig.source, "dtype": _dtype_name(sig.dtype),
-            "min": list(sig.min_shape), "opt": list(sig.opt_shape), "max": list(sig.max_shape)}
-
-
-def _sig_from_json(data: dict[str, Any]) -> TensorSig:
-    shapes = (tuple(int(d) for d in data[k]) for k in ("min", "opt", "max"))
-    return TensorSig(str(data["name"]), str(data["source"]), _dtype(data["dtype"]), *shapes)
-
-
+# -- save ------------------------------------------------------------------------------------------
 def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> dict[str, Any]:
     """The settings loading needs, read off the module (split and conversion are done; the
     report names the fallbacks). A machine's cache_dir is not kept."""
@@ -144,28 +105,6 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
             "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False))}
 
 
-def _settings_from_json(data: dict[str, Any], cache_dir: PathLike | None) -> LoweringSettings:
-    known = {k: v for k, v in data.items() if k in LoweringSettings.__dataclass_fields__}
-    return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
-
-
-def report_from_json(data: dict[str, Any]) -> LoweringReport:
-    engines = [EngineReport(**{**e, "input_shapes": [tuple(s) for s in e["input_shapes"]],
-                               "output_shapes": [tuple(s) for s in e["output_shapes"]]}) for e in data["engines"]]
-    graph = [GraphNode(**{**g, "inputs": tuple(tuple(e) for e in g["inputs"])}) for g in data.get("graph", [])]
-    return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]],
-                             "graph": graph})
-
-
-def _versions() -> dict[str, str]:
-    try:
-        own = metadata.version("trt_lower")
-    except metadata.PackageNotFoundError:
-        own = "unknown"
-    return {"trt_lower": own, "torch": torch.__version__, "onnx": onnx.__version__}
-
-
-# -- save ------------------------------------------------------------------------------------------
 def _engines(lowered: torch.fx.GraphModule) -> Iterator[tuple[str, torch.nn.Module]]:
     """The engine modules: what the graph calls, besides the input guard."""
     for node in lowered.graph.find_nodes(op="call_module"):
@@ -211,32 +150,7 @@ def _input_dims(lowered: torch.fx.GraphModule, guard: InputGuard) -> list[list[i
     return dims
 
 
-class _Writer:
-    """Members written into the zip as they are made, each one's SHA-256 taken on the way."""
-
-    def __init__(self, file: BinaryIO) -> None:
-        self.file = file
-        self.zip = zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True)
-        self.sha256: dict[str, str] = {}
-
-    def add(self, name: str, data: bytes) -> None:
-        self.zip.writestr(name, data)
-        self.sha256[name] = hashlib.sha256(data).hexdigest()
-
-    def add_weights(self, name: str, segment: OnnxSegment) -> int:
-        """`segment`'s external weights as member `name`, its data starting at a multiple of
-        ALIGNMENT in the file (so that load maps them in place, aligned); returns the padding
-        before the first weight, which the graph's offsets count."""
-        with self.zip.open(zipfile.ZipInfo(name), "w", force_zip64=True) as member:
-            writer = Hashing(member)
-            pad = -self.file.tell() % ALIGNMENT  # the member's data starts where the file is now
-            writer.write(bytes(pad))
-            segment.write_weights(writer)
-        self.sha256[name] = writer.hexdigest()
-        return pad
-
-
-def _write_members(lowered: LoweredModule, out: _Writer, separate: Separated | None = None) -> dict[str, Any]:
+def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | None = None) -> dict[str, Any]:
     """Write every member but the manifest; return the manifest (without checksums)."""
     guard = getattr(lowered, GUARD, None)
     if not isinstance(guard, InputGuard):
@@ -251,10 +165,10 @@ def _write_members(lowered: LoweredModule, out: _Writer, separate: Separated | N
             raise ArtifactError(f"engine '{name}' has no converted segment on the module; save the module "
                                 "lower_to_trt or trt_lower.load returns")
         graph, data = f"engines/{name}.onnx", f"engines/{name}.onnx.data"
-        if separate is not None:  # weights="separate": the graph alone, no plans (deploy/separate_weights.py)
+        if separate is not None:  # weights="separate": the graph alone (deploy/separate_weights.py)
             out.add(graph, separate.strip(name, segment.onnx))
         else:
-            pad = out.add_weights(data, segment.onnx)
+            pad = out.add_aligned(data, segment.onnx.write_weights)
             out.add(graph, segment.onnx.graph_bytes(f"{name}.onnx.data", start=pad))
         plans = []
         for plan in _plans(name, module, carried) if separate is None else _stripped_plans(module):
@@ -262,10 +176,11 @@ def _write_members(lowered: LoweredModule, out: _Writer, separate: Separated | N
             out.add(member, plan.data)
             plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member,
                           **({"stripped": True} if plan.stripped else {})})
-        engines.append({"name": name, "onnx": graph, **({"onnx_data": data} if separate is None else {}), "plans": plans,
+        engines.append({"name": name, "onnx": graph, **({"onnx_data": data} if separate is None else {}),
+                        "plans": plans,
                         "tuple_output": segment.tuple_output,
-                        "inputs": [_sig_to_json(s) for s in segment.inputs],
-                        "outputs": [_sig_to_json(s) for s in segment.outputs],
+                        "inputs": [schema.sig_to_json(s) for s in segment.inputs],
+                        "outputs": [schema.sig_to_json(s) for s in segment.outputs],
                         "nodes": list(segment.nodes), "notes": list(segment.notes)})
     weights = {}
     for node in lowered.graph.find_nodes(op="get_attr"):
@@ -282,11 +197,11 @@ def _write_members(lowered: LoweredModule, out: _Writer, separate: Separated | N
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "written_by": _versions(),
+        "written_by": schema.versions(),
         "settings": loaded.settings if loaded else _settings_to_json(lowered, lowered.report),
         "report": asdict(lowered.report),
         "graph": artifact_graph.graph_to_json(lowered.graph),
-        "inputs": [_sig_to_json(s) for s in guard.inputs],
+        "inputs": [schema.sig_to_json(s) for s in guard.inputs],
         "conditions": list(guard.conditions.texts) if guard.conditions else [],
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
@@ -298,7 +213,8 @@ def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside
          sign_with: signing.PrivateKey | None = None) -> None:
     """Write `lowered` (a LoweredModule, or a use built on one such as trt_lower.llm's
     LoweredCausalLM: its `lowered_module`) to one file at `path`, atomically: a temporary file in
-    the same directory, renamed over `path` once complete. TensorRT engines carry their plans for
+    the same directory, renamed over `path` once complete (a module loaded from `path` may be
+    saved onto it: it holds no part of the old file). TensorRT engines carry their plans for
     this TensorRT version and GPU, plus any the module was loaded with for others. Members are
     written as they are made: saving holds no copy of the engines' weights.
 
@@ -307,7 +223,7 @@ def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside
     or another one saved for the same architecture (deploy/separate_weights.py, docs/refit.md).
     sign_with: an Ed25519 private key (or the PEM file of one) to sign the file with
     (deploy/signing.py)."""
-    key = None if sign_with is None else signing.private_key(sign_with)  # signing hook: a bad key fails first
+    key = None if sign_with is None else signing.private_key(sign_with)  # a bad key fails first
     lowered = getattr(lowered, "lowered_module", lowered)
     if not isinstance(lowered, LoweredModule):
         raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
@@ -315,139 +231,42 @@ def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
     separate = Separated() if weights == "separate" else None
     with atomic_file(Path(path)) as file:
-        out = _Writer(file)
+        out = Writer(file)
         try:
             manifest = _write_members(lowered, out, separate)
         except artifact_graph.GraphFormatError as e:
             raise ArtifactError(f"cannot save this module: {e}") from None
-        if separate is not None:  # weights="separate" (deploy/separate_weights.py)
+        if separate is not None:
             manifest[SEPARATE] = separate.record([out.zip.read(e["onnx"]) for e in manifest["engines"]])
             separate.write(weights_path(path), manifest[SEPARATE])
-        manifest["sha256"] = out.sha256
-        with out.zip:
-            out.zip.writestr(MANIFEST, json.dumps(manifest, indent=1, allow_nan=False))
-        if key is not None:  # signing hook: the finished file signed before it is renamed into place
+        out.close(manifest)
+        if key is not None:  # the finished file signed before it is renamed into place
             signing.sign(file, key)
 
 
 # -- load ------------------------------------------------------------------------------------------
-@dataclass
-class _Archive:
-    """A verified artifact: its manifest, and its members read (or memory-mapped) on demand."""
-
-    path: Path
-    manifest: dict[str, Any]
-    infos: dict[str, zipfile.ZipInfo] = field(default_factory=dict)
-
-    def member(self, name: str) -> bytes:
-        if name not in self.infos:
-            raise ArtifactError(f"{self.path}: the manifest names member '{name}', which the file does not hold")
-        with zipfile.ZipFile(self.path) as z:
-            return z.read(self.infos[name])
-
-    def mapped(self, name: str) -> memoryview:
-        """A stored member's bytes, memory-mapped from the file (read-only), not read."""
-        if name not in self.infos:
-            raise ArtifactError(f"{self.path}: the manifest names member '{name}', which the file does not hold")
-        info = self.infos[name]
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise ArtifactError(f"{self.path}: member '{name}' is compressed; trt_lower stores its weights")
-        with open(self.path, "rb") as file:
-            file.seek(info.header_offset)
-            header = file.read(30)  # the local file header: names and extra field lengths at its end
-            if header[:4] != b"PK\x03\x04":
-                raise ArtifactError(f"{self.path}: member '{name}' has no local header (the file is corrupted)")
-            name_length, extra_length = struct.unpack("<HH", header[26:30])
-            start = info.header_offset + 30 + name_length + extra_length
-            if info.file_size == 0:
-                return memoryview(b"")
-            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        if start + info.file_size > len(mapped):
-            raise ArtifactError(f"{self.path}: member '{name}' runs past the end of the file (truncated?)")
-        return memoryview(mapped)[start:start + info.file_size]
+def read(path: PathLike) -> Container:
+    """Open and verify the artifact at `path` (also what `trt-lower info` shows): its structure,
+    its manifest's header and member list, and every member's checksum, read in chunks."""
+    container = open_container(Path(path))
+    schema.check_header(container)
+    with _malformed(container):
+        schema.check_members(container)
+    container.verify()
+    return container
 
 
-def read(path: PathLike) -> _Archive:
-    """Open and verify the artifact at `path` (also what `trt-lower info` shows): the manifest, and
-    every member's checksum, read in chunks."""
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"trt_lower.load: no such file: {file}")
+@contextlib.contextmanager
+def _malformed(container: Container) -> Iterator[None]:
+    """ArtifactError naming the file for what does not parse in its manifest."""
     try:
-        with zipfile.ZipFile(file) as archive:
-            infos = {info.filename: info for info in archive.infolist()}
-            if MANIFEST not in infos:
-                raise ArtifactError(f"{file} is not a trt_lower artifact (it has no {MANIFEST})")
-            manifest = json.loads(archive.read(MANIFEST))
-            _check_manifest(file, manifest)
-            listed = manifest["sha256"]
-            for name in infos:
-                if name != MANIFEST and name not in listed:
-                    raise ArtifactError(f"{file}: member '{name}' is not listed in the manifest; refusing the file")
-            for name, digest in listed.items():
-                if name not in infos:
-                    raise ArtifactError(f"{file}: member '{name}' is missing (truncated file?)")
-                if _sha256(archive, infos[name]) != digest:
-                    raise ArtifactError(f"{file}: checksum mismatch in member '{name}' (the file is corrupted)")
-    except zipfile.BadZipFile as e:
-        raise ArtifactError(f"{file} is not a trt_lower artifact, or is truncated or corrupted ({e})") from None
-    except (ValueError, KeyError, EOFError) as e:
-        if isinstance(e, ArtifactError):
-            raise
-        raise ArtifactError(f"{file} is truncated or corrupted ({type(e).__name__}: {e})") from None
-    return _Archive(file, manifest, {name: info for name, info in infos.items() if name != MANIFEST})
-
-
-def _sha256(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
-    digest = hashlib.sha256()
-    with archive.open(info) as member:
-        while chunk := member.read(1 << 24):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _check_manifest(file: Path, manifest: Any) -> None:
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{file} is not a trt_lower artifact (its {MANIFEST} is not one)")
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        written = manifest.get("written_by", {}).get("trt_lower", "?")
-        raise ArtifactError(f"{file} has artifact format version {version} (written by trt_lower {written}); "
-                            f"this trt_lower reads up to version {FORMAT_VERSION}: upgrade trt_lower")
-    if not isinstance(manifest.get("sha256"), dict):
-        raise ArtifactError(f"{file}: the manifest has no checksums")
-
-
-def _onnx_segment(data: bytes) -> OnnxSegment:
-    """An engine's self-contained ONNX (format 2 and older) as lowering held it: large float
-    initializers kept apart as arrays."""
-    model = onnx.load_from_string(data)  # protobuf: data only
-    segment = OnnxSegment(model)
-    for tensor in model.graph.initializer:
-        if not is_external(tensor):
-            declared = initializer(tensor.name, numpy_helper.to_array(tensor), segment.weights)
-            if tensor.name in segment.weights:
-                tensor.CopyFrom(declared)
-    return segment
-
-
-def _mapped_segment(graph: bytes, weights: memoryview) -> OnnxSegment:
-    """An engine's graph and its weights member (format 3): each external initializer a read-only
-    array over the memory-mapped file, declared as lowering declares it."""
-    model = onnx.load_from_string(graph)
-    segment = OnnxSegment(model)
-    for tensor in model.graph.initializer:
-        if not is_external(tensor):
-            continue
-        where = {entry.key: entry.value for entry in tensor.external_data}
-        dtype = next(d for d, t in FLOAT_WEIGHTS.items() if t == tensor.data_type)
-        offset, length = int(where.get("offset", 0)), int(where["length"])
-        count = int(np.prod(tensor.dims, dtype=np.int64))
-        if offset + length > len(weights) or length != count * np.dtype(dtype).itemsize:
-            raise ArtifactError(f"initializer '{tensor.name}' lies outside its weights member")
-        array = np.frombuffer(weights, dtype=dtype, count=count, offset=offset).reshape(tuple(tensor.dims))
-        tensor.CopyFrom(initializer(tensor.name, array, segment.weights))
-    return segment
+        yield
+    except ArtifactError:
+        raise
+    except (FieldError, artifact_graph.GraphFormatError) as e:
+        raise container.error(str(e)) from None
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError) as e:
+        raise container.error(f"malformed manifest ({type(e).__name__}: {str(e)[:300]})") from None
 
 
 def _resolve_backend(backend: str, trt_version: str) -> str:
@@ -463,29 +282,85 @@ def _resolve_backend(backend: str, trt_version: str) -> str:
     return resolved
 
 
-def _segments(archive: _Archive, separate: dict[str, torch.Tensor] | None = None) -> list[ConvertedSegment]:
-    segments = []
-    for entry in archive.manifest["engines"]:
+def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
+    known = {k: v for k, v in schema.need(data, dict, "settings").items() if k in LoweringSettings.__dataclass_fields__}
+    for key in ("precision", "trt_version", "backend"):
+        if key in known:
+            schema.need(known[key], str, f"settings.{key}")
+    return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
+
+
+def _weights(container: Container, where: torch.device, separate: dict[str, torch.Tensor] | None
+             ) -> dict[str, torch.Tensor]:
+    """The eager nodes' tensors (from the weight file given, for a weights="separate" artifact), by
+    names that are attribute paths (FX writes them as code)."""
+    source = f"member '{WEIGHTS}'" if separate is None else "the weight file"
+    if separate is not None:
+        weights = eager_weights(separate, where)
+    else:
         try:
-            if separate is not None:  # weights="separate" (deploy/separate_weights.py)
-                onnx_segment = filled(str(entry["name"]), archive.member(entry["onnx"]), separate)
-            elif "onnx_data" in entry:
-                onnx_segment = _mapped_segment(archive.member(entry["onnx"]), archive.mapped(entry["onnx_data"]))
-            else:
-                onnx_segment = _onnx_segment(archive.member(entry["onnx"]))
+            weights = {k: v.to(where) for k, v in safetensors.torch.load(container.read(WEIGHTS)).items()}
         except ArtifactError:
             raise
-        except Exception as e:  # protobuf's DecodeError and friends
-            raise ArtifactError(f"{archive.path}: member '{entry['onnx']}' is not an ONNX model ({e})") from None
-        segments.append(ConvertedSegment(
-            str(entry["name"]), onnx_segment, tuple(_sig_from_json(s) for s in entry["inputs"]),
-            tuple(_sig_from_json(s) for s in entry["outputs"]), bool(entry["tuple_output"]),
-            tuple(str(n) for n in entry["nodes"]), tuple(str(n) for n in entry["notes"])))
-    return segments
+        except Exception as e:  # safetensors raises its own error types on a foreign payload
+            raise container.error(f"member '{WEIGHTS}' is not a safetensors file ({e})") from None
+    for name in weights:
+        for part in name.split("."):
+            artifact_graph.identifier(part, f"{source}: tensor name {name[:80]!r}, part")
+    return weights
 
 
-def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend: str, settings: LoweringSettings,
-                    alone: bool) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None], dict[str, list[Plan]]]:
+def _segment(container: Container, entry: dict[str, Any], where: str,
+             separate: dict[str, torch.Tensor] | None) -> ConvertedSegment:
+    name = artifact_graph.identifier(schema.field(entry, "name", str, where), f"{where}.name: engine name")
+    inputs, outputs = schema.sigs(entry, "inputs", where), schema.sigs(entry, "outputs", where)
+    graph = schema.field(entry, "onnx", str, where)
+    try:
+        if separate is not None:  # weights="separate": its weights from the file given
+            onnx_segment = separate_weights.filled(name, container.read(graph), separate)
+        elif "onnx_data" in entry:
+            data = schema.field(entry, "onnx_data", str, where)
+            onnx_segment = onnx_members.with_weights(container.read(graph), data.rpartition("/")[2],
+                                                     container.read_aligned(data))
+        else:
+            onnx_segment = onnx_members.self_contained(container.read(graph))
+        onnx_members.check_io(onnx_segment.model, inputs, outputs)
+    except onnx_members.OnnxMemberError as e:
+        raise container.error(f"member '{graph}' {e}") from None
+    return ConvertedSegment(name, onnx_segment, inputs, outputs, schema.field(entry, "tuple_output", bool, where),
+                            tuple(schema.need(n, str, at) for at, n in schema.items(entry, "nodes", where)),
+                            tuple(schema.need(n, str, at) for at, n in schema.items(entry, "notes", where)))
+
+
+def _plans_of(container: Container, entry: dict[str, Any], where: str) -> list[Plan]:
+    return [Plan(schema.field(p, "tensorrt", str, at), schema.field(p, "device", str, at),
+                 container.read(schema.field(p, "member", str, at)), p.get("stripped") is True)
+            for at, p in schema.items(entry, "plans", where)]
+
+
+def _guard(manifest: dict[str, Any]) -> InputGuard:
+    """The input guard, its size conditions each evaluated once on the recorded (opt) shapes: a
+    condition that does not hold there is not one the model was captured under."""
+    inputs = schema.sigs(manifest, "inputs", "")
+    texts = [schema.need(t, str, at) for at, t in schema.items(manifest, "conditions", "")] \
+        if "conditions" in manifest else []
+    if len(texts) > schema.MAX_CONDITIONS:
+        raise FieldError(f"field 'conditions' holds {len(texts)} size conditions; at most {schema.MAX_CONDITIONS}")
+    try:
+        guard = InputGuard(inputs, texts)
+    except ValueError as e:
+        raise FieldError(f"field 'conditions': {e}") from None
+    if guard.conditions is not None:
+        try:
+            guard.conditions([torch.empty(s.opt_shape, device="meta") for s in inputs])
+        except EngineInputError as e:
+            raise FieldError(f"field 'conditions' does not hold on the inputs' recorded shapes ({e})") from None
+    return guard
+
+
+def _engine_modules(container: Container, segments: list[ConvertedSegment], plans: list[list[Plan]], backend: str,
+                    settings: LoweringSettings, alone: bool
+                    ) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None], dict[str, list[Plan]]]:
     """Each engine's module: from the file's plan where one fits this TensorRT and GPU, else made
     as lowering makes it (build.build: through the engine cache on TensorRT). Also whether it came
     from a plan or the cache, and the file's plans for other TensorRT versions and GPUs."""
@@ -499,16 +374,13 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
     carried: dict[str, list[Plan]] = {}
     rebuilt: list[str] = []
     unbuilt = []
-    for segment, entry in zip(segments, archive.manifest["engines"]):
+    for segment, its_plans in zip(segments, plans):
         name = segment.name
-        plans = [Plan(p["tensorrt"], p["device"], archive.member(p["member"]), p.get("stripped") is True)
-                 for p in entry["plans"]]
-        carried[name] = [p for p in plans if p.key != here]
-        fitting = next((p for p in plans if p.key == here), None)
+        carried[name] = [p for p in its_plans if p.key != here]
+        fitting = next((p for p in its_plans if p.key == here), None)
         if fitting is not None:
-            from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
-
             from trt_lower.build.trt_refit import RefitError, refit
+            from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
             try:
                 module = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
@@ -529,22 +401,9 @@ def _engine_modules(archive: _Archive, segments: list[ConvertedSegment], backend
     if rebuilt and here is not None:
         others = sorted({f"TensorRT {p.tensorrt} on {p.device}" for ps in carried.values() for p in ps})
         log.warning("trt_lower: %s has no TensorRT plan for TensorRT %s on %s (it has: %s); built %s from its ONNX "
-                    "(through the engine cache)", archive.path, here[0], here[1], ", ".join(others) or "none",
+                    "(through the engine cache)", container.path, here[0], here[1], ", ".join(others) or "none",
                     ", ".join(rebuilt))
     return modules, hits, carried
-
-
-@contextlib.contextmanager
-def _malformed(archive: _Archive) -> Iterator[None]:
-    """ArtifactError naming the file for what does not parse in its manifest."""
-    try:
-        yield
-    except ArtifactError:
-        raise
-    except artifact_graph.GraphFormatError as e:
-        raise ArtifactError(f"{archive.path}: {e}") from None
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
-        raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
 
 
 def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None,
@@ -553,84 +412,100 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be
-    built here (no plan in the file for this TensorRT version and GPU). weights: for a file saved
-    with weights="separate", the weight file (or a state dict of its keys) to run it with.
-    trusted_keys: Ed25519 public keys (or their PEM files); when given, or when
-    $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by one of them is refused
+    built here (no plan in the file for this TensorRT version and GPU). The module holds no part
+    of the file: replacing or deleting the file afterwards changes nothing of it.
+
+    weights: for a file saved with weights="separate", the weight file (or a state dict of its
+    keys) to run it with. trusted_keys: Ed25519 public keys (or their PEM files); when given, or
+    when $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by one of them is refused
     (deploy/signing.py)."""
     start = time.perf_counter()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    # Signing hook: the signature is checked before anything else in the file is parsed.
+    # The signature is checked before anything else in the file is parsed.
     if (refused := signing.untrusted(path, trusted_keys)) is not None:
         raise ArtifactError(refused)
-    archive = read(path)
-    manifest = archive.manifest
-    # Everything the file says is parsed and checked before any engine is made.
-    with _malformed(archive):
-        saved = _settings_from_json(manifest["settings"], cache_dir)
+    container = open_container(Path(path))
+    schema.check_header(container)
+    manifest = container.manifest
+    # Everything the file says is read, verified and checked before any engine is made.
+    with _malformed(container):
+        schema.check_members(container)
+        saved = _settings(manifest.get("settings"), cache_dir)
         report = report_from_json(manifest["report"])
-    # weights="separate" (deploy/separate_weights.py): the weights come from the file given.
-    separate = _separate_weights(archive, weights)
     resolved = _resolve_backend(backend, saved.trt_version)
     # The eager nodes run where the engines do (weights and CUDA device arguments included).
     where = devices.current().torch_device() if resolved == "tensorrt" else torch.device("cpu")
-    with _malformed(archive):
-        try:
-            eager = (eager_weights(separate, where) if separate is not None else
-                     {k: v.to(where) for k, v in safetensors.torch.load(archive.member(WEIGHTS)).items()})
-        except Exception as e:  # safetensors raises its own error types on a foreign payload
-            raise ArtifactError(f"{archive.path}: member '{WEIGHTS}' is not a safetensors file ({e})") from None
-        segments = _segments(archive, separate)
-        guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]), manifest.get("conditions", []))
+    separate = _separate_weights(container, weights)
+    with _malformed(container):
+        eager = _weights(container, where, separate)
+        entries = list(schema.items(manifest, "engines", ""))
+        segments = [_segment(container, schema.need(entry, dict, at), at, separate) for at, entry in entries]
+        called = [GUARD, *(s.name for s in segments)]
+        clashes = {n for n in called if called.count(n) > 1} | set(called) & {w.split(".")[0] for w in eager}
+        if clashes:  # each is an attribute of the module
+            raise FieldError(f"field 'engines': the names {sorted(clashes)[:8]} are used twice (engine names differ "
+                             f"from each other, from '{GUARD}' and from the weights')")
+        plans = [_plans_of(container, entry, at) for at, entry in entries]
+        guard = _guard(manifest)
         graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
                                                set(eager), where)
+        input_dims = schema.need(manifest["input_dims"], list, "input_dims")
+        extra = schema.need(manifest.get("extra", {}), dict, "extra") if manifest.get("extra") is not None else None
+        container.verify()  # members no field above reads
     settings = replace(saved, backend=resolved)
-    modules, hits, carried = _engine_modules(archive, segments, resolved, settings,
+    modules, hits, carried = _engine_modules(container, segments, plans, resolved, settings,
                                              alone=engine_is_whole_call(len(segments), len(report.fallbacks)))
-    report.backend = resolved
-    report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
-    report.timings = {"load": time.perf_counter() - start}
     # GraphModule also takes its root as a dict of its call_module and get_attr targets.
     root = cast(torch.nn.Module, {**modules, **eager, GUARD: guard})
-    lowered = LoweredModule(root, graph, report)
+    with _malformed(container):
+        report.backend = resolved
+        report.engines = [replace(e, backend=resolved, cache_hit=hits.get(e.name)) for e in report.engines]
+        report.timings = {"load": time.perf_counter() - start}
+        try:
+            lowered = LoweredModule(root, graph, report)
+        except (SyntaxError, RuntimeError) as e:  # names that are identifiers still may not make a valid forward
+            raise FieldError(f"field 'graph' does not make a valid module ({type(e).__name__}: {e})") from None
     lowered.segments = {segment.name: segment for segment in segments}
     codegen = graph._codegen
     if isinstance(codegen, _PyTreeCodeGen):
         lowered._in_spec = codegen.pytree_info.in_spec
         lowered._out_spec = codegen.pytree_info.out_spec
-    _loaded[lowered] = _Loaded(manifest["settings"], manifest["input_dims"], carried)
-    lowered.extra = manifest.get("extra")
-    kind = lowered.extra.get("kind") if isinstance(lowered.extra, dict) else None
+    _loaded[lowered] = _Loaded(manifest["settings"], input_dims, carried)
+    lowered.extra = extra
+    kind = extra.get("kind") if extra is not None else None
     if kind is None:
         return lowered
-    if kind not in _USES:  # a name from the file: only the uses trt_lower has are imported
-        raise ArtifactError(f"{archive.path}: the module is for '{kind}', which this trt_lower does not know "
-                            f"(it knows {sorted(_USES)})")
+    if not isinstance(kind, str) or kind not in _USES:  # a name from the file: only the uses trt_lower has are imported
+        raise container.error(f"the module is for '{str(kind)[:80]}', which this trt_lower does not know "
+                              f"(it knows {sorted(_USES)})")
     module, _, name = _USES[kind].rpartition(".")
-    return getattr(importlib.import_module(module), name).from_lowered(lowered)
-
-
-def _separate_weights(archive: _Archive, weights: PathLike | Mapping[str, torch.Tensor] | None
-                      ) -> dict[str, torch.Tensor] | None:
-    """The checked tensors of the weight file given for a weights="separate" artifact; None for
-    one that holds its weights. ArtifactError where one is given without the other."""
-    record = archive.manifest.get(SEPARATE)
-    if record is None:
-        if weights is not None:
-            raise ArtifactError(f"{archive.path} holds its weights; weights=... is for a file saved with "
-                                "trt_lower.save(..., weights='separate')")
-        return None
-    if weights is None:
-        raise ArtifactError(f"{archive.path} was saved with weights='separate': load it with weights= the weight "
-                            f"file ({weights_path(archive.path).name} was saved beside it)")
-    with _malformed(archive):
-        try:
-            return separate_weights.read(weights, record, archive.path)
-        except WeightFileError as e:
-            raise ArtifactError(str(e)) from None
+    try:
+        return getattr(importlib.import_module(module), name).from_lowered(lowered)
+    except ValueError as e:  # the use checks what it reads of `extra`
+        raise container.error(f"field 'extra': {e}") from None
 
 
 # The uses whose artifacts load as themselves, by the `kind` their `extra` names: imported by name,
 # as they rank above deploy/.
 _USES = {"causal_lm": "trt_lower.llm.generation.LoweredCausalLM"}
+
+
+def _separate_weights(container: Container, weights: PathLike | Mapping[str, torch.Tensor] | None
+                      ) -> dict[str, torch.Tensor] | None:
+    """The checked tensors of the weight file given for a weights="separate" artifact; None for
+    one that holds its weights. ArtifactError where one is given without the other."""
+    record = container.manifest.get(SEPARATE)
+    if record is None:
+        if weights is not None:
+            raise container.error("holds its weights; weights=... is for a file saved with "
+                                  "trt_lower.save(..., weights='separate')")
+        return None
+    if weights is None:
+        raise container.error(f"was saved with weights='separate': load it with weights= the weight file "
+                              f"({weights_path(container.path).name} was saved beside it)")
+    with _malformed(container):
+        try:
+            return separate_weights.read(weights, schema.need(record, dict, SEPARATE), container.path)
+        except WeightFileError as e:
+            raise ArtifactError(str(e)) from None

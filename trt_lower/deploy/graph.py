@@ -2,23 +2,32 @@
 
 Nodes are written with their op, target and arguments. On load a call_function target is looked
 up, never imported: an ATen-style name ("aten.add.Tensor") must resolve to an OpOverload already
-registered in this process (torch.ops); the only other targets are the few Python operators FX
-emits for getitem and shape arithmetic. Arguments are nodes, numbers, strings, and torch dtypes,
-devices, layouts and memory formats by name. The input/output pytree specs are written as plain
-data too (see `spec_to_json`).
+registered in this process (torch.ops) that operators.py allows; the only other targets are the
+few Python operators FX emits for getitem and shape arithmetic. Arguments are nodes, numbers,
+strings, and torch dtypes, devices, layouts and memory formats by name. The input/output pytree
+specs are written as plain data too (see `spec_to_json`).
+
+FX turns a graph into Python source: node names, placeholder and attribute targets, keyword
+names and the forward's argument names become code there. On load each of them must be an
+identifier (a keyword argument also one its operator's schema has), so that no text from a file
+becomes anything but a name; strings in arguments and dict keys are written as literals (repr).
 """
 from __future__ import annotations
 
 import collections
+import keyword
 import logging
 import math
 import operator
 import re
+import unicodedata
 from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+from trt_lower.deploy import operators
 
 log = logging.getLogger("trt_lower")
 
@@ -70,7 +79,34 @@ def resolve_target(name: str, node: str) -> Callable[..., Any]:
         raise GraphFormatError(
             f"node '{node}' calls operator {namespace}::{op}.{overload}, which is not registered in this "
             f"process; import the library that defines the '{namespace}' operators before loading")
+    refused = operators.refusal(found)
+    if refused is not None:
+        raise GraphFormatError(f"node '{node}' calls {name}, which a loaded graph may not call: it {refused}")
     return found
+
+
+def identifier(text: Any, what: str) -> str:
+    """`text` if it is a Python identifier and no keyword, as Python reads it (NFKC-normalized):
+    what may become a name in FX's code. Letters, digits and underscores only: it can name,
+    never quote, call or assign."""
+    if (not isinstance(text, str) or not text.isidentifier()
+            or keyword.iskeyword(unicodedata.normalize("NFKC", text))):
+        raise GraphFormatError(f"{what} {str(text)[:80]!r} is not an identifier")
+    return text
+
+
+def _kwargs(target: Any, kwargs: Any, node: str) -> list[str]:
+    """The keyword names of a call, checked: identifiers its operator's schema has (Python
+    operators take none)."""
+    if not isinstance(kwargs, dict):
+        raise GraphFormatError(f"node '{node}': malformed kwargs")
+    names = [identifier(k, f"node '{node}': keyword") for k in kwargs]
+    if names and target is not None:
+        known = ({a.name for a in target._schema.arguments} if isinstance(target, torch._ops.OpOverload) else set())
+        for name in names:
+            if name not in known:
+                raise GraphFormatError(f"node '{node}': {target} has no argument '{name}'")
+    return names
 
 
 # -- arguments -------------------------------------------------------------------------------
@@ -99,7 +135,7 @@ def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str, gpu: 
     if isinstance(value, list):
         return [_arg_from_json(v, nodes, node, gpu) for v in value]
     if not isinstance(value, dict) or len(value) != 1:
-        raise GraphFormatError(f"node '{node}': malformed argument {value!r}")
+        raise GraphFormatError(f"node '{node}': malformed argument {str(value)[:80]}")
     (kind, data), = value.items()
     if kind == "node":
         if data not in nodes:
@@ -110,13 +146,20 @@ def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str, gpu: 
     if kind == "float" and data in ("inf", "-inf", "nan"):
         return float(data)
     if kind == "device" and isinstance(data, str):
-        device = torch.device(data)
+        try:
+            device = torch.device(data)
+        except RuntimeError:
+            raise GraphFormatError(f"node '{node}': malformed device {data[:80]!r}") from None
         return gpu if device.type == "cuda" else device
     if kind in _ENUMS and isinstance(data, str) and _OP_NAME.match(data):
         found = getattr(torch, data, None)
+        if kind == "layout" and found is not torch.strided:
+            # Lowering leaves dense tensors eager; a sparse or mkldnn layout makes constructors
+            # whose contents torch does not check.
+            raise GraphFormatError(f"node '{node}': layout {data!r}; a loaded graph makes strided tensors only")
         if isinstance(found, _ENUMS[kind]):
             return found
-    raise GraphFormatError(f"node '{node}': malformed argument {value!r}")
+    raise GraphFormatError(f"node '{node}': malformed argument {str(value)[:80]}")
 
 
 # -- pytree specs ------------------------------------------------------------------------------
@@ -232,6 +275,15 @@ def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec], gpu: torc
     return pytree.TreeSpec(cls, _moved(data["context"], gpu), children)
 
 
+def _keys(data: dict[str, Any], children: list[pytree.TreeSpec]) -> list[str | int]:
+    """A dict spec's keys: distinct strings or ints, one per child."""
+    keys = data.get("keys")
+    if (not isinstance(keys, list) or len(keys) != len(children) or len(set(map(repr, keys))) != len(keys)
+            or not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)):
+        raise GraphFormatError(f"malformed dict keys in a pytree spec: {str(keys)[:80]}")
+    return keys
+
+
 def spec_from_json(data: Any, gpu: torch.device = torch.device("cpu")) -> pytree.TreeSpec:
     """The TreeSpec `data` describes; CUDA devices a cache records become `gpu`."""
     if data == "*":
@@ -243,18 +295,23 @@ def spec_from_json(data: Any, gpu: torch.device = torch.device("cpu")) -> pytree
     if kind in ("tuple", "list"):
         return pytree.TreeSpec(tuple if kind == "tuple" else list, None, children)
     if kind == "dict":
-        return pytree.TreeSpec(dict, list(data["keys"]), children)
+        return pytree.TreeSpec(dict, _keys(data, children), children)
     if kind == "namedtuple":
         # The model's own class may not be importable here: a namedtuple of the same name and fields.
-        cls = collections.namedtuple(str(data["name"]), [str(f) for f in data["fields"]])  # type: ignore[misc]
+        fields = data.get("fields")
+        if not isinstance(fields, list) or len(fields) != len(children):
+            raise GraphFormatError(f"malformed namedtuple spec {str(data)[:80]}")
+        cls = collections.namedtuple(identifier(data.get("name"), "namedtuple name"),  # type: ignore[misc]
+                                     [identifier(f, "namedtuple field") for f in fields])
         return pytree.TreeSpec(collections.namedtuple, cls, children)
     if kind == "ModelOutput":
+        keys = _keys(data, children)
         output_class = _transformers_class(str(data["class"]), _is_model_output)
         if output_class is None:
             log.warning("trt_lower: %s is not importable here (transformers not installed?); "
                         "the model returns a dict with its keys instead", data["class"])
-            return pytree.TreeSpec(dict, list(data["keys"]), children)
-        return pytree.TreeSpec(output_class, list(data["keys"]), children)
+            return pytree.TreeSpec(dict, keys, children)
+        return pytree.TreeSpec(output_class, keys, children)
     if kind == "cache":
         return _cache_spec(data, children, gpu)
     raise GraphFormatError(f"malformed pytree spec {data!r}")
@@ -281,27 +338,49 @@ def graph_to_json(graph: torch.fx.Graph) -> dict[str, Any]:
 
 def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gpu: torch.device) -> torch.fx.Graph:
     """The graph `data` describes. call_module targets must be in `modules`, get_attr targets in
-    `attrs` (the engines and weights the artifact holds). CUDA devices in arguments (and in the
-    caches the model takes or returns) become `gpu`, where the engines run (the CPU on ONNX Runtime)."""
+    `attrs` (the engines and weights the artifact holds); every name FX writes into its code is an
+    identifier. CUDA devices in arguments (and in the caches the model takes or returns) become
+    `gpu`, where the engines run (the CPU on ONNX Runtime)."""
     graph = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
-    for entry in data["nodes"]:
-        name, op, target = entry["name"], entry["op"], entry["target"]
-        args = tuple(_arg_from_json(entry["args"], nodes, name, gpu))
-        kwargs = {str(k): _arg_from_json(v, nodes, name, gpu) for k, v in entry["kwargs"].items()}
+    entries = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise GraphFormatError("malformed graph: no list of nodes")
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise GraphFormatError(f"malformed graph node {str(entry)[:80]}")
+        name = identifier(entry.get("name"), "node name")
+        op, target = entry.get("op"), entry.get("target")
         if op == "call_function":
-            target = resolve_target(target, name)
+            target = resolve_target(str(target), name)
+        elif op == "placeholder":
+            identifier(target, f"node '{name}': input name")
+        elif op == "output":
+            target = "output"
         elif op == "call_module" and target not in modules or op == "get_attr" and target not in attrs:
-            raise GraphFormatError(f"node '{name}' refers to '{target}', which the artifact does not hold")
-        elif op not in ("placeholder", "output", "call_module", "get_attr"):
-            raise GraphFormatError(f"node '{name}' has unknown op {op!r}")
-        node = graph.create_node(op, target, args, kwargs, name=name)
+            raise GraphFormatError(f"node '{name}' refers to '{str(target)[:80]}', which the artifact does not hold")
+        elif op not in ("call_module", "get_attr"):
+            raise GraphFormatError(f"node '{name}' has unknown op {str(op)[:80]!r}")
+        args = entry.get("args")
+        if not isinstance(args, list):
+            raise GraphFormatError(f"node '{name}': malformed args")
+        kwargs = entry.get("kwargs")
+        keys = _kwargs(target if op == "call_function" else None, kwargs, name)
+        assert isinstance(kwargs, dict) and (callable(target) or isinstance(target, str))  # checked above
+        node = graph.create_node(op, target, tuple(_arg_from_json(args, nodes, name, gpu)),
+                                 {k: _arg_from_json(kwargs[k], nodes, name, gpu) for k in keys}, name=name)
         if node.name != name:
             raise GraphFormatError(f"node name '{name}' is used twice")
         nodes[name] = node
     info = data.get("pytree")
     if info is not None:
-        out_spec = None if info["out_spec"] is None else spec_from_json(info["out_spec"], gpu)
-        graph._codegen = _PyTreeCodeGen(_PyTreeInfo([str(a) for a in info["args"]],
-                                                    spec_from_json(info["in_spec"], gpu), out_spec))
+        if not isinstance(info, dict) or not isinstance(info.get("args"), list):
+            raise GraphFormatError("malformed pytree info")
+        in_spec = spec_from_json(info.get("in_spec"), gpu)
+        if in_spec.type is tuple and in_spec.num_children == 2 and in_spec.child(1).type is dict:
+            for key in in_spec.child(1).context:  # FX writes the keyword arguments' names into forward
+                identifier(key, "keyword input")
+        out_spec = None if info.get("out_spec") is None else spec_from_json(info["out_spec"], gpu)
+        graph._codegen = _PyTreeCodeGen(_PyTreeInfo([identifier(a, "forward's argument") for a in info["args"]],
+                                                    in_spec, out_spec))
     return graph

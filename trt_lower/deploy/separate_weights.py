@@ -30,8 +30,10 @@ import torch
 from numpy.typing import NDArray
 
 from converters.core.dtypes import numpy_view
-from converters.core.segment import OnnxSegment, initializer
+from converters.core.segment import OnnxSegment
 from trt_lower.build.cache import atomic_file
+from trt_lower.deploy import onnx_members
+from trt_lower.deploy.onnx_members import OnnxMemberError
 
 FORMAT = "trt_lower weights"
 EAGER = "eager/"
@@ -146,15 +148,18 @@ def _load_file(path: Path, expected: str, artifact: Path) -> dict[str, torch.Ten
 
 def filled(engine: str, graph: bytes, tensors: Mapping[str, torch.Tensor]) -> OnnxSegment:
     """An engine's stripped graph with its weights from `tensors` (checked by `read`), held as
-    lowering holds them (large ones beside the graph)."""
-    model = onnx.load_from_string(graph)
-    segment = OnnxSegment(model)
-    for tensor in model.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL and any(
-                e.key == "location" and e.value == _LOCATION for e in tensor.external_data):
-            array = numpy_view(tensors[f"{engine}/{tensor.name}"].contiguous())
-            tensor.CopyFrom(initializer(tensor.name, array, segment.weights))
-    return segment
+    lowering holds them (large ones beside the graph). The graph is read as onnx_members reads
+    every engine's ONNX: its initializers may name the weight file only, nothing else external."""
+
+    def weight(tensor: onnx.TensorProto) -> NDArray[Any]:
+        where = {e.key: e.value for e in tensor.external_data}
+        key = f"{engine}/{tensor.name}"
+        if where != {"location": _LOCATION} or key not in tensors:
+            raise OnnxMemberError(f"initializer '{tensor.name[:80]}' declares external data {where!r}; a stripped "
+                                  "graph's weights come from its weight file, by their names")
+        return numpy_view(tensors[key].contiguous())
+
+    return onnx_members.stripped(graph, weight)
 
 
 def eager_weights(tensors: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import re
 from typing import Any
 
 import torch
@@ -14,6 +16,9 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from trt_lower.llm.step import FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
+
+
+_CLASS_PATH = re.compile(r"transformers(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class GenerationLimitError(ValueError):
@@ -50,12 +55,57 @@ class BufferCache(Cache):
         raise NotImplementedError("beam search is not supported by a lowered causal LM; use num_beams=1")
 
 
-def _model_class(path: str) -> type[PreTrainedModel]:
+def _model_class(path: Any) -> type[PreTrainedModel]:
+    """The transformers model class `path` names; only a module of transformers is imported."""
+    if not isinstance(path, str) or not _CLASS_PATH.fullmatch(path):
+        raise ValueError(f"model_class {str(path)[:80]!r} is not a class of transformers "
+                         "(transformers.<module>.<Class>)")
     module, _, name = path.rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except ImportError as e:
+        raise ValueError(f"model_class {path!r} cannot be imported here ({e})") from None
     if not (isinstance(cls, type) and issubclass(cls, PreTrainedModel)):
-        raise ValueError(f"{path} is not a transformers model class")
+        raise ValueError(f"model_class {path!r} is not a transformers model class")
     return cls
+
+
+def _count(description: dict[str, Any], key: str, least: int) -> int:
+    value = description.get(key)
+    if type(value) is not int or value < least:
+        raise ValueError(f"{key} must be an int >= {least}, got {str(value)[:80]}")
+    return value
+
+
+def _check_description(step: LoweredModule, description: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """Each layer's (heads, key dim, value dim), once `description` is shown to agree with the
+    step's recorded input signatures (input ids, mask, positions, past, keys..., values...) and
+    its cache to fit this machine's memory. ValueError naming the field otherwise: an artifact's
+    `extra` is untrusted input."""
+    batch, length = _count(description, "max_batch", 1), _count(description, "max_length", 2)
+    cache = description.get("cache")
+    if not isinstance(cache, list) or not all(
+            isinstance(c, list) and len(c) == 3 and all(type(n) is int and n >= 1 for n in c) for c in cache):
+        raise ValueError("cache must be a list of [heads, key dim, value dim] per layer, each an int >= 1")
+    dtype = getattr(torch, str(description.get("dtype")), None) if isinstance(description.get("dtype"), str) else None
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype {str(description.get('dtype'))[:80]!r} is not a floating-point torch dtype")
+    for key in ("config", "generation_config"):
+        if not isinstance(description.get(key), dict):
+            raise ValueError(f"{key} must be a JSON object")
+    guard = getattr(step, "_input_guard", None)
+    sigs = list(getattr(guard, "inputs", ()))
+    wanted = [(batch, length), (batch, length), (batch, length), ()]
+    wanted += [(batch, h, length, k) for h, k, _ in cache] + [(batch, h, length, v) for h, _, v in cache]
+    got = [tuple(s.max_shape) for s in sigs]
+    if got != wanted or any(s.dtype != dtype for s in sigs[4:]):
+        raise ValueError(f"max_batch, max_length, cache and dtype describe the step's inputs as {wanted[:6]}..., "
+                         f"its signatures say {got[:6]}...")
+    size = batch * length * sum(h * (k + v) for h, k, v in cache) * dtype.itemsize
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if size > memory:
+        raise ValueError(f"the cache would take {size / 2**30:.1f} GiB; this machine has {memory / 2**30:.1f} GiB")
+    return [(h, k, v) for h, k, v in cache]
 
 
 class LoweredCausalLM:
@@ -66,6 +116,7 @@ class LoweredCausalLM:
     `describe()`)."""
 
     def __init__(self, step: LoweredModule, description: dict[str, Any]) -> None:
+        cache = _check_description(step, description)
         self.step = step
         self.description = step.extra = description  # trt_lower.save writes it beside the step
         self.max_batch: int = description["max_batch"]
@@ -78,9 +129,9 @@ class LoweredCausalLM:
         guard = getattr(step, "_input_guard", None)  # the device the engines run on, the buffers' too
         device = getattr(getattr(guard, "check", None), "device", None) or torch.device("cpu")
         self._keys = [torch.zeros(self.max_batch, h, self.max_length, d, dtype=dtype, device=device)
-                      for h, d, _ in description["cache"]]
+                      for h, d, _ in cache]
         self._values = [torch.zeros(self.max_batch, h, self.max_length, d, dtype=dtype, device=device)
-                        for h, _, d in description["cache"]]
+                        for h, _, d in cache]
         self._past = torch.zeros((), dtype=torch.int64, device=device)
         # transformers' generate() on a model of the same class and config, its weights on the meta
         # device (none are read: every forward is the lowered step's).

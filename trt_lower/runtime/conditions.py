@@ -22,15 +22,49 @@ _MATH = {"floor", "ceil", "trunc"}
 _TORCH = SimpleNamespace(sym_float=float, sym_int=int, sym_max=max, sym_min=min)
 _REMEMBERED = 1024  # the most met input shapes a SizeConditions keeps
 _MODULE_FUNCTIONS = {("math", f) for f in _MATH} | {("torch", f) for f in vars(_TORCH)}
+# Bounds that keep a condition's parsing and evaluation small whatever its text (artifacts are
+# untrusted input): its length, its nesting, and its powers (a tower of them is a number too big to
+# compute); torch's shape guards stay far inside them.
+MAX_LENGTH = 2000
+MAX_DEPTH = 40
+MAX_POWERS = 2
+MAX_EXPONENT = 8
 
 
-def _check_syntax(text: str, names: Sequence[str]) -> tuple[ast.Expression, dict[ast.Name, int]]:
-    """`text` parsed, if it is a condition on the sizes of the inputs `names`, and which input
-    each of its input names reads; else ValueError."""
+def _depth(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _check_bounds(text: str, tree: ast.Expression) -> None:
+    if _depth(tree) > MAX_DEPTH:
+        raise ValueError(f"size condition {text[:80]!r}...: nests deeper than {MAX_DEPTH} levels")
+    powers = [node for node in ast.walk(tree) if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow)]
+    if len(powers) > MAX_POWERS:
+        raise ValueError(f"size condition {text[:80]!r}: more than {MAX_POWERS} powers")
+    for node in powers:
+        exponent = node.right.value if isinstance(node.right, ast.Constant) else None
+        if not (isinstance(exponent, (int, float)) and not isinstance(exponent, bool)
+                and 0 <= exponent <= MAX_EXPONENT):
+            raise ValueError(f"size condition {text[:80]!r}: {ast.unparse(node)[:80]!r} is not allowed in one "
+                             f"(an exponent must be a constant from 0 to {MAX_EXPONENT})")
+
+
+def _check_syntax(text: str, names: Sequence[str], bounded: bool = True) -> tuple[ast.Expression, dict[ast.Name, int]]:
+    """`text` parsed, if it is a condition on the sizes of the inputs `names` (within the bounds,
+    where `bounded`), and which input each of its input names reads; else ValueError."""
+    if bounded and len(text) > MAX_LENGTH:
+        raise ValueError(f"size condition {text[:80]!r}... is {len(text)} characters long; at most {MAX_LENGTH}")
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError as e:
-        raise ValueError(f"size condition {text!r} is not an expression: {e}") from None
+    except (SyntaxError, RecursionError, MemoryError) as e:  # the parser's own limits on nesting
+        raise ValueError(f"size condition {text[:200]!r} is not an expression: {e}") from None
+    if bounded:
+        _check_bounds(text, tree)
     # Python reads identifiers NFKC-normalized (`ﬁ` is `fi`), so the names are matched that way.
     index = {unicodedata.normalize("NFKC", n): k for k, n in enumerate(names)}
     if len(index) != len(names):
@@ -73,9 +107,10 @@ class _Positional(ast.NodeTransformer):
         return ast.copy_location(ast.Subscript(ast.Name("inputs", ast.Load()), ast.Constant(k), ast.Load()), node)
 
 
-def compile_condition(text: str, names: Sequence[str]) -> Callable[..., Any]:
-    """A function of the inputs `names` (anything with a `.shape`) returning `text`'s value."""
-    tree, inputs = _check_syntax(text, names)
+def compile_condition(text: str, names: Sequence[str], bounded: bool = True) -> Callable[..., Any]:
+    """A function of the inputs `names` (anything with a `.shape`) returning `text`'s value.
+    `bounded=False` only for conditions joined from ones already compiled bounded."""
+    tree, inputs = _check_syntax(text, names, bounded)
     body = _Positional(inputs).visit(tree.body)
     code = compile(ast.fix_missing_locations(ast.Expression(ast.Lambda(
         ast.arguments(posonlyargs=[], args=[], vararg=ast.arg("inputs"), kwonlyargs=[], kw_defaults=[], defaults=[]),
@@ -103,7 +138,7 @@ class SizeConditions:
         self.texts = tuple(texts)
         self.names = tuple(names)
         self._each = [compile_condition(t, self.names) for t in self.texts]
-        self._all = compile_condition(" and ".join(f"({t})" for t in self.texts), self.names)
+        self._all = compile_condition(" and ".join(f"({t})" for t in self.texts), self.names, bounded=False)
         # Input shapes that met every condition: a repeated shape is looked up, not evaluated
         # again (swin's 14 conditions take ~50 µs; the lookup well under one).
         self._met: set[tuple[torch.Size, ...]] = set()
