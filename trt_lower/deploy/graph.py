@@ -20,6 +20,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
+from splitter.index_check import CHECK_INDICES
+
 log = logging.getLogger("trt_lower")
 
 
@@ -39,6 +41,8 @@ _PYTHON_TARGETS.update({f"torch.{name}": getattr(torch, name)
 # Rounding a float size back to an int (mobilevit's patch counts at a dynamic resolution).
 _PYTHON_TARGETS.update({f"math.{name}": getattr(math, name) for name in ("ceil", "floor", "trunc")})
 _PYTHON_NAMES = {fn: name for name, fn in _PYTHON_TARGETS.items()}
+# trt_lower's own operators, registered by importing them (here, so that a loaded graph finds them).
+_OUR_OPS: dict[str, Callable[..., Any]] = {str(CHECK_INDICES): CHECK_INDICES}
 _OP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENUMS: dict[str, type] = {"dtype": torch.dtype, "layout": torch.layout, "memory_format": torch.memory_format}
 
@@ -58,6 +62,8 @@ def resolve_target(name: str, node: str) -> Callable[..., Any]:
     """The callable `name` names: a Python operator of the allowlist, or a registered OpOverload."""
     if name in _PYTHON_TARGETS:
         return _PYTHON_TARGETS[name]
+    if name in _OUR_OPS:
+        return _OUR_OPS[name]
     parts = name.split(".")
     if len(parts) != 3 or not all(_OP_NAME.match(p) for p in parts):
         raise GraphFormatError(f"node '{node}': {name!r} is not an operator name (namespace.op.overload)")
