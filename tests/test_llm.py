@@ -144,6 +144,20 @@ def test_generate_from_four_threads_gives_the_serial_tokens() -> None:
     assert 1 <= len(gen._buffers.free) <= 4  # sets are reused, at most one per thread
 
 
+def test_token_ids_outside_the_vocabulary_raise_as_in_eager() -> None:
+    """A negative id (which ONNX's Gather would read from the end) or one past the vocabulary:
+    IndexError naming input_ids, as the eager model's embedding raises, and no token generated."""
+    model, gen = lowered(_llama)
+    for bad in (-1, VOCAB):
+        ids = torch.tensor([[5, bad, 7]])
+        with pytest.raises(IndexError):
+            model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
+        with pytest.raises(IndexError, match=rf"input 'input_ids' holds an index outside \[0, {VOCAB}\)"):
+            gen.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    assert torch.equal(gen.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0),
+                       model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0))
+
+
 def test_limits_are_refused_naming_them() -> None:
     _, gen = lowered(_llama)
     with pytest.raises(GenerationLimitError, match="batch 3 exceeds max_batch=2"):
