@@ -2,12 +2,17 @@
 raise where eager PyTorch raises, and never reach outside their input.
 
 Before each such op the graph tests its indices (`ok = (low <= i) & (i < size)`), hands `all(ok)`
-to `trt_lower::check_indices` (splitter/index_check.py: eager, it raises IndexOutOfRangeError
-naming the op and the index) and gives the op `where(ok, i, 0)` instead of `i`. The test and the
+to `check_indices` (splitter/index_check.py: eager, it raises IndexOutOfRangeError naming the op
+and the index) and gives the op `where(ok, i, 0)` instead of `i`. The test and the
 clamp are ordinary ops: they run wherever the op runs, inside an engine too, so indices computed
 inside an engine are covered as well as those an engine takes in, and TensorRT never sees an
 index out of range (it reads out of bounds for one; ONNX Gather counts a negative one from the
-end). Indices that are constants are checked here, once, and left alone.
+end). Indices whose values all come from a constant (a weight, or views, slices and gathers
+of one: BERT's position and token type ids) are checked here, once, and left alone.
+
+Cost: the test's few elementwise ops and one more engine output, and the check's Python call
+with a one-bool read (on a GPU, a device-to-host copy that waits for the engine); measured in
+bench/bench_guards.py.
 
 Ops left out, each unable to reach outside its input: embedding_bag's offsets (they bound the
 bags' masks, no read is made at them), diagonal and as_strided (constant positions), boolean
@@ -15,6 +20,7 @@ masks (their shape is checked when tracing), and sort/topk/argmax (they produce 
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Iterator
 
@@ -22,7 +28,8 @@ import torch
 from torch._guards import detect_fake_mode
 from torch.fx.node import map_arg
 
-from splitter.index_check import CHECK_INDICES
+from splitter.index_check import INDEX_TEST, check_indices
+from splitter.partition import NON_COMPUTE
 from splitter.support import target_label
 
 aten = torch.ops.aten
@@ -45,6 +52,9 @@ _READS: dict[Any, tuple[int, int | None, bool]] = {
 # x[i, j] and x[i, j] = v: a list of optional index tensors, one per leading dim.
 _INDEXING = (aten.index.Tensor, aten.index_put.default)
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+# Ops whose result holds only values of their first input.
+_SELECTIONS = NON_COMPUTE | {aten.gather.default, aten.index_select.default, aten.index.Tensor,
+                             aten.embedding.default, aten.expand_copy.default, aten.slice_copy.Tensor}
 
 
 def _indices(node: torch.fx.Node) -> Iterator[tuple[tuple[int, int | None], torch.fx.Node, int, bool]]:
@@ -65,6 +75,7 @@ def _val(graph: torch.fx.Graph, target: Any, args: tuple[Any, ...]) -> torch.fx.
     """A node of `graph` calling `target` on `args`, its FakeTensor (or SymInt) computed as FX's
     would be."""
     node = graph.call_function(target, args)
+    node.meta[INDEX_TEST] = True
     values = map_arg(args, lambda n: n.meta["val"])
     mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
     if mode is None:
@@ -76,10 +87,16 @@ def _val(graph: torch.fx.Graph, target: Any, args: tuple[Any, ...]) -> torch.fx.
 
 
 def _constant_in_range(node: torch.fx.Node, low: Any, size: Any) -> bool:
-    """A weight (get_attr) index whose values lie in [low, size)."""
+    """Whether the values of index `node` are those of a weight (get_attr), or a selection of
+    them, and that weight's lie in [low, size)."""
+    while node.op == "call_function" and node.target in _SELECTIONS and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
     if node.op != "get_attr" or not isinstance(size, int):
         return False
-    value = getattr(node.graph.owning_module, str(node.target), None)
+    try:
+        value = functools.reduce(getattr, str(node.target).split("."), node.graph.owning_module)
+    except AttributeError:
+        return False
     return isinstance(value, torch.Tensor) and (value.numel() == 0 or (
         bool((value >= low).all()) and bool((value < size).all())))
 
@@ -111,7 +128,7 @@ def _guarded(graph: torch.fx.Graph, node: torch.fx.Node, index: torch.fx.Node, d
         message = _message(node, index, x, dim, low, size.meta["val"] if isinstance(size, torch.fx.Node) else size)
         ok = _val(graph, aten.logical_and.default,
                   (_val(graph, aten.ge.Scalar, (index, low)), _val(graph, aten.lt.Scalar, (index, size))))
-        graph.call_function(CHECK_INDICES, (_val(graph, aten.all.default, (ok,)), message))
+        graph.call_function(check_indices, (_val(graph, aten.all.default, (ok,)), message))
         return _val(graph, aten.where.ScalarOther, (ok, index, 0))
 
 

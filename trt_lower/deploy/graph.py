@@ -3,7 +3,7 @@
 Nodes are written with their op, target and arguments. On load a call_function target is looked
 up, never imported: an ATen-style name ("aten.add.Tensor") must resolve to an OpOverload already
 registered in this process (torch.ops); the only other targets are the few Python operators FX
-emits for getitem and shape arithmetic. Arguments are nodes, numbers, strings, and torch dtypes,
+emits for getitem and shape arithmetic, and the index checks capture inserts. Arguments are nodes, numbers, strings, and torch dtypes,
 devices, layouts and memory formats by name. The input/output pytree specs are written as plain
 data too (see `spec_to_json`).
 """
@@ -20,7 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-from splitter.index_check import CHECK_INDICES
+from splitter.index_check import check_indices
 
 log = logging.getLogger("trt_lower")
 
@@ -40,9 +40,9 @@ _PYTHON_TARGETS.update({f"torch.{name}": getattr(torch, name)
                         for name in ("sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sqrt")})
 # Rounding a float size back to an int (mobilevit's patch counts at a dynamic resolution).
 _PYTHON_TARGETS.update({f"math.{name}": getattr(math, name) for name in ("ceil", "floor", "trunc")})
+# The index checks capture inserts (splitter/index_check.py).
+_PYTHON_TARGETS["trt_lower.check_indices"] = check_indices
 _PYTHON_NAMES = {fn: name for name, fn in _PYTHON_TARGETS.items()}
-# trt_lower's own operators, registered by importing them (here, so that a loaded graph finds them).
-_OUR_OPS: dict[str, Callable[..., Any]] = {str(CHECK_INDICES): CHECK_INDICES}
 _OP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENUMS: dict[str, type] = {"dtype": torch.dtype, "layout": torch.layout, "memory_format": torch.memory_format}
 
@@ -62,8 +62,6 @@ def resolve_target(name: str, node: str) -> Callable[..., Any]:
     """The callable `name` names: a Python operator of the allowlist, or a registered OpOverload."""
     if name in _PYTHON_TARGETS:
         return _PYTHON_TARGETS[name]
-    if name in _OUR_OPS:
-        return _OUR_OPS[name]
     parts = name.split(".")
     if len(parts) != 3 or not all(_OP_NAME.match(p) for p in parts):
         raise GraphFormatError(f"node '{node}': {name!r} is not an operator name (namespace.op.overload)")
