@@ -36,7 +36,8 @@ class Tagger(torch.nn.Module):
         self.embed, self.head = torch.nn.Embedding(1000, 16), torch.nn.Linear(16, 4)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.head(self.embed(ids))
+        out: torch.Tensor = self.head(self.embed(ids))
+        return out
 
 
 def _bert() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -44,7 +45,8 @@ def _bert() -> tuple[torch.nn.Module, torch.Tensor]:
 
     config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=128, vocab_size=500)
-    return transformers.BertModel(config).eval(), torch.randint(0, 500, (1, 32))
+    model: torch.nn.Module = transformers.BertModel(config)
+    return model.eval(), torch.randint(0, 500, (1, 32))
 
 
 def _per_call_us(fn: Callable[[], Any], calls: int) -> float:
@@ -76,9 +78,10 @@ def buffers(calls: int) -> None:
     from trt_lower.llm import lower_causal_lm
 
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2)).eval()
+        num_key_value_heads=2))
+    model.eval()
     gen = lower_causal_lm(model, max_batch=2, max_length=32)
     pool = gen._buffers
 
@@ -88,7 +91,10 @@ def buffers(calls: int) -> None:
 
     take_us = statistics.median(_per_call_us(take, calls) for _ in range(5))
     ids = torch.randint(3, 96, (1, 8))
-    generate = lambda: gen.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=0)  # noqa: E731
+
+    def generate() -> None:
+        gen.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=0)
+
     generate()
     generate_us = statistics.median(_per_call_us(generate, 5) for _ in range(3))
     print(f"buffers  take + give back {take_us:.2f} us/call; a 12-token generate() {generate_us / 1000:.1f} ms")
