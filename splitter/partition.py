@@ -9,6 +9,7 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partition
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
+from splitter.index_check import is_index_test
 from splitter.support import ConverterSupport, is_check, is_size
 
 aten = torch.ops.aten
@@ -41,7 +42,8 @@ ENGINE_PREFIX = "engine_"
 
 
 def is_compute(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node) and not is_check(node)
+    return (node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node) and not is_check(node)
+            and not is_index_test(node))
 
 
 def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: Mapping[torch.fx.Node, object],

@@ -12,6 +12,7 @@ import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
 from converters.core.target import Target
 from converters.core.quantized import INT8_OPS
+from splitter.index_check import check_indices
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
 # slice_scatter converter clamps start and end itself (or hands them to a Slice).
@@ -46,7 +47,7 @@ def is_check(node: torch.fx.Node) -> bool:
     eager, like the number it checks, and no compute."""
     if node.op != "call_function":
         return False
-    if node.target in RUNTIME_CHECKS:
+    if node.target in RUNTIME_CHECKS or node.target is check_indices:
         return True
     return (isinstance(node.meta.get("val"), _SCALARS) and bool(node.users)
             and all(is_check(u) for u in node.users))

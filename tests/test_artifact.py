@@ -514,3 +514,42 @@ def test_cuda_device_arguments_follow_the_engines() -> None:
     on_cpu = artifact_graph.graph_from_json(stored, set(), set(), torch.device("cpu"))
     assert [n.kwargs.get("device") for n in on_cpu.nodes][:2] == [torch.device("cpu")] * 2
     assert zeros.kwargs["device"] == torch.device("cuda", 0)
+
+
+class _EagerAndEngine(torch.nn.Module):
+    """An embedding (an index check) and a Linear in an engine, an op without converter in eager."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = torch.nn.Embedding(10, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.special.i0e(self.head(self.embed(ids)).relu()) + 1
+
+
+def test_loading_and_calling_imports_neither_dynamo_nor_the_exporter(tmp_path: Path) -> None:
+    """The deploy path stays light: in a fresh process, trt_lower.load(f)(x) imports no
+    torch._dynamo and no torch.export module beyond those `import torch` imports itself (its
+    first dispatch of an eager op went through torch._compile, which imports Dynamo)."""
+    lowered = trt_lower.lower_to_trt(_EagerAndEngine().eval(), (torch.tensor([[1, 9]]),), backend="onnxruntime",
+                                     min_block_size=1)
+    assert lowered.report.engines and lowered.report.fallbacks
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    script = textwrap.dedent(f"""
+        import sys, torch
+        heavy = lambda: {{m for m in sys.modules if m.split(".")[:2] in (["torch", "_dynamo"], ["torch", "export"],
+                                                                      ["torch", "_export"])}}
+        before = heavy()
+        import trt_lower
+        module = trt_lower.load({str(tmp_path / 'm.trtl')!r})
+        module(torch.tensor([[3, 4]]))
+        try:
+            module(torch.tensor([[3, 10]]))
+        except IndexError:
+            pass
+        print(sorted(heavy() - before))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -297,7 +297,7 @@ def test_causal_lm_generates_on_tensorrt_as_eager(tmp_path: Path) -> None:
     with torch.no_grad():
         expected = model.generate(ids, attention_mask=mask, **options)
     got = gen.generate(ids, attention_mask=mask, **options)
-    assert got.sequences.device.type == "cuda" and gen._keys[0].device.type == "cuda"
+    assert got.sequences.device.type == "cuda" and gen._buffers.free[0][0][0].device.type == "cuda"
     assert torch.equal(got.sequences, expected.sequences)
     for g, e in zip(got.logits, expected.logits):
         torch.testing.assert_close(g, e, rtol=1e-3, atol=1e-3)

@@ -2,9 +2,11 @@
 with a preallocated key/value cache, as transformers' generate() on the eager model does."""
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -111,11 +113,49 @@ def test_the_cache_is_written_in_place() -> None:
     """No allocation per token beyond the step's own: the buffers keep their addresses, and hold
     the generated positions afterwards."""
     _, gen = lowered(_llama)
-    addresses = [t.data_ptr() for t in (*gen._keys, *gen._values)]
-    before = gen._keys[0].clone()
+    (keys, values, _), = gen._buffers.free
+    addresses = [t.data_ptr() for t in (*keys, *values)]
+    before = keys[0].clone()
     gen.generate(torch.randint(3, VOCAB, (1, 6)), max_new_tokens=10, do_sample=False, pad_token_id=0)
-    assert [t.data_ptr() for t in (*gen._keys, *gen._values)] == addresses
-    assert not torch.equal(gen._keys[0][:1, :, :15], before[:1, :, :15])
+    (keys, values, _), = gen._buffers.free  # a serial call takes the one set and gives it back
+    assert [t.data_ptr() for t in (*keys, *values)] == addresses
+    assert not torch.equal(keys[0][:1, :, :15], before[:1, :, :15])
+
+
+def test_generate_from_four_threads_gives_the_serial_tokens() -> None:
+    """Each call generates on cache buffers of its own: 4 threads x 5 calls of different prompts
+    (and lengths) give what the same calls give one after another."""
+    _, gen = lowered(_llama)
+    torch.manual_seed(3)
+    prompts = [torch.randint(3, VOCAB, (1 + i % 2, 4 + i)) for i in range(20)]
+    options = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+    serial = [gen.generate(p, **options) for p in prompts]
+    start = threading.Barrier(4)
+
+    def calls(first: int) -> list[torch.Tensor]:
+        start.wait()
+        return [gen.generate(prompts[i], **options) for i in range(first, len(prompts), 4)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(calls, range(4)))
+    for first, got in enumerate(results):
+        for i, tokens in zip(range(first, len(prompts), 4), got):
+            assert torch.equal(tokens, serial[i]), f"call {i}"
+    assert 1 <= len(gen._buffers.free) <= 4  # sets are reused, at most one per thread
+
+
+def test_token_ids_outside_the_vocabulary_raise_as_in_eager() -> None:
+    """A negative id (which ONNX's Gather would read from the end) or one past the vocabulary:
+    IndexError naming input_ids, as the eager model's embedding raises, and no token generated."""
+    model, gen = lowered(_llama)
+    for bad in (-1, VOCAB):
+        ids = torch.tensor([[5, bad, 7]])
+        with pytest.raises(IndexError):
+            model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
+        with pytest.raises(IndexError, match=rf"input 'input_ids' holds an index outside \[0, {VOCAB}\)"):
+            gen.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    assert torch.equal(gen.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0),
+                       model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0))
 
 
 def test_limits_are_refused_naming_them() -> None:

@@ -3,6 +3,7 @@ eagerly, still right), the TensorRT double refuses it as TensorRT does, and the 
 quantized model lowers to are audited and built as explicit quantization."""
 from __future__ import annotations
 
+import math
 from types import ModuleType
 from typing import Any, Callable
 
@@ -249,6 +250,39 @@ def test_quantize_gives_one_int8_engine_matching_the_quantized_model(make: Calla
     with torch.no_grad():
         _assert_within_one_step(lowered(*inputs), quantized(*inputs), max(steps))
     _assert_layers_match(quantized, lowered, inputs)
+
+
+def test_calibration_batches_may_be_tensors_tuples_or_lists() -> None:
+    """A bare tensor per batch (what a DataLoader of inputs yields), or a list of inputs, gives
+    what tuples of inputs give."""
+    from trt_lower.quantization import quantize
+
+    torch.manual_seed(0)
+    model = Attention().eval()
+    batches = [torch.randn(2, 6, 16) for _ in range(3)]
+    reference = quantize(model, (batches[0],), [(b,) for b in batches])
+    for example, forms in ((batches[0], batches), ([batches[0]], [[b] for b in batches])):
+        other = quantize(model, example, forms)
+        assert _steps(other) == _steps(reference) and _steps(reference)
+        torch.testing.assert_close(other(batches[1]), reference(batches[1]))
+
+
+def test_calibration_data_quantize_cannot_observe_is_refused_naming_the_batch() -> None:
+    from trt_lower.quantization import CalibrationError, quantize
+
+    model = Attention().eval()
+    x = torch.randn(2, 6, 16)
+    for value in (math.nan, math.inf):
+        bad = x.clone()
+        bad[1, 2, 3] = value
+        with pytest.raises(CalibrationError, match="calibration batch 2: its tensor 0 holds NaN or infinite values"):
+            quantize(model, x, [x, (x,), [bad]])
+    with pytest.raises(CalibrationError, match="calibration_batches is empty"):
+        quantize(model, x, iter([]))
+    with pytest.raises(CalibrationError, match="calibration batch 1 holds 2 input.s., the example inputs 1"):
+        quantize(model, x, [x, (x, x)])
+    with pytest.raises(CalibrationError, match="calibration batch 0 is a dict: a batch is a tensor"):
+        quantize(model, x, [{"x": x}])
 
 
 def test_an_encoders_quantized_layers_match_eager() -> None:

@@ -143,6 +143,11 @@ def test_malformed_requests_get_an_error_and_the_server_keeps_serving(server: Tr
             # Within Triton's dims (-1) but beyond the lowered range: trt_lower's error, as the reply.
             ("input 'input_ids' was lowered for the range (1..8, 4..32) int64, got (1, 40)",
              lambda: infer(c, protocol, "bert", {"input_ids": np.zeros((1, 40), np.int64)})),
+            # A token id outside the vocabulary: the embedding's index check, as the reply.
+            ("IndexOutOfRangeError: aten.embedding.default 'embedding': input 'input_ids' holds an index outside "
+             "[0, 500)", lambda: infer(c, protocol, "bert", {"input_ids": np.full((1, 8), -1, np.int64)})),
+            ("input 'input_ids' holds an index outside [0, 500)",
+             lambda: infer(c, protocol, "bert", {"input_ids": np.full((2, 8), 500, np.int64)})),
         ]
         for message, call in bad:
             with pytest.raises(InferenceServerException) as error:

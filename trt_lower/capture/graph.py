@@ -17,6 +17,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
+from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
 from trt_lower.runtime.conditions import renamed
 from trt_lower.values.ranges import SymbolRanges, int_bound
@@ -270,13 +271,15 @@ def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
 def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     """A fresh GraphModule of `program` (weights as get_attr), without export's runtime checks
     (`_guards_fn` and assertion nodes, but those on numbers read from data): stitch installs an
-    InputGuard instead. Rounded quotients of sizes become integer division (capture/quotients.py)."""
+    InputGuard instead. Rounded quotients of sizes become integer division (capture/quotients.py);
+    indices read from data are checked and clamped (capture/index_checks.py)."""
     gm = _unlifted(program)
     kept = _on_data_reads(gm)
     for node in reversed(gm.graph.nodes):
         if node.target in _ASSERTS and node not in kept:
             gm.graph.erase_node(node)
     integer_quotients(gm)
+    guard_indices(gm)
     gm.graph.eliminate_dead_code()  # the asserts' now unused inputs (shape arithmetic)
     gm.recompile()
     return gm

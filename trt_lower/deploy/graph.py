@@ -3,9 +3,10 @@
 Nodes are written with their op, target and arguments. On load a call_function target is looked
 up, never imported: an ATen-style name ("aten.add.Tensor") must resolve to an OpOverload already
 registered in this process (torch.ops) that operators.py allows; the only other targets are the
-few Python operators FX emits for getitem and shape arithmetic. Arguments are nodes, numbers,
-strings, and torch dtypes, devices, layouts and memory formats by name. The input/output pytree
-specs are written as plain data too (see `spec_to_json`).
+few Python operators FX emits for getitem and shape arithmetic, and the index checks capture
+inserts (splitter/index_check.py). Arguments are nodes, numbers, strings, and torch dtypes,
+devices, layouts and memory formats by name. The input/output pytree specs are written as plain
+data too (see `spec_to_json`).
 
 FX turns a graph into Python source: node names, placeholder and attribute targets, keyword
 names and the forward's argument names become code there. On load each of them must be an
@@ -27,6 +28,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
+from splitter.index_check import check_indices
 from trt_lower.deploy import operators
 
 log = logging.getLogger("trt_lower")
@@ -47,6 +49,8 @@ _PYTHON_TARGETS.update({f"torch.{name}": getattr(torch, name)
                         for name in ("sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sqrt")})
 # Rounding a float size back to an int (mobilevit's patch counts at a dynamic resolution).
 _PYTHON_TARGETS.update({f"math.{name}": getattr(math, name) for name in ("ceil", "floor", "trunc")})
+# The index checks capture inserts (splitter/index_check.py).
+_PYTHON_TARGETS["trt_lower.check_indices"] = check_indices
 _PYTHON_NAMES = {fn: name for name, fn in _PYTHON_TARGETS.items()}
 _OP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENUMS: dict[str, type] = {"dtype": torch.dtype, "layout": torch.layout, "memory_format": torch.memory_format}

@@ -1,7 +1,8 @@
 """Which operators an eager node of a loaded graph may call.
 
 A loaded graph's eager nodes are what lowering left eager: core ATen operators, the operators a
-converter maps whole (which a capability check may still refuse), the size and assertion
+converter maps whole (which a capability check may still refuse), public operators torch.export's
+decompositions leave whole (`aten.special_i0e`: none is written for it), the size and assertion
 operators torch.export leaves in a graph, and the user's own operators (defined in Python with
 torch.library, imported before loading). An operator from the file is called only when it is
 one of those AND its schema is side-effect free:
@@ -59,11 +60,24 @@ def _converted() -> frozenset[str]:
     return frozenset(str(op) for op in converters.supported_ops())
 
 
+@functools.cache
+def _decomposed() -> frozenset[Any]:
+    return frozenset(torch.export.default_decompositions())
+
+
+def _left_whole(op: torch._ops.OpOverload) -> bool:
+    """A public ATen operator capture's decompositions leave as it is. Private (`_`) and sparse
+    operators are never: the unchecked constructors are among them."""
+    base = op._schema.name.partition("::")[2]
+    return not base.startswith("_") and "sparse" not in base and op not in _decomposed()
+
+
 def _known(op: torch._ops.OpOverload) -> bool:
     """Whether lowering can leave `op` eager (before its schema is looked at)."""
     name = str(op)
     if op.namespace == "aten":
-        return torch.Tag.core in op.tags or name in _EXPORT_LEFTOVERS or name in _converted()
+        return (torch.Tag.core in op.tags or name in _EXPORT_LEFTOVERS or name in _converted()
+                or _left_whole(op))
     # Other libraries: the operators defined in Python through torch.library (the user's own,
     # torch's prims and quantize/dequantize), not C++ operators.
     return op._schema.name in torch.library._defs

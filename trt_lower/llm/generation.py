@@ -3,11 +3,13 @@
 `generate()` (greedy, sampling, logits processors, stopping, eos and padding as the eager model)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
 import re
-from typing import Any
+import threading
+from typing import Any, Callable, Iterator
 
 import torch
 from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel
@@ -38,12 +40,14 @@ class _Layer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers is un
 
 
 class BufferCache(Cache):
-    """The cache generate() carries between steps: the buffers and how many positions are written."""
+    """The cache generate() carries between steps: the buffers, how many positions are written,
+    and that count as the 0-d tensor the step takes."""
 
-    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]) -> None:
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], past: torch.Tensor) -> None:
         self.buffers = list(zip(keys, values))
         super().__init__(layers=[_Layer(k, v) for k, v in self.buffers])
         self.length = 0
+        self.past = past
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.length
@@ -53,6 +57,33 @@ class BufferCache(Cache):
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("beam search is not supported by a lowered causal LM; use num_beams=1")
+
+
+# One call's buffers: keys and values per layer, and the 0-d count of positions written.
+Buffers = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
+
+
+class _BufferPool:
+    """Cache buffers for concurrent generate() calls: a call takes a free set, or allocates one
+    when every set is in use by another thread, and gives it back when it ends. Serial calls
+    reuse one set; N threads generating at once hold N sets."""
+
+    def __init__(self, allocate: Callable[[], Buffers]) -> None:
+        self._allocate = allocate
+        self._lock = threading.Lock()
+        self.free = [allocate()]  # one set now, so that a shortage of memory shows when lowering
+
+    @contextlib.contextmanager
+    def taken(self) -> Iterator[Buffers]:
+        with self._lock:
+            buffers = self.free.pop() if self.free else None
+        if buffers is None:
+            buffers = self._allocate()
+        try:
+            yield buffers
+        finally:
+            with self._lock:
+                self.free.append(buffers)
 
 
 def _model_class(path: Any) -> type[PreTrainedModel]:
@@ -111,9 +142,10 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
 class LoweredCausalLM:
     """What `trt_lower.llm.lower_causal_lm` returns: `.generate(...)` as the eager model's, each
     forward one call of the lowered `step` (a LoweredModule). The key/value cache is one buffer per
-    layer of `max_batch` x heads x `max_length` x head dim, allocated here once; generate() works on
-    its first `batch` rows. `trt_lower.save` / `load` take it (its artifact is the step's, plus
-    `describe()`)."""
+    layer of `max_batch` x heads x `max_length` x head dim, allocated once per concurrent call
+    (_BufferPool); generate() works on its first `batch` rows. generate() may be called from
+    several threads at once: each call has buffers of its own. `trt_lower.save` / `load` take it
+    (its artifact is the step's, plus `describe()`)."""
 
     def __init__(self, step: LoweredModule, description: dict[str, Any]) -> None:
         cache = _check_description(step, description)
@@ -128,11 +160,16 @@ class LoweredCausalLM:
         dtype = getattr(torch, description["dtype"])
         guard = getattr(step, "_input_guard", None)  # the device the engines run on, the buffers' too
         device = getattr(getattr(guard, "check", None), "device", None) or torch.device("cpu")
-        self._keys = [torch.zeros(self.max_batch, h, self.max_length, d, dtype=dtype, device=device)
-                      for h, d, _ in cache]
-        self._values = [torch.zeros(self.max_batch, h, self.max_length, d, dtype=dtype, device=device)
-                        for h, _, d in cache]
-        self._past = torch.zeros((), dtype=torch.int64, device=device)
+
+        def allocate() -> Buffers:
+            def zeros(*shape: int, dtype: torch.dtype = dtype) -> torch.Tensor:
+                return torch.zeros(shape, dtype=dtype, device=device)
+
+            return ([zeros(self.max_batch, h, self.max_length, d) for h, d, _ in cache],
+                    [zeros(self.max_batch, h, self.max_length, d) for h, _, d in cache],
+                    zeros(dtype=torch.int64))
+
+        self._buffers = _BufferPool(allocate)
         # transformers' generate() on a model of the same class and config, its weights on the meta
         # device (none are read: every forward is the lowered step's).
         @functools.wraps(cls.forward)  # generate() reads forward's parameters (position_ids...) to know what to pass
@@ -190,11 +227,11 @@ class LoweredCausalLM:
             mask[:, :past + q] = attention_mask[:, -(past + q):]
         if position_ids is None:
             position_ids = torch.arange(past, past + q, device=input_ids.device).expand(batch, q)
-        self._past.fill_(past)
+        past_key_values.past.fill_(past)
         keys = tuple(k for k, _ in past_key_values.buffers)
         values = tuple(v for _, v in past_key_values.buffers)
         logits, new_keys, new_values = self.step(input_ids, mask, position_ids.expand(batch, q).contiguous(),
-                                                 self._past, keys, values)
+                                                 past_key_values.past, keys, values)
         written = torch.arange(past, past + q, device=input_ids.device)
         for (keys_buffer, values_buffer), k, v in zip(past_key_values.buffers, new_keys, new_values):
             keys_buffer.index_copy_(2, written, k)
@@ -225,5 +262,6 @@ class LoweredCausalLM:
                                        f"max_length={self.max_length}, the cache size the model was lowered for")
         if (kwargs.get("num_beams", config.num_beams) or 1) != 1:
             raise ValueError("a lowered causal LM generates with num_beams=1 (greedy or sampling)")
-        cache = BufferCache([k[:batch] for k in self._keys], [v[:batch] for v in self._values])
-        return self.model.generate(input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
+        with self._buffers.taken() as (keys, values, past):
+            cache = BufferCache([k[:batch] for k in keys], [v[:batch] for v in values], past)
+            return self.model.generate(input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)

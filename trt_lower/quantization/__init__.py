@@ -8,6 +8,6 @@ in between) and lowers with `lower_to_trt` like any module. Needs torchao (the `
 In: a model, example inputs and calibration batches. Out: the quantized module (after
 convert_pt2e), for `lower_to_trt`.
 """
-from trt_lower.quantization.quantizer import TensorRTQuantizer, quantize
+from trt_lower.quantization.quantizer import CalibrationError, TensorRTQuantizer, quantize
 
-__all__ = ["TensorRTQuantizer", "quantize"]
+__all__ = ["CalibrationError", "TensorRTQuantizer", "quantize"]

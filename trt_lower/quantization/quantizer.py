@@ -14,6 +14,7 @@ import types
 from typing import Any, Iterable, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 from torchao.quantization.pt2e import move_exported_model_to_eval, move_exported_model_to_train
 from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -72,16 +73,51 @@ class TensorRTQuantizer(Quantizer):  # type: ignore[misc]  # torchao has no type
         pass
 
 
-def quantize(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
-             calibration_batches: Iterable[Sequence[torch.Tensor]]) -> torch.fx.GraphModule:
+class CalibrationError(ValueError):
+    """Calibration data quantize() cannot observe: no batch at all, a batch of another form than
+    the example inputs', or NaN/infinite values (which would make the observed ranges meaningless)."""
+
+
+Batch = torch.Tensor | Sequence[Any]
+
+
+def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...]:
+    """A batch's inputs: a tensor is the model's one input, a tuple or list holds them all; each
+    float tensor in it finite. CalibrationError naming `what` otherwise."""
+    if isinstance(batch, torch.Tensor):
+        inputs: tuple[Any, ...] = (batch,)
+    elif isinstance(batch, (tuple, list)):
+        inputs = tuple(batch)
+    else:
+        raise CalibrationError(f"{what} is a {type(batch).__name__}: a batch is a tensor (the model's one input) "
+                               "or a tuple or list of the model's inputs")
+    if count is not None and len(inputs) != count:
+        raise CalibrationError(f"{what} holds {len(inputs)} input(s), the example inputs {count}")
+    for i, t in enumerate(pytree.tree_leaves(inputs)):
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CalibrationError(f"{what}: its tensor {i} holds NaN or infinite values, which calibration "
+                                   "cannot observe (the int8 scales come from the values' range)")
+    return inputs
+
+
+def quantize(model: torch.nn.Module, example_inputs: Batch, calibration_batches: Iterable[Batch]) -> torch.fx.GraphModule:
     """`model` quantized for TensorRT: captured with torch.export, observed on every batch of
-    `calibration_batches` (tuples of inputs like `example_inputs`), converted to quantize /
-    dequantize ops with int8 weights (`convert_pt2e`)."""
-    captured = torch.export.export(model.eval(), tuple(example_inputs)).module()
+    `calibration_batches`, converted to quantize / dequantize ops with int8 weights
+    (`convert_pt2e`). The example inputs and each batch are a tensor (the model's one input, as a
+    DataLoader of inputs yields them) or a tuple or list of the model's inputs. CalibrationError,
+    naming the batch, for an empty set of batches, a batch of another number of inputs than the
+    example's, or NaN/infinite values."""
+    example = _inputs(example_inputs, "example_inputs")
+    captured = torch.export.export(model.eval(), example).module()
     prepared = prepare_pt2e(captured, TensorRTQuantizer())
+    seen = 0
     with torch.no_grad():
-        for batch in calibration_batches:
-            prepared(*batch)
+        for k, batch in enumerate(calibration_batches):
+            prepared(*_inputs(batch, f"calibration batch {k}", len(example)))
+            seen += 1
+    if not seen:
+        raise CalibrationError("calibration_batches is empty: int8 scales need the activations' ranges from at least "
+                               "one batch of representative inputs")
     quantized: torch.fx.GraphModule = convert_pt2e(prepared)
     # lower_to_trt and the accuracy checks call .eval() and then .train(model.training) to put the
     # mode back, which an exported module refuses. torchao's allow_exported_model_train_eval

@@ -29,6 +29,13 @@ class _Dispatched(Exception):
 
 
 class _FirstDispatch(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's class is untyped
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No: by default torch wraps a mode's __torch_dispatch__ to keep Dynamo out of it, and that
+        wrapper imports torch._dynamo (seconds, and the compiler stack) on its first call, which
+        would be every load of a saved model. This mode only stops a probe; nothing compiles it."""
+        return False
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         raise _Dispatched(func, args, kwargs or {})
 

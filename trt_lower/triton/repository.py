@@ -15,6 +15,7 @@ import torch
 
 import trt_lower
 from converters.core.segment import OnnxSegment
+from splitter.index_check import check_indices
 from trt_lower.values import device as devices
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
@@ -200,6 +201,8 @@ def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine |
             picked.append(0)
         else:
             return f"the model's output {r} is not an output of its engine"
+    if any(n.target is check_indices for n in nodes):
+        return "its indices read from data are checked outside the engine (the engine alone would not raise for one out of range)"
     others = [n for n in nodes if n.op == "call_function" and not (n.target is operator.getitem and n.args[0] is engine)]
     if others or list(engine.args) != placeholders or sorted(picked) != list(range(len(outputs))):
         return "the engine's inputs and outputs are not exactly the model's"

@@ -1,0 +1,38 @@
+"""`check_indices`: the runtime check that an op's indices were in range.
+
+ONNX Gather counts a negative index from the end, and TensorRT reads out of bounds (undefined
+behaviour) for any index past the end, where eager PyTorch raises IndexError. Capture inserts,
+before each op that reads at indices taken from data (trt_lower/capture/index_checks.py), the
+test of those indices and a clamp of them (computed wherever the op runs, in an engine too), and
+a call of `check_indices` on the test's result: it runs in eager PyTorch, reads the one bool and
+raises IndexOutOfRangeError with the message capture wrote. The splitter counts neither the
+test's nodes (marked INDEX_TEST) nor the check as compute (for coverage and min_block_size).
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+# The node.meta key capture marks the nodes of an index test with.
+INDEX_TEST = "trt_lower_index_test"
+
+
+class IndexOutOfRangeError(IndexError, ValueError):
+    """An op of a lowered model read at an index outside its input, where eager PyTorch raises
+    IndexError; a ValueError too, as every bad input to a lowered model is."""
+
+
+def check_indices(in_range: torch.Tensor, message: str) -> None:
+    """Raise IndexOutOfRangeError(message) unless `in_range` (a 0-d bool tensor) is true. A plain
+    function, not an operator: the graph calls it once per guarded op per call (~1 µs, where an
+    OpOverload's dispatch into Python costs ~10)."""
+    if not bool(in_range):
+        raise IndexOutOfRangeError(message)
+
+
+def is_index_test(node: torch.fx.Node) -> bool:
+    return bool(node.meta.get(INDEX_TEST))
+
+
+# It returns nothing: without this, dead-code elimination would drop it.
+torch.fx.node.has_side_effect(check_indices)
