@@ -1,0 +1,52 @@
+"""Mixture-of-experts models with transformers' default experts implementation (`grouped_mm`:
+histc counts, their int32 cumsum, transformers::grouped_mm_fallback) lower to one engine."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import trt_lower
+from harness import check_onnx
+
+transformers = pytest.importorskip("transformers")
+
+_COMMON: dict[str, Any] = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+                               vocab_size=100, max_position_embeddings=64, use_cache=False)
+
+MODELS: dict[str, Callable[[], Any]] = {
+    # top-2 of 4 experts
+    "mixtral": lambda: transformers.MixtralModel(transformers.MixtralConfig(
+        num_local_experts=4, num_experts_per_tok=2, num_key_value_heads=2, **_COMMON)),
+    # top-2 of 4, normalized
+    "qwen3_moe": lambda: transformers.Qwen3MoeModel(transformers.Qwen3MoeConfig(
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=8, num_key_value_heads=2,
+        norm_topk_prob=True, **_COMMON)),
+    # grouped top-k (the best of 2 groups, then top-2 in it), a shared expert, MLA attention
+    "deepseek_v3": lambda: transformers.DeepseekV3Model(transformers.DeepseekV3Config(
+        n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_group=2, topk_group=1,
+        n_shared_experts=1, first_k_dense_replace=0, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=8, num_key_value_heads=4, **_COMMON)),
+}
+# fp16 engines against eager fp32, relative to the output's largest magnitude.
+TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", MODELS)
+def test_default_experts_lower_to_one_engine(name: str, precision: str) -> None:
+    model = MODELS[name]().eval()
+    assert model.config._experts_implementation == "grouped_mm"
+    ids = torch.randint(0, 100, (2, 12))
+    lowered = trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime", precision=precision, require_full=True)
+    report = lowered.report
+    assert len(report.engines) == 1 and report.coverage == 1.0, str(report)
+    ops = report.engines[0].ops
+    assert {"aten.histc.default", "aten.cumsum.default", "transformers.grouped_mm_fallback.default"} <= set(ops)
+    check_onnx(lowered)
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+    scale = float(expected.abs().max())
+    torch.testing.assert_close(lowered(ids).last_hidden_state, expected, rtol=0,
+                               atol=TOLERANCE[precision] * scale)
