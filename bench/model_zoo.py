@@ -184,6 +184,14 @@ MODELS: dict[str, Callable[[], Example]] = {
                               depths=[1, 1, 1, 1]),
     "whisper_encoder": _whisper_encoder,
     "wav2vec2": _wav2vec2,
+    # mixture of experts, with transformers' default experts implementation (grouped_mm)
+    "mixtral_moe": _text("MixtralConfig", "MixtralModel", num_local_experts=4, num_experts_per_tok=2, **_DECODER),
+    "qwen3_moe": _text("Qwen3MoeConfig", "Qwen3MoeModel", num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=64, head_dim=16, **_DECODER),
+    "deepseek_v3_moe": _text("DeepseekV3Config", "DeepseekV3Model", **dict(
+        _DECODER, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+        n_group=2, topk_group=1, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32,
+        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)),
 }
 
 
