@@ -657,6 +657,10 @@ CASES: list[Case] = [
     Case(aten.scatter.src, lambda x, i, s: x.scatter(0, i, s), lambda: (ri(3, 4), torch.tensor([[2, 0, 1]]), ri(2, 4)),
          id="larger-src"),
     Case(aten.scatter.value, lambda x, i: x.scatter(-1, i, 2.5), lambda: (r(3, 5), torch.tensor([[0, 4], [2, 3], [1, 0]]))),
+    Case(aten.masked_scatter.default, lambda x, m, s: x.masked_scatter(m, s), lambda: (r(3, 4), rb(3, 4), r(13))),
+    # A mask broadcast over self (a vision-language model's image-token positions over its width).
+    Case(aten.masked_scatter.default, lambda x, m, s: x.masked_scatter(m.unsqueeze(-1), s),
+         lambda: (ri(2, 3, 4), rb(2, 3), ri(30)), id="broadcast-mask"),
     Case(aten.slice_scatter.default, lambda x, s: torch.slice_scatter(x, s, 1, 1, 3), lambda: (r(3, 5), r(3, 2))),
     Case(aten.slice_scatter.default, lambda x, s: torch.slice_scatter(x, s, 0, -2), lambda: (rb(4, 2), rb(2, 2)),
          id="bool-tail"),
