@@ -12,6 +12,7 @@ import torch
 
 from converters.core.interpreter import ConversionError
 from converters.core.target import Target
+from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, split
 from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.capture.graph import capture, check_inputs
@@ -82,7 +83,9 @@ def lower_to_trt(
         captured = capture(model, inputs, specs, kwargs)
     settings.check_keep_fp32(captured.program.graph)
     goal = Target(settings.trt_version)
-    failed: dict[str, str] = {}
+    # Nodes kept eager with the reason: those a try failed to convert or build, and from the start
+    # those whose user converter emits a TensorRT plugin when the engines run elsewhere.
+    failed: dict[str, str] = plugin_refusals(captured.graph_module(), resolved)
     while True:
         try:
             with _timed(timings, "split"):

@@ -32,6 +32,8 @@ class Converter:
     target: Any  # an OpOverload, an op's name (str), or an `operator` function on sizes
     fn: ConverterFn
     capability: Capability | None
+    user: bool = False  # registered by a user (trt_lower.converter), not one of converters/ops/
+    plugin: str | None = None  # the TensorRT plugin its ONNX names (a user's option)
 
 
 _REGISTRY: dict[Any, Converter] = {}
@@ -57,6 +59,17 @@ def _families() -> dict[Any, Converter]:
     return _REGISTRY
 
 
+def set_converter(entry: Converter) -> None:
+    """Register `entry`, replacing any converter of its target (converters/core/user.py)."""
+    _REGISTRY[entry.target] = entry
+
+
+def lookup_name(name: str) -> Converter | None:
+    """The converter of the op named `name` ("ns.op.overload"), where it is registered."""
+    op = _loaded(name)
+    return lookup(op) if op is not None else _families().get(name)
+
+
 def lookup(target: Any) -> Converter | None:
     found = _families().get(target)
     if found is None and isinstance(target, OpOverload):
@@ -66,7 +79,10 @@ def lookup(target: Any) -> Converter | None:
 
 def _loaded(name: str) -> OpOverload | None:
     """The OpOverload named `name` ("ns.op.overload") where its library is loaded, else None."""
-    namespace, op, overload = name.split(".")
+    parts = name.split(".")
+    if len(parts) != 3:
+        return None
+    namespace, op, overload = parts
     try:
         found = getattr(getattr(getattr(torch.ops, namespace), op), overload)
     except (AttributeError, RuntimeError):

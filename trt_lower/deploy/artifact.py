@@ -48,6 +48,7 @@ from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.dtypes import FLOAT_WEIGHTS
 from converters.core.segment import ALIGNMENT, OnnxSegment, initializer, is_external
+from converters.core.user import user_ops
 from trt_lower.deploy import graph as artifact_graph
 from trt_lower.values import device as devices
 from trt_lower.build.engines import build, engine_is_whole_call
@@ -261,6 +262,7 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
         "conditions": list(guard.conditions.texts) if guard.conditions else [],
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
+        "user_converters": user_ops(op for engine in lowered.report.engines for op in engine.ops),
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
     }
 
@@ -493,6 +495,18 @@ def _malformed(archive: _Archive) -> Iterator[None]:
         raise ArtifactError(f"{archive.path}: malformed manifest ({type(e).__name__}: {e})") from None
 
 
+def _check_user_converters(path: Path, names: Any) -> None:
+    """The file's engines hold ops converted by converters a user registered (by name only: the
+    code that defines an op and its converter is the user's, imported before load, as
+    torch.library ops are)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ArtifactError(f"{path}: field 'user_converters' must be a list of op names")
+    missing = sorted(set(names) - set(user_ops(names)))
+    if missing:
+        raise ArtifactError(f"{path}: its engines hold {', '.join(missing)}, converted by converter(s) registered "
+                            "with trt_lower.converter; import the code that registers them before trt_lower.load")
+
+
 def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
@@ -505,6 +519,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     manifest = archive.manifest
     # Everything the file says is parsed and checked before any engine is made.
     with _malformed(archive):
+        _check_user_converters(archive.path, manifest.get("user_converters", []))
         saved = _settings_from_json(manifest["settings"], cache_dir)
         report = report_from_json(manifest["report"])
     resolved = _resolve_backend(backend, saved.trt_version)
