@@ -1,5 +1,6 @@
 """Mixture-of-experts models with transformers' default experts implementation (`grouped_mm`:
-histc counts, their int32 cumsum, transformers::grouped_mm_fallback) lower to one engine."""
+histc counts, their int32 cumsum, transformers::grouped_mm_fallback) lower to one engine; the
+converters they needed, with masked_scatter's, pass every target's support table."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -8,9 +9,11 @@ import pytest
 import torch
 
 import trt_lower
-from harness import check_onnx
+from converters.core.target import VERSIONS
+from harness import check_onnx, lower_and_compare
 
 transformers = pytest.importorskip("transformers")
+pytest.importorskip("transformers.integrations.moe")  # registers transformers::grouped_mm_fallback
 
 _COMMON: dict[str, Any] = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
                                vocab_size=100, max_position_embeddings=64, use_cache=False)
@@ -50,3 +53,23 @@ def test_default_experts_lower_to_one_engine(name: str, precision: str) -> None:
     scale = float(expected.abs().max())
     torch.testing.assert_close(lowered(ids).last_hidden_state, expected, rtol=0,
                                atol=TOLERANCE[precision] * scale)
+
+
+def _routing_and_merge(ids: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor, text: torch.Tensor,
+                       image_tokens: torch.Tensor, image: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ops this family added: expert offsets (histc, int cumsum), the grouped matmul, and a
+    vision-language merge (masked_scatter)."""
+    offsets = torch.histc(ids.float(), bins=4, min=0, max=3).cumsum(0, dtype=torch.int32)
+    return (torch.ops.transformers.grouped_mm_fallback(rows, weight, offsets),
+            text.masked_scatter(image_tokens.unsqueeze(-1), image))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_new_converters_pass_each_targets_support_table(version: str) -> None:
+    ids = torch.tensor([0, 0, 1, 3, 3, 3])
+    inputs = (ids, torch.randn(6, 8), torch.randn(4, 8, 5), torch.randn(2, 5, 8),
+              torch.tensor([[False, True, True, False, False], [True, False, False, False, True]]), torch.randn(4, 8))
+    lowered = lower_and_compare(_routing_and_merge, inputs, trt_version=version,
+                                ops=["aten.histc.default", "transformers.grouped_mm_fallback.default",
+                                     "aten.masked_scatter.default"])
+    assert len(lowered.report.engines) == 1
