@@ -118,7 +118,7 @@ def _seq2seq() -> Example:
     """An encoder-decoder (T5) given the source ids and the decoder's ids."""
     import transformers
     config = transformers.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
-                                   vocab_size=1000, decoder_start_token_id=0)
+                                   vocab_size=1000)
     model = _Keywords(transformers.T5Model(config), "input_ids", "decoder_input_ids")
     return model.eval(), (torch.randint(0, 1000, (1, 16)), torch.randint(0, 1000, (1, 8)))
 
@@ -141,10 +141,9 @@ def _sd3_transformer() -> Example:
     """A diffusion transformer (Stable Diffusion 3's MMDiT) on latents, text states, a pooled
     projection and a timestep."""
     import diffusers
-    model = diffusers.SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=2,
-                                            attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
-                                            caption_projection_dim=32, pooled_projection_dim=16, out_channels=4,
-                                            pos_embed_max_size=16)
+    model: torch.nn.Module = diffusers.SD3Transformer2DModel(  # type: ignore[no-untyped-call, assignment]
+        sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=16, out_channels=4, pos_embed_max_size=16)
     wrapped = _Keywords(model, "hidden_states", "encoder_hidden_states", "pooled_projections", "timestep")
     return wrapped.eval(), (torch.randn(1, 4, 8, 8), torch.randn(1, 6, 32), torch.randn(1, 16), torch.tensor([500.0]))
 
