@@ -8,7 +8,7 @@ takes (Gather and MatMul; no Loop): with few groups, every group's product over 
 MatMul, each row then picking its own group's result; with many, each row's group weight
 gathered and one batched MatMul. On ONNX Runtime (bench/bench_grouped_mm.py) the first ran 1.4-3x
 faster with 8 experts, the second 1.3x faster with 64 (top-8). Rows past the last offset belong
-to no group: 0, as the fallback op leaves them.
+to no group: 0, as the fallback op leaves them (aten._grouped_mm leaves them uninitialized).
 """
 from __future__ import annotations
 
@@ -24,32 +24,17 @@ from converters.core.target import Target
 aten = torch.ops.aten
 
 
-def _groups(weight: Value) -> int:
-    return static(weight.shape[0], "the number of groups")
-
-
-def _row_groups(b: GraphBuilder, x: Value, offs: Value) -> Ref:
-    """(S,) int64: how many of the offsets are at or below each row index."""
-    rows = b.op("Range", b.const(0, torch.int64), dim_size_scalar(b, x, 0), b.const(1, torch.int64))
-    passed = b.op("LessOrEqual", b.op("Unsqueeze", b.cast(offs, torch.int64), b.ints([0])),
-                  b.op("Unsqueeze", rows, b.ints([1])))
-    return b.op("ReduceSum", b.op("Cast", passed, to=onnx_type(torch.int64)), b.ints([1]), keepdims=0)
-
-
-def gathered_rows(b: GraphBuilder, x: Value, weight: Value, groups: Ref) -> Ref:
+def gathered_rows(b: GraphBuilder, x: Value, weight: Value, group: Ref, rows: Ref) -> Ref:
     """Every group's product over all rows, (G, S, N) as one MatMul, each row then gathered from
-    its own group's (a group past the last is clamped: the caller zeroes those rows)."""
+    its own `group`'s."""
     products = b.op("Reshape", b.op("MatMul", x, weight), shape_of(b, [-1, dim_size(b, weight, 2)]))
-    clamped = b.op("Min", groups, b.const(_groups(weight) - 1, torch.int64))
-    rows = b.op("Range", b.const(0, torch.int64), dim_size_scalar(b, x, 0), b.const(1, torch.int64))
-    flat = b.op("Add", b.op("Mul", clamped, dim_size_scalar(b, x, 0)), rows)
+    flat = b.op("Add", b.op("Mul", group, dim_size_scalar(b, x, 0)), rows)
     return b.op("Gather", products, flat, axis=0)
 
 
-def gathered_weights(b: GraphBuilder, x: Value, weight: Value, groups: Ref) -> Ref:
-    """Each row's group weight gathered, (S, K, N), and one batched MatMul of (S, 1, K) rows."""
-    clamped = b.op("Min", groups, b.const(_groups(weight) - 1, torch.int64))
-    chosen = b.op("Gather", weight, clamped, axis=0)
+def gathered_weights(b: GraphBuilder, x: Value, weight: Value, group: Ref, rows: Ref) -> Ref:
+    """Each row's `group` weight gathered, (S, K, N), and one batched MatMul of (S, 1, K) rows."""
+    chosen = b.op("Gather", weight, group, axis=0)
     product = b.op("MatMul", b.op("Unsqueeze", x, b.ints([1])), chosen)
     return b.op("Squeeze", product, b.ints([1]))
 
@@ -63,10 +48,15 @@ def grouped(b: GraphBuilder, x: Value, weight: Value, offs: Value) -> Ref:
     """Rows of `x` (S, K) times their group's `weight` (G, K, N); 0 past offs[-1]."""
     dtype = b.out.dtype
     x, weight = b.cast(x, dtype), b.cast(weight, dtype)
-    groups = _row_groups(b, x, offs)
-    form = gathered_rows if _groups(weight) <= ROWS_UP_TO_GROUPS else gathered_weights
-    out = form(b, x, weight, groups)
-    grouped_row = b.op("Unsqueeze", b.op("Less", groups, b.const(_groups(weight), torch.int64)), b.ints([1]))
+    groups = static(weight.shape[0], "the number of groups")
+    rows = b.op("Range", b.const(0, torch.int64), dim_size_scalar(b, x, 0), b.const(1, torch.int64))
+    # A row's group: how many offsets are at or below its index (G for rows past the last).
+    passed = b.op("LessOrEqual", b.op("Unsqueeze", b.cast(offs, torch.int64), b.ints([0])),
+                  b.op("Unsqueeze", rows, b.ints([1])))
+    group = b.op("ReduceSum", b.op("Cast", passed, to=onnx_type(torch.int64)), b.ints([1]), keepdims=0)
+    form = gathered_rows if groups <= ROWS_UP_TO_GROUPS else gathered_weights
+    out = form(b, x, weight, b.op("Min", group, b.const(groups - 1, torch.int64)), rows)
+    grouped_row = b.op("Unsqueeze", b.op("Less", group, b.const(groups, torch.int64)), b.ints([1]))
     return b.op("Where", grouped_row, out, b.const(0, dtype), dtype=dtype)
 
 
