@@ -2,6 +2,8 @@
 one engine and matches eager."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -13,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 IMAGE_TOKEN = 99
 
 
-def _llava() -> torch.nn.Module:
+def _llava() -> Any:
     vision = transformers.CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1,
                                            num_attention_heads=2, intermediate_size=64, projection_dim=32)
     text = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
