@@ -25,7 +25,7 @@ import trt_lower  # noqa: E402
 from bench_overhead import CLOCKS, measure  # noqa: E402
 from model_zoo import MODELS  # noqa: E402
 
-MOE = ("mixtral_moe", "qwen3_moe", "deepseek_v3_moe")
+MOE = ("mixtral_moe", "qwen3_moe", "deepseek_v3_moe", "gpt_oss")
 
 
 def main() -> None:

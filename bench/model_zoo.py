@@ -237,6 +237,8 @@ MODELS: dict[str, Callable[[], Example]] = {
         _DECODER, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
         n_group=2, topk_group=1, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32,
         qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)),
+    "gpt_oss": _text("GptOssConfig", "GptOssModel", **dict(_DECODER, num_local_experts=4, num_experts_per_tok=2,
+                                                          head_dim=16, layer_types=["full_attention"] * 2)),
     # a vision-language merge, an encoder-decoder with decoder inputs, a diffusion transformer
     "llava": _llava,
     "t5_seq2seq": _seq2seq,

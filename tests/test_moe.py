@@ -31,6 +31,10 @@ MODELS: dict[str, Callable[[], Any]] = {
         n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_group=2, topk_group=1,
         n_shared_experts=1, first_k_dense_replace=0, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8,
         qk_nope_head_dim=8, v_head_dim=8, num_key_value_heads=4, **_COMMON)),
+    # transposed expert weights with biases (gathered per row), a clamped gated activation
+    "gpt_oss": lambda: transformers.GptOssModel(transformers.GptOssConfig(
+        num_local_experts=4, num_experts_per_tok=2, head_dim=8, num_key_value_heads=2,
+        layer_types=["full_attention"], **dict(_COMMON, intermediate_size=32))),
 }
 # fp16 engines against eager fp32, relative to the output's largest magnitude.
 TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}
