@@ -239,6 +239,15 @@ MODELS: dict[str, Callable[[], Example]] = {
         qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)),
     "gpt_oss": _text("GptOssConfig", "GptOssModel", **dict(_DECODER, num_local_experts=4, num_experts_per_tok=2,
                                                           head_dim=16, layer_types=["full_attention"] * 2)),
+    # hybrids: gated delta-net linear attention (Qwen3-Next), Mamba (Jamba), each with MoE layers
+    "qwen3_next": _text("Qwen3NextConfig", "Qwen3NextModel", **dict(
+        _DECODER, head_dim=16, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4,
+        num_experts_per_tok=2, linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=16,
+        linear_value_head_dim=16)),
+    "jamba": _text("JambaConfig", "JambaModel", **dict(
+        _DECODER, num_experts=4, num_experts_per_tok=2, mamba_d_state=8, mamba_expand=2, mamba_dt_rank=8,
+        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=1, expert_layer_offset=0,
+        use_mamba_kernels=False)),
     # a vision-language merge, an encoder-decoder with decoder inputs, a diffusion transformer
     "llava": _llava,
     "t5_seq2seq": _seq2seq,
