@@ -103,6 +103,51 @@ def _wav2vec2() -> Example:
     return model.eval(), (torch.randn(1, 1600),)
 
 
+class _Keywords(torch.nn.Module):
+    """`model` called with its positional inputs as these keywords; its first output."""
+
+    def __init__(self, model: torch.nn.Module, *names: str) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        return self.model(**dict(zip(self.names, inputs)), return_dict=False)[0]
+
+
+def _seq2seq() -> Example:
+    """An encoder-decoder (T5) given the source ids and the decoder's ids."""
+    import transformers
+    config = transformers.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
+                                   vocab_size=1000)
+    model = _Keywords(transformers.T5Model(config), "input_ids", "decoder_input_ids")
+    return model.eval(), (torch.randint(0, 1000, (1, 16)), torch.randint(0, 1000, (1, 8)))
+
+
+def _llava() -> Example:
+    """LLaVA: a CLIP vision tower's features merged into the text at the image tokens (masked_scatter)."""
+    import transformers
+    vision = transformers.CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                                           num_attention_heads=4, intermediate_size=128)
+    config = transformers.LlavaConfig(vision_config=vision, text_config=transformers.LlamaConfig(**_DECODER),
+                                      image_token_index=999, vision_feature_select_strategy="default",
+                                      image_seq_length=16)
+    ids = torch.randint(0, 990, (1, 24))
+    ids[0, 4:20] = 999  # 16 patches of a 32x32 image
+    model = _Keywords(transformers.LlavaModel(config), "input_ids", "pixel_values")
+    return model.eval(), (ids, torch.randn(1, 3, 32, 32))
+
+
+def _sd3_transformer() -> Example:
+    """A diffusion transformer (Stable Diffusion 3's MMDiT) on latents, text states, a pooled
+    projection and a timestep."""
+    import diffusers
+    model: torch.nn.Module = diffusers.SD3Transformer2DModel(  # type: ignore[no-untyped-call, assignment]
+        sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16, num_attention_heads=2,
+        joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=16, out_channels=4, pos_embed_max_size=16)
+    wrapped = _Keywords(model, "hidden_states", "encoder_hidden_states", "pooled_projections", "timestep")
+    return wrapped.eval(), (torch.randn(1, 4, 8, 8), torch.randn(1, 6, 32), torch.randn(1, 16), torch.tensor([500.0]))
+
+
 _LM: dict[str, Any] = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                            vocab_size=1000)
 _DECODER: dict[str, Any] = dict(_LM, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
@@ -184,6 +229,29 @@ MODELS: dict[str, Callable[[], Example]] = {
                               depths=[1, 1, 1, 1]),
     "whisper_encoder": _whisper_encoder,
     "wav2vec2": _wav2vec2,
+    # mixture of experts, with transformers' default experts implementation (grouped_mm)
+    "mixtral_moe": _text("MixtralConfig", "MixtralModel", num_local_experts=4, num_experts_per_tok=2, **_DECODER),
+    "qwen3_moe": _text("Qwen3MoeConfig", "Qwen3MoeModel", num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=64, head_dim=16, **_DECODER),
+    "deepseek_v3_moe": _text("DeepseekV3Config", "DeepseekV3Model", **dict(
+        _DECODER, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+        n_group=2, topk_group=1, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32,
+        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)),
+    "gpt_oss": _text("GptOssConfig", "GptOssModel", **dict(_DECODER, num_local_experts=4, num_experts_per_tok=2,
+                                                          head_dim=16, layer_types=["full_attention"] * 2)),
+    # hybrids: gated delta-net linear attention (Qwen3-Next), Mamba (Jamba), each with MoE layers
+    "qwen3_next": _text("Qwen3NextConfig", "Qwen3NextModel", **dict(
+        _DECODER, head_dim=16, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4,
+        num_experts_per_tok=2, linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=16,
+        linear_value_head_dim=16)),
+    "jamba": _text("JambaConfig", "JambaModel", **dict(
+        _DECODER, num_experts=4, num_experts_per_tok=2, mamba_d_state=8, mamba_expand=2, mamba_dt_rank=8,
+        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=1, expert_layer_offset=0,
+        use_mamba_kernels=False)),
+    # a vision-language merge, an encoder-decoder with decoder inputs, a diffusion transformer
+    "llava": _llava,
+    "t5_seq2seq": _seq2seq,
+    "sd3_transformer": _sd3_transformer,
 }
 
 

@@ -32,6 +32,10 @@ def target_label(target: object) -> str:
         return str(target)
 
 
+# Namespaces of the ops torch itself defines: a user writes converters for the others.
+BUILT_IN = frozenset({"aten", "prims", "quantized_decomposed", "higher_order"})
+
+
 # Ops that read a Python number out of a tensor's data (`x.item()`): no engine computes one.
 DATA_READS = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
 _SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -137,6 +141,9 @@ def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozen
     if str(node.target) in fallback_ops or str(getattr(node.target, "overloadpacket", "")) in fallback_ops:
         return "forced to eager by fallback_ops"
     conv = converters.lookup(node.target)
+    if conv is None and isinstance(node.target, torch._ops.OpOverload) and node.target.namespace not in BUILT_IN:
+        return (f"no converter for {target_label(node.target)}: register one with "
+                f"trt_lower.converter(torch.ops.{node.target.overloadpacket}) (docs/custom_converters.md)")
     if conv is None:
         return f"no converter for {target_label(node.target)}"
     reason = _dtype_reason(node, target) or _scalar_reason(node) or _int32_reason(node, target)

@@ -20,6 +20,7 @@ from converters.ops import quantize  # noqa: F401  (quantized_decomposed, before
 import trt_lower
 from harness import Fn, engine_ops, lower_and_compare
 from trt_lower.capture import graph as capture
+from transformers.integrations import moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
 aten = torch.ops.aten
 
 
@@ -31,6 +32,7 @@ class Case:
     id: str = ""
     rtol: float | None = None
     atol: float | None = None
+    trt_version: str | None = None  # the target, where the default one cannot run the op (bfloat16)
 
 
 qd = torch.ops.quantized_decomposed
@@ -452,6 +454,24 @@ CASES: list[Case] = [
     # RoBERTa's position ids: an int cumsum of a 0/1 mask, exact in float32.
     Case(aten.cumsum.default, lambda x: x.ne(1).int().cumsum(1), lambda: (ri(2, 40, high=3),), id="int-mask"),
     Case(aten.cumsum.default, lambda x: x.cumsum(-1), lambda: (rb(3, 50),), id="bool"),
+    # transformers' expert offsets: histc counts, summed as int32 (bounded by the count of ids).
+    Case(aten.cumsum.default, lambda x: torch.histc(x.float(), 4, 0, 3).cumsum(0, dtype=torch.int32),
+         lambda: (torch.randint(0, 4, (12,)),), id="histc-counts"),
+    # -- histograms, grouped matmuls (histogram.py, grouped_mm.py) -----------------------------
+    Case(aten.histc.default, lambda x: torch.histc(x, bins=5, min=-1, max=1), lambda: (r(3, 20),)),
+    Case(aten.histc.default, lambda x: torch.histc(x, bins=4, min=0, max=3),
+         lambda: (torch.tensor([0.0, 3.0, 3.0, 1.0, 2.0, -1.0, 4.0, float("nan")]),), id="edges-outside-nan"),
+    # Rows 5 and 6 are past the last offset (0); group 1 is empty.
+    Case(torch.ops.transformers.grouped_mm_fallback.default, torch.ops.transformers.grouped_mm_fallback,
+         lambda: (r(7, 4), r(3, 4, 5), torch.tensor([2, 2, 5], dtype=torch.int32))),
+    # More groups than grouped_mm.ROWS_UP_TO_GROUPS: each row's weight gathered.
+    Case(torch.ops.transformers.grouped_mm_fallback.default, torch.ops.transformers.grouped_mm_fallback,
+         lambda: (r(30, 4), r(20, 4, 3), torch.randint(0, 31, (20,)).sort().values), id="many-groups"),
+    # bfloat16: what torch.export takes it in on CPU. No row past the last offset: torch leaves
+    # those uninitialized.
+    Case(aten._grouped_mm.default, lambda x, w, o: torch._grouped_mm(x, w, offs=o),
+         lambda: (r(6, 8, dtype=torch.bfloat16), r(3, 8, 8, dtype=torch.bfloat16), torch.tensor([1, 4, 6], dtype=torch.int32)),
+         trt_version="latest", rtol=2e-2, atol=2e-2),
     Case(aten.linalg_vector_norm.default, lambda x: x.norm(dim=-1), lambda: (r(3, 4),)),
     Case(aten.linalg_vector_norm.default, lambda x: torch.linalg.vector_norm(x, 1, (0, 1), keepdim=True),
          lambda: (r(3, 4),), id="l1"),
@@ -638,6 +658,10 @@ CASES: list[Case] = [
     Case(aten.scatter.src, lambda x, i, s: x.scatter(0, i, s), lambda: (ri(3, 4), torch.tensor([[2, 0, 1]]), ri(2, 4)),
          id="larger-src"),
     Case(aten.scatter.value, lambda x, i: x.scatter(-1, i, 2.5), lambda: (r(3, 5), torch.tensor([[0, 4], [2, 3], [1, 0]]))),
+    Case(aten.masked_scatter.default, lambda x, m, s: x.masked_scatter(m, s), lambda: (r(3, 4), rb(3, 4), r(13))),
+    # A mask broadcast over self (a vision-language model's image-token positions over its width).
+    Case(aten.masked_scatter.default, lambda x, m, s: x.masked_scatter(m.unsqueeze(-1), s),
+         lambda: (ri(2, 3, 4), rb(2, 3), ri(30)), id="broadcast-mask"),
     Case(aten.slice_scatter.default, lambda x, s: torch.slice_scatter(x, s, 1, 1, 3), lambda: (r(3, 5), r(3, 2))),
     Case(aten.slice_scatter.default, lambda x, s: torch.slice_scatter(x, s, 0, -2), lambda: (rb(4, 2), rb(2, 2)),
          id="bool-tail"),
@@ -883,7 +907,8 @@ def _ran_in_engine(lowered: torch.nn.Module, op: Any, program: torch.export.Expo
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.op}{'-' + c.id if c.id else ''}")
 def test_converter(case: Case, captured: list[torch.export.ExportedProgram]) -> None:
     inputs = case.make_inputs()
-    lowered = lower_and_compare(case.fn, inputs, rtol=case.rtol, atol=case.atol)
+    options = {} if case.trt_version is None else {"trt_version": case.trt_version}
+    lowered = lower_and_compare(case.fn, inputs, rtol=case.rtol, atol=case.atol, **options)
     _ran_in_engine(lowered, case.op, captured[-1])
 
 

@@ -226,6 +226,22 @@ def test_uncapturable_model_says_so() -> None:
         trt_lower.lower_to_trt(DataDependent(), (torch.randn(3),), backend="onnxruntime")
 
 
+def test_a_data_dependent_capture_error_names_the_torch_compile_route() -> None:
+    """A detector's `if boxes.numel() == 0` on a nonzero's result: torch.export refuses it; the
+    error says, before torch's long message, how to lower it instead, and that route works."""
+    class EmptyCheck(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            boxes = (x > 0).nonzero()
+            return x * 2 if boxes.numel() == 0 else x + boxes.shape[0]
+
+    model, x = EmptyCheck(), torch.randn(3, 4)
+    with pytest.raises(trt_lower.CaptureError, match=r"^torch.export could not capture EmptyCheck \(its Python code "
+                       r"depends on values in tensor data.*torch.compile\(model, backend=\"trt_lower\"\)"):
+        trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    compiled = torch.compile(model, backend="trt_lower", options={"backend": "onnxruntime", "min_block_size": 1})
+    torch.testing.assert_close(compiled(x), model(x))
+
+
 def test_output_object_torch_cannot_flatten_says_what_to_do() -> None:
     class Box:
         def __init__(self, t: torch.Tensor) -> None:
@@ -235,8 +251,9 @@ def test_output_object_torch_cannot_flatten_says_what_to_do() -> None:
         def forward(self, x: torch.Tensor) -> Box:
             return Box(x * 2)
 
-    with pytest.raises(trt_lower.CaptureError, match=r"register it with torch.utils._pytree.register_pytree_node"):
+    with pytest.raises(trt_lower.CaptureError, match=r"register it with torch.utils._pytree.register_pytree_node") as e:
         trt_lower.lower_to_trt(ReturnsBox(), (torch.randn(3),), backend="onnxruntime")
+    assert "torch.compile" not in str(e.value)  # the route for data-dependent code is not said here
 
 
 def test_tensorrt_backend_without_tensorrt_names_what_is_missing() -> None:

@@ -1,8 +1,8 @@
 """trt_lower: lower PyTorch models to TensorRT engines, with eager fallback.
 
 The public face: lower_to_trt (api.py), TensorSpec, the settings (settings.py), save and load
-(deploy/), check_accuracy (debug/), benchmark (benchmarking/) and the torch.compile backend
-(dynamo_backend.py). lower_to_trt runs the stages, each a sub-package: capture/ -> the top-level
+(deploy/), check_accuracy (debug/), benchmark (benchmarking/), the torch.compile backend
+(dynamo_backend.py) and `converter` for users' own ops (converters/core/user.py). lower_to_trt runs the stages, each a sub-package: capture/ -> the top-level
 splitter/ -> convert/ (driving the top-level converters/) -> build/ -> stitch/, over the shared
 values/; runtime/ is what runs at call time; report/, deploy/, triton/ (serving), debug/,
 benchmarking/ and cli/ are the uses.
@@ -29,7 +29,10 @@ _PUBLIC = {
     "UnsupportedOpsError": "trt_lower.api",
     "WeightUpdateError": "trt_lower.refit.errors",
     "benchmark": "trt_lower.benchmarking.measure",
+    "GraphBuilder": "converters.core.builder",
+    "Value": "converters.core.builder",
     "check_accuracy": "trt_lower.debug.accuracy",
+    "converter": "converters.core.user",
     "load": "trt_lower.deploy.artifact",
     "lower_to_trt": "trt_lower.api",
     "save": "trt_lower.deploy.artifact",
@@ -37,6 +40,8 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
+    from converters.core.builder import GraphBuilder as GraphBuilder, Value as Value
+    from converters.core.user import converter as converter
     from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError, lower_to_trt as lower_to_trt
     from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult, benchmark as benchmark
     from trt_lower.build.errors import EngineBuildError as EngineBuildError

@@ -13,6 +13,7 @@ import torch
 
 from converters.core.interpreter import ConversionError
 from converters.core.target import Target
+from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
 from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.capture.graph import CapturedGraph, capture, check_inputs, example_call
@@ -109,7 +110,9 @@ def lower_to_trt(
     with _timed(timings, "capture"):
         captured = capture(model, args, specs, keywords)
     settings.check_keep_fp32(captured.program.graph)
-    failed: dict[str, str] = {}
+    # Nodes kept eager with the reason: those a try failed to convert or build, and from the start
+    # those whose user converter emits a TensorRT plugin when the engines run elsewhere.
+    failed: dict[str, str] = plugin_refusals(captured.graph_module(), resolved)
     lowering = Lowering(captured, settings, failed, args, keywords)
     while True:
         try:

@@ -18,6 +18,9 @@ from converters.core.segment import OnnxSegment, initializer
 # rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md.
 OPSET = 17
 IR_VERSION = 8
+# The ONNX domain of TensorRT plugin nodes (GraphBuilder.plugin): TensorRT's parser hands an op it
+# does not know to the plugin registered under the op's name; no other executor runs them.
+PLUGIN_DOMAIN = "trt.plugins"
 
 
 ShapeDim = Union[int, torch.SymInt]
@@ -194,7 +197,15 @@ class GraphBuilder:
         """Emit one ONNX node of `outputs` outputs."""
         return tuple(Ref(name, dtype) for name in self._emit(op_type, inputs, outputs, attrs))
 
-    def _emit(self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any]) -> list[str]:
+    def plugin(self, name: str, *inputs: Ref, outputs: int = 1, version: str = "1", namespace: str = "",
+               **attrs: Any) -> tuple[Ref, ...]:
+        """Emit a node of the TensorRT plugin registered as `name` (`version`, `namespace`), its
+        other attributes the plugin's fields. Only TensorRT runs it (see `PLUGIN_DOMAIN`)."""
+        return tuple(Ref(n) for n in self._emit(name, inputs, outputs, {
+            "plugin_version": version, "plugin_namespace": namespace, **attrs}, domain=PLUGIN_DOMAIN))
+
+    def _emit(self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any],
+              domain: str = "") -> list[str]:
         prefix = self.scope + (self.node.name if self.node is not None else self.graph_name)
         # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
         # fusions (Conv+BatchNormalization+Relu) only match the short form.
@@ -209,6 +220,7 @@ class GraphBuilder:
                 ["" if v is None else v.name for v in inputs_list],
                 out_names,
                 name=self.fresh(f"{prefix}/{op_type}"),
+                domain=domain or None,
                 **attrs,
             )
         )
@@ -233,9 +245,10 @@ class GraphBuilder:
         graph = helper.make_graph(
             self.nodes, self.graph_name, self.inputs, self.outputs, initializers
         )
+        plugins = any(node.domain == PLUGIN_DOMAIN for node in _all_nodes(self.nodes))
         model = helper.make_model(
             graph,
-            opset_imports=[helper.make_opsetid("", OPSET)],
+            opset_imports=[helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(PLUGIN_DOMAIN, 1)] if plugins else []),
             ir_version=IR_VERSION,
             producer_name="trt_lower",
         )

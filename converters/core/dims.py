@@ -112,6 +112,17 @@ def static_numel(shape: Sequence[object]) -> int | None:
     return n
 
 
+def max_numel(shape: Sequence[object]) -> int | None:
+    """The product of `shape`'s highest sizes (a dynamic dim's upper bound), or None if unbounded."""
+    n = 1
+    for d in shape:
+        high = _range(d)[1]
+        if high is None:
+            return None
+        n *= high
+    return n
+
+
 def empty_input(node: torch.fx.Node, target: Target) -> Optional[str]:
     """Capability: a tensor input with a static 0-size dim. ONNX Runtime (1.31) gives reductions
     over empty tensors the input's shape, ignoring keepdims=0."""

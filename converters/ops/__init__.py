@@ -11,6 +11,8 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     creation,
     elementwise,
     gather,
+    grouped_mm,
+    histogram,
     index,
     layout,
     linalg,

@@ -316,6 +316,20 @@ def _magnitude_bound(arg: object) -> int | None:
     return None
 
 
+def _total_bound(arg: object) -> int | None:
+    """A bound on the sum of all values of an FX argument where the graph proves one: histc's
+    counts (and casts or reshapes of them, not broadcasts) sum to at most its input's element
+    count, however the bins share it."""
+    while isinstance(arg, torch.fx.Node):
+        if arg.target is aten.histc.default:
+            sizes = [_max_size(d) for d in input_val(arg, 0).shape]
+            return None if None in sizes else math.prod(s for s in sizes if s is not None)
+        if arg.target not in _SAME_VALUES or arg.target is aten.expand.default:
+            return None
+        arg = arg.args[0]
+    return None
+
+
 def _max_size(d: int | torch.SymInt) -> int | None:
     """A dim's size, or the upper bound of its range when dynamic (None when unbounded)."""
     if isinstance(d, int):
@@ -334,8 +348,12 @@ def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:
     bound = _magnitude_bound(node.args[0])
     why = ("integer cumsum runs as float32 (TensorRT's CumSum is float-only), exact only when the partial "
            "sums provably stay within 2**24")
+    total = _total_bound(node.args[0])
+    if total is not None and total <= FLOAT32_EXACT:
+        return None
     if bound is None:
-        return f"{why}; nothing in the graph bounds the input's values (only bools and casts of them are bounded)"
+        return (f"{why}; nothing in the graph bounds the input's values (only bools, histc counts and casts of "
+                f"them are bounded)")
     if n is None or bound * n > FLOAT32_EXACT:
         return f"{why}; values up to {bound} over a dim of up to {n if n is not None else 'unbounded'} elements may not"
     return None

@@ -1,4 +1,5 @@
-"""Scatters: scatter (src/value), slice_scatter, select_scatter, index_fill, index_copy.
+"""Scatters: scatter (src/value), slice_scatter, select_scatter, index_fill, index_copy,
+masked_scatter (how vision-language models merge image features into the text sequence).
 
 scatter is ScatterElements without reduction (TensorRT has none, so scatter_add and the reduce
 overloads have no converter here). A contiguous slice_scatter and select_scatter are cheaper as a
@@ -10,10 +11,10 @@ from typing import Optional
 
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import normalize_dim
-from converters.core.dims import (INT64_MAX, dim_size, dim_size_scalar, input_val, is_static_dim, node_arg,
-                                  same_static_shape, static)
+from converters.core.dims import (INT64_MAX, dim_size, dim_size_scalar, input_val, is_static_dim, max_numel,
+                                  node_arg, same_static_shape, static, static_numel)
 from converters.core.registry import Capability, converter
 from converters.core.target import Target
 from converters.core.where import where
@@ -191,3 +192,36 @@ def index_copy(b: GraphBuilder, x: Value, dim: int, index: Value, source: Value)
     axis = normalize_dim(dim, x.rank)
     targets = b.op("Expand", _along(b, b.cast(index, torch.int64), axis, x.rank), b.op("Shape", source))
     return b.op("ScatterElements", x, targets, b.cast(source, x.dtype), axis=axis, dtype=x.dtype)
+
+
+# float32 counts every element exactly up to 2**24.
+_FLOAT32_EXACT = 2**24
+
+
+def _masked_scatter_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+    n = max_numel(node.meta["val"].shape)
+    if n is None or n > _FLOAT32_EXACT:
+        return (f"masked_scatter of up to {n if n is not None else 'unboundedly many'} elements: TensorRT counts the "
+                f"mask's Trues in float32 (CumSum), exact only up to 2**24")
+    if static_numel(input_val(node, 2).shape) == 0:
+        return "masked_scatter from an empty source"
+    return None
+
+
+@converter(aten.masked_scatter.default, capability=_masked_scatter_capability)
+def masked_scatter(b: GraphBuilder, x: Value, mask: Value, source: Value) -> Ref:
+    """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor
+
+    The k-th True of the (broadcast) mask, row-major, takes source's k-th element: a running count
+    of the Trues gives each its index into the flattened source.
+    """
+    full = b.op("Expand", x, b.op("Shape", mask))  # both broadcast, as torch does
+    flat_mask = b.op("Reshape", b.op("Expand", mask, b.op("Shape", full)), b.ints([-1]))
+    counted = b.op("CumSum", b.op("Cast", flat_mask, to=onnx_type(torch.float32)), b.const(0, torch.int64))
+    index = b.op("Sub", b.op("Cast", counted, to=onnx_type(torch.int64)), b.const(1, torch.int64))
+    flat_source = b.op("Reshape", source, b.ints([-1]))
+    last = b.op("Sub", b.op("Size", flat_source), b.const(1, torch.int64))
+    # Where the mask is False the index may be -1 or past the source: clamped, and not picked.
+    index = b.op("Min", b.op("Max", index, b.const(0, torch.int64)), last)
+    picked = b.op("Where", flat_mask, b.op("Gather", flat_source, index, axis=0), b.op("Reshape", full, b.ints([-1])))
+    return b.op("Reshape", picked, b.op("Shape", full), dtype=x.dtype)

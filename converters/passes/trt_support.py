@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from converters.core.builder import PLUGIN_DOMAIN
 from converters.core.target import Target
 from converters.passes.onnx_types import elem_types
 
@@ -249,6 +250,8 @@ _NO_BF16 = frozenset({"NonZero", "GridSample", "RoiAlign", "NonMaxSuppression", 
 # -- the checker -------------------------------------------------------------------------------
 def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[str]:
     rule = TABLE.get(node.op_type)
+    if node.domain == PLUGIN_DOMAIN:  # a user's plugin: the parser looks it up by name at build time
+        return []
     if node.domain not in ("", "ai.onnx"):
         return [f"custom domain '{node.domain}' (TensorRT parses the default ONNX domain only)"]
     if rule is None:

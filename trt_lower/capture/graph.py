@@ -12,7 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
@@ -134,6 +134,20 @@ def _register_cache_types(model: torch.nn.Module) -> None:
     register_cache_pytrees_for_model(model)
 
 
+def _data_dependent_route(error: BaseException) -> str:
+    """The way around torch.export's refusal of Python code that depends on tensor data (a branch
+    on a value, `.tolist()`, a size a nonzero decides), or ''. Said before torch's message, which
+    is long."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, GuardOnDataDependentSymNode):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return ""
+    return (" (its Python code depends on values in tensor data, which torch.export cannot trace: lower it with "
+            "torch.compile(model, backend=\"trt_lower\"), which lowers the graphs on either side of each such "
+            "place and runs the place itself in Python; README, 'Capture paths')")
+
+
 def _capture_hint(error: Exception) -> str:
     """What to do about a capture error users hit often, or ''."""
     if "'TensorSpec' object has no attribute" in str(error):
@@ -203,7 +217,8 @@ def export(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tensor
         raise
     except Exception as e:
         raise CaptureError(
-            f"torch.export could not capture {type(model).__name__}: {type(e).__name__}: {e}{_capture_hint(e)}"
+            f"torch.export could not capture {type(model).__name__}{_data_dependent_route(e)}: "
+            f"{type(e).__name__}: {e}{_capture_hint(e)}"
         ) from e
     finally:
         for module, training in modes.items():

@@ -40,6 +40,7 @@ import safetensors.torch
 import torch
 from torch.fx.graph import _PyTreeCodeGen
 
+from converters.core.user import user_ops
 from trt_lower.build.backend import check_target, resolve_backend
 from trt_lower.build.cache import atomic_file
 from trt_lower.build.engines import build, engine_is_whole_call
@@ -205,6 +206,7 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
         "conditions": list(guard.conditions.texts) if guard.conditions else [],
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
+        "user_converters": user_ops(op for engine in lowered.report.engines for op in engine.ops),
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
     }
 
@@ -406,6 +408,19 @@ def _engine_modules(container: Container, segments: list[ConvertedSegment], plan
     return modules, hits, carried
 
 
+def _check_user_converters(container: Container, names: Any) -> None:
+    """The file's engines hold ops converted by converters a user registered (by name only: the
+    code that defines an op and its converter is the user's, imported before load, as
+    torch.library ops are)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise FieldError("field 'user_converters' must be a list of op names")
+    missing = sorted(set(names) - set(user_ops(names)))
+    if missing:
+        raise container.error(f"its engines hold {', '.join(m[:80] for m in missing[:8])}, converted by converter(s) "
+                              "registered with trt_lower.converter; import the code that registers them before "
+                              "trt_lower.load")
+
+
 def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None,
          weights: PathLike | Mapping[str, torch.Tensor] | None = None,
          trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None) -> Any:
@@ -432,6 +447,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     with _malformed(container):
         schema.check_members(container)
         saved = _settings(manifest.get("settings"), cache_dir)
+        _check_user_converters(container, manifest.get("user_converters", []))
         report = report_from_json(manifest["report"])
     resolved = _resolve_backend(backend, saved.trt_version)
     # The eager nodes run where the engines do (weights and CUDA device arguments included).
