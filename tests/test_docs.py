@@ -50,6 +50,20 @@ def test_every_public_name_has_a_reference_entry_with_an_example() -> None:
     assert not without_example, f"reference entries without a python example: {without_example}"
 
 
+def test_every_public_name_has_a_docstring_of_its_own() -> None:
+    """The reference renders docstrings: a dataclass's generated `Name(field, ...)` is not one."""
+    undocumented = []
+    for name in sorted(_public_names()):
+        module_name, _, attr = name.rpartition(".")
+        value = getattr(importlib.import_module(module_name), attr)
+        if not callable(value):
+            continue
+        doc = vars(value).get("__doc__") if isinstance(value, type) else value.__doc__
+        if not doc or doc.startswith(f"{attr}("):
+            undocumented.append(name)
+    assert not undocumented, f"public names without a docstring: {undocumented}"
+
+
 @pytest.mark.parametrize("page", sorted(p.name for p in API.glob("*.md")))
 def test_reference_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A page's examples run in order in one namespace, as a reader would paste them."""
