@@ -13,7 +13,7 @@ import torch
 from support_audit import SupportAudit
 
 # TRT_LOWER_TEST_TENSORRT=double: the whole session runs as on a machine where TensorRT imports
-# and CUDA works, the TensorRT double standing in for both (see README, "what is verified where").
+# and CUDA works, the TensorRT double standing in for both (see docs/guarantees.md, "What is verified where").
 DOUBLE_SESSION = os.environ.get("TRT_LOWER_TEST_TENSORRT") == "double"
 
 

@@ -71,6 +71,10 @@ class Run:
 
 @dataclass
 class BenchmarkResult:
+    """What `benchmark` measured: one `Run` per variant and batch size (latency percentiles,
+    throughput, speedup over eager, every call's time), the machine and the settings; `str()` is the
+    summary table, `save_json` and `plot` write the rest."""
+
     runs: list[Run]
     machine: dict[str, Any]
     settings: dict[str, Any]

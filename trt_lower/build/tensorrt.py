@@ -9,7 +9,7 @@ from trt_lower.values import device as devices
 from trt_lower.values.versions import parse_version
 INSTALL_HINT = (
     "install NVIDIA's TensorRT Python package: `pip install 'trt_lower[tensorrt]'` "
-    "(TensorRT <= 10.4 for V100 GPUs, see README)"
+    "(TensorRT <= 10.4 for V100 GPUs, see docs/targets.md)"
 )
 # The oldest TensorRT whose ONNX parser takes our opset-17 ONNX and that has name-based I/O.
 MIN_VERSION = (8, 6)

@@ -13,6 +13,9 @@ from trt_lower.debug.divergence import Divergence, first_divergence
 
 @dataclass(frozen=True)
 class AccuracyResult:
+    """Each output's max abs/rel error against eager and whether it is within tolerance; true when
+    every output is. `divergence`: the first diverging node, with check_accuracy(details=True)."""
+
     outputs: list[OutputError]
     rtol: float
     atol: float

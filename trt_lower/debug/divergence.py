@@ -45,6 +45,9 @@ class NodeError:
 
 @dataclass(frozen=True)
 class Divergence:
+    """The first node whose engine-computed value departs from eager while its inputs are eager's:
+    its engine, ATen op, ONNX nodes, module path and source line, and every check on the way."""
+
     engine: str
     node: str  # the FX node (its name in the captured graph and in report.fallbacks)
     op: str

@@ -12,6 +12,10 @@ from trt_lower.report.entries import EngineReport, Fallback, GraphNode
 
 @dataclass
 class LoweringReport:
+    """What a lowering did: coverage (the fraction of compute nodes inside engines), each engine
+    (ops, I/O shapes, cache hit), each eager node with the reason it is eager, precision, target,
+    notes and per-stage timings; `str()` is a summary to paste into a bug report."""
+
     coverage: float
     engines: list[EngineReport] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)

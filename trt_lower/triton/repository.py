@@ -214,7 +214,7 @@ def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine |
 
 
 def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
-    """The engine I/O whose dtype the engine carries as another (README "Precision and dtypes"):
+    """The engine I/O whose dtype the engine carries as another (docs/precision.md):
     a Triton model of the engine alone would declare the wrong type."""
     report = lowered.report
     wide = (torch.int64, torch.float64) if report.backend == "tensorrt" and report.trt_version == "8.6" else (torch.float64,)
