@@ -1,10 +1,11 @@
 """lower_to_trt: the one call users make, and the pipeline it runs:
-capture -> split -> convert -> build -> stitch."""
+capture -> split -> convert -> build -> verify -> stitch."""
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import dataclasses
 import time
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -23,6 +24,8 @@ from trt_lower import settings as lowering_settings
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
 from trt_lower.stitch.graph import stitch
+from trt_lower.verify.samples import SKIPPED, samples
+from trt_lower.verify.stage import RepairPlan, Verifier
 
 log = logging.getLogger("trt_lower")
 
@@ -45,6 +48,8 @@ def lower_to_trt(
     cuda_graphs: bool = False,
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
+    verify: bool = True,
+    verify_inputs: Sequence[Any] | None = None,
 ) -> LoweredModule:
     """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
     stays eager.
@@ -64,6 +69,13 @@ def lower_to_trt(
         "latest" (10.12+, 11.x). Default: the installed TensorRT's, else "10.4" (last with V100).
     keep_fp32: with precision="fp16", FX node names or ATen ops that stay float32 (e.g. what
         trt_lower.debug.fp16_sensitive returns).
+    verify: feed each engine the values eager PyTorch computes for its inputs from the example
+        inputs and compare its outputs with eager's, at its precision's tolerance; an engine that
+        disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
+        listed in report.repairs (docs/verify.md). Under require_full=True it raises
+        VerificationError instead.
+    verify_inputs: real sample tensors, in the structure of `inputs`, to verify with where
+        `inputs` holds TensorSpecs (without them verification is skipped, with a report note).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -76,26 +88,33 @@ def lower_to_trt(
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
-    # Wall seconds per stage (LoweringReport.timings), summed over retries.
-    timings = dict.fromkeys(("capture", "split", "convert", "build", "stitch"), 0.0)
+    # Wall seconds per stage (LoweringReport.timings), summed over retries and repair rounds.
+    timings = dict.fromkeys(("capture", "split", "convert", "build", "verify", "stitch"), 0.0)
     with _timed(timings, "capture"):
         captured = capture(model, inputs, specs, kwargs)
     settings.check_keep_fp32(captured.program.graph)
+    sample = samples(model, inputs, kwargs, specs, verify_inputs) if verify else None
+    verifier = None if sample is None else Verifier(captured, sample, resolved)
     goal = Target(settings.trt_version)
     failed: dict[str, str] = {}
+    plan = verifier.plan if verifier is not None else RepairPlan()  # what verification changes
     while True:
+        run_settings = dataclasses.replace(settings, keep_fp32=settings.keep_fp32 | plan.fp32)
         try:
             with _timed(timings, "split"):
-                parts = split(captured.graph_module(), ConverterSupport(goal, settings.fallback_ops, failed),
-                              settings.min_block_size)
+                support = ConverterSupport(goal, settings.fallback_ops, {**failed, **plan.eager})
+                parts = split(captured.graph_module(), support, settings.min_block_size, frozenset(plan.breakers))
                 _require_full(parts.fallbacks, settings)
             with _timed(timings, "convert"):
-                segments = convert(parts, goal, settings.precision, captured.symbols, settings.keep_fp32)
+                segments = convert(parts, goal, settings.precision, captured.symbols, run_settings.keep_fp32)
             with _timed(timings, "build"):
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
-                engines = build(segments, resolved, settings, alone=alone)
+                engines = build(segments, resolved, run_settings, alone=alone)
+            with _timed(timings, "verify"):
+                if verifier is not None and not verifier.passes(parts, engines, run_settings):
+                    continue  # repair planned: split, convert and build again
             with _timed(timings, "stitch"):
-                lowered = stitch(parts, engines, captured.symbols, resolved, settings,
+                lowered = stitch(parts, engines, captured.symbols, resolved, run_settings,
                                  captured.conditions_over(parts.gm))
             break
         except (ConversionError, EngineBuildError) as e:
@@ -105,6 +124,11 @@ def lower_to_trt(
             failed.update(eager)
     lowered.report.timings = timings
     lowered.report.notes[:0] = captured.notes
+    if verifier is not None:
+        lowered.report.verify_errors = {v.engine: v.worst.error for v in verifier.verdicts}
+        lowered.report.repairs = verifier.repairs
+    elif verify:
+        lowered.report.notes.append(SKIPPED)
     return lowered
 
 
