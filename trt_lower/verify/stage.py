@@ -81,8 +81,9 @@ def check_engine(engine: Engine, inputs: list[str], values: EagerValues, precisi
     """The engine fed the eager values of its `inputs` (node names), each output against its
     eager value."""
     segment = engine.segment
+    device = getattr(engine.module, "device", None)  # the example inputs may be elsewhere
     with torch.no_grad():
-        out = engine.module(*(values[name] for name in inputs))
+        out = engine.module(*(values[name].to(device) if device else values[name] for name in inputs))
     actual = list(out) if segment.tuple_output else [out]
     tol = tolerance_of(segment, precision)
     return EngineVerdict(segment.name, tol, [check_output(s.source, values[s.source], a, tol)
