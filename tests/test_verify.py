@@ -125,3 +125,38 @@ def test_tensorspec_inputs_are_verified_on_samples_only() -> None:
     assert checked.report.verify_errors and not any("skipped" in n for n in checked.report.notes)
     with pytest.raises(ValueError, match=r"verify_inputs\[0\] is \(9, 16\) float32, outside its input's"):
         trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", verify_inputs=(torch.randn(9, 16),))
+
+
+class TwoCumsums(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.cumsum(0) * 2).cumsum(1) + 1
+
+
+@pytest.mark.parametrize(("version", "eager"), [("8.6", []), ("10.4", ["cumsum_1"]), ("latest", ["cumsum_1"])])
+def test_several_cumsum_axes_stay_out_of_engines_where_tensorrt_miscompiles_them(version: str,
+                                                                                  eager: list[str]) -> None:
+    """TensorRT 10.8+ (so the 10.4 target, which stands for 10.0-10.11, too) computes several
+    CumSum layers over different axes wrongly: only the first axis's go into an engine."""
+    x = torch.randn(4, 5)
+    lowered = trt_lower.lower_to_trt(TwoCumsums(), (x,), backend="onnxruntime", trt_version=version, min_block_size=1)
+    torch.testing.assert_close(lowered(x), TwoCumsums()(x))
+    kept = {f.node: f.reason for f in lowered.report.fallbacks}
+    assert sorted(kept) == eager
+    for node in eager:
+        assert "NVIDIA/TensorRT#4551" in kept[node] and "onnx/onnx-tensorrt#1034" in kept[node]
+
+
+def test_the_support_table_flags_several_cumsum_axes_in_one_onnx() -> None:
+    from onnx import TensorProto, helper
+
+    from converters.passes import trt_support
+
+    axis = [helper.make_tensor(f"axis{i}", TensorProto.INT64, [], [i]) for i in (0, 1)]
+    nodes = [helper.make_node("CumSum", ["x", "axis0"], ["a"], name="first"),
+             helper.make_node("CumSum", ["a", "axis1"], ["b"], name="second"),
+             helper.make_node("CumSum", ["b", "axis0"], ["c"], name="third", reverse=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 3])], axis)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    assert {v.node for v in trt_support.violations(model, "latest")} == {"second", "third"}
+    assert not trt_support.violations(model, "8.6")
