@@ -125,6 +125,7 @@ def lower_to_trt(
     lowered.report.timings = timings
     lowered.report.notes[:0] = captured.notes
     if verifier is not None:
+        lowered.probe = verifier.probe()
         lowered.report.verify_errors = {v.engine: v.worst.error for v in verifier.verdicts}
         lowered.report.repairs = verifier.repairs
     elif verify:

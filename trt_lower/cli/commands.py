@@ -16,6 +16,7 @@ from trt_lower.cli import bench as bench_cli
 from trt_lower.cli import artifact as cli_artifact
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import repro
+from trt_lower.cli import verify as verify_cli
 from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
@@ -127,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_serve(sub)
     bench_cli.add_parser(sub)
     repro.add_parser(sub)
+    verify_cli.add_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.

@@ -12,6 +12,8 @@ The file is a zip (stdlib zipfile) of:
                              model onnx.load, ONNX Runtime and TensorRT's parser read), at offsets
                              that are multiples of 64 from a 64-byte aligned start in the file
   plans/<engine>/<tensorrt>_<device>.plan   serialized TensorRT engines, per TensorRT version and GPU
+  probe.safetensors          example inputs and eager PyTorch's outputs for them, capped
+                             (deploy/probe.py): what a load that builds engines again checks
 
 Members are stored, not compressed, and written to the file as they are made; on load the
 engines' weights are memory-mapped from it, not read into memory: an artifact may hold models of
@@ -49,6 +51,7 @@ from torch.fx.graph import _PyTreeCodeGen
 from converters.core.dtypes import FLOAT_WEIGHTS
 from converters.core.segment import ALIGNMENT, OnnxSegment, initializer, is_external
 from trt_lower.deploy import graph as artifact_graph
+from trt_lower.deploy import probe as artifact_probe
 from trt_lower.values import device as devices
 from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.values.segment import ConvertedSegment
@@ -262,6 +265,7 @@ def _write_members(lowered: LoweredModule, out: _Writer) -> dict[str, Any]:
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
         "engines": engines,
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
+        "probe": artifact_probe.write(lowered, out.add),  # verify hook: deploy/probe.py
     }
 
 
@@ -519,6 +523,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         guard = InputGuard(tuple(_sig_from_json(s) for s in manifest["inputs"]), manifest.get("conditions", []))
         graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
                                                set(weights), where)
+        # verify hook (deploy/probe.py): artifacts older than the probe have none
+        probe = artifact_probe.read(manifest["probe"], archive.member, where) if "probe" in manifest else None
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(archive, segments, resolved, settings,
                                              alone=engine_is_whole_call(len(segments), len(report.fallbacks)))
@@ -535,6 +541,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         lowered._out_spec = codegen.pytree_info.out_spec
     _loaded[lowered] = _Loaded(manifest["settings"], manifest["input_dims"], carried)
     lowered.extra = manifest.get("extra")
+    lowered.probe = probe  # verify hook: engines built again here are checked against the probe
+    artifact_probe.verify_rebuilt(lowered, probe, artifact_probe.rebuilt(manifest, carried, resolved), archive.path)
     kind = lowered.extra.get("kind") if isinstance(lowered.extra, dict) else None
     if kind is None:
         return lowered

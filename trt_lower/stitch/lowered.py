@@ -15,6 +15,7 @@ from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.inputs import flatten_inputs
 from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.output import OutputBuilder, mirrors_items
+from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment
 
 
@@ -71,6 +72,9 @@ class LoweredModule(torch.fx.GraphModule):
     # JSON that a use built on the module keeps beside it (trt_lower.llm's generation settings):
     # trt_lower.save writes it, load gives it back.
     extra: dict[str, Any] | None = None
+    # Example inputs and eager outputs from build-time verification (None when it did not run):
+    # trt_lower.save stores them so that a load elsewhere can check the module again.
+    probe: Probe | None = None
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):

@@ -7,6 +7,7 @@ import functools
 from typing import Any, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 
 from trt_lower.verify.nodes import Node, Recorder
 
@@ -21,7 +22,7 @@ class EagerValues:
         self.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         recorder = Recorder(gm, keep | {n.name for n in gm.graph.find_nodes(op="placeholder")})
         with torch.no_grad():
-            self.outputs = recorder.run(*inputs)
+            self.outputs = tuple(pytree.tree_leaves(recorder.run(*inputs)))  # the model's, flattened
         self.known: dict[Node, Any] = recorder.values
 
     def node(self, name: str) -> Node:

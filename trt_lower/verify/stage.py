@@ -24,6 +24,7 @@ from trt_lower.build.engines import built_by, forget
 from trt_lower.build.errors import EngineBuildError
 from trt_lower.capture.graph import CapturedGraph
 from trt_lower.report.entries import Repair
+from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.bisect import smallest_failing
@@ -138,6 +139,10 @@ class Verifier:
         self.repairs: list[Repair] = []
         self.verdicts: list[EngineVerdict] = []
         self.rounds = 0
+
+    def probe(self) -> Probe | None:
+        """The example inputs and eager's outputs for them, once verification has run."""
+        return None if self.values is None else Probe(self.inputs, self.values.outputs)
 
     def passes(self, parts: Split, engines: list[Engine], settings: LoweringSettings) -> bool:
         """True when every engine agrees with eager; else the first that does not is evicted from
