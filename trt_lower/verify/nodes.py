@@ -16,19 +16,15 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 class Recorder(torch.fx.Interpreter):
-    """Runs the graph in eager PyTorch and keeps the value of every node, or, given `keep`, of the
-    nodes it names (fx frees the others after their last use)."""
+    """Runs the graph in eager PyTorch and keeps every node's value."""
 
-    def __init__(self, gm: torch.fx.GraphModule, keep: frozenset[str] | None = None) -> None:
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)
-        self.keep = keep
         self.values: dict[Node, Any] = {}
 
     def run_node(self, n: Node) -> Any:
-        value = super().run_node(n)
-        if self.keep is None or n.name in self.keep:
-            self.values[n] = value
-        return value
+        self.values[n] = super().run_node(n)
+        return self.values[n]
 
 
 def units(nodes: Sequence[Node]) -> list[list[Node]]:

@@ -149,9 +149,9 @@ class Verifier:
         the engine cache, bisected, and a repair planned (VerificationError under require_full)."""
         sources = input_sources(parts, engines)
         if self.values is None:
-            keep = {n for names in sources.values() for n in names} | {
-                s.source for e in engines for s in e.segment.outputs}
-            self.values = EagerValues(self.captured.graph_module(), self.inputs, frozenset(keep))
+            outputs = {e.segment.name: [s.source for s in e.segment.outputs] for e in engines}
+            keep = {n for names in (*sources.values(), *outputs.values()) for n in names}
+            self.values = EagerValues(parts.gm, self.inputs, frozenset(keep), outputs, self.captured.graph_module)
         self.verdicts = []
         for engine in engines:
             verdict = check_engine(engine, sources[engine.segment.name], self.values, settings.precision)

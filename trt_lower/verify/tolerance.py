@@ -57,7 +57,8 @@ def check_output(name: str, expected: torch.Tensor, actual: torch.Tensor, tol: T
     if not (e.is_floating_point() or e.is_complex()):
         share = float((e != a).double().mean())
         return OutputCheck(name, share, share <= MISMATCH_SHARE[tol.precision])
-    e, a = e.double(), a.double()
+    wide = torch.float64 if e.dtype == torch.float64 else torch.float32  # float32 holds fp16/bf16 exactly
+    e, a = e.to(wide), a.to(wide)
     same = (e == a) | (e.isnan() & a.isnan())  # equal infinities too
     diff = torch.where(same, torch.zeros_like(e), (e - a).abs().nan_to_num(nan=float("inf")))
     finite = e[e.isfinite()]
