@@ -4,6 +4,7 @@ matches eager PyTorch; with verify=False the same lowering is wrong."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -60,7 +61,7 @@ CASES = {
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_planted_miscompile_is_found_and_repaired(backend: str, case: str, double: ModuleType | None,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     plant, precision, culprit, text, action = CASES[case]
     torch.manual_seed(0)
     model, x = Block().eval(), torch.randn(8, 16)
@@ -75,10 +76,13 @@ def test_a_planted_miscompile_is_found_and_repaired(backend: str, case: str, dou
     assert repair.source.endswith(text) or text in repair.source
     assert f"test_verify.py:{_line(text)}" in repair.source
     assert repair.module_path == ("inner" if culprit == "addmm" else "")
-    assert repair.error_before > 0.1 and repair.error_after is not None and repair.error_after < 0.05
+    assert (repair.error_before is None) == (case == "NaN layer") and (repair.error_before or 1.0) > 0.1
+    assert repair.error_after is not None and repair.error_after < 0.05
     assert repair.built_by.startswith("TensorRT" if backend == "tensorrt" else "ONNX Runtime")
     assert all(e < 0.05 for e in lowered.report.verify_errors.values())
     assert "repaired" in str(lowered.report)
+    trt_lower.save(lowered, tmp_path / "repaired.trtl")  # the report's repairs travel with it
+    assert trt_lower.load(tmp_path / "repaired.trtl", backend=backend).report.repairs == lowered.report.repairs
 
     unverified = trt_lower.lower_to_trt(model, (x,), backend=backend, precision=precision, min_block_size=1,
                                         verify=False)

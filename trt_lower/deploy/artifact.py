@@ -58,7 +58,7 @@ from trt_lower.values.segment import ConvertedSegment
 from trt_lower.build.backend import check_target, resolve_backend
 from trt_lower.build.cache import atomic_file
 from trt_lower.stitch.lowered import LoweredModule
-from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
+from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport, Repair
 from trt_lower.values.digest import Hashing
 from trt_lower.values.signature import TensorSig
 from trt_lower.runtime.guard import InputGuard
@@ -148,7 +148,7 @@ def report_from_json(data: dict[str, Any]) -> LoweringReport:
                                "output_shapes": [tuple(s) for s in e["output_shapes"]]}) for e in data["engines"]]
     graph = [GraphNode(**{**g, "inputs": tuple(tuple(e) for e in g["inputs"])}) for g in data.get("graph", [])]
     return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]],
-                             "graph": graph})
+                             "graph": graph, "repairs": [Repair(**r) for r in data.get("repairs", [])]})
 
 
 def _versions() -> dict[str, str]:

@@ -11,6 +11,7 @@ then splits, converts and builds again and verifies again, within MAX_ROUNDS.
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from dataclasses import dataclass, field
 
@@ -189,7 +190,7 @@ class Verifier:
         action, tried = self.plan.apply(run, engine.segment, settings.precision, why)
         self.repairs.append(Repair(culprit.name, target_label(culprit.target), path, source_line(culprit),
                                    engine.segment.name, built_by(engine, self.backend), [n.name for n in run],
-                                   worst.error, None, action, tried))
+                                   worst.error if math.isfinite(worst.error) else None, None, action, tried))
 
     def _locate(self, parts: Split, engine: Engine, tol: Tolerance,
                 settings: LoweringSettings) -> tuple[list[Node], float | None]:
