@@ -164,3 +164,20 @@ def test_the_support_table_flags_several_cumsum_axes_in_one_onnx() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     assert {v.node for v in trt_support.violations(model, "latest")} == {"second", "third"}
     assert not trt_support.violations(model, "8.6")
+
+
+class Counter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return (x * 2).relu() + self.calls
+
+
+def test_a_model_that_updates_its_buffers_is_not_run_for_reference() -> None:
+    model = Counter()
+    lowered = trt_lower.lower_to_trt(model, (torch.randn(4),), backend="onnxruntime", min_block_size=1)
+    assert int(model.calls) == 0 and not lowered.report.verify_errors
+    assert any("verification skipped: the model updates its inputs or buffers" in n for n in lowered.report.notes)

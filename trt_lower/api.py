@@ -24,7 +24,7 @@ from trt_lower import settings as lowering_settings
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
 from trt_lower.stitch.graph import stitch
-from trt_lower.verify.samples import SKIPPED, samples
+from trt_lower.verify.samples import reference_inputs
 from trt_lower.verify.stage import RepairPlan, Verifier
 
 log = logging.getLogger("trt_lower")
@@ -93,7 +93,8 @@ def lower_to_trt(
     with _timed(timings, "capture"):
         captured = capture(model, inputs, specs, kwargs)
     settings.check_keep_fp32(captured.program.graph)
-    sample = samples(model, inputs, kwargs, specs, verify_inputs) if verify else None
+    sample, skipped = (reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify
+                       else (None, None))
     verifier = None if sample is None else Verifier(captured, sample, resolved)
     goal = Target(settings.trt_version)
     failed: dict[str, str] = {}
@@ -128,8 +129,8 @@ def lower_to_trt(
         lowered.probe = verifier.probe()
         lowered.report.verify_errors = {v.engine: v.worst.error for v in verifier.verdicts}
         lowered.report.repairs = verifier.repairs
-    elif verify:
-        lowered.report.notes.append(SKIPPED)
+    elif skipped:
+        lowered.report.notes.append(skipped)
     return lowered
 
 

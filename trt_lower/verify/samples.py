@@ -13,6 +13,25 @@ from trt_lower.values.spec import TensorSpec
 
 SKIPPED = ("verification skipped: some inputs are TensorSpecs and no verify_inputs were given "
            "(pass real sample tensors as verify_inputs= to check the engines against eager PyTorch)")
+MUTATES = ("verification skipped: the model updates its inputs or buffers in place, which an eager run "
+           "for reference would do to yours")
+
+
+def _mutates(program: torch.export.ExportedProgram) -> bool:
+    """Whether the captured program writes into its inputs or buffers."""
+    signature = program.graph_signature
+    return bool(signature.buffers_to_mutate or signature.user_inputs_to_mutate)
+
+
+def reference_inputs(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,
+                     specs: Sequence[TensorSpec], verify_inputs: Sequence[Any] | None,
+                     program: torch.export.ExportedProgram) -> tuple[tuple[torch.Tensor, ...] | None, str | None]:
+    """The flattened tensors to verify with (`samples`), or None and the report note saying why
+    verification is skipped."""
+    found = samples(model, inputs, kwargs, specs, verify_inputs)
+    if found is None:
+        return None, SKIPPED
+    return (None, MUTATES) if _mutates(program) else (found, None)
 
 
 def _fits(spec: TensorSpec, tensor: torch.Tensor) -> bool:
