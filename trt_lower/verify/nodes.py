@@ -34,14 +34,14 @@ def units(nodes: Sequence[Node]) -> list[list[Node]]:
     group_of: dict[Node, Node] = {}
     for n in nodes:
         base = n.args[0] if n.target is operator.getitem and n.args[0] in groups else n
-        int8 = [a for a in n.all_input_nodes if a in group_of and _is_int8(a)]
+        int8 = [a for a in n.all_input_nodes if a in group_of and is_int8(a)]
         base = group_of[int8[0]] if int8 else base
         groups.setdefault(base, []).append(n)  # type: ignore[arg-type]
         group_of[n] = base  # type: ignore[assignment]
     return list(groups.values())
 
 
-def _is_int8(node: Node) -> bool:
+def is_int8(node: Node) -> bool:
     val = node.meta.get("val")
     return isinstance(val, torch.Tensor) and val.dtype == torch.int8
 

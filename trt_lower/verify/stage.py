@@ -6,7 +6,8 @@ its precision's tolerance (tolerance.py). The first engine that fails is bisecte
 run of nodes that fails alone (bisect.py); its first node is the culprit, and the repair plan
 tries, one round each, splitting the engine there (an extra engine output, which on TensorRT
 breaks the fusion across it), keeping the run float32 (fp16 engines), keeping it eager. api.py
-then splits, converts and builds again and verifies again, within MAX_ROUNDS.
+then splits, converts and builds again and verifies again; past MAX_ROUNDS a failing engine runs
+eagerly as a whole, and past twice that verification gives up.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.bisect import smallest_failing
 from trt_lower.verify.eager import EagerValues
-from trt_lower.verify.nodes import Node, module_of, source_line, units
+from trt_lower.verify.nodes import Node, is_int8, module_of, source_line, units
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
 
@@ -110,8 +111,10 @@ class RepairPlan:
         tried before it. Past the last, the whole engine stays eager."""
         culprit = run[0].name
         names = [n.name for n in run]
-        # Split at each node of the run but its last (a run of one: after it).
-        cut = [n for n in names[:-1] or names if n not in {s.source for s in engine.outputs} | self.breakers]
+        # Split at each node of the run but its last (a run of one: after it); never at an int8
+        # value (a quantize's codes are no engine input or output).
+        cut = [n.name for n in run[:-1] or run if n.name not in {s.source for s in engine.outputs} | self.breakers
+               and not is_int8(n)]
         possible = {"split": bool(cut), "fp32": precision == "fp16" and not set(names) <= self.fp32, "eager": True}
         done = self.tried.get(culprit, 0)
         tried = [a for a in self.ACTIONS[:done] if possible[a]]
@@ -126,8 +129,11 @@ class RepairPlan:
                 else:
                     self.eager.update(dict.fromkeys(names, why))
                 return action, tried
+        return self.whole_engine(engine, why), [*tried, "eager"]
+
+    def whole_engine(self, engine: ConvertedSegment, why: str) -> str:
         self.eager.update(dict.fromkeys(engine.nodes, why))
-        return "engine eager", [*tried, "eager"]
+        return "engine eager"
 
 
 class Verifier:
@@ -184,10 +190,13 @@ class Verifier:
         if settings.require_full:
             raise VerificationError(f"{evidence}. require_full=True: not repaired (keep the culprit eager with "
                                     "fallback_ops, or float32 with keep_fp32)")
-        if self.rounds > MAX_ROUNDS:
-            raise VerificationError(f"{evidence}. {MAX_ROUNDS} rounds of repairs did not make every engine agree")
+        if self.rounds > 2 * MAX_ROUNDS:
+            raise VerificationError(f"{evidence}. {2 * MAX_ROUNDS} rounds of repairs did not make every engine agree")
         why = f"verification: {engine.segment.name} disagreed with eager PyTorch here ({worst.error:.3g} of scale)"
-        action, tried = self.plan.apply(run, engine.segment, settings.precision, why)
+        if self.rounds > MAX_ROUNDS:  # the repairs by node did not converge: the failing engine runs eagerly
+            action, tried = self.plan.whole_engine(engine.segment, why), ["split", "fp32", "eager"]
+        else:
+            action, tried = self.plan.apply(run, engine.segment, settings.precision, why)
         self.repairs.append(Repair(culprit.name, target_label(culprit.target), path, source_line(culprit),
                                    engine.segment.name, built_by(engine, self.backend), [n.name for n in run],
                                    worst.error if math.isfinite(worst.error) else None, None, action, tried))
