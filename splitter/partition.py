@@ -98,11 +98,26 @@ class _Partitioner(CapabilityBasedPartitioner):
         return self.operator_support.is_node_supported({}, node)
 
 
-def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: int) -> Split:
-    """Stage 2. In: the captured graph (partitioned in place), the support oracle and
-    min_block_size. Out: a Split: the graph with each engine segment fused into an `engine_<k>`
-    submodule, and why each other compute node stays eager. Segments with fewer than
-    `min_block_size` compute ops stay eager: an engine boundary costs more than they save."""
+def _mark_outputs(gm: torch.fx.GraphModule, partitions: list[Partition], names: frozenset[str]) -> None:
+    """Make each node named in `names` an output of its engine: an unused alias of it after the
+    last node, outside every partition. On TensorRT an engine output is materialized, so no fused
+    kernel spans it (a "fusion breaker", the repair for a miscompiled fusion)."""
+    output = next(iter(gm.graph.find_nodes(op="output")))
+    for p in partitions:
+        for node in [n for n in p.nodes if n.name in names and all(u in p.nodes for u in n.users)]:
+            with gm.graph.inserting_before(output):
+                alias = gm.graph.call_function(aten.alias.default, (node,))
+            alias.meta = {"val": node.meta.get("val")}
+
+
+def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: int,
+          extra_outputs: frozenset[str] = frozenset()) -> Split:
+    """Stage 2. In: the captured graph (partitioned in place), the support oracle,
+    min_block_size, and the nodes whose values their engines are to output although only the
+    engine reads them (`_mark_outputs`). Out: a Split: the graph with each engine segment fused
+    into an `engine_<k>` submodule, and why each other compute node stays eager. Segments with
+    fewer than `min_block_size` compute ops stay eager: an engine boundary costs more than they
+    save."""
     partitioner = _Partitioner(gm, support, allows_single_node_partition=True)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     kept = []
@@ -120,6 +135,7 @@ def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: i
     fallbacks = {n: r for n, r in fallbacks.items() if is_compute(n) and not _in(kept, n)}
     kept.sort(key=lambda p: min(order[n] for n in p.nodes))
     _keep_sizes_local(gm, kept)
+    _mark_outputs(gm, kept, extra_outputs)
     fuse_by_partitions(gm, [p.nodes for p in kept], prefix=ENGINE_PREFIX)
     return Split(gm, [f"{ENGINE_PREFIX}{i}" for i in range(len(kept))], fallbacks)
 

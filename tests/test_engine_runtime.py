@@ -322,7 +322,7 @@ def test_a_context_used_by_two_threads_at_once_raises(trt_double: ModuleType) ->
 
 
 def test_two_threads_on_one_module_each_get_a_context(trt_double: ModuleType) -> None:
-    model, lowered, x = _lowered()
+    model, lowered, x = _lowered(verify=False)  # the contexts counted are the calls' own
     host = _host()
     others = [torch.randn(2, 3, 8, 8) for _ in range(2)]
     results: dict[int, torch.Tensor] = {}
@@ -346,7 +346,7 @@ def test_two_threads_on_one_module_each_get_a_context(trt_double: ModuleType) ->
 
 def test_two_caller_streams_on_one_thread_each_get_a_context(trt_double: ModuleType) -> None:
     """The first stream's work has not run when the second stream's call binds its buffers."""
-    model, lowered, _ = _lowered()
+    model, lowered, _ = _lowered(verify=False)  # the contexts counted are the calls' own
     host, xs = _host(), [torch.randn(2, 3, 8, 8) for _ in range(2)]
     with host.caller_stream() as first:
         out_first = lowered(xs[0])
@@ -552,7 +552,7 @@ def test_an_engine_whose_static_output_shape_is_not_the_segments_is_refused(trt_
 
 def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                        caplog: pytest.LogCaptureFixture) -> None:
-    model, lowered, x = _lowered(cuda_graphs=True)
+    model, lowered, x = _lowered(cuda_graphs=True, verify=False)  # the first call captures
 
     def fail(run: Any, where: torch.device) -> Any:
         raise RuntimeError("operation not permitted when stream is capturing")

@@ -30,7 +30,7 @@ RANK = {
     "values": 0,
     "runtime": 1, "report": 1,
     "capture": 2, "convert": 2, "build": 2,
-    "stitch": 3, "settings": 3,
+    "stitch": 3, "settings": 3, "verify": 3,
     "api": 4,
     "deploy": 5, "benchmarking": 5,
     "debug": 6, "dynamo_backend": 6, "llm": 6, "quantization": 6,

@@ -370,10 +370,29 @@ def test_check_accuracy_and_first_divergence_on_a_quantized_graph(
         return entry.fn(b, x, scale * 2, *args, **kwargs)
 
     monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, doubled, entry.capability))
-    broken = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    # verify=False: build-time verification would find the planted bug and keep it eager.
+    broken = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", verify=False)
     assert not trt_lower.check_accuracy(quantized, broken, inputs, rtol=0, atol=step).passed
     found = first_divergence(quantized, broken, inputs, rtol=0, atol=step)
     assert found is not None and found.op == "quantized_decomposed.dequantize_per_tensor.default", str(found)
+
+
+def test_verification_repairs_a_wrong_dequantize(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dequantize converter doubling its scale: verification keeps what it breaks out of the
+    engines (never splitting at an int8 value), and the module agrees with eager again."""
+    from converters.core import registry
+
+    quantized, inputs = quantized_net
+    entry = registry._REGISTRY[qd.dequantize_per_tensor.default]
+
+    def doubled(b: Any, x: Any, scale: float, *args: Any, **kwargs: Any) -> Any:
+        return entry.fn(b, x, scale * 2, *args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, doubled, entry.capability))
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
+    assert lowered.report.repairs
+    assert trt_lower.check_accuracy(quantized, lowered, inputs, rtol=0, atol=max(_steps(quantized))).passed
 
 
 def test_quantized_layers_finds_a_dequantize_off_by_a_percent(

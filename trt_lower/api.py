@@ -1,10 +1,11 @@
 """lower_to_trt: the one call users make, and the pipeline it runs:
-capture -> split -> convert -> build -> stitch."""
+capture -> split -> convert -> build -> verify -> stitch."""
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
@@ -26,6 +27,8 @@ from trt_lower import settings as lowering_settings
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
 from trt_lower.stitch.graph import stitch
+from trt_lower.verify.samples import reference_inputs
+from trt_lower.verify.stage import RepairPlan, Verifier
 
 log = logging.getLogger("trt_lower")
 
@@ -44,15 +47,17 @@ class Lowering:
     failed: dict[str, str]  # nodes kept eager after a converter or engine build failed on them
     inputs: tuple[Any, ...]  # the example inputs the graph was traced with (tensors at every leaf)
     kwargs: dict[str, Any]
+    plan: RepairPlan  # what verification changed: fusion breakers, nodes kept float32 or eager
 
     def split(self, gm: torch.fx.GraphModule) -> Split:
         """`gm` (one of captured.graph_module()'s) split as lower_to_trt splits it."""
-        support = ConverterSupport(Target(self.settings.trt_version), self.settings.fallback_ops, self.failed)
-        return split(gm, support, self.settings.min_block_size)
+        support = ConverterSupport(Target(self.settings.trt_version), self.settings.fallback_ops,
+                                   {**self.failed, **self.plan.eager})
+        return split(gm, support, self.settings.min_block_size, frozenset(self.plan.breakers))
 
     def convert(self, parts: Split) -> list[ConvertedSegment]:
         return convert(parts, Target(self.settings.trt_version), self.settings.precision, self.captured.symbols,
-                       self.settings.keep_fp32)
+                       self.settings.keep_fp32 | self.plan.fp32)
 
 
 def lower_to_trt(
@@ -70,6 +75,8 @@ def lower_to_trt(
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
     refittable: bool = False,
+    verify: bool = True,
+    verify_inputs: Sequence[Any] | None = None,
 ) -> LoweredModule:
     """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
     stays eager.
@@ -91,6 +98,13 @@ def lower_to_trt(
         trt_lower.debug.fp16_sensitive returns).
     refittable: build TensorRT engines refittable, so that `lowered.update_weights` replaces their
         weights in place (docs/refit.md); ONNX Runtime engines take new weights either way.
+    verify: feed each engine the values eager PyTorch computes for its inputs from the example
+        inputs and compare its outputs with eager's, at its precision's tolerance; an engine that
+        disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
+        listed in report.repairs (docs/verify.md). Under require_full=True it raises
+        VerificationError instead.
+    verify_inputs: real sample tensors, in the structure of `inputs`, to verify with where
+        `inputs` holds TensorSpecs (without them verification is skipped, with a report note).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -103,18 +117,23 @@ def lower_to_trt(
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
-    # Wall seconds per stage (LoweringReport.timings), summed over retries.
-    timings = dict.fromkeys(("capture", "split", "convert", "build", "stitch"), 0.0)
+    # Wall seconds per stage (LoweringReport.timings), summed over retries and repair rounds.
+    timings = dict.fromkeys(("capture", "split", "convert", "build", "verify", "stitch"), 0.0)
     # The tensors traced with (made from the specs where not given): update_weights checks on them.
     args, keywords = example_call(specs, inputs, kwargs)
     with _timed(timings, "capture"):
         captured = capture(model, args, specs, keywords)
     settings.check_keep_fp32(captured.program.graph)
+    sample, skipped = (reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify
+                       else (None, None))
+    verifier = None if sample is None else Verifier(captured, sample, resolved)
     # Nodes kept eager with the reason: those a try failed to convert or build, and from the start
     # those whose user converter emits a TensorRT plugin when the engines run elsewhere.
     failed: dict[str, str] = plugin_refusals(captured.graph_module(), resolved)
-    lowering = Lowering(captured, settings, failed, args, keywords)
+    plan = verifier.plan if verifier is not None else RepairPlan()  # what verification changes
+    lowering = Lowering(captured, settings, failed, args, keywords, plan)
     while True:
+        run_settings = dataclasses.replace(settings, keep_fp32=settings.keep_fp32 | plan.fp32)
         try:
             with _timed(timings, "split"):
                 parts = lowering.split(captured.graph_module())
@@ -123,9 +142,12 @@ def lower_to_trt(
                 segments = lowering.convert(parts)
             with _timed(timings, "build"):
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
-                engines = build(segments, resolved, settings, alone=alone)
+                engines = build(segments, resolved, run_settings, alone=alone)
+            with _timed(timings, "verify"):
+                if verifier is not None and not verifier.passes(parts, engines, run_settings):
+                    continue  # repair planned: split, convert and build again
             with _timed(timings, "stitch"):
-                lowered = stitch(parts, engines, captured.symbols, resolved, settings,
+                lowered = stitch(parts, engines, captured.symbols, resolved, run_settings,
                                  captured.conditions_over(parts.gm))
             break
         except (ConversionError, EngineBuildError) as e:
@@ -136,6 +158,12 @@ def lower_to_trt(
     lowered.report.timings = timings
     lowered.report.notes[:0] = captured.notes
     lowered.lowering = lowering
+    if verifier is not None:
+        lowered.probe = verifier.probe()
+        lowered.report.verify_errors = {v.engine: v.worst.error for v in verifier.verdicts}
+        lowered.report.repairs = verifier.repairs
+    elif skipped:
+        lowered.report.notes.append(skipped)
     return lowered
 
 

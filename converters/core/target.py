@@ -18,6 +18,9 @@ DEFAULT = "10.4"
 # Highest ONNX opset each version's parser reads (docs/tensorrt.md); we emit opset 17.
 _MAX_OPSET = {"8.6": 17, "10.4": 20, "latest": 24}
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+# The TensorRT releases each target stands for: [first, first of the next target).
+_SPANS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
+    "8.6": ((8, 6), (10, 0)), "10.4": ((10, 0), (10, 12)), "latest": ((10, 12), None)}
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,11 @@ class Target:
 
     def at_least(self, version: str) -> bool:
         return VERSIONS.index(self.version) >= VERSIONS.index(version)
+
+    def may_run(self, since: tuple[int, int], fixed: tuple[int, int] | None) -> bool:
+        """Whether a TensorRT release this target stands for lies in [since, fixed) (None: not fixed)."""
+        first, after = _SPANS[self.version]
+        return (fixed is None or first < fixed) and (after is None or since < after)
 
     @property
     def int64_native(self) -> bool:

@@ -16,6 +16,7 @@ from converters.core.common import all_of, float_inputs, nan_propagated, normali
 from converters.core.dims import input_val, int_bound, is_static_dim, never_empty, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import Target
+from converters.passes.trt_support import SEVERAL_CUMSUMS
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -359,7 +360,22 @@ def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-@converter(aten.cumsum.default, capability=_exact_cumsum)
+def _one_cumsum_axis(node: torch.fx.Node, target: Target) -> Optional[str]:
+    """Where the target may be a release that miscompiles several CumSums over different axes
+    (trt_support.SEVERAL_CUMSUMS), only the cumsums over the graph's first cumsum's axis (by
+    rank and dim) go into engines."""
+    cumsums = node.graph.find_nodes(op="call_function", target=aten.cumsum.default)
+    if len(cumsums) < 2:
+        return None
+
+    def kind(n: torch.fx.Node) -> tuple[int, int]:
+        rank = input_val(n, 0).dim()
+        return rank, normalize_dim(node_arg(n, 1, "dim"), max(rank, 1))
+
+    return SEVERAL_CUMSUMS.reason(target) if kind(node) != kind(cumsums[0]) else None
+
+
+@converter(aten.cumsum.default, capability=all_of(_exact_cumsum, _one_cumsum_axis))
 def cumsum(b: GraphBuilder, x: Value, dim: int, *, dtype: torch.dtype | None = None) -> Ref:
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 

@@ -9,7 +9,8 @@ that is what we emit. Where a version's limits are not documented the table is c
 
 `violations(model, version)` names every node that breaks a rule: an op missing from the table
 or too new for the version, an element type the op (or TensorRT) does not take, an operand that
-must be an initializer and is not, an attribute outside what TensorRT implements. lower_to_trt
+must be an initializer and is not, an attribute outside what TensorRT implements, a pattern
+that releases of the version miscompile (MISCOMPILES: public bug reports, by version range). lower_to_trt
 runs it on every segment before building an engine, and the test suite on every model it emits.
 """
 from __future__ import annotations
@@ -247,6 +248,54 @@ _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _NO_BF16 = frozenset({"NonZero", "GridSample", "RoiAlign", "NonMaxSuppression", "STFT"})
 
 
+# -- known miscompiles -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KnownMiscompile:
+    """A public TensorRT bug that builds an engine computing wrong results, reproducible from its
+    report: the pattern that triggers it and the releases affected, [since, fixed)."""
+
+    op: str
+    pattern: str
+    since: tuple[int, int]
+    fixed: tuple[int, int] | None
+    references: tuple[str, ...]
+
+    def reason(self, target: Target) -> str | None:
+        """Why an engine for `target` must not contain the pattern, or None when no release the
+        target stands for is affected."""
+        if not target.may_run(self.since, self.fixed):
+            return None
+        until = f" before {self.fixed[0]}.{self.fixed[1]}" if self.fixed else ""
+        return (f"TensorRT {self.since[0]}.{self.since[1]}+{until} computes {self.pattern} wrongly "
+                f"({', '.join(self.references)}); {target.label} may be such a release")
+
+
+# Several CumSum layers in one network over different axes (or reversed) come out wrong or all
+# equal to one of them, from 10.8 on: reported with ONNX models that reproduce it.
+SEVERAL_CUMSUMS = KnownMiscompile(
+    "CumSum", "several CumSum layers over different axes (or reversed) in one engine", (10, 8), None,
+    ("NVIDIA/TensorRT#4551", "NVIDIA/TensorRT#4513", "onnx/onnx-tensorrt#1034"))
+MISCOMPILES = (SEVERAL_CUMSUMS,)
+
+
+def _cumsum_kind(node: onnx.NodeProto, g: _Graph) -> tuple[object, ...]:
+    axis = g.initializers.get(node.input[1]) if len(node.input) > 1 else None
+    return (None if axis is None else int(numpy_helper.to_array(axis)), _attr(node, "reverse", 0),
+            _attr(node, "exclusive", 0))
+
+
+def _several_cumsums(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
+    """Every CumSum but those of the first one's kind (axis, reverse, exclusive), and a reversed
+    one beside any other, where SEVERAL_CUMSUMS may apply."""
+    cumsums = [n for n in nodes if n.op_type == "CumSum"]
+    reason = SEVERAL_CUMSUMS.reason(target) if len(cumsums) > 1 else None
+    if reason is None:
+        return []
+    first = _cumsum_kind(cumsums[0], g)
+    return [Violation(n.name, n.op_type, reason) for n in cumsums[1:]
+            if _cumsum_kind(n, g) != first or first[1] or _cumsum_kind(n, g)[1]]
+
+
 # -- the checker -------------------------------------------------------------------------------
 def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[str]:
     rule = TABLE.get(node.op_type)
@@ -340,7 +389,7 @@ def violations(model: onnx.ModelProto, version: str) -> list[Violation]:
     g = _Graph(types, {i.name: i for i in model.graph.initializer}, consumers)
     for node in nodes:
         found += [Violation(node.name, node.op_type, rule) for rule in _node_violations(node, target, g)]
-    return found + _int64_overflow(target, g, nodes)
+    return found + _int64_overflow(target, g, nodes) + _several_cumsums(target, g, nodes)
 
 
 def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:

@@ -30,7 +30,7 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
   and tells it the shape before returning, and writes the data when the stream runs.
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
-(`unsupported_ops`, `build_failure`).
+(`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).
 """
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.core.segment import OnnxSegment, protobuf_limit
 from converters.passes.onnx_types import elem_types
+from trt_double import miscompile
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -324,6 +325,8 @@ class BuildRecord:
 @dataclass
 class State:
     unsupported_ops: set[str] = field(default_factory=set)  # the parser rejects these ONNX ops
+    # Wrong results the builder plants in the engines it builds (trt_double/miscompile.py).
+    miscompiles: list[miscompile.Miscompile] = field(default_factory=list)
     build_failure: str | None = None  # every build fails with this error
     builds: int = 0
     deserializations: int = 0
@@ -832,7 +835,9 @@ class Builder(_Builder):
         # Before 10.0 a profile serves one execution context at a time unless the engine was built
         # with PROFILE_SHARING_0806 (on by default from 10.0).
         sharing = _version()[0] >= 10 or int(PreviewFeature.PROFILE_SHARING_0806) in cfg.preview_features
-        return _plan(OnnxSegment(net.model, net.weights), profiles, sharing, bool(cfg.flags & _REFIT))
+        segment = OnnxSegment(miscompile.plant(net.model, state.miscompiles) if state.miscompiles else net.model,
+                              net.weights)
+        return _plan(segment, profiles, sharing, bool(cfg.flags & _REFIT))
 
 
 # -- runtime ----------------------------------------------------------------------------------

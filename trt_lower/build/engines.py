@@ -10,6 +10,7 @@ from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.build.settings import BuildSettings
 from trt_lower.build.errors import EngineBuildError
+from trt_lower.build.tensorrt import installed_version
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.build.ort_session import SESSION_ERRORS, fast_path_works, segment_session
 from trt_lower.values.settings import LoweringSettings
@@ -38,6 +39,26 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
         nodes=segment.nodes, build=BuildSettings(precision=settings.precision, refittable=settings.refittable), cache_dir=settings.cache_dir,
         cuda_graphs=settings.cuda_graphs)
     return Engine(segment, trt_module, cache_hit)
+
+
+def built_by(engine: Engine, backend: str) -> str:
+    """What built `engine`: "TensorRT 10.13.0" or "ONNX Runtime 1.23.2"."""
+    if backend == "onnxruntime":
+        import onnxruntime
+
+        return f"ONNX Runtime {onnxruntime.__version__}"
+    return f"TensorRT {installed_version()}"
+
+
+def forget(engine: Engine, settings: LoweringSettings, why: str) -> None:
+    """Drop `engine`'s plan from the TensorRT engine cache (verification found it wrong: the cache
+    is to keep the repaired plan, not this one); nothing on ONNX Runtime, which caches nothing."""
+    if engine.cache_hit is None:
+        return
+    from trt_lower.build.trt_engines import discard_engine
+
+    segment = engine.segment
+    discard_engine(segment.onnx, segment.inputs, BuildSettings(precision=settings.precision), settings.cache_dir, why)
 
 
 def engine_is_whole_call(engines: int, eager_ops: int) -> bool:

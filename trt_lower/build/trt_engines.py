@@ -29,6 +29,23 @@ def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None =
     return EngineBuildError(name, reason, dict.fromkeys(nodes, why))
 
 
+def _cache_entry(segment: OnnxSegment, inputs: tuple[TensorSig, ...], build: BuildSettings,
+                 cache_dir: Path | None) -> tuple[EngineCache, list[InputProfile], str]:
+    """The engine cache, the segment's input profiles and its key there: the graph and the
+    weights' bytes, hashed in place, with the profiles and build settings."""
+    cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
+    profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
+    return cache, profiles, cache.key(segment, profiles, build)
+
+
+def discard_engine(segment: OnnxSegment, inputs: tuple[TensorSig, ...], build: BuildSettings,
+                   cache_dir: Path | None, why: str) -> None:
+    """Remove the segment's cached plan, saying why in the log."""
+    cache, _, key = _cache_entry(segment, inputs, build, cache_dir)
+    with cache.exclusive(key):
+        cache.discard(key, why)
+
+
 def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
                 tuple_output: bool, *, nodes: Sequence[str], build: BuildSettings, cache_dir: Path | None,
                 cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
@@ -36,12 +53,9 @@ def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], 
 
     `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
     """
-    # The cache keys on the graph and the weights' bytes, hashed in place; TensorRT parses the
-    # self-contained model where it fits one protobuf message, else the graph from a file with its
-    # weights beside it (ONNX external data), which has no size limit.
-    cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
-    profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
-    key = cache.key(segment, profiles, build)
+    # TensorRT parses the self-contained model where it fits one protobuf message, else the graph
+    # from a file with its weights beside it (ONNX external data), which has no size limit.
+    cache, profiles, key = _cache_entry(segment, inputs, build, cache_dir)
 
     # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
     with cache.exclusive(key):

@@ -19,6 +19,7 @@ from trt_lower.cli import repro
 from trt_lower.cli import signing as cli_signing
 from trt_lower.cli.arguments import input_file, output_file, port
 from trt_lower.cli.dispatch import Parser, run_command
+from trt_lower.cli import verify as verify_cli
 from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
@@ -143,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_serve(sub)
     bench_cli.add_parser(sub)
     repro.add_parser(sub)
+    verify_cli.add_parser(sub)
     for command in sub.choices.values():  # `trt-lower COMMAND ... --debug` too, for every command
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show the traceback of a failure")

@@ -15,18 +15,14 @@ nodes of the smallest range that still fails.
 from __future__ import annotations
 
 import operator
-import os
-import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
 from trt_lower.debug.compare import compare
-from trt_lower.debug.replay import EngineNodes, Node, Replay, units
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+from trt_lower.debug.replay import EngineNodes, Replay
+from trt_lower.verify.nodes import Node, module_of, source_line, units
 
 
 @dataclass(frozen=True)
@@ -83,23 +79,6 @@ def format_table(rows: Sequence[NodeError]) -> str:
         lines.append(f"    {r.engine:<10} {r.node:<32} abs {r.max_abs:9.3g}  rel {r.max_rel:9.3g}  "
                      f"{'ok  ' if r.passed else 'FAIL'}  in {r.segment}")
     return "\n".join(lines)
-
-
-def source_line(node: Node) -> str:
-    """The innermost frame of the node's stack trace outside torch's own code: the model's line."""
-    frames = _FRAME.findall(node.meta.get("stack_trace") or "")
-    if not frames:
-        return "<no stack trace>"
-    path, line, fn, code = ([f for f in frames if not f[0].startswith(_TORCH_DIR)] or frames)[-1]
-    return f"{path}:{line} in {fn}: {code.strip()}"
-
-
-def _module(node: Node) -> tuple[str, str]:
-    stack = node.meta.get("nn_module_stack") or {}
-    if not stack:
-        return "", ""
-    path, kind = list(stack.values())[-1]
-    return str(path), kind if isinstance(kind, str) else f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _describe(nodes: Sequence[Node]) -> str:
@@ -160,7 +139,7 @@ def first_divergence(model: torch.nn.Module, lowered: torch.nn.Module, inputs: S
             blamed = blamed.args[0]  # the multi-output op its converter made
         segment, _ = replay.convert(engine.nodes, engine.outputs, engine.name, engine.inputs)
         onnx_nodes = [n.name for n in segment.onnx.model.graph.node if n.name.split("/")[0] == blamed.name]
-        path, kind = _module(blamed)
+        path, kind = module_of(blamed)
         return Divergence(engine.name, blamed.name, str(blamed.target), onnx_nodes, path, kind, source_line(blamed),
                           row.max_abs, row.max_rel, [n.name for n in nodes if n.target is not operator.getitem], search.table)
     return None

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import torch
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
-from trt_lower.debug.replay import Node, Replay
+from trt_lower.debug.replay import Replay
+from trt_lower.verify.nodes import Node
 
 qd = torch.ops.quantized_decomposed
 QUANTIZE = frozenset({qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor})

@@ -8,24 +8,17 @@ eager nodes, engine inputs and engine outputs carry the captured graph's node na
 """
 from __future__ import annotations
 
-import dataclasses
-import operator
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
-from converters.core import target
-from splitter.partition import ENGINE_PREFIX, Split
-from trt_lower.build.engines import build
+from splitter.partition import ENGINE_PREFIX
 from trt_lower.capture.graph import capture, check_inputs, graph_module
-from trt_lower.convert.driver import convert
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower import settings as lowering_settings
-
-Node = torch.fx.Node
+from trt_lower.verify.nodes import Node, Recorder
+from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 
 
 @dataclass(frozen=True)
@@ -36,18 +29,6 @@ class EngineNodes:
     nodes: tuple[Node, ...]
     inputs: tuple[Node, ...]  # the engine's runtime inputs, in its input order
     outputs: tuple[Node, ...]  # in its output order
-
-
-class Recorder(torch.fx.Interpreter):
-    """Runs the graph in eager PyTorch and keeps every node's value."""
-
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
-        super().__init__(gm)
-        self.values: dict[Node, Any] = {}
-
-    def run_node(self, n: Node) -> Any:
-        self.values[n] = super().run_node(n)
-        return self.values[n]
 
 
 def _engine_calls(lowered: torch.fx.GraphModule) -> list[tuple[Node, Any]]:
@@ -99,7 +80,7 @@ class Replay:
                                  "again did not produce: was `lowered` lowered from this model?") from None
             nodes = sorted(_members(outs, set(ins)), key=self.order.__getitem__)
             self.engines.append(EngineNodes(str(call.target), tuple(nodes), ins, outs))
-        self._scratch = tempfile.TemporaryDirectory(prefix="trt_lower_debug_")
+        self._builder = ScratchBuilder(self.settings.backend, self.settings)
 
     def engine(self, name: str) -> EngineNodes:
         for e in self.engines:
@@ -118,65 +99,13 @@ class Replay:
 
     def convert(self, nodes: Sequence[Node], outputs: Sequence[Node], name: str,
                 first_inputs: Sequence[Node] = ()) -> tuple[ConvertedSegment, list[Node]]:
-        """`nodes` as one engine segment returning `outputs`, converted by the convert stage
-        exactly as lowering converts an engine (same converters, target, precision rewrite);
-        also the nodes whose eager values are its inputs (`first_inputs` first, in order)."""
-        graph = torch.fx.Graph()
-        env: dict[Node, Node] = {}
-        fed: list[Node] = []
-        constants: list[Node] = []
-
-        def source(a: Node) -> None:
-            env[a] = graph.placeholder(a.name)
-            env[a].meta = dict(a.meta)
-            (constants if a.op == "get_attr" else fed).append(a)
-
-        for a in first_inputs:
-            source(a)
-        for n in sorted(nodes, key=self.order.__getitem__):
-            for a in n.all_input_nodes:
-                if a not in env:
-                    source(a)
-            env[n] = graph.node_copy(n, env.__getitem__)
-        graph.output(tuple(env[o] for o in outputs))
-        # The split stage's shape: a parent graph calling the segment, weights as get_attr.
-        root = torch.nn.Module()
-        root.add_module(name, torch.fx.GraphModule(torch.nn.Module(), graph))
-        parent = torch.fx.Graph()
-        args = {a: parent.get_attr(a.name) if a in constants else parent.placeholder(a.name) for a in env
-                if env[a].op == "placeholder"}
-        for a in constants:
-            setattr(root, a.name, self.values[a])
-        parent.output(parent.call_module(name, tuple(args[a] for a in env if env[a].op == "placeholder")))
-        split = Split(torch.fx.GraphModule(root, parent), [name], {})
-        (segment,) = convert(split, target.Target(self.settings.trt_version), self.settings.precision, {},
-                             self.settings.keep_fp32)
-        return segment, fed
+        """`nodes` as one engine segment returning `outputs`, converted exactly as lowering
+        converts an engine; also the nodes whose eager values are its inputs (`first_inputs`
+        first, in order)."""
+        return convert_nodes(nodes, outputs, name, self.settings, self.values.__getitem__, first_inputs)
 
     def run(self, nodes: Sequence[Node], outputs: Sequence[Node], name: str) -> list[torch.Tensor]:
         """Convert `nodes`, build the segment on the lowered module's backend, feed it the eager
         values of its inputs and return its `outputs`."""
         segment, fed = self.convert(nodes, outputs, name)
-        settings = dataclasses.replace(self.settings, cache_dir=Path(self._scratch.name))  # not the user's cache
-        (engine,) = build([segment], self.settings.backend, settings, alone=False)  # between eager steps
-        with torch.no_grad():
-            return list(engine.module(*(self.values[a] for a in fed)))
-
-
-def units(nodes: Sequence[Node]) -> list[list[Node]]:
-    """The nodes grouped so that a multi-output node and its getitems are never split apart, nor
-    a quantize and the dequantizes reading its int8 (no engine takes or gives int8)."""
-    groups: dict[Node, list[Node]] = {}
-    group_of: dict[Node, Node] = {}
-    for n in nodes:
-        base = n.args[0] if n.target is operator.getitem and n.args[0] in groups else n
-        int8 = [a for a in n.all_input_nodes if a in group_of and _is_int8(a)]
-        base = group_of[int8[0]] if int8 else base
-        groups.setdefault(base, []).append(n)  # type: ignore[arg-type]
-        group_of[n] = base  # type: ignore[assignment]
-    return list(groups.values())
-
-
-def _is_int8(node: Node) -> bool:
-    val = node.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.dtype == torch.int8
+        return self._builder.run(segment, [self.values[a] for a in fed])

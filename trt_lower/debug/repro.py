@@ -18,7 +18,8 @@ from polygraphy.comparator import IterationResult, RunResults
 from polygraphy.json import save_json
 
 from converters.core.segment import OnnxSegment
-from trt_lower.debug.replay import Recorder, Replay
+from trt_lower.debug.replay import Replay
+from trt_lower.verify.nodes import Recorder
 
 MODEL, INPUTS, OUTPUTS = "model.onnx", "inputs.json", "eager_outputs.json"
 

@@ -12,6 +12,8 @@ The file is a zip (container.py) of:
                              model onnx.load, ONNX Runtime and TensorRT's parser read), at offsets
                              that are multiples of 64 from a 64-byte aligned start in the file
   plans/<engine>/<tensorrt>_<device>.plan   serialized TensorRT engines, per TensorRT version and GPU
+  probe.safetensors          example inputs and eager PyTorch's outputs for them, capped
+                             (deploy/probe.py): what a load that builds engines again checks
 
 Members are stored, not compressed, and written to the file as they are made. The file is
 untrusted input on load: every member is checked against its checksum as it is read into memory
@@ -47,6 +49,7 @@ from trt_lower.build.engines import build, engine_is_whole_call
 from trt_lower.deploy import graph as artifact_graph
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import onnx_members, separate_weights, signing
+from trt_lower.deploy import probe as artifact_probe
 from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container
 from trt_lower.deploy.manifest import FORMAT, FORMAT_VERSION, GUARD, SEPARATE, WEIGHTS, FieldError, report_from_json
 from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, weights_path
@@ -208,6 +211,7 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
         "engines": engines,
         "user_converters": user_ops(op for engine in lowered.report.engines for op in engine.ops),
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
+        "probe": artifact_probe.write(lowered, out.add),  # verify hook: deploy/probe.py
     }
 
 
@@ -468,6 +472,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
                                                set(eager), where)
         input_dims = schema.need(manifest["input_dims"], list, "input_dims")
         extra = schema.need(manifest.get("extra", {}), dict, "extra") if manifest.get("extra") is not None else None
+        # Artifacts older than the probe have none (deploy/probe.py).
+        probe = artifact_probe.read(manifest["probe"], container.read, where) if "probe" in manifest else None
         container.verify()  # members no field above reads
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(container, segments, plans, resolved, settings,
@@ -489,6 +495,8 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         lowered._out_spec = codegen.pytree_info.out_spec
     _loaded[lowered] = _Loaded(manifest["settings"], input_dims, carried)
     lowered.extra = extra
+    lowered.probe = probe  # engines built again here are checked against the probe
+    artifact_probe.verify_rebuilt(lowered, probe, artifact_probe.rebuilt(manifest, carried, resolved), container.path)
     kind = extra.get("kind") if extra is not None else None
     if kind is None:
         return lowered

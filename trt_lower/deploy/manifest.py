@@ -14,7 +14,7 @@ import onnx
 import torch
 
 from trt_lower.deploy.container import ArtifactError, Container
-from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
+from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport, Repair
 from trt_lower.values.signature import TensorSig
 
 FORMAT = "trt_lower artifact"
@@ -99,6 +99,9 @@ def members(manifest: dict[str, Any]) -> dict[str, str]:
             found[field(entry, "onnx_data", str, where)] = f"{where}.onnx_data"
         for at, plan in items(entry, "plans", where):
             found[field(plan, "member", str, at)] = f"{at}.member"
+    probe = manifest.get("probe")
+    if isinstance(probe, dict) and "member" in probe:  # verify's probe (probe.py), unless it was left out
+        found[field(probe, "member", str, "probe")] = "probe.member"
     return found
 
 
@@ -160,7 +163,7 @@ def report_from_json(data: dict[str, Any]) -> LoweringReport:
                                "output_shapes": [tuple(s) for s in e["output_shapes"]]}) for e in data["engines"]]
     graph = [GraphNode(**{**g, "inputs": tuple(tuple(e) for e in g["inputs"])}) for g in data.get("graph", [])]
     return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]],
-                             "graph": graph})
+                             "graph": graph, "repairs": [Repair(**r) for r in data.get("repairs", [])]})
 
 
 def versions() -> dict[str, str]:

@@ -26,6 +26,32 @@ class Fallback:
     reason: str
 
 
+@dataclass
+class Repair:
+    """An engine that disagreed with eager PyTorch at build time, and what made it agree."""
+
+    node: str  # the culprit: the first node of the smallest failing run
+    op: str
+    module_path: str  # the submodule that called it ("" for the top module)
+    source: str  # the model's source line: "file:line in fn: code"
+    engine: str  # the engine it was in when it failed
+    built_by: str  # what built that engine: "TensorRT 10.13.0", "ONNX Runtime 1.23.2"
+    nodes: list[str]  # the smallest run of nodes that failed alone
+    # Max |engine - eager| over the output's scale: the failing engine's worst output before
+    # (None: not finite, a NaN or infinity where eager is finite), the worst engine's after.
+    error_before: float | None
+    error_after: float | None
+    action: str  # "split" (an extra engine output at the culprit), "fp32", "eager" or "engine eager"
+    tried: list[str] = field(default_factory=list)  # actions before it that did not help
+
+    def __str__(self) -> str:
+        before = "not finite" if self.error_before is None else f"{self.error_before:.3g}"
+        after = "?" if self.error_after is None else f"{self.error_after:.3g}"
+        tried = f" (after {', '.join(self.tried)} did not help)" if self.tried else ""
+        return (f"{self.node} ({self.op}) in {self.engine} [{self.built_by}]: {self.action}{tried}; "
+                f"error {before} -> {after} of scale; {self.module_path or '<model>'} at {self.source}")
+
+
 @dataclass(frozen=True)
 class GraphNode:
     """A node of the lowered graph, as the picture of the split draws it (`LoweringReport.draw`)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trt_lower.report.draw import draw
-from trt_lower.report.entries import EngineReport, Fallback, GraphNode
+from trt_lower.report.entries import EngineReport, Fallback, GraphNode, Repair
 
 
 @dataclass
@@ -28,8 +28,13 @@ class LoweringReport:
     # Where engines compute in a narrower dtype than the model (float64, and int64 on 8.6).
     notes: list[str] = field(default_factory=list)
     # Wall seconds per lowering stage, over all retries (api.py records them): capture, split,
-    # convert, build (TensorRT engine builds or cache loads, ONNX Runtime session creation), stitch.
+    # convert, build (TensorRT engine builds or cache loads, ONNX Runtime session creation), verify
+    # (engines against eager, repairs included), stitch.
     timings: dict[str, float] = field(default_factory=dict)
+    # verify=True: each engine's worst output error against eager, as a share of the output's
+    # scale (trt_lower/verify/tolerance.py), and the miscompiles repaired on the way.
+    verify_errors: dict[str, float] = field(default_factory=dict)
+    repairs: list[Repair] = field(default_factory=list)
     # The lowered graph in topological order, engines collapsed to one node each (for draw()).
     graph: list[GraphNode] = field(default_factory=list)
 
@@ -58,6 +63,9 @@ class LoweringReport:
                 lines.append(f"    {f.node} ({f.op}): {f.reason}")
         if self.keep_fp32:
             lines.append(f"  kept float32 (keep_fp32): {', '.join(self.keep_fp32)}")
+        if self.verify_errors:
+            lines.append("  verified against eager: " + ", ".join(f"{k} {v:.2g}" for k, v in self.verify_errors.items()))
+        lines.extend(f"  repaired: {r}" for r in self.repairs)
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.timings:
             lines.append("  timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()))

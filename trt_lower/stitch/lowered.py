@@ -16,6 +16,7 @@ from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.inputs import flatten_inputs
 from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.output import OutputBuilder, mirrors_items
+from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment
 
 
@@ -75,6 +76,9 @@ class LoweredModule(torch.fx.GraphModule):
     # What lower_to_trt made the module from (trt_lower.api.Lowering), for update_weights; None
     # on a module trt_lower.load made (its file holds no model).
     lowering: Any = None
+    # Example inputs and eager outputs from build-time verification (None when it did not run):
+    # trt_lower.save stores them so that a load elsewhere can check the module again.
+    probe: Probe | None = None
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):

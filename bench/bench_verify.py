@@ -1,0 +1,127 @@
+"""Build-time verification (lower_to_trt(verify=True)): what it costs, and that it repairs nothing
+that is right.
+
+    python bench/bench_verify.py [--models resnet50,bert] [--reps 2] [--json out.json]
+    python bench/bench_verify.py --zoo [--models vit_b_16,...] [--precisions fp32,fp16] [--json out.json]
+
+Default mode: ResNet-50 (1x3x224x224) and BERT-base (1x128 token ids), random weights, lowered on
+ONNX Runtime with verify=False and verify=True, alternating (the order rotating per repetition),
+after one warm-up lowering; prints the median lowering time of each, the added share, and the
+"verify" line of report.timings.
+--zoo: every architecture of bench/model_zoo.py lowered with verify=True in each precision;
+prints per model the engines, the worst engine error found (share of the output's scale, the
+figure the tolerance in trt_lower/verify/tolerance.py is compared with) and the repairs made
+(each one on a correct lowering would be a false repair). See bench/README.md, "verify".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import trt_lower  # noqa: E402
+from model_zoo import MODELS as ZOO  # noqa: E402
+
+
+def _resnet50() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import torchvision
+    return torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def _bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    import transformers
+    model: torch.nn.Module = transformers.BertModel(transformers.BertConfig())
+    return model.eval(), (torch.randint(0, 30522, (1, 128)),)
+
+
+OVERHEAD_MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "resnet50": _resnet50, "bert": _bert}
+
+
+def overhead(name: str, reps: int) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, inputs = OVERHEAD_MODELS[name]()
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    verify_line: list[float] = []
+    for rep in range(reps):
+        for verify in ((False, True) if rep % 2 == 0 else (True, False)):
+            start = time.perf_counter()
+            lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", verify=verify)
+            seconds[verify].append(time.perf_counter() - start)
+            if verify:
+                verify_line.append(lowered.report.timings["verify"])
+                assert not lowered.report.repairs, lowered.report.repairs
+            del lowered
+    off, on = statistics.median(seconds[False]), statistics.median(seconds[True])
+    row: dict[str, Any] = {"verify_false_s": off, "verify_true_s": on, "added": on / off - 1, "verify_line_s": statistics.median(verify_line),
+           "runs": seconds}
+    print(f"{name:10s} verify=False {off:6.2f} s   verify=True {on:6.2f} s   added {row['added']:+6.1%}   "
+          f"'verify' line {row['verify_line_s']:.2f} s ({row['verify_line_s'] / off:.1%})", flush=True)
+    return row
+
+
+def zoo_one(name: str, precision: str) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, inputs = ZOO[name]()
+    start = time.perf_counter()
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", precision=precision)
+    report = lowered.report
+    return {"engines": len(report.engines), "worst": max(report.verify_errors.values(), default=0.0),
+            "repairs": [str(r) for r in report.repairs], "lower_s": time.perf_counter() - start,
+            "verify_s": report.timings["verify"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", action="store_true")
+    parser.add_argument("--models", default=None)
+    parser.add_argument("--precisions", default="fp32,fp16")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    results: dict[str, Any] = {}
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, backend onnxruntime")
+    if not args.zoo:
+        warm, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+        trt_lower.lower_to_trt(warm, (x,), backend="onnxruntime")  # torch.export's first-call costs
+        for name in (args.models or ",".join(OVERHEAD_MODELS)).split(","):
+            results[name] = overhead(name, args.reps)
+    else:
+        totals = {"lowerings": 0, "repairs": 0, "failed": 0}
+        print(f"{'model':34s} {'precision':9s} {'engines':>7s} {'worst err':>9s} {'verify s':>8s} {'lower s':>7s}  repairs")
+        for name in (args.models or ",".join(ZOO)).split(","):
+            for precision in args.precisions.split(","):
+                try:
+                    row = zoo_one(name, precision)
+                except Exception as e:  # the sweep goes on: the failure is the result
+                    row = {"failed": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}",
+                           "traceback": traceback.format_exc()}
+                    totals["failed"] += 1
+                    print(f"{name:34s} {precision:9s} FAILED {row['failed']}", flush=True)
+                else:
+                    totals["lowerings"] += 1
+                    totals["repairs"] += len(row["repairs"])
+                    print(f"{name:34s} {precision:9s} {row['engines']:7d} {row['worst']:9.2e} {row['verify_s']:8.2f} "
+                          f"{row['lower_s']:7.1f}  {'; '.join(row['repairs']) or '-'}", flush=True)
+                results[f"{name}/{precision}"] = row
+        print(f"lowerings {totals['lowerings']}, repairs {totals['repairs']} (each a false repair), "
+              f"failed {totals['failed']}")
+        results["totals"] = totals
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
