@@ -126,9 +126,18 @@ class GraphBuilder:
         return Value(name, dtype, tuple(shape))
 
     def add_output(self, value: Value, name: str, dtype: torch.dtype, shape: Sequence[ShapeDim]) -> str:
-        # A graph output must be produced by a node under its own, unique name.
-        name = self.fresh(name)
-        self.nodes.append(helper.make_node("Identity", [value.name], [name], name=f"{name}/output"))
+        """Declare `value` an output and return its name: the value itself where a node of this
+        graph makes it and it is no output yet, else an Identity of it under a fresh name (an
+        input, a weight or a value returned twice: TensorRT wants each output made by a layer
+        under its own name). No Identity where none is needed: ONNX Runtime 1.31's optimizers
+        (identity elimination after its Gemm/Transpose fusion) break a graph whose output
+        Identity reads a value other nodes read too."""
+        made = {o for node in self.nodes for o in node.output}
+        if value.name in made and all(o.name != value.name for o in self.outputs):
+            name = value.name
+        else:
+            name = self.fresh(name)
+            self.nodes.append(helper.make_node("Identity", [value.name], [name], name=f"{name}/output"))
         self.outputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), [dim_param(d) for d in shape]))
         return name
 
