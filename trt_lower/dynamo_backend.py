@@ -133,8 +133,8 @@ def _fits(spec: torch.Tensor | TensorSpec, x: Any) -> bool:
 
 def _state(t: torch.Tensor) -> tuple[int, int]:
     """What changes when a tensor's values are changed in place (its version counter) or its
-    memory replaced (`p.data = ...`). An inference-mode tensor keeps no version counter; it can
-    only change inside inference mode, which such a change goes unseen in."""
+    memory replaced (`p.data = ...`). An inference-mode tensor keeps no version counter: an
+    in-place change to it (possible only inside inference mode) goes unseen."""
     return (-1 if t.is_inference() else t._version), t.data_ptr()
 
 
