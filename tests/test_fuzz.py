@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from hypothesis import HealthCheck, given, note, settings
@@ -360,6 +360,23 @@ def nn(draw: Draw, v: Values) -> str | None:
 OPS = [unary, binary, compare, logical, where, constant, cast, reduce, view, matmul, join, multi, nn]
 
 
+def _draw_line(draw: Draw, ops: Sequence[Callable[..., str | None]], values: Values) -> tuple[str, Any] | None:
+    """One line's expression and its eager value (a tensor or a tuple of them, 512 elements at
+    most each), drawn from `ops` over `values`; a line torch rejects is drawn again, five times."""
+    for _attempt in range(5):
+        expr = draw(st.sampled_from(ops))(draw, values)
+        if expr is None:
+            continue
+        try:
+            result = eval(expr, {"torch": torch}, dict(values))  # noqa: S307 (our own generated code)
+        except (RuntimeError, IndexError, ValueError, TypeError):
+            continue  # torch rejects this line: draw another
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if results and all(r.numel() <= 512 for r in results):
+            return expr, result
+    return None
+
+
 @st.composite
 def programs(draw: Draw) -> Program:
     rank = draw(st.integers(0, 3))
@@ -373,22 +390,15 @@ def programs(draw: Draw) -> Program:
     program = Program(shapes, dtypes, draw(st.integers(0, 2**31 - 1)))
     values: Values = {f"x{i}": t for i, t in enumerate(program.inputs())}
     for k in range(draw(st.integers(1, MAX_LINES))):
-        for _attempt in range(5):
-            expr = draw(st.sampled_from(OPS))(draw, values)
-            if expr is None:
-                continue
-            try:
-                result = eval(expr, {"torch": torch}, dict(values))  # noqa: S307 (our own generated code)
-            except (RuntimeError, IndexError, ValueError, TypeError):
-                continue  # torch rejects this line: draw another
-            results = list(result) if isinstance(result, (tuple, list)) else [result]
-            if not results or any(r.numel() > 512 for r in results):
-                continue
-            names = [f"v{k}_{j}" for j in range(len(results))]
-            unpack = "," if len(names) == 1 and isinstance(result, (tuple, list)) else ""  # a 1-tuple
-            program.lines.append(f"{', '.join(names)}{unpack} = {expr}")
-            values.update(zip(names, results))
-            break
+        line = _draw_line(draw, OPS, values)
+        if line is None:
+            continue
+        expr, result = line
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        names = [f"v{k}_{j}" for j in range(len(results))]
+        unpack = "," if len(names) == 1 and isinstance(result, (tuple, list)) else ""  # a 1-tuple
+        program.lines.append(f"{', '.join(names)}{unpack} = {expr}")
+        values.update(zip(names, results))
     made = [n for n in values if n.startswith("v")] or list(values)
     extra = draw(st.lists(st.sampled_from(made), max_size=2, unique=True))
     program.outputs = list(dict.fromkeys([made[-1], *extra]))
@@ -513,22 +523,16 @@ def structured_programs(draw: Draw) -> Program:
     program = Program(shapes, [torch.float32] * len(shapes), draw(st.integers(0, 2**31 - 1)))
     values: Values = {f"x{i}": t for i, t in enumerate(program.inputs())}
     for k in range(draw(st.integers(3, MAX_LINES))):
-        for _attempt in range(5):
-            expr = draw(st.sampled_from(STRUCTURE_OPS))(draw, values)
-            if expr is None:
-                continue
-            try:
-                result = eval(expr, {"torch": torch}, dict(values))  # noqa: S307 (our own generated code)
-            except (RuntimeError, IndexError, ValueError, TypeError):
-                continue  # torch rejects this line: draw another
-            if result.numel() > 512:
-                continue
-            program.lines.append(f"v{k} = {expr}")
-            values[f"v{k}"] = result
-            break
-    last = list(values)[-1]  # returned as it is, so that its layers are not dead code
+        line = _draw_line(draw, STRUCTURE_OPS, values)
+        if line is not None:
+            program.lines.append(f"v{k} = {line[0]}")
+            values[f"v{k}"] = line[1]
+    # The last value as it is (its layers are no dead code), a value other lines read as it is (a
+    # classifier's features beside its logits), then anything.
+    last = list(values)[-1]
     read = [n for n in values if any(re.search(rf"\b{n}\b", line.split(" = ", 1)[1]) for line in program.lines)]
-    program.returns = f"({last}, {_returned(draw, values, read, 2)})"
+    features = f"{draw(st.sampled_from(read[::-1]))}, " if read else ""
+    program.returns = f"({last}, {features}{_returned(draw, values, read, 2)})"
     return program
 
 

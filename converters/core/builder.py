@@ -126,14 +126,15 @@ class GraphBuilder:
         return Value(name, dtype, tuple(shape))
 
     def add_output(self, value: Value, name: str, dtype: torch.dtype, shape: Sequence[ShapeDim]) -> str:
-        """Declare `value` an output and return its name: the value itself where a node of this
-        graph makes it and it is no output yet, else an Identity of it under a fresh name (an
-        input, a weight or a value returned twice: TensorRT wants each output made by a layer
-        under its own name). No Identity where none is needed: ONNX Runtime 1.31's optimizers
-        (identity elimination after its Gemm/Transpose fusion) break a graph whose output
-        Identity reads a value other nodes read too."""
+        """Declare `value` an output and return its name: an Identity of it under a fresh name
+        (TensorRT wants each output made by a layer under its own name, not an input's, a
+        weight's or another output's), except for a value that a node makes and other nodes
+        read, which is the output itself. ONNX Runtime 1.31's optimizers (its Gemm/Transpose
+        fusion, then identity elimination) break a graph whose output Identity reads a value a
+        Gemm over a transposed weight reads too."""
         made = {o for node in self.nodes for o in node.output}
-        if value.name in made and all(o.name != value.name for o in self.outputs):
+        read = {i for node in _all_nodes(self.nodes) for i in node.input}
+        if value.name in made and value.name in read and all(o.name != value.name for o in self.outputs):
             name = value.name
         else:
             name = self.fresh(name)
