@@ -11,15 +11,25 @@ are redrawn, so every program is valid torch. Inputs are multiples of 1/8 so tha
 products are exact in float32 and a comparison cannot flip on rounding; a quarter of the float
 inputs also hold NaN and +-Inf.
 
+A second fuzzer builds graphs of layers (linear, conv with constant weights), activations, views
+and arithmetic that return random intermediates, views of them, inputs and the same value twice, in
+nested tuples, lists and dicts; six such graphs are lowered as one module (one capture for six).
+
+Both fail not only on a wrong answer or an error but on any node that runs eagerly because its
+converter failed or its engine could not be built: such a fallback hides a converter bug behind a
+warning.
+
 Profiles (hypothesis settings): `ci` (the default: derandomized, 300 examples) and `local`
-(random, 3000 examples): `TRT_LOWER_FUZZ=local pytest tests/test_fuzz.py`. A failure prints the
+(random, 3000 examples): `TRT_LOWER_FUZZ=local pytest tests/test_fuzz.py`; the structural fuzzer
+runs a sixth as many examples, of six graphs each (300 graphs in CI). A failure prints the
 program's code and the seed of its inputs; `reproduce(code, shapes, seed)` reruns it.
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from hypothesis import HealthCheck, given, note, settings
@@ -61,12 +71,13 @@ class Program:
     seed: int
     lines: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    returns: str | None = None  # what the program returns, where not the tuple of `outputs`
 
     @property
     def code(self) -> str:
         args = ", ".join(f"x{i}" for i in range(len(self.shapes)))
         body = "".join(f"    {line}\n" for line in self.lines)
-        return f"def program({args}):\n{body}    return ({', '.join(self.outputs)},)\n"
+        return f"def program({args}):\n{body}    return {self.returns or '(' + ', '.join(self.outputs) + ',)'}\n"
 
     def inputs(self) -> tuple[torch.Tensor, ...]:
         generator = torch.Generator().manual_seed(self.seed)
@@ -130,10 +141,11 @@ def binary(draw: Draw, v: Values) -> str | None:
     if a is None:
         return None
     b = _pick(draw, v, lambda t: t.dtype != torch.bool)
+    assert b is not None  # a is one
     op = draw(st.sampled_from(["+", "-", "*", "/", "torch.maximum", "torch.minimum", "torch.atan2", "torch.hypot",
                                "torch.fmod", "torch.remainder", "//", "torch.pow", "torch.clamp"]))
     if op in ("torch.atan2", "torch.hypot"):
-        return f"{op}({_as_float(a, v[a])}, {_as_float(b, v[b])})"  # type: ignore[arg-type]
+        return f"{op}({_as_float(a, v[a])}, {_as_float(b, v[b])})"
     if op in ("torch.fmod", "torch.remainder", "//"):  # by a nonzero constant: integer x % 0 is an error
         by = draw(st.sampled_from(['3', '-2', '1.5']))
         return f"({a} // {by})" if op == "//" else f"{op}({a}, {by})"
@@ -348,6 +360,23 @@ def nn(draw: Draw, v: Values) -> str | None:
 OPS = [unary, binary, compare, logical, where, constant, cast, reduce, view, matmul, join, multi, nn]
 
 
+def _draw_line(draw: Draw, ops: Sequence[Callable[..., str | None]], values: Values) -> tuple[str, Any] | None:
+    """One line's expression and its eager value (a tensor or a tuple of them, 512 elements at
+    most each), drawn from `ops` over `values`; a line torch rejects is drawn again, five times."""
+    for _attempt in range(5):
+        expr = draw(st.sampled_from(ops))(draw, values)
+        if expr is None:
+            continue
+        try:
+            result = eval(expr, {"torch": torch}, dict(values))  # noqa: S307 (our own generated code)
+        except (RuntimeError, IndexError, ValueError, TypeError):
+            continue  # torch rejects this line: draw another
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if results and all(r.numel() <= 512 for r in results):
+            return expr, result
+    return None
+
+
 @st.composite
 def programs(draw: Draw) -> Program:
     rank = draw(st.integers(0, 3))
@@ -361,38 +390,40 @@ def programs(draw: Draw) -> Program:
     program = Program(shapes, dtypes, draw(st.integers(0, 2**31 - 1)))
     values: Values = {f"x{i}": t for i, t in enumerate(program.inputs())}
     for k in range(draw(st.integers(1, MAX_LINES))):
-        for _attempt in range(5):
-            expr = draw(st.sampled_from(OPS))(draw, values)
-            if expr is None:
-                continue
-            try:
-                result = eval(expr, {"torch": torch}, dict(values))  # noqa: S307 (our own generated code)
-            except (RuntimeError, IndexError, ValueError, TypeError):
-                continue  # torch rejects this line: draw another
-            results = list(result) if isinstance(result, (tuple, list)) else [result]
-            if not results or any(r.numel() > 512 for r in results):
-                continue
-            names = [f"v{k}_{j}" for j in range(len(results))]
-            unpack = "," if len(names) == 1 and isinstance(result, (tuple, list)) else ""  # a 1-tuple
-            program.lines.append(f"{', '.join(names)}{unpack} = {expr}")
-            values.update(zip(names, results))
-            break
+        line = _draw_line(draw, OPS, values)
+        if line is None:
+            continue
+        expr, result = line
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        names = [f"v{k}_{j}" for j in range(len(results))]
+        unpack = "," if len(names) == 1 and isinstance(result, (tuple, list)) else ""  # a 1-tuple
+        program.lines.append(f"{', '.join(names)}{unpack} = {expr}")
+        values.update(zip(names, results))
     made = [n for n in values if n.startswith("v")] or list(values)
     extra = draw(st.lists(st.sampled_from(made), max_size=2, unique=True))
     program.outputs = list(dict.fromkeys([made[-1], *extra]))
     return program
 
 
+def broken(report: trt_lower.LoweringReport) -> list[str]:
+    """The eager fallbacks a converter or an engine build failed into (bugs, not refusals)."""
+    return [f"{f.node}: {f.reason}" for f in report.fallbacks
+            if "could not build" in f.reason or re.match(r"converter for \S+ failed", f.reason)]
+
+
 def check(code: str, inputs: tuple[torch.Tensor, ...], description: str) -> None:
-    """Lower the program and compare with eager; a failure prints `description` (code and seed)."""
+    """Lower the program and compare with eager; a failure prints `description` (code and seed).
+    A node that runs eagerly because its converter or its engine's build failed is a failure too."""
     fn = compile_program(code)
     expected = fn(*inputs)
     try:
         lowered = trt_lower.lower_to_trt(Module(fn), inputs, backend="onnxruntime", min_block_size=1)
+        failures = broken(lowered.report)
+        assert not failures, "converter/build failures behind fallbacks:\n" + "\n".join(failures)
         actual = lowered(*inputs)
         torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4, equal_nan=True)
     except Exception as e:
-        raise AssertionError(f"lowered program differs from eager ({type(e).__name__}: {e})\n{description}") from e
+        raise AssertionError(f"lowered program fails ({type(e).__name__}: {e})\n{description}") from e
 
 
 def reproduce(code: str, shapes: list[tuple[int, ...]], dtypes: list[str], seed: int) -> None:
@@ -404,5 +435,131 @@ def reproduce(code: str, shapes: list[tuple[int, ...]], dtypes: list[str], seed:
 @settings(PROFILE)
 @given(programs())
 def test_random_programs_lower_to_what_eager_computes(program: Program) -> None:
+    note(program.describe())
+    check(program.code, program.inputs(), program.describe())
+
+
+# -- structure: layers over intermediates that are also returned, in any structure --------------
+# A program of linear/conv layers (constant weights, as a module's), activations, views and
+# arithmetic over float inputs, returning random intermediates, views of them, inputs and the
+# same value twice, in tuples, lists and dicts nested up to two deep.
+
+def _weights(rows: int, cols: int, salt: int) -> list[list[float]]:
+    """Multiples of 1/8 in [-1, 1): with inputs in multiples of 1/8, sums of products stay exact."""
+    return [[((i * 7 + j * 3 + salt) % 16 - 8) / 8 for j in range(cols)] for i in range(rows)]
+
+
+def _latest(draw: Draw, v: Values, where: Callable[[torch.Tensor], bool]) -> str | None:
+    """A value, the latest made first (hypothesis draws the first choice most): layers chain."""
+    names = [n for n, t in reversed(v.items()) if where(t)]
+    return draw(st.sampled_from(names)) if names else None
+
+
+def linear(draw: Draw, v: Values) -> str | None:
+    a = _latest(draw, v, lambda t: _float(t) and t.dim() >= 1 and t.shape[-1] <= 16)
+    if a is None:
+        return None
+    out, salt = draw(st.integers(1, 6)), draw(st.integers(0, 15))
+    bias = f", torch.tensor({_weights(1, out, salt + 1)[0]})" if draw(st.sampled_from([True, False])) else ""
+    return f"torch.nn.functional.linear({a}, torch.tensor({_weights(out, v[a].shape[-1], salt)}){bias})"
+
+
+def conv(draw: Draw, v: Values) -> str | None:
+    a = _latest(draw, v, lambda t: _float(t) and t.dim() == 4 and t.shape[1] <= 8)
+    if a is None:
+        return None
+    out, k = draw(st.integers(1, 4)), draw(st.sampled_from([1, 3]))
+    w = [[[[(i + 2 * j + 3 * m + n) % 5 / 4 - 0.5 for n in range(k)] for m in range(k)]
+          for j in range(v[a].shape[1])] for i in range(out)]
+    return f"torch.nn.functional.conv2d({a}, torch.tensor({w}), padding={k // 2})"
+
+
+def head(draw: Draw, v: Values) -> str | None:
+    """What a CNN's head does to its feature map: pool, flatten."""
+    a = _latest(draw, v, lambda t: _float(t) and t.dim() == 4)
+    if a is None:
+        return None
+    return str(draw(st.sampled_from([f"torch.flatten(torch.nn.functional.adaptive_avg_pool2d({a}, 1), 1)",
+                                     f"{a}.mean((2, 3))", f"{a}.flatten(1)", f"torch.nn.functional.max_pool2d({a}, 2)"])))
+
+
+def alias(draw: Draw, v: Values) -> str | None:
+    """Ops that make no new values: a copy, a same-shape view, a transpose."""
+    a = _pick(draw, v, _float)
+    assert a is not None
+    ops = [f"{a}.clone()", f"{a}.contiguous()", f"{a}.view({tuple(v[a].shape)})", f"{a}.detach()"]
+    if v[a].dim() == 2:
+        ops.append(f"{a}.t()")
+    return str(draw(st.sampled_from(ops)))
+
+
+def activation(draw: Draw, v: Values) -> str | None:
+    a = _latest(draw, v, _float)
+    return f"torch.{draw(st.sampled_from(['relu', 'sigmoid', 'tanh', 'neg']))}({a})"
+
+
+STRUCTURE_OPS = [activation, linear, linear, alias, conv, head, view, binary, constant]
+
+
+def _returned(draw: Draw, values: Values, read: list[str], depth: int) -> str:
+    """A leaf (a value, or a view of one; half of them values other lines read, as a classifier's
+    features) or, above depth 0, a tuple, list or dict of returns."""
+    kind = draw(st.sampled_from(["leaf", "leaf", "tuple", "list", "dict"] if depth else ["leaf"]))
+    if kind == "leaf":
+        name = draw(st.sampled_from(read if read and draw(st.booleans()) else list(values)[::-1]))
+        t = values[name]
+        views = [name, name, f"{name}.reshape(-1)"] + ([f"{name}[0]", f"{name}.transpose(0, -1)"] if t.dim() else [])
+        return str(draw(st.sampled_from(views)))
+    items = [_returned(draw, values, read, depth - 1) for _ in range(draw(st.integers(1, 3)))]
+    if kind == "dict":
+        return "{" + ", ".join(f"'k{i}': {item}" for i, item in enumerate(items)) + "}"
+    return f"({', '.join(items)},)" if kind == "tuple" else f"[{', '.join(items)}]"
+
+
+@st.composite
+def structured_programs(draw: Draw) -> Program:
+    shapes = [tuple(draw(st.integers(1, 4)) for _ in range(draw(st.sampled_from([2, 4, 3]))))
+              for _ in range(draw(st.integers(1, 2)))]
+    program = Program(shapes, [torch.float32] * len(shapes), draw(st.integers(0, 2**31 - 1)))
+    values: Values = {f"x{i}": t for i, t in enumerate(program.inputs())}
+    for k in range(draw(st.integers(3, MAX_LINES))):
+        line = _draw_line(draw, STRUCTURE_OPS, values)
+        if line is not None:
+            program.lines.append(f"v{k} = {line[0]}")
+            values[f"v{k}"] = line[1]
+    # The last value as it is (its layers are no dead code), a value other lines read as it is (a
+    # classifier's features beside its logits), then anything.
+    last = list(values)[-1]
+    read = [n for n in values if any(re.search(rf"\b{n}\b", line.split(" = ", 1)[1]) for line in program.lines)]
+    features = f"{draw(st.sampled_from(read[::-1]))}, " if read else ""
+    program.returns = f"({last}, {features}{_returned(draw, values, read, 2)})"
+    return program
+
+
+def together(programs: list[Program]) -> Program:
+    """Several programs as one, each reading inputs of its own, their returns in one tuple: one
+    capture for several graphs (torch.export's fixed cost is most of a small graph's lowering)."""
+    whole = Program([], [], programs[0].seed)
+    returns = []
+    for j, program in enumerate(programs):
+        first = len(whole.shapes)
+
+        def rename(text: str) -> str:
+            return re.sub(r"\b([xv])(\d+)\b", lambda m: f"x{int(m[2]) + first}" if m[1] == "x" else f"v{j}_{m[2]}", text)
+
+        whole.shapes += program.shapes
+        whole.dtypes += program.dtypes
+        whole.lines += map(rename, program.lines)
+        returns.append(rename(program.returns or f"({', '.join(program.outputs)},)"))
+    whole.returns = f"({', '.join(returns)},)"
+    return whole
+
+
+GRAPHS_PER_MODEL = 6
+
+
+@settings(PROFILE, max_examples=PROFILE.max_examples // GRAPHS_PER_MODEL)
+@given(st.lists(structured_programs(), min_size=GRAPHS_PER_MODEL, max_size=GRAPHS_PER_MODEL).map(together))
+def test_random_graphs_return_any_intermediates(program: Program) -> None:
     note(program.describe())
     check(program.code, program.inputs(), program.describe())

@@ -129,9 +129,19 @@ class GraphBuilder:
         return Value(name, dtype, tuple(shape))
 
     def add_output(self, value: Value, name: str, dtype: torch.dtype, shape: Sequence[ShapeDim]) -> str:
-        # A graph output must be produced by a node under its own, unique name.
-        name = self.fresh(name)
-        self.nodes.append(helper.make_node("Identity", [value.name], [name], name=f"{name}/output"))
+        """Declare `value` an output and return its name: an Identity of it under a fresh name
+        (TensorRT wants each output made by a layer under its own name, not an input's, a
+        weight's or another output's), except for a value that a node makes and other nodes
+        read, which is the output itself. ONNX Runtime 1.31's optimizers (its Gemm/Transpose
+        fusion, then identity elimination) break a graph whose output Identity reads a value a
+        Gemm over a transposed weight reads too."""
+        made = {o for node in self.nodes for o in node.output}
+        read = {i for node in _all_nodes(self.nodes) for i in node.input}
+        if value.name in made and value.name in read and all(o.name != value.name for o in self.outputs):
+            name = value.name
+        else:
+            name = self.fresh(name)
+            self.nodes.append(helper.make_node("Identity", [value.name], [name], name=f"{name}/output"))
         self.outputs.append(helper.make_tensor_value_info(name, onnx_type(dtype), [dim_param(d) for d in shape]))
         return name
 
