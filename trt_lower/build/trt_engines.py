@@ -30,7 +30,7 @@ def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None =
 
 
 def _cache_entry(segment: OnnxSegment, inputs: tuple[TensorSig, ...], build: BuildSettings,
-                 cache_dir: Path | None) -> tuple[EngineCache, list[InputProfile], str]:
+                 cache_dir: Path | None) -> tuple[EngineCache, list[InputProfile], Key]:
     """The engine cache, the segment's input profiles and its key there: the graph and the
     weights' bytes, hashed in place, with the profiles and build settings."""
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
