@@ -360,11 +360,28 @@ def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
+# An integer cumsum over a last axis of at most this many elements is a MatMul with a triangle of
+# ones (below): no CumSum layer, so none of SEVERAL_CUMSUMS (MoE's counts per expert are one).
+MATMUL_CUMSUM_MAX = 1024
+
+
+def _matmul_cumsum(node: torch.fx.Node) -> bool:
+    x = input_val(node, 0)
+    if node.meta["val"].dtype.is_floating_point or x.dim() == 0:
+        return False
+    n = x.shape[-1]
+    return normalize_dim(node_arg(node, 1, "dim"), x.dim()) == x.dim() - 1 and isinstance(n, int) \
+        and n <= MATMUL_CUMSUM_MAX
+
+
 def _one_cumsum_axis(node: torch.fx.Node, target: Target) -> Optional[str]:
     """Where the target may be a release that miscompiles several CumSums over different axes
     (trt_support.SEVERAL_CUMSUMS), only the cumsums over the graph's first cumsum's axis (by
-    rank and dim) go into engines."""
-    cumsums = node.graph.find_nodes(op="call_function", target=aten.cumsum.default)
+    rank and dim) go into engines; those written as a MatMul do not count."""
+    if _matmul_cumsum(node):
+        return None
+    cumsums = [n for n in node.graph.find_nodes(op="call_function", target=aten.cumsum.default)
+               if not _matmul_cumsum(n)]
     if len(cumsums) < 2:
         return None
 
@@ -379,13 +396,18 @@ def _one_cumsum_axis(node: torch.fx.Node, target: Target) -> Optional[str]:
 def cumsum(b: GraphBuilder, x: Value, dim: int, *, dtype: torch.dtype | None = None) -> Ref:
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
 
-    Integer results are summed in float32 and cast back (exact: see the capability check).
+    Integer results are summed in float32 and cast back (exact: see the capability check); over a
+    short last axis as a MatMul with an upper triangle of ones, x[..., i] counted into every j >= i.
     """
     out_dtype = b.out.dtype
     work = out_dtype if out_dtype.is_floating_point else torch.float32
     xv = b.cast(x, work)
     if xv.rank == 0:
         return b.cast(xv, out_dtype)
+    if _matmul_cumsum(b.converting):
+        n = int(xv.shape[-1])
+        triangle = torch.triu(torch.ones(n, n, dtype=work))
+        return b.cast(b.op("MatMul", xv, b.initializer("cumsum_triangle", triangle), dtype=work), out_dtype)
     axis = b.const(normalize_dim(dim, xv.rank), torch.int64)  # an initializer, as TensorRT wants
     return b.cast(b.op("CumSum", xv, axis, dtype=work), out_dtype)
 
