@@ -63,3 +63,23 @@ def module_of(node: Node) -> tuple[str, str]:
         return "", ""
     path, kind = list(stack.values())[-1]
     return str(path), kind if isinstance(kind, str) else f"{kind.__module__}.{kind.__qualname__}"
+
+
+_aten = torch.ops.aten
+# Outputs with no single right value to compare: memory left uninitialised, and the indices an op
+# may pick among equal values (ties: the values output is compared instead).
+_UNINITIALISED = frozenset({_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
+                            _aten.empty_strided.default, _aten.empty_permuted.default})
+_TIED_INDICES = frozenset({_aten.topk.default, _aten.kthvalue.default, _aten.sort.default, _aten.sort.stable,
+                           _aten.max.dim, _aten.min.dim, _aten.mode.default, _aten.median.dim,
+                           _aten.nanmedian.dim})
+_TIED_ARGS = frozenset({_aten.argmax.default, _aten.argmin.default})
+
+
+def ambiguous(node: Node) -> bool:
+    """Whether eager's value of `node` is one of several right answers (it is not compared)."""
+    if node.target in _UNINITIALISED or node.target in _TIED_ARGS:
+        return True
+    if node.target is operator.getitem and node.args[1] == 1 and isinstance(node.args[0], Node):
+        return node.args[0].target in _TIED_INDICES
+    return False

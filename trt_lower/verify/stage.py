@@ -31,7 +31,7 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.bisect import smallest_failing
 from trt_lower.verify.eager import EagerValues
-from trt_lower.verify.nodes import Node, is_int8, module_of, source_line, units
+from trt_lower.verify.nodes import Node, ambiguous, is_int8, module_of, source_line, units
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
 
@@ -58,7 +58,8 @@ class EngineVerdict:
 
     @property
     def worst(self) -> OutputCheck:
-        return max(self.outputs, key=lambda c: c.error)
+        """The output furthest off (none compared: every output had several right values)."""
+        return max(self.outputs, key=lambda c: c.error, default=OutputCheck("no comparable output", 0.0, True))
 
     @property
     def passed(self) -> bool:
@@ -90,7 +91,8 @@ def check_engine(engine: Engine, inputs: list[str], values: EagerValues, precisi
     actual = list(out) if segment.tuple_output else [out]
     tol = tolerance_of(segment, precision)
     return EngineVerdict(segment.name, tol, [check_output(s.source, values[s.source], a, tol)
-                                             for s, a in zip(segment.outputs, actual)])
+                                             for s, a in zip(segment.outputs, actual)
+                                             if not ambiguous(values.node(s.source))])
 
 
 @dataclass
@@ -214,7 +216,7 @@ class Verifier:
 
         def fails(run: list[Node]) -> float | None:
             inside = set(run)
-            outputs = [n for n in run if isinstance(values[n], torch.Tensor)
+            outputs = [n for n in run if isinstance(values[n], torch.Tensor) and not ambiguous(n)
                        and (n in engine_outputs or any(u not in inside for u in n.users))]
             if not outputs:
                 return None
