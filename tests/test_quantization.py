@@ -377,19 +377,24 @@ def test_check_accuracy_and_first_divergence_on_a_quantized_graph(
     assert found is not None and found.op == "quantized_decomposed.dequantize_per_tensor.default", str(found)
 
 
+def _plant_dequantize_scale(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
+    """A planted converter bug: dequantize_per_tensor emitted with its scale times `factor`."""
+    from converters.core import registry
+
+    entry = registry._REGISTRY[qd.dequantize_per_tensor.default]
+
+    def planted(b: Any, x: Any, scale: float, *args: Any, **kwargs: Any) -> Any:
+        return entry.fn(b, x, scale * factor, *args, **kwargs)
+
+    monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, planted, entry.capability))
+
+
 def test_verification_repairs_a_wrong_dequantize(
         quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
     """The dequantize converter doubling its scale: verification keeps what it breaks out of the
     engines (never splitting at an int8 value), and the module agrees with eager again."""
-    from converters.core import registry
-
     quantized, inputs = quantized_net
-    entry = registry._REGISTRY[qd.dequantize_per_tensor.default]
-
-    def doubled(b: Any, x: Any, scale: float, *args: Any, **kwargs: Any) -> Any:
-        return entry.fn(b, x, scale * 2, *args, **kwargs)
-
-    monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, doubled, entry.capability))
+    _plant_dequantize_scale(monkeypatch, 2)
     lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
     assert lowered.report.repairs
     assert trt_lower.check_accuracy(quantized, lowered, inputs, rtol=0, atol=max(_steps(quantized))).passed
@@ -397,16 +402,10 @@ def test_verification_repairs_a_wrong_dequantize(
 
 def test_quantized_layers_finds_a_dequantize_off_by_a_percent(
         quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
-    from converters.core import registry
     from trt_lower.debug import quantized_layers
 
     quantized, inputs = quantized_net
-    entry = registry._REGISTRY[qd.dequantize_per_tensor.default]
-
-    def off(b: Any, x: Any, scale: float, *args: Any, **kwargs: Any) -> Any:
-        return entry.fn(b, x, scale * 1.01, *args, **kwargs)
-
-    monkeypatch.setitem(registry._REGISTRY, entry.target, registry.Converter(entry.target, off, entry.capability))
+    _plant_dequantize_scale(monkeypatch, 1.01)
     lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
     layers = quantized_layers(quantized, lowered, inputs)
     assert sum(r.flipped for r in layers) > 1e-2 * sum(r.total for r in layers), layers
