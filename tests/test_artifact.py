@@ -22,7 +22,7 @@ import torchvision
 import transformers
 
 import trt_lower
-from trt_lower.build import backend
+from trt_lower.engine import backend
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
 from trt_lower.deploy import artifact

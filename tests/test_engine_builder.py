@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.settings import BuildSettings, InputProfile
 
 VERSIONS = ["8.6.1", "10.4.0", "11.0.0"]
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
@@ -32,7 +32,7 @@ def _onnx(opset: int = 17) -> bytes:
 
 def _builder() -> ModuleType:
     # Imported under the double: the module binds `tensorrt` when it is imported.
-    return importlib.import_module("trt_lower.build.trt_builder")
+    return importlib.import_module("trt_lower.engine.trt_builder")
 
 
 @pytest.mark.parametrize("trt_double, flags", [("8.6.1", 1 << 0), ("10.4.0", 0), ("11.0.0", 0)],

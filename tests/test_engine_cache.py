@@ -11,8 +11,8 @@ import onnx
 import pytest
 
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import EngineCache, Key, default_dir
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.cache import EngineCache, Key, default_dir
+from trt_lower.engine.settings import BuildSettings, InputProfile
 
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 KEY = Key("graph", "weights", "build")

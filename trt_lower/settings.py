@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from converters.core import target
-from trt_lower.build.tensorrt import installed_target
+from trt_lower.engine.tensorrt import installed_target
 from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS, LoweringSettings, op_name
 
 __all__ = ["BACKENDS", "PRECISIONS", "TRT_VERSIONS", "LoweringSettings", "create", "default_trt_version"]

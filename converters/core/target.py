@@ -83,5 +83,5 @@ class Target:
 def for_installed(major: int, minor: int) -> str:
     """The target matching an installed TensorRT's version (e.g. 10.4.0.26 -> '10.4')."""
     if major < 10:
-        return "8.6"  # older ones are refused as a backend (trt_lower.build.tensorrt.MIN_VERSION)
+        return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
     return "10.4" if (major, minor) < (10, 12) else "latest"

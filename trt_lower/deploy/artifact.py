@@ -43,9 +43,9 @@ import torch
 from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
-from trt_lower.build.backend import check_target, resolve_backend
-from trt_lower.build.cache import atomic_file
-from trt_lower.build.engines import build, engine_is_whole_call
+from trt_lower.engine.backend import check_target, resolve_backend
+from trt_lower.engine.cache import atomic_file
+from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.deploy import graph as artifact_graph
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import onnx_members, separate_weights, signing
@@ -133,7 +133,7 @@ def _stripped_plans(module: torch.nn.Module) -> list[Plan]:
     if not isinstance(getattr(module, "plan", None), bytes):
         return []
     import tensorrt as trt
-    from trt_lower.build.trt_refit import stripped_plan
+    from trt_lower.engine.trt_refit import stripped_plan
 
     data = stripped_plan(module)
     return [] if data is None else [Plan(trt.__version__, devices.current().identity(), data, stripped=True)]
@@ -385,7 +385,7 @@ def _engine_modules(container: Container, segments: list[ConvertedSegment], plan
         carried[name] = [p for p in its_plans if p.key != here]
         fitting = next((p for p in its_plans if p.key == here), None)
         if fitting is not None:
-            from trt_lower.build.trt_refit import RefitError, refit
+            from trt_lower.engine.trt_refit import RefitError, refit
             from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
             try:

@@ -12,7 +12,7 @@ import torch
 
 from converters.core import target
 from splitter.partition import Split
-from trt_lower.build.engines import build
+from trt_lower.engine.engines import build
 from trt_lower.convert.driver import convert
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import LoweringSettings

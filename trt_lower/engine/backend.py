@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from converters.core.target import Target
-from trt_lower.build import tensorrt as trt_engine
+from trt_lower.engine import tensorrt as trt_engine
 
 log = logging.getLogger("trt_lower")
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import onnx
 import tensorrt as trt
 
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.settings import BuildSettings, InputProfile
 from trt_lower.values.versions import parse_version
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 

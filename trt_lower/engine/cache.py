@@ -40,7 +40,7 @@ from typing import BinaryIO, Iterator, Sequence
 import filelock
 
 from converters.core.segment import OnnxSegment
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.settings import BuildSettings, InputProfile
 from trt_lower.values.digest import Hashing
 
 log = logging.getLogger("trt_lower")

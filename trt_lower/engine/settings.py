@@ -28,7 +28,7 @@ class BuildSettings:
     workspace_bytes: int = 4 << 30
     # TensorRT's own default: higher levels search longer for faster kernels.
     optimization_level: int = 3
-    # BuilderFlag.REFIT: every weight can be replaced after the build (build/trt_refit.py).
+    # BuilderFlag.REFIT: every weight can be replaced after the build (engine/trt_refit.py).
     refittable: bool = False
 
     def __post_init__(self) -> None:

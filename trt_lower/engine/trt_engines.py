@@ -12,10 +12,10 @@ import tensorrt as trt
 
 from converters.passes.bfloat16 import has_bfloat16
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import EngineCache, Key, default_dir
-from trt_lower.build.errors import EngineBuildError
-from trt_lower.build.settings import BuildSettings, InputProfile
-from trt_lower.build.trt_builder import BuildFailure, build_plan
+from trt_lower.engine.cache import EngineCache, Key, default_dir
+from trt_lower.engine.errors import EngineBuildError
+from trt_lower.engine.settings import BuildSettings, InputProfile
+from trt_lower.engine.trt_builder import BuildFailure, build_plan
 from trt_lower.runtime.trt_module import DeviceMemoryError, PlanLoadError, TRTEngineModule
 from trt_lower.values import device as devices
 from trt_lower.values.signature import TensorSig
