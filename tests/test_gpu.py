@@ -18,7 +18,7 @@ import trt_lower
 from harness import Fn
 from trt_double import PATH as DOUBLE_PATH
 from trt_lower.engine import tensorrt as trt_engine
-from trt_lower.engine.settings import BuildSettings, InputProfile
+from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_models import MODELS
 
 
@@ -273,7 +273,7 @@ def test_the_real_parser_names_the_node_it_rejects() -> None:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     with pytest.raises(BuildFailure) as failure:
-        build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildSettings(), b"")
+        build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildOptions(), b"")
     assert failure.value.fx_node == "nope" and "NoSuchOp" in failure.value.reason
 
 

@@ -8,7 +8,7 @@ import torch
 from converters.passes.bfloat16 import has_bfloat16
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment, Engine
-from trt_lower.engine.settings import BuildSettings
+from trt_lower.engine.build_options import BuildOptions
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.engine.tensorrt import installed_version
 from trt_lower.runtime.ort_module import OrtEngineModule
@@ -36,7 +36,7 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
 
     trt_module, cache_hit = load_engine(
         segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output,
-        nodes=segment.nodes, build=BuildSettings(precision=settings.precision, refittable=settings.refittable), cache_dir=settings.cache_dir,
+        nodes=segment.nodes, options=BuildOptions(precision=settings.precision, refittable=settings.refittable), cache_dir=settings.cache_dir,
         cuda_graphs=settings.cuda_graphs)
     return Engine(segment, trt_module, cache_hit)
 
@@ -58,7 +58,7 @@ def forget(engine: Engine, settings: LoweringSettings, why: str) -> None:
     from trt_lower.engine.trt_engines import discard_engine
 
     segment = engine.segment
-    discard_engine(segment.onnx, segment.inputs, BuildSettings(precision=settings.precision), settings.cache_dir, why)
+    discard_engine(segment.onnx, segment.inputs, BuildOptions(precision=settings.precision), settings.cache_dir, why)
 
 
 def engine_is_whole_call(engines: int, eager_ops: int) -> bool:

@@ -1,4 +1,4 @@
-"""What a TensorRT engine is built from besides its ONNX: input profiles and builder settings.
+"""What a TensorRT engine is built from besides its ONNX: input profiles and builder options.
 
 Plain data, importable without TensorRT: the cache key hashes it, the builder applies it.
 """
@@ -22,7 +22,7 @@ class InputProfile:
 
 
 @dataclass(frozen=True)
-class BuildSettings:
+class BuildOptions:
     precision: str = "fp32"
     # Scratch memory TensorRT's tactics may use; tactics needing more are skipped.
     workspace_bytes: int = 4 << 30
