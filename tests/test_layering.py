@@ -31,7 +31,7 @@ RANK = {
     "runtime": 1, "report": 1,
     "capture": 2, "convert": 2, "engine": 2,
     # build: the deprecated alias of engine/ (trt_lower/build/__init__.py), which nothing of ours imports.
-    "stitch": 3, "settings": 3, "verify": 3, "build": 3,
+    "stitch": 3, "lowering_options": 3, "verify": 3, "build": 3,
     "api": 4,
     "deploy": 5, "benchmarking": 5,
     "debug": 6, "dynamo_backend": 6, "llm": 6, "quantization": 6,
@@ -198,7 +198,7 @@ def test_no_import_circles() -> None:
 
 def test_top_level_holds_only_the_public_face_and_sub_packages() -> None:
     modules = sorted(p.name for p in (ROOT / "trt_lower").glob("*.py"))
-    assert modules == ["__init__.py", "__main__.py", "api.py", "dynamo_backend.py", "settings.py", "testing.py"]
+    assert modules == ["__init__.py", "__main__.py", "api.py", "dynamo_backend.py", "lowering_options.py", "testing.py"]
     for package in sorted(p for p in (ROOT / "trt_lower").iterdir() if (p / "__init__.py").exists()):
         assert ast.get_docstring(ast.parse((package / "__init__.py").read_text())), f"{package.name}/ says nothing"
 

@@ -19,7 +19,7 @@ from converters.passes import trt_support
 from harness import Fn, check_onnx, engine_ops
 from support_audit import SupportAudit
 from trt_lower.engine.tensorrt import installed_version
-from trt_lower.settings import default_trt_version
+from trt_lower.lowering_options import default_trt_version
 
 aten = torch.ops.aten
 VERSIONS = target.VERSIONS

@@ -1,6 +1,6 @@
 """trt_lower: lower PyTorch models to TensorRT engines, with eager fallback.
 
-The public face: lower_to_trt (api.py), TensorSpec, the settings (settings.py), save and load
+The public face: lower_to_trt (api.py), TensorSpec, the options it takes (lowering_options.py), save and load
 (deploy/), check_accuracy (debug/), benchmark (benchmarking/), the torch.compile backend
 (dynamo_backend.py) and `converter` for users' own ops (converters/core/user.py). lower_to_trt runs the stages, each a sub-package: capture/ -> the top-level
 splitter/ -> convert/ (driving the top-level converters/) -> engine/ -> stitch/, over the shared

@@ -23,7 +23,7 @@ from trt_lower.engine.backend import check_target, resolve_backend
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.segment import ConvertedSegment
-from trt_lower import settings as lowering_settings
+from trt_lower import lowering_options
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
 from trt_lower.stitch.graph import stitch
@@ -108,7 +108,7 @@ def lower_to_trt(
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    settings = lowering_settings.create(
+    settings = lowering_options.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
         trt_version=trt_version, keep_fp32=keep_fp32, refittable=refittable,

@@ -1,4 +1,4 @@
-"""The lowering options as every stage receives them (trt_lower/settings.py validates what a user gives)."""
+"""The lowering settings as every stage receives them (trt_lower/lowering_options.py checks what a user gives)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

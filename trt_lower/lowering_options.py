@@ -1,4 +1,4 @@
-"""User-facing lowering options, validated once: the settings every stage receives."""
+"""lower_to_trt's keyword options, checked once into the LoweringSettings every stage receives."""
 from __future__ import annotations
 
 import os
