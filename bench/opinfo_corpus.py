@@ -70,7 +70,7 @@ import converters
 import trt_lower
 from converters.core.target import DEFAULT, Target
 from splitter.support import unsupported_reason
-from trt_lower.capture import graph as capture
+from trt_lower.capture import aten_graph as capture
 from trt_lower.capture.decompositions import decomposition_table
 
 DEFAULT_RTOL = 1e-4

@@ -20,7 +20,7 @@ _PUBLIC = {
     "AccuracyResult": "trt_lower.debug.accuracy",
     "ArtifactError": "trt_lower.deploy.artifact",
     "BenchmarkResult": "trt_lower.benchmarking.measure",
-    "CaptureError": "trt_lower.capture.graph",
+    "CaptureError": "trt_lower.capture.aten_graph",
     "EngineBuildError": "trt_lower.engine.errors",
     "EngineInputError": "trt_lower.values.signature",
     "LoweredModule": "trt_lower.stitch.lowered",
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError, lower_to_trt as lower_to_trt
     from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult, benchmark as benchmark
     from trt_lower.engine.errors import EngineBuildError as EngineBuildError
-    from trt_lower.capture.graph import CaptureError as CaptureError
+    from trt_lower.capture.aten_graph import CaptureError as CaptureError
     from trt_lower.debug.accuracy import AccuracyResult as AccuracyResult, check_accuracy as check_accuracy
     from trt_lower.deploy.artifact import ArtifactError as ArtifactError, load as load, save as save
     from trt_lower.report.report import LoweringReport as LoweringReport

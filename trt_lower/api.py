@@ -17,7 +17,7 @@ from converters.core.target import Target
 from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
 from trt_lower.engine.engines import build, engine_is_whole_call
-from trt_lower.capture.graph import CapturedGraph, capture, check_inputs, example_call
+from trt_lower.capture.aten_graph import CapturedGraph, capture, check_inputs, example_call
 from trt_lower.convert.driver import convert
 from trt_lower.engine.backend import check_target, resolve_backend
 from trt_lower.engine.errors import EngineBuildError

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from splitter.partition import ENGINE_PREFIX
-from trt_lower.capture.graph import capture, check_inputs, graph_module
+from trt_lower.capture.aten_graph import capture, check_inputs, graph_module
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower import lowering_options
 from trt_lower.verify.nodes import Node, Recorder
