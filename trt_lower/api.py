@@ -26,7 +26,7 @@ from trt_lower.values.segment import ConvertedSegment
 from trt_lower import lowering_options
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
-from trt_lower.stitch.graph import stitch
+from trt_lower.stitch.swap import stitch
 from trt_lower.verify.samples import reference_inputs
 from trt_lower.verify.stage import RepairPlan, Verifier
 
