@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from converters.core.interpreter import ConversionError
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
 from trt_lower.engine.engines import build, engine_is_whole_call
@@ -51,12 +51,12 @@ class Lowering:
 
     def split(self, gm: torch.fx.GraphModule) -> Split:
         """`gm` (one of captured.graph_module()'s) split as lower_to_trt splits it."""
-        support = ConverterSupport(Target(self.settings.trt_version), self.settings.fallback_ops,
+        support = ConverterSupport(TrtTarget(self.settings.trt_version), self.settings.fallback_ops,
                                    {**self.failed, **self.plan.eager})
         return split(gm, support, self.settings.min_block_size, frozenset(self.plan.breakers))
 
     def convert(self, parts: Split) -> list[ConvertedSegment]:
-        return convert(parts, Target(self.settings.trt_version), self.settings.precision, self.captured.symbols,
+        return convert(parts, TrtTarget(self.settings.trt_version), self.settings.precision, self.captured.symbols,
                        self.settings.keep_fp32 | self.plan.fp32)
 
 

@@ -29,7 +29,7 @@ _SPANS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
 
 
 @dataclass(frozen=True)
-class Target:
+class TrtTarget:
     version: str
 
     def __post_init__(self) -> None:
