@@ -13,9 +13,9 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
+from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Sequence
 
 import trt_lower.engine
 
