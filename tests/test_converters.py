@@ -19,7 +19,7 @@ from converters.ops import prims as prim_converters
 from converters.ops import quantize  # noqa: F401  (quantized_decomposed, before the cases use it)
 import trt_lower
 from harness import Fn, engine_ops, lower_and_compare
-from trt_lower.capture import graph as capture
+from trt_lower.capture import aten_graph as capture
 from transformers.integrations import moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
 aten = torch.ops.aten
 

@@ -17,12 +17,12 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
 from converters.core.fold import constant_value
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
 
-def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _sdpa_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     for i, name in enumerate(("query", "key", "value")):
         val = arg_val(node, i)
         if val is None or not val.dtype.is_floating_point:
