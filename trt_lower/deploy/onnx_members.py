@@ -111,9 +111,11 @@ def stripped(data: bytes, weight: Callable[[TensorProto], NDArray[Any]]) -> Onnx
     return segment
 
 
-def _span(tensor: TensorProto, location: str, size: int) -> tuple[np.dtype[Any], int, int]:
+def _span(tensor: TensorProto, location: str, weights: NDArray[np.uint8]) -> tuple[np.dtype[Any], int, int]:
     """The dtype, offset and element count of an external initializer, checked against its
-    weights member (named `location` in the graph, `size` bytes long)."""
+    weights member (named `location` in the graph, read into `weights`). The member starts where
+    the file had room (after the zip's header), so offsets are aligned in the file, which the
+    buffer mirrors, not within the member."""
     where = {entry.key: entry.value for entry in tensor.external_data}
     name = tensor.name[:80]
     if set(where) - _EXTERNAL_KEYS or where.get("location") != location or len(where) != len(tensor.external_data):
@@ -127,7 +129,8 @@ def _span(tensor: TensorProto, location: str, size: int) -> tuple[np.dtype[Any],
     except (KeyError, ValueError):
         raise OnnxMemberError(f"initializer '{name}' has no valid offset and length") from None
     count = int(np.prod(tensor.dims, dtype=object))
-    if offset < 0 or offset + length > size or length != count * dtype.itemsize or offset % dtype.itemsize:
+    if (offset < 0 or offset + length > len(weights) or length != count * dtype.itemsize
+            or (weights.ctypes.data + offset) % dtype.itemsize):
         raise OnnxMemberError(f"initializer '{name}' lies outside its weights member")
     return dtype, offset, count
 
@@ -140,7 +143,7 @@ def with_weights(graph: bytes, location: str, weights: NDArray[np.uint8]) -> Onn
     for tensor in model.graph.initializer:
         if not _declares_external(tensor):
             continue
-        dtype, offset, count = _span(tensor, location, len(weights))
+        dtype, offset, count = _span(tensor, location, weights)
         array = np.frombuffer(weights, dtype=dtype, count=count, offset=offset).reshape(tuple(tensor.dims))
         tensor.CopyFrom(initializer(tensor.name, array, segment.weights))
     return segment
