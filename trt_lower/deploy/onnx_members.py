@@ -113,9 +113,7 @@ def stripped(data: bytes, weight: Callable[[TensorProto], NDArray[Any]]) -> Onnx
 
 def _span(tensor: TensorProto, location: str, weights: NDArray[np.uint8]) -> tuple[np.dtype[Any], int, int]:
     """The dtype, offset and element count of an external initializer, checked against its
-    weights member (named `location` in the graph, read into `weights`). The member starts where
-    the file had room (after the zip's header), so offsets are aligned in the file, which the
-    buffer mirrors, not within the member."""
+    weights member (named `location` in the graph, read into `weights`)."""
     where = {entry.key: entry.value for entry in tensor.external_data}
     name = tensor.name[:80]
     if set(where) - _EXTERNAL_KEYS or where.get("location") != location or len(where) != len(tensor.external_data):
@@ -129,8 +127,7 @@ def _span(tensor: TensorProto, location: str, weights: NDArray[np.uint8]) -> tup
     except (KeyError, ValueError):
         raise OnnxMemberError(f"initializer '{name}' has no valid offset and length") from None
     count = int(np.prod(tensor.dims, dtype=object))
-    if (offset < 0 or offset + length > len(weights) or length != count * dtype.itemsize
-            or (weights.ctypes.data + offset) % dtype.itemsize):
+    if offset < 0 or offset + length > len(weights) or length != count * dtype.itemsize:
         raise OnnxMemberError(f"initializer '{name}' lies outside its weights member")
     return dtype, offset, count
 
@@ -145,6 +142,10 @@ def with_weights(graph: bytes, location: str, weights: NDArray[np.uint8]) -> Onn
             continue
         dtype, offset, count = _span(tensor, location, weights)
         array = np.frombuffer(weights, dtype=dtype, count=count, offset=offset).reshape(tuple(tensor.dims))
+        # Aligned in the file as save() writes it (the buffer mirrors that), so an offset within the
+        # member need not be a multiple of the element size; a file zipped again elsewhere may
+        # have lost the alignment: then the array is copied.
+        array = np.require(array, requirements="A")
         tensor.CopyFrom(initializer(tensor.name, array, segment.weights))
     return segment
 
