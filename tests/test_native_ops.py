@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from harness import check_onnx, lower_and_compare
 
 import trt_lower
+from converters.passes import trt_support
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.gptj import modeling_gptj
@@ -181,3 +182,17 @@ def test_llama(llama: tuple[torch.nn.Module, torch.Tensor], version: str, fused:
     else:
         assert not any(ops[op] for op in FUSED) and engine.fused_ops == {}
         assert "fused layers" not in str(lowered.report)
+
+
+@pytest.mark.parametrize("version", ["8.6", "10.4", "10.12"])
+def test_fused_ops_are_refused_by_older_targets_support_tables(version: str) -> None:
+    """Attention arrives in TensorRT 10.14, RMSNormalization and RotaryEmbedding in 10.15: only
+    "latest" (10.15+) may hold them."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])
+    scale = onnx.numpy_helper.from_array(torch.ones(8).numpy(), "scale")
+    node = onnx.helper.make_node("RMSNormalization", ["x", "scale"], ["y"], name="n/RMSNormalization")
+    graph = onnx.helper.make_graph([node], "g", [x], [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])],
+                                   [scale])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 23)], ir_version=10)
+    assert not trt_support.violations(model, "latest")
+    assert any("RMSNormalization needs TensorRT latest+" in str(v) for v in trt_support.violations(model, version))
