@@ -184,6 +184,17 @@ def test_llama(llama: tuple[torch.nn.Module, torch.Tensor], version: str, fused:
         assert "fused layers" not in str(lowered.report)
 
 
+@pytest.mark.parametrize("trt_double", ["10.15.0"], indirect=True)
+def test_llama_on_the_tensorrt_double(trt_double: Any, llama: tuple[torch.nn.Module, torch.Tensor]) -> None:
+    """An installed TensorRT 10.15 means target "latest": the fused ops reach TensorRT's build."""
+    model, ids = llama
+    lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt", require_full=True)
+    assert lowered.report.trt_version == "latest"
+    assert lowered.report.engines[0].fused_ops == {"Attention": 2, "RMSNormalization": 5, "RotaryEmbedding": 4}
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(ids).logits, model(ids).logits)
+
+
 @pytest.mark.parametrize("version", ["8.6", "10.4", "10.12"])
 def test_fused_ops_are_refused_by_older_targets_support_tables(version: str) -> None:
     """Attention arrives in TensorRT 10.14, RMSNormalization and RotaryEmbedding in 10.15: only
