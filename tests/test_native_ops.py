@@ -22,6 +22,7 @@ from transformers.models.llama import modeling_llama
 aten = torch.ops.aten
 SDPA = aten.scaled_dot_product_attention.default
 FUSED = ("Attention", "RMSNormalization", "RotaryEmbedding")
+LLAMA_FUSED = {"Attention": 1, "RMSNormalization": 3, "RotaryEmbedding": 2}  # the one-layer Llama's
 
 
 def r(*shape: int) -> torch.Tensor:
@@ -160,7 +161,7 @@ def test_rotate_half_with_unlike_halves_of_cos_is_not_rewritten() -> None:
 @pytest.fixture(scope="module")
 def llama() -> tuple[torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
                                       intermediate_size=128, vocab_size=100, max_position_embeddings=64, use_cache=False)
     return transformers.LlamaForCausalLM(config).eval(), torch.randint(0, 100, (2, 8))
 
@@ -175,10 +176,9 @@ def test_llama(llama: tuple[torch.nn.Module, torch.Tensor], version: str, fused:
     ops = onnx_ops(lowered)
     (engine,) = lowered.report.engines
     if fused:
-        # Per layer: one attention, two RoPEs (q and k), two norms; and the final norm.
-        assert {op: ops[op] for op in FUSED} == {"Attention": 2, "RMSNormalization": 5, "RotaryEmbedding": 4}
-        assert engine.fused_ops == {"Attention": 2, "RMSNormalization": 5, "RotaryEmbedding": 4}
-        assert "fused layers: Attention×2, RMSNormalization×5, RotaryEmbedding×4" in str(lowered.report)
+        # The layer's attention, its two RoPEs (q and k) and two norms; the final norm.
+        assert {op: ops[op] for op in FUSED} == LLAMA_FUSED == engine.fused_ops
+        assert "fused layers: Attention×1, RMSNormalization×3, RotaryEmbedding×2" in str(lowered.report)
     else:
         assert not any(ops[op] for op in FUSED) and engine.fused_ops == {}
         assert "fused layers" not in str(lowered.report)
@@ -190,9 +190,18 @@ def test_llama_on_the_tensorrt_double(trt_double: Any, llama: tuple[torch.nn.Mod
     model, ids = llama
     lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt", require_full=True)
     assert lowered.report.trt_version == "latest"
-    assert lowered.report.engines[0].fused_ops == {"Attention": 2, "RMSNormalization": 5, "RotaryEmbedding": 4}
+    assert lowered.report.engines[0].fused_ops == LLAMA_FUSED
     with torch.no_grad():
         torch.testing.assert_close(lowered(ids).logits, model(ids).logits)
+
+
+def test_fp16_engines_keep_the_fused_ops() -> None:
+    def block(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        h = F.rms_norm(x, (16,), w, 1e-6).unflatten(-1, (2, 8)).transpose(1, 2)
+        return F.scaled_dot_product_attention(h, h, h, is_causal=True)
+
+    ops = latest(block, (r(2, 6, 16), r(16)), precision="fp16", rtol=5e-3, atol=5e-3)
+    assert ops["Attention"] == ops["RMSNormalization"] == 1
 
 
 @pytest.mark.parametrize("version", ["8.6", "10.4", "10.12"])
