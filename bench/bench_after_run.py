@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
 from bench_overhead import MODELS, _stub, engine_calls  # noqa: E402
-from trt_lower.build.ort_session import create_session  # noqa: E402
+from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 
 def after_runs(run: Callable[[], object], work: Callable[[], object], calls: int) -> tuple[float, float]:

@@ -200,7 +200,7 @@ def main() -> None:
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)  # a child process's phase
     args = parser.parse_args()
     if args.copy_weights:
-        from trt_lower.build import ort_session
+        from trt_lower.engine import ort_session
 
         ort_session.SHARE_WEIGHTS_MIN_BYTES = 1 << 62
     if args.phase:

@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
-from trt_lower.capture import graph as capture_graph  # noqa: E402
+from trt_lower.capture import aten_graph as capture_graph  # noqa: E402
 
 
 class Tagger(torch.nn.Module):

@@ -37,7 +37,7 @@ import trt_lower  # noqa: E402
 from bench_models import engine_sessions_with  # noqa: E402
 from bench_overhead import CLOCKS, MODELS, engine_calls, measure  # noqa: E402
 from trt_lower.runtime.guard import InputGuard  # noqa: E402
-from trt_lower.build.ort_session import create_session  # noqa: E402
+from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 ANCHOR = "session.run, numpy once"
 

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trt_lower  # noqa: E402
 from trt_lower.runtime import ort_module  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
-from trt_lower.build.ort_session import create_session  # noqa: E402
+from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 IMAGE = (1, 3, 96, 96)

@@ -40,9 +40,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trt_lower  # noqa: E402
 from bench_models import engine_sessions_with  # noqa: E402
 from converters.core.dtypes import NUMPY_TYPES  # noqa: E402
-from trt_lower.build.engines import engine_is_whole_call  # noqa: E402
+from trt_lower.engine.engines import engine_is_whole_call  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
-from trt_lower.build.ort_session import create_session  # noqa: E402
+from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
 from trt_lower.capture.decompositions import decomposition_table  # noqa: E402
-from trt_lower.build.ort_session import create_session  # noqa: E402
+from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 TARGETS = {"lowered_vs_ort_speed": 0.97, "lowered_vs_eager_speed": 2.0, "lowering_vs_bare_export": 1.15}
 

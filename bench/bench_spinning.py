@@ -6,7 +6,7 @@ without other work between an engine's runs (CPU).
 trt_lower stops the intra-op workers of an engine's session spinning when a run ends where the
 lowered call runs something else between that engine's runs (more than one engine, or an eager
 op), and keeps ONNX Runtime's default where the engine is the whole call
-(build/ort_session.py). Each variant runs in a process of its own (workers that spin after a
+(engine/ort_session.py). Each variant runs in a process of its own (workers that spin after a
 run take CPU from whatever else runs in the process, the other variant included), in
 alternating order over `--rounds` rounds; a process lowers the case, warms up and reports its
 median per call. ratio = kept / stopped (> 1: stopping is faster). See bench/README.md.
@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from trt_lower.build.engines import engine_is_whole_call  # noqa: E402
+from trt_lower.engine.engines import engine_is_whole_call  # noqa: E402
 
 # name: (bench_models model, ops kept eager)
 CASES: dict[str, tuple[str, list[str]]] = {

@@ -68,9 +68,9 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import converters
 import trt_lower
-from converters.core.target import DEFAULT, Target
+from converters.core.target import DEFAULT, TrtTarget
 from splitter.support import unsupported_reason
-from trt_lower.capture import graph as capture
+from trt_lower.capture import aten_graph as capture
 from trt_lower.capture.decompositions import decomposition_table
 
 DEFAULT_RTOL = 1e-4
@@ -452,7 +452,7 @@ def _graph_verdicts(gm: torch.fx.GraphModule, group: Sequence[_Prepared]) -> dic
         if converters.lookup(node.target) is None:
             missing.setdefault(k, f"no converter for {node.target}")
             continue
-        reason = unsupported_reason(node, Target(DEFAULT), frozenset())
+        reason = unsupported_reason(node, TrtTarget(DEFAULT), frozenset())
         if reason is not None:
             refused.setdefault(k, f"{node.target}: {reason}")
     verdict = {}

@@ -10,7 +10,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.core.quantized import INT8_OPS
 from splitter.index_check import check_indices
 
@@ -88,15 +88,15 @@ def _tensor_vals(node: torch.fx.Node) -> Iterable[tuple[str, object]]:
         yield f"output {i}", v
 
 
-def _dtype_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _dtype_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     for where, val in _tensor_vals(node):
         if isinstance(val, torch.Tensor):
-            if val.dtype == torch.bfloat16 and (reason := target.bf16_reason()):
+            if val.dtype == torch.bfloat16 and (reason := trt_target.bf16_reason()):
                 return f"dtype bfloat16 unsupported ({where}): {reason}"
             if val.dtype in (torch.int8, torch.uint8) and node.target in INT8_OPS:
                 continue  # quantized: int8 between Q and DQ; the op's capability refuses uint8
             if val.dtype in FP8_DTYPES:
-                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {target.fp8_reason()}"
+                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {trt_target.fp8_reason()}"
             if val.dtype in CAST_ONLY_DTYPES and node.target is not torch.ops.aten._to_copy.default:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} only crosses the engine boundary ({where})"
             if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES | {torch.bfloat16}:
@@ -109,9 +109,9 @@ def _dtype_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def _int32_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _int32_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """Int arguments and int64 constants the target cannot compute as they are (8.6: int32)."""
-    if target.int64_native:
+    if trt_target.int64_native:
         return None
     clamped = _CLAMPED_ARGS.get(node.target, ())
     args = [a for i, a in enumerate(node.args) if i not in clamped] + list(node.kwargs.values())
@@ -119,20 +119,20 @@ def _int32_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
         for value in arg if isinstance(arg, (tuple, list)) else (arg,):
             reason = None
             if isinstance(value, int) and not isinstance(value, bool):
-                reason = target.int32_reason(f"int value {value}", value, value)
+                reason = trt_target.int32_reason(f"int value {value}", value, value)
             elif isinstance(value, torch.fx.Node) and value.op == "get_attr":
                 weight = functools.reduce(getattr, str(value.target).split("."), node.graph.owning_module)
                 if isinstance(weight, torch.Tensor) and weight.dtype == torch.int64 and weight.numel():
                     low, high = weight.aminmax()
-                    reason = target.int32_reason(f"int64 constant {value.name}", int(low), int(high))
+                    reason = trt_target.int32_reason(f"int64 constant {value.name}", int(low), int(high))
             if reason:
                 return reason
     return None
 
 
-def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozenset[str],
+def unsupported_reason(node: torch.fx.Node, trt_target: TrtTarget, fallback_ops: frozenset[str],
                        failed: Mapping[str, str] = {}) -> Optional[str]:
-    """None if `node` can run inside an engine built for `target`, else why not. `failed` holds
+    """None if `node` can run inside an engine built for `trt_target`, else why not. `failed` holds
     nodes whose conversion already failed once, by name, with the reason."""
     if node.target is operator.getitem:
         return None
@@ -146,17 +146,17 @@ def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozen
                 f"trt_lower.converter(torch.ops.{node.target.overloadpacket}) (docs/custom_converters.md)")
     if conv is None:
         return f"no converter for {target_label(node.target)}"
-    reason = _dtype_reason(node, target) or _scalar_reason(node) or _int32_reason(node, target)
+    reason = _dtype_reason(node, trt_target) or _scalar_reason(node) or _int32_reason(node, trt_target)
     if reason is None and conv.capability is not None:
-        reason = conv.capability(node, target)
+        reason = conv.capability(node, trt_target)
     return reason
 
 
 class ConverterSupport(OperatorSupportBase):
     """Feeds the fx partitioner; remembers every refusal reason for the report."""
 
-    def __init__(self, target: Target, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
-        self.target = target
+    def __init__(self, trt_target: TrtTarget, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
+        self.trt_target = trt_target
         self.fallback_ops = fallback_ops
         self.failed = failed
         self.reasons: dict[torch.fx.Node, str] = {}
@@ -164,7 +164,7 @@ class ConverterSupport(OperatorSupportBase):
     def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
-        reason = unsupported_reason(node, self.target, self.fallback_ops, self.failed)
+        reason = unsupported_reason(node, self.trt_target, self.fallback_ops, self.failed)
         if reason is not None:
             self.reasons[node] = reason
         return reason is None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import onnx
 
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.passes import trt_support
 
 
@@ -15,7 +15,7 @@ class SupportAudit:
         self.models = 0
         self.found: list[str] = []
 
-    def check(self, model: onnx.ModelProto, goal: Target) -> list[str]:
+    def check(self, model: onnx.ModelProto, goal: TrtTarget) -> list[str]:
         self.models += 1
         problems = [f"{model.graph.name} for TensorRT {goal.version}: {v}"
                     for v in trt_support.violations(model, goal.version)]

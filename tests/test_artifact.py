@@ -22,11 +22,11 @@ import torchvision
 import transformers
 
 import trt_lower
-from trt_lower.build import backend
+from trt_lower.engine import backend
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
 from trt_lower.deploy import artifact
-from trt_lower.deploy import graph as artifact_graph
+from trt_lower.deploy import graph_json
 from trt_lower.cli import commands as cli
 from trt_lower.values import device
 from test_pipeline import Sandwich
@@ -169,7 +169,7 @@ def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogC
     stored = {"type": "ModelOutput", "class": "transformers.not_installed.SomeOutput", "keys": ["a", "b"],
               "children": ["*", "*"]}
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        spec = artifact_graph.spec_from_json(stored)
+        spec = graph_json.spec_from_json(stored)
     assert "transformers.not_installed.SomeOutput is not importable here" in caplog.text
     assert torch.utils._pytree.tree_unflatten([1, 2], spec) == {"a": 1, "b": 2}
 
@@ -247,7 +247,7 @@ def test_cache_without_its_class_comes_back_as_a_list(caplog: pytest.LogCaptureF
     stored = {"type": "cache", "class": "transformers.not_installed.SomeCache", "context": {"_t": "obj"},
               "children": ["*", "*"]}
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        spec = artifact_graph.spec_from_json(stored)
+        spec = graph_json.spec_from_json(stored)
     assert "transformers.not_installed.SomeCache is not importable here" in caplog.text
     assert torch.utils._pytree.tree_unflatten([1, 2], spec) == [1, 2]
 
@@ -510,8 +510,8 @@ def test_cuda_device_arguments_follow_the_engines() -> None:
     graph = torch.fx.Graph()
     zeros = graph.call_function(torch.ops.aten.zeros.default, ([2],), {"device": torch.device("cuda", 0)})
     graph.output(graph.call_function(torch.ops.aten.ones.default, ([2],), {"device": torch.device("cpu")}))
-    stored = artifact_graph.graph_to_json(graph)
-    on_cpu = artifact_graph.graph_from_json(stored, set(), set(), torch.device("cpu"))
+    stored = graph_json.graph_to_json(graph)
+    on_cpu = graph_json.graph_from_json(stored, set(), set(), torch.device("cpu"))
     assert [n.kwargs.get("device") for n in on_cpu.nodes][:2] == [torch.device("cpu")] * 2
     assert zeros.kwargs["device"] == torch.device("cuda", 0)
 

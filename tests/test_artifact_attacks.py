@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 import trt_lower
 from artifact_tamper import edit_onnx, node, tamper
 from test_pipeline import Sandwich
-from trt_lower.build import ort_session
+from trt_lower.engine import ort_session
 from trt_lower.runtime.conditions import SizeConditions
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ import torch
 import trt_lower
 from converters.core.segment import ProtobufLimitError
 from converters.passes.transposed_weights import gemm_over_transposed_weights
-from trt_lower.build import ort_session
+from trt_lower.engine import ort_session
 from trt_lower.deploy import artifact
 from trt_lower.triton import export_model_repository
 

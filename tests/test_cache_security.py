@@ -21,8 +21,8 @@ import torch
 import trt_lower
 from reliability_workers import SHAPES, Mixed, lower_static_and_check
 from trt_double.activate import trt_double as use_trt_double
-from trt_lower.build import cache as engine_cache
-from trt_lower.build.cache import MAGIC, EngineCache, Key
+from trt_lower.engine import cache as engine_cache
+from trt_lower.engine.cache import MAGIC, EngineCache, Key
 
 KEY = Key("graph", "weights", "build")
 ROOT = os.name == "posix" and os.geteuid() == 0

@@ -10,7 +10,7 @@ import torch
 import torchvision
 
 import trt_lower
-from trt_lower.build import backend
+from trt_lower.engine import backend
 from trt_lower import dynamo_backend
 class SmallCNN(torch.nn.Module):
     def __init__(self) -> None:

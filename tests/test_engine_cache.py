@@ -11,8 +11,8 @@ import onnx
 import pytest
 
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import EngineCache, Key, default_dir
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.cache import EngineCache, Key, default_dir
+from trt_lower.engine.build_options import BuildOptions, InputProfile
 
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 KEY = Key("graph", "weights", "build")
@@ -40,19 +40,19 @@ def test_default_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_key_covers_network_profiles_settings_version_and_device(tmp_path: Path) -> None:
-    key = _cache(tmp_path).key(_segment(), PROFILES, BuildSettings())
+    key = _cache(tmp_path).key(_segment(), PROFILES, BuildOptions())
     others = [
-        _cache(tmp_path).key(_segment(weight=2.0), PROFILES, BuildSettings()),
-        _cache(tmp_path).key(_segment(graph="other"), PROFILES, BuildSettings()),
-        _cache(tmp_path).key(_segment(), [InputProfile("x", (1, 3), (2, 3), (4, 3))], BuildSettings()),
-        _cache(tmp_path).key(_segment(), PROFILES, BuildSettings(precision="fp16")),
-        _cache(tmp_path).key(_segment(), PROFILES, BuildSettings(workspace_bytes=1 << 20)),
-        _cache(tmp_path).key(_segment(), PROFILES, BuildSettings(optimization_level=5)),
-        _cache(tmp_path, version="10.4.1").key(_segment(), PROFILES, BuildSettings()),
-        _cache(tmp_path, device="NVIDIA H100 sm_90").key(_segment(), PROFILES, BuildSettings()),
+        _cache(tmp_path).key(_segment(weight=2.0), PROFILES, BuildOptions()),
+        _cache(tmp_path).key(_segment(graph="other"), PROFILES, BuildOptions()),
+        _cache(tmp_path).key(_segment(), [InputProfile("x", (1, 3), (2, 3), (4, 3))], BuildOptions()),
+        _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(precision="fp16")),
+        _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(workspace_bytes=1 << 20)),
+        _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(optimization_level=5)),
+        _cache(tmp_path, version="10.4.1").key(_segment(), PROFILES, BuildOptions()),
+        _cache(tmp_path, device="NVIDIA H100 sm_90").key(_segment(), PROFILES, BuildOptions()),
     ]
     assert key not in others and len(set(others)) == len(others)
-    assert key == _cache(tmp_path).key(_segment(), PROFILES, BuildSettings())
+    assert key == _cache(tmp_path).key(_segment(), PROFILES, BuildOptions())
 
 
 def test_entries_round_trip_and_leave_no_temporary_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

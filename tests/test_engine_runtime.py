@@ -21,7 +21,7 @@ import trt_lower
 from converters.core.segment import ProtobufLimitError
 from harness import Fn
 from trt_double.device import HostDevice
-from trt_lower.build import ort_session
+from trt_lower.engine import ort_session
 from trt_lower.runtime import bindings
 from trt_lower.values import device, signature
 from trt_lower.runtime.ort_module import OrtEngineModule

@@ -21,8 +21,8 @@ from trt_double import PATH as DOUBLE_PATH
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
 from trt_lower.values import device
-from trt_lower.build import backend
-from trt_lower.build.cache import MAGIC, EngineCache, Key
+from trt_lower.engine import backend
+from trt_lower.engine.cache import MAGIC, EngineCache, Key
 from trt_models import MODELS, lower_and_check
 
 TESTS = Path(__file__).resolve().parent

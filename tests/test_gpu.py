@@ -17,8 +17,8 @@ from onnx import TensorProto, helper
 import trt_lower
 from harness import Fn
 from trt_double import PATH as DOUBLE_PATH
-from trt_lower.build import tensorrt as trt_engine
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine import tensorrt as trt_engine
+from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_models import MODELS
 
 
@@ -265,7 +265,7 @@ def test_out_of_memory_runs_eagerly_and_keeps_the_cached_plan(tmp_path: Path) ->
 
 
 def test_the_real_parser_names_the_node_it_rejects() -> None:
-    from trt_lower.build.trt_builder import BuildFailure, build_plan
+    from trt_lower.engine.trt_builder import BuildFailure, build_plan
 
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu/Relu"),
                                helper.make_node("NoSuchOp", ["r"], ["y"], name="nope/NoSuchOp")], "engine_0",
@@ -273,7 +273,7 @@ def test_the_real_parser_names_the_node_it_rejects() -> None:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     with pytest.raises(BuildFailure) as failure:
-        build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildSettings(), b"")
+        build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildOptions(), b"")
     assert failure.value.fx_node == "nope" and "NoSuchOp" in failure.value.reason
 
 

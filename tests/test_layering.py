@@ -29,8 +29,9 @@ OURS = ("trt_lower", "converters", "splitter")
 RANK = {
     "values": 0,
     "runtime": 1, "report": 1,
-    "capture": 2, "convert": 2, "build": 2,
-    "stitch": 3, "settings": 3, "verify": 3,
+    "capture": 2, "convert": 2, "engine": 2,
+    # build: the deprecated alias of engine/ (trt_lower/build/__init__.py), which nothing of ours imports.
+    "stitch": 3, "lowering_options": 3, "verify": 3, "build": 3,
     "api": 4,
     "deploy": 5, "benchmarking": 5,
     "debug": 6, "dynamo_backend": 6, "llm": 6, "quantization": 6,
@@ -42,7 +43,8 @@ RANK = {
 # What values/ may take from converters/: the ONNX container segments travel in, and the TensorRT
 # versions settings are checked against.
 VALUES_FROM_CONVERTERS = ("converters.core.segment", "converters.core.target")
-RUNTIME_MUST_NOT_REACH = ("trt_lower.build", "trt_lower.convert", "trt_lower.capture", "converters", "splitter")
+RUNTIME_MUST_NOT_REACH = (
+    "trt_lower.engine", "trt_lower.build", "trt_lower.convert", "trt_lower.capture", "converters", "splitter")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -117,7 +119,7 @@ class Tree:
 
 
 def part(module: str) -> str | None:
-    """The part of trt_lower a module belongs to ("build" for trt_lower.build.cache)."""
+    """The part of trt_lower a module belongs to ("engine" for trt_lower.engine.cache)."""
     pieces = module.split(".")
     if pieces[0] != "trt_lower":
         return None
@@ -196,7 +198,7 @@ def test_no_import_circles() -> None:
 
 def test_top_level_holds_only_the_public_face_and_sub_packages() -> None:
     modules = sorted(p.name for p in (ROOT / "trt_lower").glob("*.py"))
-    assert modules == ["__init__.py", "__main__.py", "api.py", "dynamo_backend.py", "settings.py", "testing.py"]
+    assert modules == ["__init__.py", "__main__.py", "api.py", "dynamo_backend.py", "lowering_options.py", "testing.py"]
     for package in sorted(p for p in (ROOT / "trt_lower").iterdir() if (p / "__init__.py").exists()):
         assert ast.get_docstring(ast.parse((package / "__init__.py").read_text())), f"{package.name}/ says nothing"
 
@@ -204,12 +206,12 @@ def test_top_level_holds_only_the_public_face_and_sub_packages() -> None:
 # Each rule, broken on purpose: a tree with the real layout and one offending file.
 BREACHES = {
     "runtime imports converters": ("trt_lower/runtime/bad.py", "from converters.core.dtypes import ONNX_TYPES\n"),
-    "values imports a stage": ("trt_lower/values/bad.py", "from trt_lower.build import cache\n"),
+    "values imports a stage": ("trt_lower/values/bad.py", "from trt_lower.engine import cache\n"),
     "stitch imports convert": ("trt_lower/stitch/bad.py", "from trt_lower.convert.driver import convert\n"),
     "converters import trt_lower": ("converters/ops/bad.py", "import trt_lower.values.signature\n"),
-    "a private name": ("trt_lower/deploy/bad.py", "from trt_lower.build.backend import _warned_unusable\n"),
+    "a private name": ("trt_lower/deploy/bad.py", "from trt_lower.engine.backend import _warned_unusable\n"),
     "an import up the layers inside a function": (
-        "trt_lower/build/bad.py", "def f():\n    from trt_lower.debug import accuracy\n"),
+        "trt_lower/engine/bad.py", "def f():\n    from trt_lower.debug import accuracy\n"),
 }
 
 

@@ -14,7 +14,7 @@ from onnxruntime.capi import _pybind_state as binding
 
 import trt_lower
 from harness import Fn
-from trt_lower.build import engines, ort_session
+from trt_lower.engine import engines, ort_session
 from trt_lower.runtime.ort_module import OrtEngineModule
 
 

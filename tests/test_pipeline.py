@@ -9,7 +9,7 @@ import torch
 
 import converters
 import trt_lower
-from trt_lower.build import backend
+from trt_lower.engine import backend
 from harness import Fn, engine_ops
 from trt_lower.values import device
 

@@ -18,7 +18,7 @@ import pytest
 
 from reliability_workers import lower_static_and_check, worker, worker_env
 from trt_double.device import HostDevice
-from trt_lower.build.cache import EngineCache, Key
+from trt_lower.engine.cache import EngineCache, Key
 
 PROCESSES = 4
 KEY = Key("graph", "weights", "build")
@@ -165,7 +165,7 @@ def test_an_entry_cut_short_anywhere_is_never_loaded(tmp_path: Path, caplog: pyt
 _KILLED_WRITER = """
 import os, sys, time
 from pathlib import Path
-from trt_lower.build.cache import EngineCache, Key
+from trt_lower.engine.cache import EngineCache, Key
 
 def stall(fd):  # the payload is written, not yet renamed into place: die here
     Path(sys.argv[2]).touch()

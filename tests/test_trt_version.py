@@ -13,16 +13,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import converters
 import trt_lower
-from converters.core import target
+from converters.core.target import VERSIONS, TrtTarget
 from converters.core.builder import OPSET, ir_version
 from converters.passes import trt_support
 from harness import Fn, check_onnx, engine_ops
 from support_audit import SupportAudit
-from trt_lower.build.tensorrt import installed_version
-from trt_lower.settings import default_trt_version
+from trt_lower.engine.tensorrt import installed_version
+from trt_lower.lowering_options import default_trt_version
 
 aten = torch.ops.aten
-VERSIONS = target.VERSIONS
 
 
 # -- the setting -------------------------------------------------------------------------------
@@ -60,7 +59,7 @@ def test_capability_checks_are_given_the_target() -> None:
     entry = converters.lookup(aten.mul.Tensor)
     assert entry is not None
 
-    def spy(node: torch.fx.Node, goal: target.Target) -> None:
+    def spy(node: torch.fx.Node, goal: TrtTarget) -> None:
         seen.append(goal.version)
 
     with pytest.MonkeyPatch.context() as patch:
@@ -369,7 +368,7 @@ def test_each_target_emits_its_opset_in_that_opsets_forms(version: str) -> None:
     target's engines are written at its opset, each node in that opset's form."""
     inputs = (torch.randn(2, 3, 4), torch.rand(2, 3, 4, 2) * 2 - 1)
     model = onnx.load_from_string(_lower(_reduce_and_sample, inputs, version, require_full=True).engine_0.onnx_bytes)
-    opset = target.Target(version).opset
+    opset = TrtTarget(version).opset
     assert [(o.domain, o.version) for o in model.opset_import] == [("", opset)]
     assert model.ir_version == ir_version(opset) and (opset == 17) == (model.ir_version == 8)
     initializers = {i.name for i in model.graph.initializer}
@@ -383,4 +382,4 @@ def test_each_target_emits_its_opset_in_that_opsets_forms(version: str) -> None:
 
 
 def test_no_target_emits_an_opset_its_parser_cannot_read() -> None:
-    assert all(target.Target(v).opset <= target.Target(v).max_opset for v in VERSIONS)
+    assert all(TrtTarget(v).opset <= TrtTarget(v).max_opset for v in VERSIONS)

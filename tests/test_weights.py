@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import trt_lower
-from trt_lower.build.ort_session import create_session
+from trt_lower.engine.ort_session import create_session
 
 
 class ConvNet(torch.nn.Module):

@@ -1,9 +1,9 @@
 """trt_lower: lower PyTorch models to TensorRT engines, with eager fallback.
 
-The public face: lower_to_trt (api.py), TensorSpec, the settings (settings.py), save and load
+The public face: lower_to_trt (api.py), TensorSpec, the options it takes (lowering_options.py), save and load
 (deploy/), check_accuracy (debug/), benchmark (benchmarking/), the torch.compile backend
 (dynamo_backend.py) and `converter` for users' own ops (converters/core/user.py). lower_to_trt runs the stages, each a sub-package: capture/ -> the top-level
-splitter/ -> convert/ (driving the top-level converters/) -> build/ -> stitch/, over the shared
+splitter/ -> convert/ (driving the top-level converters/) -> engine/ -> stitch/, over the shared
 values/; runtime/ is what runs at call time; report/, deploy/, triton/ (serving), debug/,
 benchmarking/ and cli/ are the uses.
 
@@ -20,8 +20,8 @@ _PUBLIC = {
     "AccuracyResult": "trt_lower.debug.accuracy",
     "ArtifactError": "trt_lower.deploy.artifact",
     "BenchmarkResult": "trt_lower.benchmarking.measure",
-    "CaptureError": "trt_lower.capture.graph",
-    "EngineBuildError": "trt_lower.build.errors",
+    "CaptureError": "trt_lower.capture.aten_graph",
+    "EngineBuildError": "trt_lower.engine.errors",
     "EngineInputError": "trt_lower.values.signature",
     "LoweredModule": "trt_lower.stitch.lowered",
     "LoweringReport": "trt_lower.report.report",
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from converters.core.user import converter as converter
     from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError, lower_to_trt as lower_to_trt
     from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult, benchmark as benchmark
-    from trt_lower.build.errors import EngineBuildError as EngineBuildError
-    from trt_lower.capture.graph import CaptureError as CaptureError
+    from trt_lower.engine.errors import EngineBuildError as EngineBuildError
+    from trt_lower.capture.aten_graph import CaptureError as CaptureError
     from trt_lower.debug.accuracy import AccuracyResult as AccuracyResult, check_accuracy as check_accuracy
     from trt_lower.deploy.artifact import ArtifactError as ArtifactError, load as load, save as save
     from trt_lower.report.report import LoweringReport as LoweringReport

@@ -13,20 +13,20 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from converters.core.interpreter import ConversionError
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
-from trt_lower.build.engines import build, engine_is_whole_call
-from trt_lower.capture.graph import CapturedGraph, capture, check_inputs, example_call
+from trt_lower.engine.engines import build, engine_is_whole_call
+from trt_lower.capture.aten_graph import CapturedGraph, capture, check_inputs, example_call
 from trt_lower.convert.driver import convert
-from trt_lower.build.backend import check_target, resolve_backend
-from trt_lower.build.errors import EngineBuildError
+from trt_lower.engine.backend import check_target, resolve_backend
+from trt_lower.engine.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.segment import ConvertedSegment
-from trt_lower import settings as lowering_settings
+from trt_lower import lowering_options
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.values.spec import TensorSpec
-from trt_lower.stitch.graph import stitch
+from trt_lower.stitch.swap import stitch
 from trt_lower.verify.samples import reference_inputs
 from trt_lower.verify.stage import RepairPlan, Verifier
 
@@ -51,12 +51,12 @@ class Lowering:
 
     def split(self, gm: torch.fx.GraphModule) -> Split:
         """`gm` (one of captured.graph_module()'s) split as lower_to_trt splits it."""
-        support = ConverterSupport(Target(self.settings.trt_version), self.settings.fallback_ops,
+        support = ConverterSupport(TrtTarget(self.settings.trt_version), self.settings.fallback_ops,
                                    {**self.failed, **self.plan.eager})
         return split(gm, support, self.settings.min_block_size, frozenset(self.plan.breakers))
 
     def convert(self, parts: Split) -> list[ConvertedSegment]:
-        return convert(parts, Target(self.settings.trt_version), self.settings.precision, self.captured.symbols,
+        return convert(parts, TrtTarget(self.settings.trt_version), self.settings.precision, self.captured.symbols,
                        self.settings.keep_fp32 | self.plan.fp32)
 
 
@@ -109,7 +109,7 @@ def lower_to_trt(
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    settings = lowering_settings.create(
+    settings = lowering_options.create(
         backend=backend, precision=precision, min_block_size=min_block_size,
         fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
         trt_version=trt_version, keep_fp32=keep_fp32, refittable=refittable,
@@ -123,7 +123,7 @@ def lower_to_trt(
     # The tensors traced with (made from the specs where not given): update_weights checks on them.
     args, keywords = example_call(specs, inputs, kwargs)
     with _timed(timings, "capture"):
-        captured = capture(model, args, specs, keywords, Target(settings.trt_version))
+        captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version))
     settings.check_keep_fp32(captured.program.graph)
     sample, skipped = (reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify
                        else (None, None))

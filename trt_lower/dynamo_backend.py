@@ -17,7 +17,7 @@ import torch
 from torch._dynamo import register_backend
 
 from trt_lower.api import lower_to_trt
-from trt_lower.capture.graph import CaptureError
+from trt_lower.capture.aten_graph import CaptureError
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.spec import TensorSpec
 from trt_lower.values.ranges import int_bound

@@ -17,7 +17,7 @@ from converters.core.segment import OnnxSegment, initializer
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
 # rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md. Other opsets
-# (Target.opset) get the lowest IR version that holds them.
+# (TrtTarget.opset) get the lowest IR version that holds them.
 OPSET = 17
 IR_VERSION = 8
 # The ONNX domain of TensorRT plugin nodes (GraphBuilder.plugin): TensorRT's parser hands an op it
@@ -92,7 +92,7 @@ class GraphBuilder:
 
     def __init__(self, graph_name: str, opset: int = OPSET) -> None:
         self.graph_name = graph_name
-        # The ONNX opset the graph is written at (Target.opset): converters choose forms by it.
+        # The ONNX opset the graph is written at (TrtTarget.opset): converters choose forms by it.
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []

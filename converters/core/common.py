@@ -7,7 +7,7 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.registry import Capability
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 Operand = Ref | int | float | bool  # a tensor, or a Python scalar of a Scalar overload
 
@@ -48,7 +48,7 @@ def nan_propagated(b: GraphBuilder, x: Ref, reduced: Ref, axes: Sequence[int], k
 
 
 # -- capability checks -----------------------------------------------------------------------
-def only_first_output_used(node: torch.fx.Node, target: Target) -> Optional[str]:
+def only_first_output_used(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """For multi-output ops whose ONNX form yields only the first output."""
     for user in node.users:
         if getattr(user.target, "__name__", None) != "getitem" or user.args[1] != 0:
@@ -56,7 +56,7 @@ def only_first_output_used(node: torch.fx.Node, target: Target) -> Optional[str]
     return None
 
 
-def float_inputs(node: torch.fx.Node, target: Target) -> Optional[str]:
+def float_inputs(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """Capability: TensorRT runs this op on floating-point tensors only."""
     for arg in node.all_input_nodes:
         val = arg.meta.get("val")
@@ -65,7 +65,7 @@ def float_inputs(node: torch.fx.Node, target: Target) -> Optional[str]:
     return None
 
 
-def float_result(node: torch.fx.Node, target: Target) -> Optional[str]:
+def float_result(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """Capability: TensorRT runs this op on floating-point tensors only, and the converter casts
     every input to the node's result dtype (as torch promotes them): the result must be floating."""
     val = node.meta.get("val")
@@ -75,9 +75,9 @@ def float_result(node: torch.fx.Node, target: Target) -> Optional[str]:
 
 
 def all_of(*checks: Capability) -> Capability:
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         for c in checks:
-            reason = c(node, target)
+            reason = c(node, trt_target)
             if reason:
                 return reason
         return None

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence, TypeGuard, TypeVar
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 T = TypeVar("T")
 
@@ -123,7 +123,7 @@ def max_numel(shape: Sequence[object]) -> int | None:
     return n
 
 
-def empty_input(node: torch.fx.Node, target: Target) -> Optional[str]:
+def empty_input(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """Capability: a tensor input with a static 0-size dim. ONNX Runtime (1.31) gives reductions
     over empty tensors the input's shape, ignoring keepdims=0."""
     for arg in node.all_input_nodes:

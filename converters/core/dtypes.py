@@ -36,12 +36,12 @@ NUMPY_TYPES: dict[torch.dtype, type] = {
     torch.bool: np.bool_,
 }
 # Dtypes an engine may carry. float64 is computed as float32 (TensorRT has no float64 kernels;
-# converters/passes/float64.py). bf16 only where the target has it (Target.bf16_reason); int8 is
+# converters/passes/float64.py). bf16 only where the target has it (TrtTarget.bf16_reason); int8 is
 # only a quantized type to TensorRT; int16 and the rest it does not have.
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
-# FP8 (ModelOpt-style casts with scales): no target takes it yet (Target.fp8_reason).
+# FP8 (ModelOpt-style casts with scales): no target takes it yet (TrtTarget.fp8_reason).
 FP8_DTYPES = frozenset({torch.float8_e4m3fn, torch.float8_e5m2})
 # Float weights large enough are kept beside the ONNX as arrays (converters/core/segment.py).
 FLOAT_WEIGHTS: dict[np.dtype[np.generic], int] = {

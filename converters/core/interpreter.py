@@ -75,7 +75,7 @@ def segment_to_onnx(
     gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor], opset: int = OPSET
 ) -> OnnxSegment:
     """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
-    ones kept beside the model (converters/core/segment.py). `opset`: the target's (Target.opset)."""
+    ones kept beside the model (converters/core/segment.py). `opset`: the target's (TrtTarget.opset)."""
     b = GraphBuilder(name, opset)
     env: dict[torch.fx.Node, Any] = {}
     for node in gm.graph.find_nodes(op="placeholder"):

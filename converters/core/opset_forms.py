@@ -1,7 +1,7 @@
 """ONNX forms that changed after opset 17, written for the opset a graph is emitted at.
 
 Converters write every node in its opset-17 form; GraphBuilder passes each one through
-`rewrite` so a graph for a higher opset (Target.opset) gets the same computation in that
+`rewrite` so a graph for a higher opset (TrtTarget.opset) gets the same computation in that
 opset's form. Only changes that break an opset-17 node are here: additions (new attributes,
 new types) need nothing.
 """

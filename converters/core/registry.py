@@ -20,11 +20,11 @@ import torch
 from torch._ops import OpOverload
 
 from converters.core.builder import GraphBuilder
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 ConverterFn = Callable[..., Any]
 Fn = TypeVar("Fn", bound=ConverterFn)
-Capability = Callable[[torch.fx.Node, Target], Optional[str]]
+Capability = Callable[[torch.fx.Node, TrtTarget], Optional[str]]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ _SPANS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
 
 
 @dataclass(frozen=True)
-class Target:
+class TrtTarget:
     version: str
 
     def __post_init__(self) -> None:
@@ -95,7 +95,7 @@ class Target:
 def for_installed(major: int, minor: int) -> str:
     """The target matching an installed TensorRT's version (e.g. 10.4.0.26 -> '10.4')."""
     if major < 10:
-        return "8.6"  # older ones are refused as a backend (trt_lower.build.tensorrt.MIN_VERSION)
+        return "8.6"  # older ones are refused as a backend (trt_lower.engine.tensorrt.MIN_VERSION)
     if (major, minor) < (10, 12):
         return "10.4"
     return "10.12" if (major, minor) < (10, 15) else "latest"

@@ -11,7 +11,7 @@ import torch
 from torch._ops import OpOverload, OpOverloadPacket
 
 from converters.core import registry
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 Fn = TypeVar("Fn", bound=registry.ConverterFn)
 UserCapability = Callable[[torch.fx.Node], Optional[str]]
@@ -41,7 +41,7 @@ def converter(op: Any, *, capability: UserCapability | None = None,
     """
     overloads = _overloads(op)
 
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         return capability(node) if capability is not None else None
 
     def register(fn: Fn) -> Fn:

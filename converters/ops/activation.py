@@ -14,7 +14,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs, normalize_dim, only_first_output_used
 from converters.core.dims import INT64_MAX, dim_size, node_arg
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.ops.elementwise import clamp_between
 
 aten = torch.ops.aten
@@ -98,7 +98,7 @@ def leaky_relu(b: GraphBuilder, x: Value, negative_slope: float = 0.01) -> Ref:
     return b.op("LeakyRelu", x, alpha=float(negative_slope), dtype=x.dtype)
 
 
-def _eval_mode(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _eval_mode(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if node_arg(node, 3, "training", False):
         return "rrelu in training mode draws random slopes"
     return None
@@ -258,7 +258,7 @@ def log_softmax(b: GraphBuilder, x: Value, dim: int, half_to_float: bool) -> Ref
     return _along(b, "LogSoftmax", x, dim)
 
 
-def _inference_dropout(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _inference_dropout(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     p, train = node_arg(node, 1, "p"), node_arg(node, 2, "train")
     if train is not False and p != 0:
         return f"dropout in training mode (train={train}, p={p}) draws random masks"

@@ -18,13 +18,13 @@ from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
 from converters.core.fold import constant_value
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.ops.rotary import FUSED_OPSET
 
 aten = torch.ops.aten
 
 
-def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _sdpa_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     for i, name in enumerate(("query", "key", "value")):
         val = arg_val(node, i)
         if val is None or not val.dtype.is_floating_point:
@@ -36,7 +36,7 @@ def _sdpa_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     if mask is not None and mask.dtype not in (torch.bool, q.dtype):
         return f"a {mask.dtype} attention mask for {q.dtype} queries"
     gqa = node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]
-    if gqa and (target.opset < FUSED_OPSET or _attention_23_reason(q.shape, k.shape, input_val(node, 2).shape,
+    if gqa and (trt_target.opset < FUSED_OPSET or _attention_23_reason(q.shape, k.shape, input_val(node, 2).shape,
                                                                    bool(node_arg(node, 5, "is_causal")))):
         return "grouped-query attention (heads of key/value shared by several query heads) without ONNX Attention"
     return None

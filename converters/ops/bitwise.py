@@ -14,13 +14,13 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dims import input_val
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 Operand = Value | int | bool
 
 
-def _bools_only(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _bools_only(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     for arg in node.all_input_nodes:
         if arg.meta["val"].dtype != torch.bool:
             return f"{node.target} on {arg.meta['val'].dtype}: ONNX opset 17 and TensorRT have bitwise ops for bool only"
@@ -80,15 +80,15 @@ def bitwise_not(b: GraphBuilder, x: Value) -> Ref:
 _BITS = {torch.int32: 32, torch.int64: 64}
 
 
-def _constant_shift(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _constant_shift(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     dtype = input_val(node, 0).dtype
     if dtype not in _BITS:
         return f"shifts of {dtype} (TensorRT computes on int32/int64 only)"
     shift = node.args[1]
     # TensorRT 8.6 computes int64 as int32, where 2**31 does not fit.
-    limit = _BITS[dtype] if dtype == torch.int32 or target.int64_native else 31
+    limit = _BITS[dtype] if dtype == torch.int32 or trt_target.int64_native else 31
     if not isinstance(shift, int) or not 0 <= shift < limit:
-        return f"shift of {dtype} by {shift!r}: only a constant in [0, {limit}) on {target.label}"
+        return f"shift of {dtype} by {shift!r}: only a constant in [0, {limit}) on {trt_target.label}"
     return None
 
 

@@ -17,7 +17,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dtypes import ENGINE_DTYPES
 from converters.core.interpreter import convert_nodes
 from converters.core.registry import converter, lookup
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 cond_op = torch.ops.higher_order.cond
 
@@ -35,20 +35,20 @@ def _dtype_reason(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
-def _branch_reason(gm: torch.fx.GraphModule, target: Target) -> Optional[str]:
+def _branch_reason(gm: torch.fx.GraphModule, trt_target: TrtTarget) -> Optional[str]:
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is operator.getitem:
             continue
         conv = lookup(node.target)
         if conv is None:
             return f"no converter for {node.target}"
-        reason = _dtype_reason(node) or (conv.capability(node, target) if conv.capability else None)
+        reason = _dtype_reason(node) or (conv.capability(node, trt_target) if conv.capability else None)
         if reason:
             return f"{node.name}: {reason}" if not reason.startswith(node.name) else reason
     return None
 
 
-def _capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     pred = node.args[0]
     if not isinstance(pred, torch.fx.Node) or not isinstance(pred.meta.get("val"), torch.Tensor):
         return "a predicate that is not a tensor"
@@ -59,7 +59,7 @@ def _capability(node: torch.fx.Node, target: Target) -> Optional[str]:
         gm = getattr(node.graph.owning_module, str(getattr(branch, "target", "")), None)
         if not isinstance(gm, torch.fx.GraphModule):
             return "a branch that is not a graph"
-        reason = _branch_reason(gm, target)
+        reason = _branch_reason(gm, trt_target)
         if reason:
             return f"branch {branch}: {reason}"
     return None

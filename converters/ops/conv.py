@@ -9,12 +9,12 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs, per_spatial_dim
 from converters.core.dims import input_val
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
 
-def _conv_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _conv_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     rank = len(input_val(node, 0).shape)
     if rank not in (3, 4, 5):
         return f"only 1d/2d/3d convolution (batched input), got a rank-{rank} input"

@@ -16,7 +16,7 @@ from converters.core.builder import GraphBuilder, Ref, Value, numpy_view
 from converters.core.common import as_operand
 from converters.core.dims import node_arg
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -50,7 +50,7 @@ def scalar_tensor(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     return _computed(b, *args, **kwargs)
 
 
-def _python_args(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _python_args(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if node.all_input_nodes:
         return f"{node.target} with a tensor or dynamic argument"
     return None
@@ -63,7 +63,7 @@ def constant_grid(b: GraphBuilder, *args: Any, **kwargs: Any) -> Ref:
     return _computed(b, *args, **kwargs)
 
 
-def _linspace_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _linspace_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     steps = node_arg(node, 2, "steps")
     if not isinstance(steps, int):
         return "linspace with a dynamic number of steps"
@@ -189,7 +189,7 @@ def empty_strided(b: GraphBuilder, size: Sequence[int | Value], stride: Sequence
 
 
 # -- one-hot, copies and casts ---------------------------------------------------------------
-def _known_classes(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _known_classes(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if node_arg(node, 1, "num_classes", -1) == -1:
         return "one_hot without num_classes (the width would depend on the data)"
     return None

@@ -13,7 +13,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim, only_first_output_used
 from converters.core.dims import INT64_MAX, dim_size, dim_size_scalar, input_val, node_arg, value_of
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -26,7 +26,7 @@ def embedding(b: GraphBuilder, weight: Value, indices: Value, padding_idx: int =
     return b.op("Gather", weight, indices, axis=0, dtype=weight.dtype)
 
 
-def _not_0d(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _not_0d(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """A 0-d source is gathered from as a 1-element 1-D one, then reshaped to the static result shape."""
     if input_val(node, 0).dim() == 0 and not all(isinstance(d, int) for d in node.meta["val"].shape):
         return "gathering from a 0-d tensor into a dynamic shape"
@@ -112,7 +112,7 @@ def _reads_in_order(node: torch.fx.Node) -> bool:
         and _row_major(size, stride) and _known_equal(math.prod(size), x.numel())  # type: ignore[arg-type]
 
 
-def _gather_strides(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _gather_strides(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     positions = _strided_positions(node)
     return positions if isinstance(positions, str) and not _reads_in_order(node) else None
 
@@ -135,7 +135,7 @@ def as_strided(b: GraphBuilder, x: Value, size: Sequence[int], stride: Sequence[
     return b.op("Gather", flat, b.initializer("as_strided_positions", positions), axis=0, dtype=x.dtype)
 
 
-def _static_diagonal_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _static_diagonal_dims(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     if x.dim() < 2:
         return f"diagonal of a rank-{x.dim()} tensor"
@@ -167,7 +167,7 @@ def diagonal(b: GraphBuilder, x: Value, offset: int = 0, dim1: int = 0, dim2: in
 _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
 
 
-def _bag_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _bag_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     weight, indices = input_val(node, 0), input_val(node, 1)
     if not weight.dtype.is_floating_point:
         return f"embedding_bag of a {weight.dtype} table (TensorRT multiplies floats only)"
@@ -181,7 +181,7 @@ def _bag_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     padding_idx = node_arg(node, 8, "padding_idx")
     if _counts_from_end(node.target, padding_idx) and not isinstance(weight.shape[0], int):
         return "embedding_bag with a negative padding_idx into a table of dynamic size"
-    return only_first_output_used(node, target)
+    return only_first_output_used(node, trt_target)
 
 
 def _counts_from_end(op: object, padding_idx: int | None) -> bool:

@@ -19,7 +19,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.dims import arg_val, dim_size, dim_size_scalar, input_val, node_arg, shape_of, static
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -73,7 +73,7 @@ def _rows_by_groups(x: torch.Tensor, weight: torch.Tensor | None, offs: torch.Te
     return None
 
 
-def _fallback_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _fallback_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     return _rows_by_groups(input_val(node, 0), arg_val(node, 1), arg_val(node, 2, "offs"))
 
 
@@ -83,7 +83,7 @@ def grouped_mm_fallback(b: GraphBuilder, x: Value, weight: Value, offs: Value) -
     return grouped(b, x, weight, offs)
 
 
-def _grouped_mm_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _grouped_mm_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if node_arg(node, 3, "bias") is not None:  # torch's kernels refuse one too (2.14)
         return "_grouped_mm with a bias: no converter"
     out_dtype = node_arg(node, 4, "out_dtype")

@@ -12,12 +12,12 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.dims import node_arg
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
 
-def _fixed_range(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _fixed_range(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     low, high = node_arg(node, 2, "min", 0), node_arg(node, 3, "max", 0)
     if low == high:
         return "histc with min == max takes its range from the data's own min and max, which no converter reads"

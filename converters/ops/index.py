@@ -18,7 +18,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg, same_static_shape, static, static_numel
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.core.where import where
 from converters.ops.nonzero import masked
 
@@ -32,7 +32,7 @@ def _index_vals(node: torch.fx.Node) -> list[torch.Tensor]:
     return [i.meta["val"] for i in node_arg(node, 1, "indices") if i is not None]
 
 
-def _int_indices(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _int_indices(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if input_val(node, 0).dim() == 0:
         return "indexing a 0-d tensor"
     vals = _index_vals(node)
@@ -101,7 +101,7 @@ def index(b: GraphBuilder, x: Value, indices: Indices) -> Ref:
     return b.op("Transpose", out, perm=order, dtype=x.dtype) if order else out
 
 
-def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _index_put_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     if x.dim() == 0:
         return "indexing a 0-d tensor"
@@ -114,9 +114,9 @@ def _index_put_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     if x.dtype not in _SCATTER_DTYPES:
         return f"TensorRT's ScatterND takes no {x.dtype} tensors"
     if node_arg(node, 3, "accumulate", False):
-        if not target.at_least("10.4"):
+        if not trt_target.at_least("10.4"):
             return (f"accumulate=True needs ScatterElements with reduction 'add' (TensorRT 10.0+, target "
-                    f"{target.label}); ScatterND has no reduction on TensorRT")
+                    f"{trt_target.label}); ScatterND has no reduction on TensorRT")
         indexed = [x.shape[p] for p, i in enumerate(node_arg(node, 1, "indices")) if i is not None]
         if len(indexed) > 1 and static_numel(indexed) is None:
             return "accumulate=True over several indexed dims of which one is dynamic"

@@ -13,7 +13,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim
 from converters.core.dims import INT64_MAX, INT64_MIN, dim_size, input_val, is_static_dim, node_arg, shape_of
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -108,7 +108,7 @@ def tile(b: GraphBuilder, x: Value, dims: Sequence[int | Ref]) -> Ref:
     return _tiled(b, x, [1] * (x.rank - len(dims)) + list(dims))
 
 
-def _nchw(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _nchw(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     rank = input_val(node, 0).dim()
     if rank < 3:
         return f"only (*, C, H, W) inputs, got rank {rank}"
@@ -193,7 +193,7 @@ def pixel_unshuffle(b: GraphBuilder, x: Value, downscale_factor: int) -> Ref:
     return b.op("Reshape", moved, shape_of(b, [n, b.ints([-1]), h, w]), dtype=x.dtype)
 
 
-def _channel_groups(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _channel_groups(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     rank = input_val(node, 0).dim()
     if rank < 3:
         return f"channel shuffle of a rank-{rank} tensor (needs (N, C, *))"
@@ -211,7 +211,7 @@ def channel_shuffle(b: GraphBuilder, x: Value, groups: int) -> Ref:
     return b.op("Reshape", swapped, b.op("Shape", x), dtype=x.dtype)
 
 
-def _matrix(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _matrix(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     rank = input_val(node, 0).dim()
     if rank < 2:
         return f"triangle of a rank-{rank} tensor"
@@ -252,7 +252,7 @@ def vstack(b: GraphBuilder, tensors: Sequence[Value]) -> Ref:
     return b.op("Concat", *[_at_least(b, t, 2, dtype) for t in tensors], axis=0, dtype=dtype)
 
 
-def _static_windows(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _static_windows(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     if x.dim() == 0:
         return "unfold of a 0-d tensor"

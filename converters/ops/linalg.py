@@ -12,7 +12,7 @@ from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import all_of, float_inputs, normalize_dim
 from converters.core.dims import dim_size_scalar, empty_input, input_val, is_static_dim, node_arg, same_static_shape
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -72,7 +72,7 @@ def _einsum_equation(equation: str) -> str | None:
     return "".join(renamed.get(c, c) for c in f"{inputs}->{output}")
 
 
-def _einsum_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _einsum_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """TensorRT before 10.12: no ellipsis, no diagonal (a label repeated in one operand), no
     broadcasting between operands."""
     given = node_arg(node, 0, "equation")
@@ -104,7 +104,7 @@ def einsum(b: GraphBuilder, equation: str, tensors: Sequence[Value], *, path: Se
     return b.op("Einsum", *[b.cast(t, dtype) for t in tensors], equation=_einsum_equation(equation), dtype=dtype)
 
 
-def _vectors(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _vectors(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if any(arg.meta["val"].dim() == 0 for arg in node.all_input_nodes):
         return "cosine similarity of 0-d tensors"
     return None
@@ -133,8 +133,8 @@ def cosine_similarity(b: GraphBuilder, x1: Value, x2: Value, dim: int = 1, eps: 
     return b.op("ReduceSum", b.op("Mul", unit(left), unit(right)), b.ints([axis]), keepdims=0, dtype=dtype)
 
 
-def _cdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    reason = float_inputs(node, target) or empty_input(node, target)
+def _cdist_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
+    reason = float_inputs(node, trt_target) or empty_input(node, trt_target)
     if reason:
         return reason
     p = node_arg(node, 2, "p", 2.0)
@@ -171,8 +171,8 @@ def _p_norm(b: GraphBuilder, diff: Ref, p: float, dtype: torch.dtype) -> Ref:
     return b.op("Pow", total, b.const(1 / p, dtype), dtype=dtype)
 
 
-def _pdist_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    reason = float_inputs(node, target)
+def _pdist_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
+    reason = float_inputs(node, trt_target)
     if reason:
         return reason
     rows = input_val(node, 0).shape[0]

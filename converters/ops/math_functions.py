@@ -15,7 +15,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import Operand, as_operand, float_inputs
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.ops.creation import full_like
 
 aten = torch.ops.aten
@@ -450,7 +450,7 @@ def xlogy(b: GraphBuilder, x: Value, y: Operand) -> Ref:
     return b.op("Where", b.op("IsNaN", yv), b.const(math.nan, dtype), out, dtype=dtype)
 
 
-def _not_bool(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _not_bool(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     for arg in node.all_input_nodes:
         if arg.meta["val"].dtype == torch.bool:
             return f"{node.target} of bool tensors (ONNX compares numbers only)"

@@ -16,7 +16,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value, is_static_shape
 from converters.core.dims import input_val, static
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 _NONZERO_DTYPES = (torch.float32, torch.float16)
@@ -38,7 +38,7 @@ def nonzero(b: GraphBuilder, x: Value) -> Ref:
     return b.op("Slice", rows, b.ints([0]), b.ints([0]), b.ints([1]), dtype=torch.int64)
 
 
-def _masked_select_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _masked_select_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     shapes = (input_val(node, 0).shape, input_val(node, 1).shape)
     return None if all(is_static_shape(s) for s in shapes) else "masked_select over dynamic shapes"
 

@@ -15,7 +15,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs, only_first_output_used
 from converters.core.dims import input_val, node_arg, static_numel
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.ops.rotary import FUSED_OPSET
 
 aten = torch.ops.aten
@@ -120,7 +120,7 @@ def group_norm(b: GraphBuilder, x: Value, num_groups: int, weight: Value | None 
     return _group_norm(b, x, num_groups, weight, bias, eps)
 
 
-def _input_stats(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _input_stats(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     if not node_arg(node, 5, "use_input_stats"):
         return "instance norm with running statistics (track_running_stats in eval mode)"
     if input_val(node, 0).dim() < 3:

@@ -14,7 +14,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dims import input_val, never_negative, node_arg
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -27,13 +27,13 @@ def _onnx_pads(rank: int, pad: Sequence[int | Ref]) -> list[int | Ref]:
     return begins + ends
 
 
-def _pad_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _pad_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     if x.dtype == torch.bool:
         return "TensorRT's Pad takes no bool tensors"
     pad = node_arg(node, 1, "pad")
-    if not all(isinstance(p, int) for p in pad) and not target.at_least("10.4"):
-        return f"pads computed at run time ({target.label} takes constant pads only)"
+    if not all(isinstance(p, int) for p in pad) and not trt_target.at_least("10.4"):
+        return f"pads computed at run time ({trt_target.label} takes constant pads only)"
     if not all(never_negative(p) for p in pad):
         return "negative pads (cropping), or pads computed at run time that may be"
     return None

@@ -20,7 +20,7 @@ from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value
 from converters.core.common import all_of, float_inputs, nan_propagated, per_spatial_dim, only_first_output_used
 from converters.core.dims import dim_size, input_val, is_static_dim, node_arg, static
 from converters.core.registry import Capability, converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 
@@ -130,7 +130,7 @@ def _end_pad_needed(size: int, out: int, kernel: int, stride: int, begin_pad: in
 
 # -- capability checks, by argument position -------------------------------------------------
 def _unit_dilation(n: int, at: int) -> Capability:
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         if any(d != 1 for d in per_spatial_dim(node_arg(node, at, "dilation", 1), n)):
             return "TensorRT 10 pools only with dilation 1"
         return None
@@ -139,7 +139,7 @@ def _unit_dilation(n: int, at: int) -> Capability:
 
 
 def _no_divisor_override(at: int) -> Capability:
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         if node_arg(node, at, "divisor_override") is not None:
             return "divisor_override has no ONNX equivalent"
         return None
@@ -152,7 +152,7 @@ def _dynamic_ceil_mode(n: int, at: int, averages: bool = False) -> Capability:
     ONNX's ceil count is torch's unless torch drops a last window that would start in the end
     padding, which needs padding + stride > kernel in that dim (googlenet's pools, kernel 3 and
     stride 2, never do). Average pooling counting the padding stays static (_ceil_within_padding)."""
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         x = input_val(node, 0)
         if not node_arg(node, at, "ceil_mode", False) or all(is_static_dim(d) for d in x.shape[-n:]):
             return None
@@ -171,7 +171,7 @@ def _ceil_within_padding(n: int) -> Any:
     """avg_pool's ceil_mode with count_include_pad, where ONNX's count is not torch's: the last
     window must end within the padding (torch's divisor counts only up to `padding`, the extended
     padding of floor mode would be counted)."""
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         if not (node_arg(node, 4, "ceil_mode", False) and node_arg(node, 5, "count_include_pad", True)):
             return None
         x = input_val(node, 0)

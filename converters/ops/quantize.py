@@ -7,7 +7,7 @@ channel along their output-channel axis. A quantized constant (a weight) is fold
 int8 initializer followed by DequantizeLinear, computed by the torch op itself so it is exactly
 what eager holds. Anything else (a non-zero zero point, uint8, a narrowed range on an
 activation, another axis) is refused with that reason rather than changed. FP8 has no converter:
-opset 17's QuantizeLinear has no float8 (Target.fp8_reason).
+opset 17's QuantizeLinear has no float8 (TrtTarget.fp8_reason).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from converters.core.common import all_of, only_first_output_used
 from converters.core.fold import constant_value
 from converters.core.quantized import DEQUANTIZE, DEQUANTIZED, INT8_OPS
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
@@ -126,7 +126,7 @@ def _int8_boundary_reason(node: torch.fx.Node) -> Optional[str]:
     return None
 
 
-def _quantize_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _quantize_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """quantized_decomposed quantize/dequantize: (input, scale, zero_point, quant_min, quant_max, dtype)."""
     x, scale, zero_point, quant_min, quant_max, dtype = node.args[:6]
     if reason := _int8_boundary_reason(node):
@@ -136,14 +136,14 @@ def _quantize_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _qparams_reason(node, scale, zero_point, quant_min, quant_max, dtype, exact)
 
 
-def _per_channel_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _per_channel_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """quantized_decomposed per-channel: (input, scales, zero_points, axis, quant_min, quant_max, dtype)."""
     x, scales, zero_points, axis, quant_min, quant_max, dtype = node.args[:7]
     return (_per_channel_reason(node, axis) or _int8_boundary_reason(node)
             or _qparams_reason(node, scales, zero_points, quant_min, quant_max, dtype, exact=True))
 
 
-def _fake_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _fake_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """fake_quantize_per_tensor_affine(_cachemask): (self, scale, zero_point, [enabled,] quant_min, quant_max)."""
     x, scale, zero_point, *rest = node.args
     quant_min, quant_max = rest[-2:]
@@ -152,7 +152,7 @@ def _fake_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
     return _qparams_reason(node, scale, zero_point, quant_min, quant_max, None, _is_weight(node, x))
 
 
-def _fake_per_channel_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _fake_per_channel_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """fake_quantize_per_channel_affine(_cachemask): (self, scale, zero_point, axis, quant_min, quant_max)."""
     x, scales, zero_points, axis, quant_min, quant_max = node.args[:6]
     return _per_channel_reason(node, axis) or _qparams_reason(node, scales, zero_points, quant_min, quant_max,

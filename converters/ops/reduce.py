@@ -15,7 +15,7 @@ from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value, onnx_typ
 from converters.core.common import all_of, float_inputs, nan_propagated, normalize_dim
 from converters.core.dims import input_val, int_bound, is_static_dim, never_empty, node_arg, static_numel
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.passes.trt_support import SEVERAL_CUMSUMS
 
 aten = torch.ops.aten
@@ -222,7 +222,7 @@ def std_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float |
 
 
 # -- arg reductions and max/min with indices --------------------------------------------------
-def _orderable(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _orderable(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """TensorRT's ArgMax/ArgMin/ReduceMax take float, int32 and int64 (int8/uint8 are quantized
     types there); bools are ordered as int32."""
     dtype = input_val(node, 0).dtype
@@ -339,7 +339,7 @@ def _max_size(d: int | torch.SymInt) -> int | None:
     return int_bound(shape_env.bound_sympy(d.node.expr).upper, None) if shape_env is not None else None
 
 
-def _exact_cumsum(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _exact_cumsum(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """TensorRT's CumSum is float-only: an integer cumsum runs in float32, which is exact only
     while every partial sum stays within 2**24."""
     if node.meta["val"].dtype.is_floating_point:
@@ -374,7 +374,7 @@ def _matmul_cumsum(node: torch.fx.Node) -> bool:
         and n <= MATMUL_CUMSUM_MAX
 
 
-def _one_cumsum_axis(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _one_cumsum_axis(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """Where the target may be a release that miscompiles several CumSums over different axes
     (trt_support.SEVERAL_CUMSUMS), only the cumsums over the graph's first cumsum's axis (by
     rank and dim) go into engines; those written as a MatMul do not count."""
@@ -389,7 +389,7 @@ def _one_cumsum_axis(node: torch.fx.Node, target: Target) -> Optional[str]:
         rank = input_val(n, 0).dim()
         return rank, normalize_dim(node_arg(n, 1, "dim"), max(rank, 1))
 
-    return SEVERAL_CUMSUMS.reason(target) if kind(node) != kind(cumsums[0]) else None
+    return SEVERAL_CUMSUMS.reason(trt_target) if kind(node) != kind(cumsums[0]) else None
 
 
 @converter(aten.cumsum.default, capability=all_of(_exact_cumsum, _one_cumsum_axis))
@@ -455,7 +455,7 @@ def nansum(b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *
 
 
 # -- prims: the reductions torch._refs calls (`torch._refs.sum` is prims.sum) -----------------
-def _some_dims(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _some_dims(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """A prim over dims=[]: torch's shape rule keeps every dim, its kernel reduces them all."""
     dims = node_arg(node, 1, "dims")
     if isinstance(dims, (list, tuple)) and not dims:

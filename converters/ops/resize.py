@@ -23,7 +23,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, float_inputs
 from converters.core.dims import dim_size, input_val, is_static_dim, node_arg, shape_of
 from converters.core.registry import Capability, converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 _SCALE_NAMES = {1: ["scales"], 2: ["scales_h", "scales_w"], 3: ["scales_d", "scales_h", "scales_w"]}
@@ -44,7 +44,7 @@ def _capability(first_scale_at: int | None) -> Capability:
     """For the .default overloads (output size and optional scales both given), scales must be all
     absent or all given and agree with the output size, since Resize takes one or the other."""
 
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         x = input_val(node, 0)
         output_size = node_arg(node, 1, "output_size")
         if first_scale_at is None:

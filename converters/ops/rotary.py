@@ -13,7 +13,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dims import dim_size, input_val, shape_of
 from converters.core.registry import converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 # ONNX added RotaryEmbedding (and Attention, RMSNormalization) at this opset.
 FUSED_OPSET = 23
@@ -40,9 +40,9 @@ def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) 
     return torch.empty_like(x)
 
 
-def _rotary_capability(node: torch.fx.Node, target: Target) -> str | None:
-    if target.opset < FUSED_OPSET:
-        return f"ONNX RotaryEmbedding needs opset {FUSED_OPSET}; {target.label} is written at opset {target.opset}"
+def _rotary_capability(node: torch.fx.Node, trt_target: TrtTarget) -> str | None:
+    if trt_target.opset < FUSED_OPSET:
+        return f"ONNX RotaryEmbedding needs opset {FUSED_OPSET}; {trt_target.label} is written at opset {trt_target.opset}"
     x = input_val(node, 0)
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return f"RotaryEmbedding of a {x.dtype} tensor"

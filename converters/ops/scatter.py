@@ -16,14 +16,14 @@ from converters.core.common import normalize_dim
 from converters.core.dims import (INT64_MAX, dim_size, dim_size_scalar, input_val, is_static_dim, max_numel,
                                   node_arg, same_static_shape, static, static_numel)
 from converters.core.registry import Capability, converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.core.where import where
 
 aten = torch.ops.aten
 _SCATTER_DTYPES = (torch.float32, torch.float16, torch.int32, torch.int64)  # TensorRT's ScatterElements
 
 
-def _scatter_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _scatter_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     if x.dim() == 0:
         return "scatter into a 0-d tensor"
@@ -55,7 +55,7 @@ def _static_bounds(*bounds: tuple[int, str], dynamic_dim: bool = False) -> Capab
     """The bounds (position, name) must be constants: they place the pieces; so must the scattered
     dim's size unless `dynamic_dim`."""
 
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         x = input_val(node, 0)
         if x.dim() == 0:
             return "scatter into a 0-d tensor"
@@ -147,7 +147,7 @@ def select_scatter(b: GraphBuilder, x: Value, src: Value, dim: int, index: int) 
 
 
 # -- index_fill / index_copy: whole slices along one dim -------------------------------------
-def _slices_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _slices_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     index = input_val(node, 2)
     if x.dim() == 0:
@@ -198,7 +198,7 @@ def index_copy(b: GraphBuilder, x: Value, dim: int, index: Value, source: Value)
 _FLOAT32_EXACT = 2**24
 
 
-def _masked_scatter_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _masked_scatter_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     n = max_numel(node.meta["val"].shape)
     if n is None or n > _FLOAT32_EXACT:
         return (f"masked_scatter of up to {n if n is not None else 'unboundedly many'} elements: TensorRT counts the "

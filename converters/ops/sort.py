@@ -14,7 +14,7 @@ from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import normalize_dim, promoted_dtype
 from converters.core.dims import dim_size_scalar, empty_input, input_val, node_arg, static, static_numel
 from converters.core.registry import Capability, converter
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 _MAX_K = 3839
@@ -33,14 +33,14 @@ def _check_k(node: torch.fx.Node, k: object) -> Optional[str]:
     return None
 
 
-def _topk_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _topk_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     return _check_k(node, node_arg(node, 1, "k"))
 
 
 def _sort_capability(dim_at: int) -> Capability:
     """For sort/argsort: K is the sorted dim's size; `dim_at` is dim's position (-1: keyword only)."""
 
-    def check(node: torch.fx.Node, target: Target) -> Optional[str]:
+    def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         if node.kwargs.get("stable"):
             return "stable sort: TensorRT's TopK does not promise an order among equal elements"
         x = input_val(node, 0)
@@ -140,15 +140,15 @@ def _dim_size(node: torch.fx.Node, dim: int) -> object:
     return x.shape[normalize_dim(dim, x.dim())] if x.dim() else 1
 
 
-def _kthvalue_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _kthvalue_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     return _check_k(node, node_arg(node, 1, "k"))
 
 
-def _median_dim_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _median_dim_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     return _check_k(node, _lower_median_k(_dim_size(node, node_arg(node, 1, "dim"))))
 
 
-def _median_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
+def _median_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     return _check_k(node, _lower_median_k(static_numel(input_val(node, 0).shape)))
 
 
@@ -196,8 +196,8 @@ def median(b: GraphBuilder, x: Value) -> Ref:
 
 
 # -- searching sorted boundaries: count the boundaries below each value --------------------------
-def _search_capability(node: torch.fx.Node, target: Target) -> Optional[str]:
-    reason = empty_input(node, target)
+def _search_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
+    reason = empty_input(node, trt_target)
     if reason:
         return reason
     if node.kwargs.get("sorter") is not None:

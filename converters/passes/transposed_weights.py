@@ -3,7 +3,7 @@
 torch keeps a linear layer's weight as [out, in]; the converters emit `MatMul(x, Transpose(W))`
 or `Gemm(x, Transpose(W))`,
 which TensorRT (and an ONNX Runtime session that may copy weights) fold into a transposed copy. A
-session that reads the model's own weight memory instead (trt_lower/build/ort_session.py) cannot
+session that reads the model's own weight memory instead (trt_lower/engine/ort_session.py) cannot
 fold it without that copy, nor transpose it on every call: this pass makes each such matmul read
 W as it lies, `Gemm(x reshaped to 2-D, W, transB=1)` reshaped back to x's leading dims. It is
 applied to that session's copy of the graph only; the segment's ONNX (what TensorRT parses and

@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from converters.core.builder import PLUGIN_DOMAIN
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.passes.onnx_types import elem_types
 
 FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
@@ -53,7 +53,7 @@ class _Graph:
     consumers: dict[str, list[tuple[onnx.NodeProto, int]]]
 
 
-Check = Callable[[onnx.NodeProto, Target, _Graph], Optional[str]]
+Check = Callable[[onnx.NodeProto, TrtTarget, _Graph], Optional[str]]
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _attr(node: onnx.NodeProto, name: str, default: object) -> Any:
 
 
 # -- attribute and operand rules ---------------------------------------------------------------
-def _pool(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _pool(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     kernel = list(_attr(node, "kernel_shape", []))
     if len(kernel) not in (2, 3):
         return f"TensorRT pools 2D/3D windows only, got a {len(kernel)}D kernel"
@@ -95,7 +95,7 @@ _RESIZE_MODES = ("nearest", "linear", "cubic")
 _RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners")
 
 
-def _resize(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _resize(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     mode = _attr(node, "mode", "nearest")
     if mode not in _RESIZE_MODES:
         return f"Resize mode '{mode}' is not one of {_RESIZE_MODES}"
@@ -105,7 +105,7 @@ def _resize(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
     return None
 
 
-def _topk(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _topk(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     if _attr(node, "sorted", 1) != 1:
         return "TopK needs sorted=1"
     k = g.initializers.get(node.input[1])
@@ -114,20 +114,20 @@ def _topk(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
     return None
 
 
-def _scatter_nd(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _scatter_nd(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     reduction = _attr(node, "reduction", "none")
     return None if reduction == "none" else f"ScatterND reduction '{reduction}' (only 'none')"
 
 
-def _scatter_elements(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _scatter_elements(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     reduction = _attr(node, "reduction", "none")
-    if reduction != "none" and not target.at_least("10.4"):
+    if reduction != "none" and not trt_target.at_least("10.4"):
         return f"ScatterElements reduction '{reduction}' needs TensorRT 10.0+"
     return None
 
 
-def _einsum(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
-    if target.at_least("10.12"):
+def _einsum(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
+    if trt_target.at_least("10.12"):
         return None
     equation = str(_attr(node, "equation", "")).replace(" ", "")
     terms = equation.split("->")[0].split(",")
@@ -138,7 +138,7 @@ def _einsum(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
     return None
 
 
-def _only_first_output(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _only_first_output(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     if any(node.output[1:]):
         return f"{node.op_type}: only output Y is supported"
     if node.op_type == "BatchNormalization" and _attr(node, "training_mode", 0):
@@ -146,14 +146,14 @@ def _only_first_output(node: onnx.NodeProto, target: Target, g: _Graph) -> Optio
     return None
 
 
-def _instance_norm(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _instance_norm(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     # 8.6 imports it as a plugin taking its scale and bias as weights.
-    if not target.at_least("10.4") and not all(n in g.initializers for n in node.input[1:3]):
+    if not trt_target.at_least("10.4") and not all(n in g.initializers for n in node.input[1:3]):
         return "InstanceNormalization's scale and B must be initializers on TensorRT 8.6"
     return None
 
 
-def _quantize_linear(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
+def _quantize_linear(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
     """Explicit quantization as TensorRT takes it: int8, symmetric (an explicit all-zero int8 zero
     point), constant positive scales, per-channel only on weights (converters/ops/quantize.py)."""
     if len(node.input) < 3 or not node.input[2]:
@@ -249,7 +249,7 @@ TABLE = _table()
 ENGINE_TYPES = ANY
 BOUNDARY_TYPES = frozenset({TensorProto.UINT8})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
-# BFLOAT16 runs wherever FLOAT does on targets with bf16 (Target.bf16_reason), except on these
+# BFLOAT16 runs wherever FLOAT does on targets with bf16 (TrtTarget.bf16_reason), except on these
 # ops, which operators.md (10.15) lists for FP32/FP16 only.
 _NO_BF16 = frozenset({"NonZero", "GridSample", "RoiAlign", "NonMaxSuppression", "STFT"})
 
@@ -266,14 +266,14 @@ class KnownMiscompile:
     fixed: tuple[int, int] | None
     references: tuple[str, ...]
 
-    def reason(self, target: Target) -> str | None:
-        """Why an engine for `target` must not contain the pattern, or None when no release the
+    def reason(self, trt_target: TrtTarget) -> str | None:
+        """Why an engine for `trt_target` must not contain the pattern, or None when no release the
         target stands for is affected."""
-        if not target.may_run(self.since, self.fixed):
+        if not trt_target.may_run(self.since, self.fixed):
             return None
         until = f" before {self.fixed[0]}.{self.fixed[1]}" if self.fixed else ""
         return (f"TensorRT {self.since[0]}.{self.since[1]}+{until} computes {self.pattern} wrongly "
-                f"({', '.join(self.references)}); {target.label} may be such a release")
+                f"({', '.join(self.references)}); {trt_target.label} may be such a release")
 
 
 # Several CumSum layers in one network over different axes (or reversed) come out wrong or all
@@ -290,11 +290,11 @@ def _cumsum_kind(node: onnx.NodeProto, g: _Graph) -> tuple[object, ...]:
             _attr(node, "exclusive", 0))
 
 
-def _several_cumsums(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
+def _several_cumsums(trt_target: TrtTarget, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
     """Every CumSum but those of the first one's kind (axis, reverse, exclusive), and a reversed
     one beside any other, where SEVERAL_CUMSUMS may apply."""
     cumsums = [n for n in nodes if n.op_type == "CumSum"]
-    reason = SEVERAL_CUMSUMS.reason(target) if len(cumsums) > 1 else None
+    reason = SEVERAL_CUMSUMS.reason(trt_target) if len(cumsums) > 1 else None
     if reason is None:
         return []
     first = _cumsum_kind(cumsums[0], g)
@@ -303,7 +303,7 @@ def _several_cumsums(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> 
 
 
 # -- the checker -------------------------------------------------------------------------------
-def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[str]:
+def _node_violations(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> list[str]:
     rule = TABLE.get(node.op_type)
     if node.domain == PLUGIN_DOMAIN:  # a user's plugin: the parser looks it up by name at build time
         return []
@@ -311,10 +311,10 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
         return [f"custom domain '{node.domain}' (TensorRT parses the default ONNX domain only)"]
     if rule is None:
         return [f"{node.op_type} is not in the TensorRT support table (converters/passes/trt_support.py)"]
-    if not target.at_least(rule.since):
-        return [f"{node.op_type} needs TensorRT {rule.since}+ (target {target.label})"]
+    if not trt_target.at_least(rule.since):
+        return [f"{node.op_type} needs TensorRT {rule.since}+ (target {trt_target.label})"]
     found = []
-    bf16 = target.bf16_reason() is None and node.op_type not in _NO_BF16
+    bf16 = trt_target.bf16_reason() is None and node.op_type not in _NO_BF16
     engine_types = ENGINE_TYPES | {TensorProto.BFLOAT16} if bf16 else ENGINE_TYPES
     for i, name in enumerate([*node.input, *node.output]):
         t = g.types.get(name)
@@ -329,7 +329,7 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
             found.append(f"{where} '{name}' is {_name(t)}: TensorRT takes it only as engine I/O (Cast it there)")
         else:
             found.append(f"{where} '{name}' is {_name(t)}, which TensorRT engines do not compute in")
-    types = rule.types | (INTS if rule.int_since and target.at_least(rule.int_since) else frozenset())
+    types = rule.types | (INTS if rule.int_since and trt_target.at_least(rule.int_since) else frozenset())
     if bf16 and TensorProto.FLOAT in types:
         types |= {TensorProto.BFLOAT16}
     data = range(len(node.input)) if rule.data is None else rule.data
@@ -337,21 +337,21 @@ def _node_violations(node: onnx.NodeProto, target: Target, g: _Graph) -> list[st
         t = g.types.get(node.input[i]) if i < len(node.input) and node.input[i] else None
         if t is not None and t in engine_types and t not in types:
             allowed = "/".join(sorted((_name(x) for x in types), key=lambda n: (n == "BFLOAT16", n)))
-            found.append(f"input {i} is {_name(t)}: {target.label} runs {node.op_type} on {allowed} only")
+            found.append(f"input {i} is {_name(t)}: {trt_target.label} runs {node.op_type} on {allowed} only")
     for i in rule.initializers:
         if i < len(node.input) and node.input[i] and node.input[i] not in g.initializers:
             found.append(f"input {i} ('{node.input[i]}') must be an initializer")
     if rule.check is not None:
-        reason = rule.check(node, target, g)
+        reason = rule.check(node, trt_target, g)
         if reason:
             found.append(reason)
     return found
 
 
-def _int64_overflow(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
+def _int64_overflow(trt_target: TrtTarget, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
     """8.6 casts INT64 to INT32, clamping: constants outside int32 would change value. Slice
     bounds are exempt: clamping them is what Slice does anyway (e.g. end=INT64_MAX)."""
-    if target.int64_native:
+    if trt_target.int64_native:
         return []
     found = []
     tensors = [(i, g.consumers.get(i.name, [])) for i in g.initializers.values()]
@@ -363,7 +363,7 @@ def _int64_overflow(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> l
         if tensor.data_type != TensorProto.INT64 or not uses:
             continue
         values = numpy_helper.to_array(tensor)
-        reason = values.size and target.int32_reason(f"int64 constant '{tensor.name}'", int(values.min()),
+        reason = values.size and trt_target.int32_reason(f"int64 constant '{tensor.name}'", int(values.min()),
                                                      int(values.max()))
         if not reason:
             continue
@@ -376,12 +376,13 @@ def _int64_overflow(target: Target, g: _Graph, nodes: list[onnx.NodeProto]) -> l
 
 def violations(model: onnx.ModelProto, version: str) -> list[Violation]:
     """Every way `model` breaks what TensorRT `version` (a trt_version setting) parses."""
-    target = Target(version)
+    trt_target = TrtTarget(version)
     found: list[Violation] = []
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    if opset > target.max_opset:
-        found.append(Violation("", "", f"opset {opset} is above {target.max_opset}, the most {target.label} parses"))
-    if not target.at_least("10.4") and model.ir_version > 8:
+    if opset > trt_target.max_opset:
+        found.append(Violation("", "", f"opset {opset} is above {trt_target.max_opset}, "
+                                       f"the most {trt_target.label} parses"))
+    if not trt_target.at_least("10.4") and model.ir_version > 8:
         found.append(Violation("", "", f"IR version {model.ir_version} is above 8, the most TensorRT 8.6 reads"))
     try:
         types = elem_types(model)
@@ -394,8 +395,8 @@ def violations(model: onnx.ModelProto, version: str) -> list[Violation]:
             consumers.setdefault(name, []).append((node, i))
     g = _Graph(types, {i.name: i for i in model.graph.initializer}, consumers)
     for node in nodes:
-        found += [Violation(node.name, node.op_type, rule) for rule in _node_violations(node, target, g)]
-    return found + _int64_overflow(target, g, nodes) + _several_cumsums(target, g, nodes)
+        found += [Violation(node.name, node.op_type, rule) for rule in _node_violations(node, trt_target, g)]
+    return found + _int64_overflow(trt_target, g, nodes) + _several_cumsums(trt_target, g, nodes)
 
 
 def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:

@@ -17,11 +17,11 @@ from trt_lower.values import device
 # bind to whatever `tensorrt` is at the time (the double here, the real one in test_gpu.py).
 TRT_MODULES = (
     "trt_lower.runtime.trt_logger",
-    "trt_lower.build.trt_builder",
-    "trt_lower.build.trt_engines",
+    "trt_lower.engine.trt_builder",
+    "trt_lower.engine.trt_engines",
     "trt_lower.runtime.trt_output_allocator",
     "trt_lower.runtime.trt_module",
-    "trt_lower.build.trt_refit",
+    "trt_lower.engine.trt_refit",
 )
 
 

@@ -88,7 +88,7 @@ def plant(model: onnx.ModelProto, miscompiles: Sequence[Miscompile]) -> onnx.Mod
 def on_onnxruntime(monkeypatch: pytest.MonkeyPatch, *miscompiles: Miscompile) -> None:
     """Every ONNX Runtime engine trt_lower builds (lowering and verification's checks alike) runs
     its segment with `miscompiles` planted."""
-    from trt_lower.build import engines, ort_session
+    from trt_lower.engine import engines, ort_session
 
     def session(segment: OnnxSegment, **kwargs: Any) -> Any:
         return ort_session.segment_session(OnnxSegment(plant(segment.model, miscompiles), segment.weights), **kwargs)

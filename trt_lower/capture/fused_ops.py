@@ -25,7 +25,7 @@ import torch
 from torch.fx import Graph, Node
 from torch.fx.passes.utils.matcher_utils import InternalMatch, SubgraphMatcher
 
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.ops.rotary import FUSED_OPSET
 
 aten = torch.ops.aten
@@ -37,9 +37,9 @@ _BY_SCALAR = frozenset({aten.mul.Tensor, aten.div.Tensor, aten.mul.Scalar, aten.
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
 
-def fuse(gm: torch.fx.GraphModule, target: Target) -> None:
-    """Rewrite `gm` in place for `target` (nothing below opset 23)."""
-    if target.opset < FUSED_OPSET:
+def fuse(gm: torch.fx.GraphModule, trt_target: TrtTarget) -> None:
+    """Rewrite `gm` in place for `trt_target` (nothing below opset 23)."""
+    if trt_target.opset < FUSED_OPSET:
         return
     changed = False
     for swap in (False, True):

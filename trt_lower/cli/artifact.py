@@ -15,7 +15,7 @@ from trt_lower.cli.dispatch import UsageError
 from trt_lower.deploy import artifact, signing
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.runtime.guard import InputGuard
-from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
+from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
 
 _SHAPE = re.compile(r"^(\d+(?:x\d+)*)?(?::([a-z0-9]+))?$")
 _DYNAMIC = re.compile(r"^(\d+)\.(\d+)=(\d+)\.\.(\d+)$")

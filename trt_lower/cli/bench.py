@@ -14,7 +14,7 @@ from trt_lower.cli.dispatch import UsageError
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.benchmarking.measure import UnstableTimingWarning, at_batch
 from trt_lower.stitch.lowered import LoweredModule
-from trt_lower.settings import BACKENDS, PRECISIONS
+from trt_lower.lowering_options import BACKENDS, PRECISIONS
 
 
 def _ints(text: str) -> list[int]:

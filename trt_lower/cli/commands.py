@@ -21,7 +21,7 @@ from trt_lower.cli.arguments import input_file, output_file, port
 from trt_lower.cli.dispatch import Parser, run_command
 from trt_lower.cli import verify as verify_cli
 from trt_lower.benchmarking.measure import UnstableTimingWarning
-from trt_lower.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
+from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import torch
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli.arguments import input_file
 from trt_lower.cli.dispatch import UsageError
-from trt_lower.settings import TRT_VERSIONS
+from trt_lower.lowering_options import TRT_VERSIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -9,7 +9,7 @@ from typing import Any
 
 import trt_lower
 from trt_lower.deploy import probe as artifact_probe
-from trt_lower.settings import BACKENDS
+from trt_lower.lowering_options import BACKENDS
 
 
 def verify(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from converters.passes import trt_support
 from converters.passes.float64 import narrow_float64
 from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from converters.core.quantized import DEQUANTIZED, INT8_OPS
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
@@ -23,7 +23,7 @@ from trt_lower.values.settings import fp32_nodes
 
 # Called with every segment's final ONNX and the target, before the support table check: the
 # test suite registers its audit of all emitted ONNX here.
-ON_SEGMENT: list[Callable[[onnx.ModelProto, Target], object]] = []
+ON_SEGMENT: list[Callable[[onnx.ModelProto, TrtTarget], object]] = []
 
 
 class UnsupportedOnnx(Exception):
@@ -35,7 +35,7 @@ def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
     return functools.reduce(getattr, target.split("."), gm)
 
 
-def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto, goal: Target) -> None:
+def _check_support(sub: torch.fx.GraphModule, model: onnx.ModelProto, goal: TrtTarget) -> None:
     """Raise ConversionError, blaming the FX node whose ONNX breaks the target's limits: that
     node then runs in eager, as after any converter failure."""
     problems = trt_support.violations(model, goal.version)
@@ -59,7 +59,7 @@ def _dtypes(node: torch.fx.Node) -> set[torch.dtype]:
     return {v.dtype for v in flat if isinstance(v, torch.Tensor)}
 
 
-def _dtype_notes(sub: torch.fx.GraphModule, name: str, goal: Target) -> tuple[str, ...]:
+def _dtype_notes(sub: torch.fx.GraphModule, name: str, goal: TrtTarget) -> tuple[str, ...]:
     """What an engine computes in a narrower dtype than the FX graph says (docs/tensorrt.md):
     float64 always, int64 where the target computes it as int32."""
     compute = [n for n in sub.graph.nodes if is_compute(n)]
@@ -76,7 +76,7 @@ def _dtype_notes(sub: torch.fx.GraphModule, name: str, goal: Target) -> tuple[st
     return tuple(notes)
 
 
-def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precision: str,
+def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: TrtTarget, precision: str,
                      symbols: SymbolRanges, keep_fp32: frozenset[str]) -> ConvertedSegment:
     sub: torch.fx.GraphModule = getattr(gm, name)
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
@@ -123,7 +123,7 @@ def _reads_int8(node: torch.fx.Node) -> bool:
     return node.target not in DEQUANTIZED | INT8_OPS and any(map(dequantized, node.all_input_nodes))
 
 
-def convert(split: Split, goal: Target, precision: str, symbols: SymbolRanges,
+def convert(split: Split, goal: TrtTarget, precision: str, symbols: SymbolRanges,
             keep_fp32: frozenset[str] = frozenset()) -> list[ConvertedSegment]:
     """Stage 3. In: the split graph (left unchanged), the TensorRT version to emit for, the
     precision ("fp32"/"fp16") and the shape symbols' ranges (from capture). Out: one

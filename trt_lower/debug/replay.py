@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import torch
 
 from splitter.partition import ENGINE_PREFIX
-from trt_lower.capture.graph import capture, check_inputs, graph_module
+from trt_lower.capture.aten_graph import capture, check_inputs, graph_module
 from trt_lower.values.segment import ConvertedSegment
-from trt_lower import settings as lowering_settings
+from trt_lower import lowering_options
 from trt_lower.verify.nodes import Node, Recorder
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 
@@ -61,7 +61,7 @@ class Replay:
         if any(s.dynamic_dims for s in specs):
             raise ValueError("inputs must be tensors (the values to debug with), not TensorSpecs")
         self.gm = graph_module(capture(model, tensors, specs).program)
-        self.settings = lowering_settings.create(
+        self.settings = lowering_options.create(
             backend=report.backend, precision=report.precision, min_block_size=1, fallback_ops=(),
             require_full=True, trt_version=report.trt_version, keep_fp32=report.keep_fp32)
         recorder = Recorder(self.gm)

@@ -3,7 +3,7 @@ model's code and without running code from the file.
 
 The file is a zip (container.py) of:
   manifest.json              format version, the versions that wrote it, settings, report, the
-                             stitched graph as data (graph.py), the input guard's signatures,
+                             stitched graph as data (graph_json.py), the input guard's signatures,
                              each engine's I/O signatures and its members, and a SHA-256 per
                              member (its schema: manifest.py)
   weights.safetensors        the tensors the eager nodes use (get_attr targets)
@@ -43,10 +43,10 @@ import torch
 from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
-from trt_lower.build.backend import check_target, resolve_backend
-from trt_lower.build.cache import atomic_file
-from trt_lower.build.engines import build, engine_is_whole_call
-from trt_lower.deploy import graph as artifact_graph
+from trt_lower.engine.backend import check_target, resolve_backend
+from trt_lower.engine.cache import atomic_file
+from trt_lower.engine.engines import build, engine_is_whole_call
+from trt_lower.deploy import graph_json
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import onnx_members, separate_weights, signing
 from trt_lower.deploy import probe as artifact_probe
@@ -133,7 +133,7 @@ def _stripped_plans(module: torch.nn.Module) -> list[Plan]:
     if not isinstance(getattr(module, "plan", None), bytes):
         return []
     import tensorrt as trt
-    from trt_lower.build.trt_refit import stripped_plan
+    from trt_lower.engine.trt_refit import stripped_plan
 
     data = stripped_plan(module)
     return [] if data is None else [Plan(trt.__version__, devices.current().identity(), data, stripped=True)]
@@ -204,7 +204,7 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
         "written_by": schema.versions(),
         "settings": loaded.settings if loaded else _settings_to_json(lowered, lowered.report),
         "report": asdict(lowered.report),
-        "graph": artifact_graph.graph_to_json(lowered.graph),
+        "graph": graph_json.graph_to_json(lowered.graph),
         "inputs": [schema.sig_to_json(s) for s in guard.inputs],
         "conditions": list(guard.conditions.texts) if guard.conditions else [],
         "input_dims": loaded.input_dims if loaded else _input_dims(lowered, guard),
@@ -240,7 +240,7 @@ def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside
         out = Writer(file)
         try:
             manifest = _write_members(lowered, out, separate)
-        except artifact_graph.GraphFormatError as e:
+        except graph_json.GraphFormatError as e:
             raise ArtifactError(f"cannot save this module: {e}") from None
         if separate is not None:
             manifest[SEPARATE] = separate.record([out.zip.read(e["onnx"]) for e in manifest["engines"]])
@@ -269,7 +269,7 @@ def _malformed(container: Container) -> Iterator[None]:
         yield
     except ArtifactError:
         raise
-    except (FieldError, artifact_graph.GraphFormatError) as e:
+    except (FieldError, graph_json.GraphFormatError) as e:
         raise container.error(str(e)) from None
     except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError, OverflowError) as e:
         raise container.error(f"malformed manifest ({type(e).__name__}: {str(e)[:300]})") from None
@@ -312,13 +312,13 @@ def _weights(container: Container, where: torch.device, separate: dict[str, torc
             raise container.error(f"member '{WEIGHTS}' is not a safetensors file ({e})") from None
     for name in weights:
         for part in name.split("."):
-            artifact_graph.identifier(part, f"{source}: tensor name {name[:80]!r}, part")
+            graph_json.identifier(part, f"{source}: tensor name {name[:80]!r}, part")
     return weights
 
 
 def _segment(container: Container, entry: dict[str, Any], where: str,
              separate: dict[str, torch.Tensor] | None) -> ConvertedSegment:
-    name = artifact_graph.identifier(schema.field(entry, "name", str, where), f"{where}.name: engine name")
+    name = graph_json.identifier(schema.field(entry, "name", str, where), f"{where}.name: engine name")
     inputs, outputs = schema.sigs(entry, "inputs", where), schema.sigs(entry, "outputs", where)
     graph = schema.field(entry, "onnx", str, where)
     try:
@@ -385,7 +385,7 @@ def _engine_modules(container: Container, segments: list[ConvertedSegment], plan
         carried[name] = [p for p in its_plans if p.key != here]
         fitting = next((p for p in its_plans if p.key == here), None)
         if fitting is not None:
-            from trt_lower.build.trt_refit import RefitError, refit
+            from trt_lower.engine.trt_refit import RefitError, refit
             from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
             try:
@@ -468,7 +468,7 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
                              f"from each other, from '{GUARD}' and from the weights')")
         plans = [_plans_of(container, entry, at) for at, entry in entries]
         guard = _guard(manifest)
-        graph = artifact_graph.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
+        graph = graph_json.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
                                                set(eager), where)
         input_dims = schema.need(manifest["input_dims"], list, "input_dims")
         extra = schema.need(manifest.get("extra", {}), dict, "extra") if manifest.get("extra") is not None else None

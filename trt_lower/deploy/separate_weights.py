@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from converters.core.dtypes import numpy_view
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import atomic_file
+from trt_lower.engine.cache import atomic_file
 from trt_lower.deploy import onnx_members
 from trt_lower.deploy.onnx_members import OnnxMemberError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trt_lower.build.engines import build, engine_is_whole_call
+from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.refit.errors import WeightUpdateError
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import LoweringSettings
@@ -14,7 +14,7 @@ def check_refittable(modules: dict[str, torch.nn.Module], backend: str) -> None:
     """WeightUpdateError naming the first TensorRT engine built without refittable=True."""
     if backend != "tensorrt":
         return
-    from trt_lower.build.trt_refit import is_refittable
+    from trt_lower.engine.trt_refit import is_refittable
 
     for name, module in modules.items():
         if not is_refittable(module):
@@ -29,7 +29,7 @@ def new_modules(old: dict[str, torch.nn.Module], segments: dict[str, ConvertedSe
         alone = engine_is_whole_call(len(segments), eager_ops)
         built = build(list(segments.values()), backend, settings, alone=alone)
         return {e.segment.name: e.module for e in built}
-    from trt_lower.build.trt_refit import RefitError, refitted
+    from trt_lower.engine.trt_refit import RefitError, refitted
 
     try:
         return {name: refitted(old[name], segment) for name, segment in segments.items()}

@@ -45,7 +45,7 @@ class OrtEngineModule(EngineModule):
     negation bit, which DLPack drops) take the numpy path there too. Where the engine's I/O
     dtype differs from the segment's (float64 runs as float32; bfloat16 as float32, which the
     build stage's session computes in), tensors are cast on the way in and back on the way out.
-    The session is made by the build stage (trt_lower/build/ort_session.py), which also decides
+    The session is made by the build stage (trt_lower/engine/ort_session.py), which also decides
     `fast_path` (there: fast_path_works); `segment` is what it was made from.
     """
 

@@ -150,7 +150,7 @@ class TRTEngineModule(EngineModule):
 
     @property
     def engine(self) -> trt.ICudaEngine:
-        """The deserialized engine (build/trt_refit.py refits a new module's before it is used)."""
+        """The deserialized engine (engine/trt_refit.py refits a new module's before it is used)."""
         return self._engine
 
     def describe_backend(self) -> str:

@@ -1,4 +1,4 @@
-"""LoweredModule: what lower_to_trt returns (stitch/graph.py makes it)."""
+"""LoweredModule: what lower_to_trt returns (stitch/swap.py makes it)."""
 from __future__ import annotations
 
 import importlib

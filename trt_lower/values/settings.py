@@ -1,4 +1,4 @@
-"""The lowering options as every stage receives them (trt_lower/settings.py validates what a user gives)."""
+"""The lowering settings as every stage receives them (trt_lower/lowering_options.py checks what a user gives)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,11 +7,11 @@ from typing import Any
 
 import torch
 
-from converters.core import target
+from converters.core.target import DEFAULT, VERSIONS
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
 PRECISIONS = ("fp32", "fp16")
-TRT_VERSIONS = target.VERSIONS
+TRT_VERSIONS = VERSIONS
 
 
 def op_name(op: Any) -> str:
@@ -43,7 +43,7 @@ class LoweringSettings:
     # Replay each TensorRT engine from a CUDA graph (static shapes).
     cuda_graphs: bool = False
     # What the converters may emit: the TensorRT version's ONNX parser limits (converters/core/target.py).
-    trt_version: str = target.DEFAULT
+    trt_version: str = DEFAULT
     # precision="fp16": FX node names and ATen ops whose ONNX stays float32 (debug.fp16_sensitive).
     keep_fp32: frozenset[str] = frozenset()
     # TensorRT engines built refittable (BuilderFlag.REFIT), so that update_weights refits them in place.

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from trt_lower.capture.graph import check_inputs, leaf_name
+from trt_lower.capture.aten_graph import check_inputs, leaf_name
 from trt_lower.values.spec import TensorSpec
 
 SKIPPED = ("verification skipped: some inputs are TensorSpecs and no verify_inputs were given "

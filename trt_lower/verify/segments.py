@@ -12,7 +12,7 @@ import torch
 
 from converters.core import target
 from splitter.partition import Split
-from trt_lower.build.engines import build
+from trt_lower.engine.engines import build
 from trt_lower.convert.driver import convert
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import LoweringSettings
@@ -53,7 +53,7 @@ def convert_nodes(nodes: Sequence[Node], outputs: Sequence[Node], name: str, set
         setattr(root, a.name, constant(a))
     parent.output(parent.call_module(name, tuple(args[a] for a in env if env[a].op == "placeholder")))
     split = Split(torch.fx.GraphModule(root, parent), [name], {})
-    (segment,) = convert(split, target.Target(settings.trt_version), settings.precision, {}, settings.keep_fp32)
+    (segment,) = convert(split, target.TrtTarget(settings.trt_version), settings.precision, {}, settings.keep_fp32)
     return segment, fed
 
 

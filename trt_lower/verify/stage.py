@@ -22,9 +22,9 @@ from converters.core.interpreter import ConversionError
 from converters.passes.bfloat16 import has_bfloat16
 from splitter.partition import Split, call_node, is_constant
 from splitter.support import target_label
-from trt_lower.build.engines import built_by, forget
-from trt_lower.build.errors import EngineBuildError
-from trt_lower.capture.graph import CapturedGraph
+from trt_lower.engine.engines import built_by, forget
+from trt_lower.engine.errors import EngineBuildError
+from trt_lower.capture.aten_graph import CapturedGraph
 from trt_lower.report.entries import Repair
 from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment, Engine

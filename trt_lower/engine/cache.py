@@ -1,9 +1,9 @@
 """On-disk engine cache: one file per serialized engine, keyed by everything the plan depends on.
 
 A plan is tied to the TensorRT version and the GPU it was built on, and to the network (ONNX bytes,
-weights included), the input profiles and the builder settings: the key hashes all of them. Each
+weights included), the input profiles and the builder options: the key hashes all of them. Each
 file is an envelope — magic, a JSON header (what the plan was built from: the hashes of the exact
-graph, its weights and the build settings; TensorRT version, device, size and SHA-256 of the
+graph, its weights and the build options; TensorRT version, device, size and SHA-256 of the
 payload), the payload — so a truncated, corrupted or foreign entry, or one built from another
 graph than the one being built, is detected, discarded with a warning and rebuilt instead of being
 handed to TensorRT.
@@ -40,7 +40,7 @@ from typing import BinaryIO, Iterator, Sequence
 import filelock
 
 from converters.core.segment import OnnxSegment
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.values.digest import Hashing
 
 log = logging.getLogger("trt_lower")
@@ -67,7 +67,7 @@ _TIMING = {"timing cache": "kernel timings"}
 @dataclass(frozen=True)
 class Key:
     """What an engine is built from, as SHA-256 hex digests: its exact ONNX graph, its weights'
-    bytes, and the build (settings, profiles, TensorRT version, device). The entry's file is named
+    bytes, and the build (options, profiles, TensorRT version, device). The entry's file is named
     by a hash of the three, and its header records them, checked before the entry is used."""
 
     graph: str
@@ -152,15 +152,15 @@ class EngineCache:
         self._refused: str | None = None  # the directory: nothing is read from it or written to it
         self._checked = False
 
-    def key(self, segment: OnnxSegment, profiles: Sequence[InputProfile], settings: BuildSettings) -> Key:
-        """The entry of a segment built with `profiles` and `settings`: hashes of those, of the
+    def key(self, segment: OnnxSegment, profiles: Sequence[InputProfile], options: BuildOptions) -> Key:
+        """The entry of a segment built with `profiles` and `options`: hashes of those, of the
         graph and of the weights' bytes (hashed where they lie, not serialized first)."""
         build = {
             "format": FORMAT,
             "tensorrt": self.tensorrt_version,
             "device": self.device,
             "profiles": [asdict(p) for p in profiles],
-            "settings": settings.as_dict(),
+            "settings": options.as_dict(),  # the key's name is hashed into every entry
         }
         weights = Hashing()
         segment.write_weights(weights)

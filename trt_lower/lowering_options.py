@@ -1,4 +1,4 @@
-"""User-facing lowering options, validated once: the settings every stage receives."""
+"""lower_to_trt's keyword options, checked once into the LoweringSettings every stage receives."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from converters.core import target
-from trt_lower.build.tensorrt import installed_target
+from trt_lower.engine.tensorrt import installed_target
 from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS, LoweringSettings, op_name
 
 __all__ = ["BACKENDS", "PRECISIONS", "TRT_VERSIONS", "LoweringSettings", "create", "default_trt_version"]

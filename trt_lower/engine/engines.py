@@ -8,11 +8,11 @@ import torch
 from converters.passes.bfloat16 import has_bfloat16
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment, Engine
-from trt_lower.build.settings import BuildSettings
-from trt_lower.build.errors import EngineBuildError
-from trt_lower.build.tensorrt import installed_version
+from trt_lower.engine.build_options import BuildOptions
+from trt_lower.engine.errors import EngineBuildError
+from trt_lower.engine.tensorrt import installed_version
 from trt_lower.runtime.ort_module import OrtEngineModule
-from trt_lower.build.ort_session import SESSION_ERRORS, fast_path_works, segment_session
+from trt_lower.engine.ort_session import SESSION_ERRORS, fast_path_works, segment_session
 from trt_lower.values.settings import LoweringSettings
 
 
@@ -32,11 +32,11 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
             segment = replace(segment, notes=(*segment.notes, note))
         return Engine(segment, module, None)
     # Imports tensorrt, so only here: backend resolution has checked that it is usable.
-    from trt_lower.build.trt_engines import load_engine
+    from trt_lower.engine.trt_engines import load_engine
 
     trt_module, cache_hit = load_engine(
         segment.name, segment.onnx, segment.inputs, segment.outputs, segment.tuple_output,
-        nodes=segment.nodes, build=BuildSettings(precision=settings.precision, refittable=settings.refittable), cache_dir=settings.cache_dir,
+        nodes=segment.nodes, options=BuildOptions(precision=settings.precision, refittable=settings.refittable), cache_dir=settings.cache_dir,
         cuda_graphs=settings.cuda_graphs)
     return Engine(segment, trt_module, cache_hit)
 
@@ -55,15 +55,15 @@ def forget(engine: Engine, settings: LoweringSettings, why: str) -> None:
     is to keep the repaired plan, not this one); nothing on ONNX Runtime, which caches nothing."""
     if engine.cache_hit is None:
         return
-    from trt_lower.build.trt_engines import discard_engine
+    from trt_lower.engine.trt_engines import discard_engine
 
     segment = engine.segment
-    discard_engine(segment.onnx, segment.inputs, BuildSettings(precision=settings.precision), settings.cache_dir, why)
+    discard_engine(segment.onnx, segment.inputs, BuildOptions(precision=settings.precision), settings.cache_dir, why)
 
 
 def engine_is_whole_call(engines: int, eager_ops: int) -> bool:
     """Whether a lowered call computes nothing but its one engine (then ONNX Runtime's workers
-    spin between the engine's runs, see build/ort_session.py)."""
+    spin between the engine's runs, see engine/ort_session.py)."""
     return engines == 1 and not eager_ops
 
 

@@ -20,7 +20,7 @@ from typing import Sequence
 import onnx
 import tensorrt as trt
 
-from trt_lower.build.settings import BuildSettings, InputProfile
+from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.values.versions import parse_version
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 
@@ -97,7 +97,7 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
     config.set_timing_cache(config.create_timing_cache(b""), False)
 
 
-def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: BuildSettings,
+def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: BuildOptions,
                timing_cache: bytes, *, bf16: bool = False, path: str | None = None) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
     `bf16`: the ONNX computes in bfloat16 (converters/passes/bfloat16.py: has_bfloat16); `path`:
@@ -109,19 +109,19 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
         builder = trt.Builder(logger)
     except TypeError as e:  # a null builder (e.g. a runtime-only install without the builder library)
         raise BuildFailure(f"its Builder could not be created ({logger.take_errors() or e})") from e
-    network = builder.create_network(network_flags(major, settings.precision, bf16))
+    network = builder.create_network(network_flags(major, options.precision, bf16))
     parser = trt.OnnxParser(network, logger)
     if not (parser.parse(onnx_bytes) if path is None else parser.parse(onnx_bytes, path)):
         raise _parse_failure(parser, onnx_bytes)
 
     config = builder.create_builder_config()
-    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, settings.workspace_bytes)
-    config.builder_optimization_level = settings.optimization_level
-    if settings.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_bytes)
+    config.builder_optimization_level = options.optimization_level
+    if options.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
         config.set_flag(trt.BuilderFlag.FP16)
         _pin_float32(network)
         config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
-    strongly_typed = major >= 11 or major == 10 and (settings.precision == "fp16" or bf16)
+    strongly_typed = major >= 11 or major == 10 and (options.precision == "fp16" or bf16)
     if not strongly_typed and has_quantization(onnx_bytes):
         # Q/DQ (explicit quantization) computes in int8 only with the INT8 flag on a weakly typed
         # network; strongly typed ones (and 11.x, which dropped the flag) take it from the Q/DQ.
@@ -129,7 +129,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
     # TensorRT may run float32 matmuls and convolutions in TF32 (on by default from Ampere on):
     # float32 means float32 here, for fp32 engines and for the float32 islands of fp16 ones.
     config.clear_flag(trt.BuilderFlag.TF32)
-    if settings.refittable:
+    if options.refittable:
         config.set_flag(trt.BuilderFlag.REFIT)
     if major < 10:
         # A profile serves one execution context at a time on 8.x unless shared (10.0's default);

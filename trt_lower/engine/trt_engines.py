@@ -12,10 +12,10 @@ import tensorrt as trt
 
 from converters.passes.bfloat16 import has_bfloat16
 from converters.core.segment import OnnxSegment
-from trt_lower.build.cache import EngineCache, Key, default_dir
-from trt_lower.build.errors import EngineBuildError
-from trt_lower.build.settings import BuildSettings, InputProfile
-from trt_lower.build.trt_builder import BuildFailure, build_plan
+from trt_lower.engine.cache import EngineCache, Key, default_dir
+from trt_lower.engine.errors import EngineBuildError
+from trt_lower.engine.build_options import BuildOptions, InputProfile
+from trt_lower.engine.trt_builder import BuildFailure, build_plan
 from trt_lower.runtime.trt_module import DeviceMemoryError, PlanLoadError, TRTEngineModule
 from trt_lower.values import device as devices
 from trt_lower.values.signature import TensorSig
@@ -29,25 +29,25 @@ def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None =
     return EngineBuildError(name, reason, dict.fromkeys(nodes, why))
 
 
-def _cache_entry(segment: OnnxSegment, inputs: tuple[TensorSig, ...], build: BuildSettings,
+def _cache_entry(segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions,
                  cache_dir: Path | None) -> tuple[EngineCache, list[InputProfile], Key]:
     """The engine cache, the segment's input profiles and its key there: the graph and the
-    weights' bytes, hashed in place, with the profiles and build settings."""
+    weights' bytes, hashed in place, with the profiles and build options."""
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
     profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
-    return cache, profiles, cache.key(segment, profiles, build)
+    return cache, profiles, cache.key(segment, profiles, options)
 
 
-def discard_engine(segment: OnnxSegment, inputs: tuple[TensorSig, ...], build: BuildSettings,
+def discard_engine(segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions,
                    cache_dir: Path | None, why: str) -> None:
     """Remove the segment's cached plan, saying why in the log."""
-    cache, _, key = _cache_entry(segment, inputs, build, cache_dir)
+    cache, _, key = _cache_entry(segment, inputs, options, cache_dir)
     with cache.exclusive(key):
         cache.discard(key, why)
 
 
 def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
-                tuple_output: bool, *, nodes: Sequence[str], build: BuildSettings, cache_dir: Path | None,
+                tuple_output: bool, *, nodes: Sequence[str], options: BuildOptions, cache_dir: Path | None,
                 cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
     """The engine module for one segment, and whether it came from the cache.
 
@@ -55,17 +55,17 @@ def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], 
     """
     # TensorRT parses the self-contained model where it fits one protobuf message, else the graph
     # from a file with its weights beside it (ONNX external data), which has no size limit.
-    cache, profiles, key = _cache_entry(segment, inputs, build, cache_dir)
+    cache, profiles, key = _cache_entry(segment, inputs, options, cache_dir)
 
     # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
     with cache.exclusive(key):
         return _load_or_build(name, cache, key, segment, profiles, inputs, outputs, tuple_output,
-                              nodes=nodes, build=build, cuda_graphs=cuda_graphs)
+                              nodes=nodes, options=options, cuda_graphs=cuda_graphs)
 
 
 def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment, profiles: list[InputProfile],
                    inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
-                   nodes: Sequence[str], build: BuildSettings, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
+                   nodes: Sequence[str], options: BuildOptions, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)
     if cached is not None:
         try:
@@ -81,7 +81,7 @@ def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment
     log.info("trt_lower: %s: building TensorRT engine (TensorRT %s, %s) ...", name, trt.__version__, cache.device)
     start = time.perf_counter()
     try:
-        plan, timing_cache = _build(segment, profiles, build, cache.load_timing_cache())
+        plan, timing_cache = _build(segment, profiles, options, cache.load_timing_cache())
         cache.store_timing_cache(timing_cache)
         module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
     except BuildFailure as e:
@@ -97,11 +97,11 @@ def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment
     return module, False
 
 
-def _build(segment: OnnxSegment, profiles: list[InputProfile], build: BuildSettings,
+def _build(segment: OnnxSegment, profiles: list[InputProfile], options: BuildOptions,
            timing_cache: bytes) -> tuple[bytes, bytes]:
     bf16 = has_bfloat16(segment.model)
     if segment.fits_one_protobuf():
-        return build_plan(segment.to_bytes(), profiles, build, timing_cache, bf16=bf16)
+        return build_plan(segment.to_bytes(), profiles, options, timing_cache, bf16=bf16)
     with tempfile.TemporaryDirectory(prefix="trt_lower_") as tmp:
         path = segment.save(Path(tmp) / "model.onnx")
-        return build_plan(path.read_bytes(), profiles, build, timing_cache, bf16=bf16, path=str(path))
+        return build_plan(path.read_bytes(), profiles, options, timing_cache, bf16=bf16, path=str(path))

@@ -14,7 +14,7 @@ from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
-from converters.core.target import Target
+from converters.core.target import TrtTarget
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
@@ -327,13 +327,13 @@ class CapturedGraph:
     # Size tests the graph was captured under that the ranges do not imply (capture/conditions.py).
     conditions: tuple[str, ...] = ()
     # The target whose fused ops graph_module's graphs are rewritten to (capture/fused_ops.py).
-    target: Target | None = None
+    trt_target: TrtTarget | None = None
 
     def graph_module(self) -> torch.fx.GraphModule:
         """A fresh GraphModule to split (splitting rewrites it in place), with the target's fused ops."""
         gm = graph_module(self.program)
-        if self.target is not None:
-            fuse(gm, self.target)
+        if self.trt_target is not None:
+            fuse(gm, self.trt_target)
         return gm
 
     def conditions_over(self, gm: torch.fx.GraphModule) -> tuple[str, ...]:
@@ -348,7 +348,7 @@ class CapturedGraph:
 
 
 def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec],
-            kwargs: dict[str, Any] | None = None, target: Target | None = None) -> CapturedGraph:
+            kwargs: dict[str, Any] | None = None, trt_target: TrtTarget | None = None) -> CapturedGraph:
     """Stage 1. In: the model, the user's positional and keyword inputs (pytrees of tensors and/or
     TensorSpecs) and their leaves' specs (`check_inputs`), the target whose fused ops the graphs
     handed on use. Out: the model as a core-ATen program, traced with the user's tensors where
@@ -369,7 +369,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tenso
     # engines and the input guard take the range the graph is valid for.
     specs, notes = _inferred_specs(program, specs, refused)
     specs, conditions, more = size_conditions(program, specs)
-    return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions, target)
+    return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions, trt_target)
 
 
 def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import logging
 
-from converters.core.target import Target
-from trt_lower.build import tensorrt as trt_engine
+from converters.core.target import TrtTarget
+from trt_lower.engine import tensorrt as trt_engine
 
 log = logging.getLogger("trt_lower")
 
@@ -33,7 +33,7 @@ def check_target(trt_version: str) -> None:
     """Engines built here must parse with the TensorRT installed here: no newer target."""
     installed = trt_engine.installed_version()
     target = trt_engine.installed_target()
-    if installed is not None and target is not None and not Target(target).at_least(trt_version):
+    if installed is not None and target is not None and not TrtTarget(target).at_least(trt_version):
         raise ValueError(f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
                          f"its ONNX parser may reject what that version allows; use "
                          f"trt_version={target!r} (or leave it unset)")

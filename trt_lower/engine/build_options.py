@@ -1,4 +1,4 @@
-"""What a TensorRT engine is built from besides its ONNX: input profiles and builder settings.
+"""What a TensorRT engine is built from besides its ONNX: input profiles and builder options.
 
 Plain data, importable without TensorRT: the cache key hashes it, the builder applies it.
 """
@@ -22,13 +22,13 @@ class InputProfile:
 
 
 @dataclass(frozen=True)
-class BuildSettings:
+class BuildOptions:
     precision: str = "fp32"
     # Scratch memory TensorRT's tactics may use; tactics needing more are skipped.
     workspace_bytes: int = 4 << 30
     # TensorRT's own default: higher levels search longer for faster kernels.
     optimization_level: int = 3
-    # BuilderFlag.REFIT: every weight can be replaced after the build (build/trt_refit.py).
+    # BuilderFlag.REFIT: every weight can be replaced after the build (engine/trt_refit.py).
     refittable: bool = False
 
     def __post_init__(self) -> None:
