@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from harness import check_onnx, lower_and_compare
 
 import trt_lower
+from converters.ops import rotary  # noqa: F401  (registers trt_lower::rotary_embedding)
 from converters.passes import trt_support
 
 transformers = pytest.importorskip("transformers")
@@ -21,6 +22,7 @@ from transformers.models.llama import modeling_llama
 
 aten = torch.ops.aten
 SDPA = aten.scaled_dot_product_attention.default
+ROTARY = torch.ops.trt_lower.rotary_embedding.default
 FUSED = ("Attention", "RMSNormalization", "RotaryEmbedding")
 LLAMA_FUSED = {"Attention": 1, "RMSNormalization": 3, "RotaryEmbedding": 2}  # the one-layer Llama's
 
@@ -135,14 +137,14 @@ class GptjRope(torch.nn.Module):
 
 def test_llama_rotate_half_is_rotary_embedding() -> None:
     positions = torch.arange(6).unsqueeze(0).expand(2, -1)
-    ops = latest(LlamaRope(), (r(2, 4, 6, 16), r(2, 2, 6, 16), positions), ops=[torch.ops.trt_lower.rotary_embedding.default])
+    ops = latest(LlamaRope(), (r(2, 4, 6, 16), r(2, 2, 6, 16), positions), ops=[ROTARY])
     assert ops["RotaryEmbedding"] == 2 and ops["Neg"] == 0
 
 
 def test_gptj_rotate_every_two_is_interleaved_rotary_embedding() -> None:
     ids = torch.tensor([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]])
     lowered = lower_and_compare(GptjRope(), (r(2, 5, 4, 16), ids), trt_version="latest",
-                                ops=[torch.ops.trt_lower.rotary_embedding.default])
+                                ops=[ROTARY])
     (node,) = [n for name, e in lowered.named_children() if name.startswith("engine_")
                for n in onnx.load_from_string(e.onnx_bytes).graph.node if n.op_type == "RotaryEmbedding"]
     assert onnx.helper.get_attribute_value(node.attribute[0]) == 1  # interleaved
