@@ -871,6 +871,16 @@ CASES += [
     Case(prims.convert_element_type.default, lambda x: prims.convert_element_type(x, torch.float32) / 2,
          lambda: (ri(2, 3),), id="int-to-float"),
 ]
+# -- rotary embeddings (rotary.py): only graphs rewritten for opset 23 have the op. Last, so that
+# bench/onnx_fingerprint.py's other cases keep their index and target.
+CASES += [
+    Case(torch.ops.trt_lower.rotary_embedding.default,
+         lambda x, c, s: torch.ops.trt_lower.rotary_embedding(x, c, s, False), lambda: (r(2, 3, 4, 8), r(1, 4, 4), r(1, 4, 4)),
+         trt_version="latest"),
+    Case(torch.ops.trt_lower.rotary_embedding.default,
+         lambda x, c, s: torch.ops.trt_lower.rotary_embedding(x, c, s, True), lambda: (r(2, 3, 4, 8), r(2, 4, 4), r(2, 4, 4)),
+         id="interleaved", trt_version="latest"),
+]
 
 
 @pytest.fixture

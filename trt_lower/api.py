@@ -123,7 +123,7 @@ def lower_to_trt(
     # The tensors traced with (made from the specs where not given): update_weights checks on them.
     args, keywords = example_call(specs, inputs, kwargs)
     with _timed(timings, "capture"):
-        captured = capture(model, args, specs, keywords)
+        captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version))
     settings.check_keep_fp32(captured.program.graph)
     sample, skipped = (reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify
                        else (None, None))

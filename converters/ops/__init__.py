@@ -26,6 +26,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     quantize,
     reduce,
     resize,
+    rotary,
     sampling,
     scatter,
     shape,

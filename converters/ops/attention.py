@@ -1,23 +1,25 @@
 """scaled_dot_product_attention, kept whole at capture and written in its math form:
 softmax(q @ kᵀ * scale + mask) @ v, a boolean or causal mask added as 0 / -inf as torch does.
 
-MatMul/Softmax/MatMul is the pattern TensorRT fuses into its attention kernels; the ONNX Attention
-op (opset 23) needs TensorRT 10.14+.
+MatMul/Softmax/MatMul is the pattern TensorRT fuses into its attention kernels. Targets written at
+opset 23 get ONNX Attention instead, which TensorRT (10.14+) maps to its own attention layer,
+wherever Attention-23 computes what torch does (`_attention_23_reason`).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 import torch
 
-from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
 from converters.core.fold import constant_value
 from converters.core.registry import converter
 from converters.core.target import TrtTarget
+from converters.ops.rotary import FUSED_OPSET
 
 aten = torch.ops.aten
 
@@ -33,8 +35,32 @@ def _sdpa_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str
     mask = arg_val(node, 3, "attn_mask")
     if mask is not None and mask.dtype not in (torch.bool, q.dtype):
         return f"a {mask.dtype} attention mask for {q.dtype} queries"
-    if node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]:
-        return "grouped-query attention (heads of key/value shared by several query heads)"
+    gqa = node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]
+    if gqa and (trt_target.opset < FUSED_OPSET or _attention_23_reason(q.shape, k.shape, input_val(node, 2).shape,
+                                                                   bool(node_arg(node, 5, "is_causal")))):
+        return "grouped-query attention (heads of key/value shared by several query heads) without ONNX Attention"
+    return None
+
+
+def _same(a: object, b: object) -> bool:
+    """Two sizes known equal: equal ints, or the same symbol."""
+    return str(a) == str(b)
+
+
+def _attention_23_reason(q: Sequence[object], k: Sequence[object], v: Sequence[object], causal: bool) -> str | None:
+    """Why ONNX Attention-23 does not compute this call as torch does (then it is written in its
+    math form), or None."""
+    if not len(q) == len(k) == len(v) == 4:
+        return "Attention takes (batch, heads, seq, dim) only"
+    if not (_same(q[0], k[0]) and _same(k[0], v[0]) and _same(k[1], v[1])):
+        return "torch broadcasts the batch (or key/value heads); Attention does not"
+    hq, hk = q[1], k[1]
+    if not _same(hq, hk) and not (isinstance(hq, int) and isinstance(hk, int) and hq % hk == 0):
+        return "query heads are not a known multiple of key/value heads"
+    if causal and not _same(q[2], k[2]):
+        # Attention-23 aligns its causal mask by the cached (past) length: readers differ on
+        # queries and keys of other lengths, torch aligns it top-left.
+        return "causal attention over queries and keys of different lengths"
     return None
 
 
@@ -44,6 +70,8 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
                                  enable_gqa: bool = False) -> Ref:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
     float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    if b.opset >= FUSED_OPSET and _attention_23_reason(q.shape, k.shape, v.shape, is_causal) is None:
+        return _attention_23(b, q, k, v, attn_mask, is_causal, scale)
     dtype = q.dtype
     factor: Ref
     if scale is not None:
@@ -80,6 +108,27 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
         blind = b.op("Equal", b.op("ReduceMax", scores, axes=[-1], keepdims=1), minus_inf)
         probs = b.op("Where", blind, b.const(0, dtype), probs)
     return b.op("MatMul", probs, v, dtype=dtype)
+
+
+def _attention_23(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask: Value | None, is_causal: bool,
+                  scale: float | None) -> Ref:
+    """ONNX Attention; GQA as torch's enable_gqa (each key/value head serves consecutive query
+    heads). Without `scale`, Attention's default is torch's: 1/sqrt(head_dim)."""
+    known = None if attn_mask is None else constant_value(b, attn_mask)
+    if known is not None and _masks_nothing(known):
+        attn_mask = None
+    out = b.op("Attention", q, k, v, attn_mask, is_causal=int(is_causal),
+               scale=None if scale is None else float(scale), dtype=q.dtype)
+    if attn_mask is None or (known is not None and not _masks_a_row(known)):
+        return out
+    # A query that sees no key gets zeros, as from torch's math path: ONNX says so since an
+    # erratum that TensorRT's attention layer may predate.
+    if attn_mask.dtype == torch.bool:
+        blind = b.op("Not", b.op("Cast", b.op("ReduceMax", b.cast(attn_mask, q.dtype), axes=[-1], keepdims=1),
+                                 to=onnx_type(torch.bool)))
+    else:
+        blind = b.op("Equal", b.op("ReduceMax", attn_mask, axes=[-1], keepdims=1), b.const(-math.inf, q.dtype))
+    return b.op("Where", blind, b.const(0, q.dtype), out, dtype=q.dtype)
 
 
 def _masks_nothing(mask: NDArray[Any]) -> bool:

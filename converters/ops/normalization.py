@@ -2,8 +2,8 @@
 RMS norm.
 
 Group, instance, RMS and batch-statistics norms are written as ReduceMean formulas: ONNX
-GroupNormalization is opset 18 and RMSNormalization opset 23, and TensorRT 8.6 runs
-InstanceNormalization as a plugin unless a parser flag is set.
+GroupNormalization is opset 18, and TensorRT 8.6 runs InstanceNormalization as a plugin unless a
+parser flag is set. RMS norm is RMSNormalization where the target's opset (23) has it.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from converters.core.common import all_of, float_inputs, only_first_output_used
 from converters.core.dims import input_val, node_arg, static_numel
 from converters.core.registry import converter
 from converters.core.target import TrtTarget
+from converters.ops.rotary import FUSED_OPSET
 
 aten = torch.ops.aten
 
@@ -158,10 +159,14 @@ def rms_norm(b: GraphBuilder, x: Value, normalized_shape: Sequence[int], weight:
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor
 
     x / sqrt(mean(x²) + eps) over the trailing dims; eps defaults to the dtype's machine epsilon.
+    RMSNormalization computes it in float32 (its stash_type) and scales by a weight of x's dtype.
     """
     dtype = x.dtype
+    epsilon = torch.finfo(dtype).eps if eps is None else eps
+    if b.opset >= FUSED_OPSET and (weight is None or weight.dtype == dtype):
+        scale = weight if weight is not None else b.const(torch.ones(list(normalized_shape)).numpy(), dtype)
+        return b.op("RMSNormalization", x, scale, axis=-len(normalized_shape), epsilon=float(epsilon), dtype=dtype)
     axes = list(range(x.rank - len(normalized_shape), x.rank))
     mean_square = b.op("ReduceMean", b.op("Mul", x, x), axes=axes, keepdims=1)
-    epsilon = torch.finfo(dtype).eps if eps is None else eps
     y = b.op("Div", x, b.op("Sqrt", b.op("Add", mean_square, b.const(epsilon, dtype))), dtype=dtype)
     return y if weight is None else b.op("Mul", y, weight, dtype=dtype)

@@ -189,6 +189,11 @@ def _table() -> dict[str, OpRule]:
         ("Einsum", OpRule(FLOATS, data=None, check=_einsum)),
         ("MaxPool AveragePool LpPool", OpRule(FLOATS, check=_pool)),
         ("LayerNormalization", OpRule(FLOATS, data=None, check=_only_first_output)),
+        # opset 23's fused ops, which TensorRT maps to its own layers: Attention from 10.14,
+        # RMSNormalization and RotaryEmbedding from 10.15; only "latest" is written at opset 23.
+        ("RMSNormalization", OpRule(FLOATS, data=None, since="latest")),
+        ("Attention", OpRule(FLOATS, data=(0, 1, 2), since="latest")),
+        ("RotaryEmbedding", OpRule(FLOATS, data=(0, 1, 2), since="latest")),
         # scale, B, mean and var as weights (normalization.py writes the formula otherwise)
         ("BatchNormalization", OpRule(FLOATS, data=None, initializers=(1, 2, 3, 4), check=_only_first_output)),
         ("InstanceNormalization", OpRule(FLOATS, data=None, check=_instance_norm)),

@@ -14,9 +14,11 @@ from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
+from converters.core.target import TrtTarget
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
+from trt_lower.capture.fused_ops import fuse
 from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
 from trt_lower.runtime.conditions import renamed
@@ -324,10 +326,15 @@ class CapturedGraph:
     notes: tuple[str, ...] = ()  # where the captured ranges differ from the specs
     # Size tests the graph was captured under that the ranges do not imply (capture/conditions.py).
     conditions: tuple[str, ...] = ()
+    # The target whose fused ops graph_module's graphs are rewritten to (capture/fused_ops.py).
+    trt_target: TrtTarget | None = None
 
     def graph_module(self) -> torch.fx.GraphModule:
-        """A fresh GraphModule to split (splitting rewrites it in place)."""
-        return graph_module(self.program)
+        """A fresh GraphModule to split (splitting rewrites it in place), with the target's fused ops."""
+        gm = graph_module(self.program)
+        if self.trt_target is not None:
+            fuse(gm, self.trt_target)
+        return gm
 
     def conditions_over(self, gm: torch.fx.GraphModule) -> tuple[str, ...]:
         """The size conditions over the inputs of `gm` (one of graph_module's), as FX named them:
@@ -341,9 +348,10 @@ class CapturedGraph:
 
 
 def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec],
-            kwargs: dict[str, Any] | None = None) -> CapturedGraph:
+            kwargs: dict[str, Any] | None = None, trt_target: TrtTarget | None = None) -> CapturedGraph:
     """Stage 1. In: the model, the user's positional and keyword inputs (pytrees of tensors and/or
-    TensorSpecs) and their leaves' specs (`check_inputs`). Out: the model as a core-ATen program, traced with the user's tensors where
+    TensorSpecs) and their leaves' specs (`check_inputs`), the target whose fused ops the graphs
+    handed on use. Out: the model as a core-ATen program, traced with the user's tensors where
     given (else an example made from the spec), dynamic where the specs say; CaptureError if
     torch cannot capture it."""
     examples, keywords = example_call(specs, inputs, kwargs)
@@ -361,7 +369,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tenso
     # engines and the input guard take the range the graph is valid for.
     specs, notes = _inferred_specs(program, specs, refused)
     specs, conditions, more = size_conditions(program, specs)
-    return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions)
+    return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions, trt_target)
 
 
 def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],

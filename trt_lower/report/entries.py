@@ -17,6 +17,9 @@ class EngineReport:
     # The layers that read dequantized int8 (Q/DQ), by op: TensorRT fuses the DequantizeLinear
     # into them and computes them in int8. Empty: the engine computes in float only.
     int8_ops: dict[str, int] = field(default_factory=dict)
+    # The ONNX ops TensorRT runs as its own fused layers (Attention, RMSNormalization,
+    # RotaryEmbedding: target "latest"), by op. Empty: attention and norms are written as math.
+    fused_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

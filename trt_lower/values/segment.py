@@ -1,12 +1,16 @@
 """The values the convert stage hands to build, and build to stitch and deploy."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 
 from converters.core.segment import OnnxSegment
 from trt_lower.values.signature import TensorSig
+
+# ONNX ops TensorRT runs as its own fused layers (opset 23, which target "latest" is written at).
+FUSED_ONNX_OPS = frozenset({"Attention", "RMSNormalization", "RotaryEmbedding"})
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,11 @@ class ConvertedSegment:
     notes: tuple[str, ...]  # where it computes in a narrower dtype than the model
     # The layers that read dequantized int8 (the report's EngineReport.int8_ops), by op.
     int8_ops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fused_ops(self) -> dict[str, int]:
+        """Its ONNX ops of FUSED_ONNX_OPS, by op (the report's EngineReport.fused_ops)."""
+        return dict(Counter(n.op_type for n in self.onnx.model.graph.node if n.op_type in FUSED_ONNX_OPS))
 
 
 @dataclass(frozen=True)
