@@ -11,7 +11,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
 from converters.core.target import Target
-from converters.core.quantized import INT8_OPS
+from converters.core.quantized import quantized_op
 from splitter.index_check import check_indices
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
@@ -93,7 +93,7 @@ def _dtype_reason(node: torch.fx.Node, target: Target) -> Optional[str]:
         if isinstance(val, torch.Tensor):
             if val.dtype == torch.bfloat16 and (reason := target.bf16_reason()):
                 return f"dtype bfloat16 unsupported ({where}): {reason}"
-            if val.dtype in (torch.int8, torch.uint8) and node.target in INT8_OPS:
+            if val.dtype in (torch.int8, torch.uint8) and quantized_op(node.target):
                 continue  # quantized: int8 between Q and DQ; the op's capability refuses uint8
             if val.dtype in FP8_DTYPES:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {target.fp8_reason()}"

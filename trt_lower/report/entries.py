@@ -17,6 +17,9 @@ class EngineReport:
     # The layers that read dequantized int8 (Q/DQ), by op: TensorRT fuses the DequantizeLinear
     # into them and computes them in int8. Empty: the engine computes in float only.
     int8_ops: dict[str, int] = field(default_factory=dict)
+    # The layers that read INT4 weights dequantized group-wise (weight-only: TensorRT computes
+    # them in float, reading 4-bit weights), by op.
+    int4_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,8 @@ class LoweringReport:
             lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
             if e.int8_ops:
                 lines.append("      int8: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int8_ops).most_common()))
+            if e.int4_ops:
+                lines.append("      int4 weights: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int4_ops).most_common()))
         if self.fallbacks:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:
