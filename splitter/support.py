@@ -11,7 +11,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
 from converters.core.target import Target
-from converters.core.quantized import quantized_op
+from converters.core.quantized import FP4_DTYPES, nvfp4_reason, quantized_op
 from splitter.index_check import check_indices
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
@@ -140,6 +140,8 @@ def unsupported_reason(node: torch.fx.Node, target: Target, fallback_ops: frozen
         return failed[node.name]
     if str(node.target) in fallback_ops or str(getattr(node.target, "overloadpacket", "")) in fallback_ops:
         return "forced to eager by fallback_ops"
+    if any(isinstance(val, torch.Tensor) and val.dtype in FP4_DTYPES for _, val in _tensor_vals(node)):
+        return nvfp4_reason(target)  # before the converters: torchao unpacks FP4 with ops that have some
     conv = converters.lookup(node.target)
     if conv is None and isinstance(node.target, torch._ops.OpOverload) and node.target.namespace not in BUILT_IN:
         return (f"no converter for {target_label(node.target)}: register one with "

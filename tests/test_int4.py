@@ -124,6 +124,27 @@ def test_an_activation_dequantized_group_wise_is_refused() -> None:
     assert "a constant 2-D weight only" in next(f.reason for f in lowered.report.fallbacks if f.op == GROUP)
 
 
+@pytest.mark.parametrize("version, reason", [
+    ("latest", "ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel"),
+    ("10.4", "needs FLOAT4E2M1 DequantizeLinear (ONNX opset 23)"),
+])
+def test_nvfp4_weights_are_refused_with_the_reason(version: str, reason: str) -> None:
+    class Fp4Weight(torch.nn.Module):  # FP4 E2M1 codes two a byte, unpacked (scales left out)
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("w", torch.randint(0, 255, (32, 32), dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b = self.w.view(torch.uint8)
+            return x @ torch.stack([(b & 15).float(), (b >> 4).float()], -1).reshape(32, 64).t()
+
+    model, x = Fp4Weight(), torch.randn(2, 64)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1, trt_version=version)
+    torch.testing.assert_close(lowered(x), model(x))
+    (view,) = [f for f in lowered.report.fallbacks if f.op == "aten.view.dtype"]
+    assert reason in view.reason
+
+
 def _int4_dq(block: int = 64, zero: int | None = None, opset: int = 21, k: int = 128) -> onnx.ModelProto:
     codes = numpy_helper.from_array(np.zeros((8, k), np.int8).astype("int4"), "w")
     scale = numpy_helper.from_array(np.full((8, k // block), 0.1, np.float32), "s")
@@ -194,3 +215,41 @@ def test_artifact_keeps_int4_weights_packed_and_loads(tmp_path: Any) -> None:
     check_onnx(loaded)
     (weight, *_) = _int4_initializers(loaded)
     assert len(weight.raw_data) == 64 * 256 // 2
+
+
+def _llama() -> torch.nn.Module:
+    """A Llama whose linear weights dominate its size (a vocabulary of 96, hidden size 256)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=96, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2)).eval()
+
+
+def test_an_int4_llama_is_one_engine_generating_the_eager_quantized_tokens(tmp_path: Any) -> None:
+    from trt_lower.llm import lower_causal_lm
+
+    model = _llama()
+    quantized = quantize(model, dtype="int4_weight_only", group_size=128)
+    options = dict(max_batch=1, max_length=40, backend="onnxruntime", trt_version="latest", require_full=True)
+    lowered = lower_causal_lm(quantized, **options)
+    report = lowered.report
+    assert report.coverage == 1.0 and len(report.engines) == 1, report
+    assert sum(report.engines[0].int4_ops.values()) == 2 * 7 + 1, report  # each layer's 7 linears, the LM head
+    check_onnx(lowered.lowered_module)
+
+    ids = torch.randint(3, 96, (1, 8), generator=torch.Generator().manual_seed(1))
+    greedy = dict(max_new_tokens=32, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        expected = quantized.generate(ids, **greedy)
+    got = lowered.generate(ids, **greedy)
+    assert torch.equal(got.sequences, expected.sequences)
+    for step, (a, e) in enumerate(zip(got.logits, expected.logits)):
+        torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4, msg=lambda m: f"step {step}: {m}")
+
+    sizes = {}
+    for name, step_module in (("int4", lowered.lowered_module),
+                              ("fp32", lower_causal_lm(model, **options).lowered_module)):
+        trt_lower.save(step_module, tmp_path / f"{name}.trt")
+        sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
+    assert sizes["int4"] <= 0.25 * sizes["fp32"], sizes

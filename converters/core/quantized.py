@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
+from converters.core.target import Target
+
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
 
@@ -20,6 +22,9 @@ INT4_DEQUANTIZE = frozenset({"quantized_decomposed.dequantize_per_channel_group.
 # TensorRT's INT4 block quantization: groups of these many input channels (its quantized-types
 # documentation), in ONNX from this opset (INT4, DequantizeLinear's block_size).
 INT4_BLOCK_SIZES, INT4_OPSET = (64, 128), 21
+# FLOAT4E2M1 (NVFP4's values) in ONNX from this opset.
+FP4_OPSET = 23
+FP4_DTYPES = frozenset({torch.float4_e2m1fn_x2})
 # Ops whose result is dequantized int8: TensorRT fuses the DequantizeLinear into the layer reading
 # it, which then computes in int8 (the report names those layers).
 DEQUANTIZED = DEQUANTIZE | {aten.fake_quantize_per_tensor_affine_cachemask.default,
@@ -30,3 +35,15 @@ DEQUANTIZED = DEQUANTIZE | {aten.fake_quantize_per_tensor_affine_cachemask.defau
 def quantized_op(target: object) -> bool:
     """Whether `target` may read or write int8 (quantized codes): the splitter allows int8 nowhere else."""
     return target in INT8_OPS or str(target) in INT4_DEQUANTIZE
+
+
+def nvfp4_reason(target: Target) -> str:
+    """Why no engine takes NVFP4 (FP4 E2M1 weights held two a byte as float4_e2m1fn_x2, FP8 block
+    scales of 16, a float32 global scale): TensorRT reads it as FLOAT4E2M1 DequantizeLinear (ONNX
+    opset 23) from 10.8 on Blackwell GPUs, but ONNX Runtime has no FLOAT4E2M1 DequantizeLinear
+    kernel, so trt_lower could not check such an engine against eager on any machine."""
+    if target.opset < FP4_OPSET:
+        return (f"NVFP4 (float4_e2m1fn_x2) needs FLOAT4E2M1 DequantizeLinear (ONNX opset {FP4_OPSET}), and "
+                f"trt_lower writes opset {target.opset} for {target.label}")
+    return ("NVFP4 (float4_e2m1fn_x2): ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel, so trt_lower "
+            "cannot check an NVFP4 engine against eager and keeps it eager")
