@@ -22,6 +22,7 @@ INT4_DEQUANTIZE = frozenset({"quantized_decomposed.dequantize_per_channel_group.
 # TensorRT's INT4 block quantization: groups of these many input channels (its quantized-types
 # documentation), in ONNX from this opset (INT4, DequantizeLinear's block_size).
 INT4_BLOCK_SIZES, INT4_OPSET = (64, 128), 21
+INT4: torch.dtype = getattr(torch, "int4")  # noqa: B009  (a torch dtype its type stubs leave out)
 # FLOAT4E2M1 (NVFP4's values) in ONNX from this opset.
 FP4_OPSET = 23
 FP4_DTYPES = frozenset({torch.float4_e2m1fn_x2})

@@ -22,7 +22,7 @@ from onnx import numpy_helper
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.quantized import INT4_BLOCK_SIZES, INT4_OPSET
+from converters.core.quantized import INT4, INT4_BLOCK_SIZES, INT4_OPSET
 from converters.core.registry import converter
 from converters.core.segment import is_external
 from converters.core.target import Target
@@ -41,7 +41,7 @@ def _weight(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
 
 
 def _group_reason(node: torch.fx.Node, target: Target, codes: Any, scales: Any, zero_points: Any,
-                  quant_range: tuple[Any, Any], group: Sequence[int]) -> Optional[str]:
+                  quant_range: tuple[Any, Any], group: Any) -> Optional[str]:
     """Why TensorRT cannot take this group-wise dequantize, or None. `group`: how many elements
     of each axis share a scale."""
     if target.opset < INT4_OPSET:
@@ -96,7 +96,7 @@ def _dequantize(b: GraphBuilder, x: Value, scales: Value, group_size: int, dtype
     """DequantizeLinear of `x`'s codes stored as INT4, one scale per `group_size` input channels.
     No zero point: it defaults to 0 of the input's type, which is what TensorRT takes."""
     rows, columns = x.shape
-    packed = b.packed_initializer(f"{b.converting.name}_int4", _array(b, x).astype(ml_dtypes.int4), torch.int4)
+    packed = b.packed_initializer(f"{b.converting.name}_int4", _array(b, x).astype(ml_dtypes.int4), INT4)
     shape = (rows, columns // group_size)
     if scales.dtype != torch.float32 or scales.shape != shape:  # DequantizeLinear's output type is the scale's
         array = np.asarray(_array(b, scales), np.float32).reshape(shape)

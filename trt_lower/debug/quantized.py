@@ -94,8 +94,9 @@ def _int4_codes(replay: Replay, dq: Node, engine: EngineNodes) -> LayerCodes:
     (out,) = replay.run([dq], [dq], f"{engine.name}_{dq.name}")
     # torchao.dequantize_affine(codes, block_size, scale, ...); dequantize_per_channel_group(codes,
     # scales, zero_points, quant_min, quant_max, dtype, group_size, ...)
-    scale_arg, group = (dq.args[2], dq.args[1][-1]) if "affine" in str(dq.target) else (dq.args[1], dq.args[6])
-    scale = functools.reduce(getattr, str(scale_arg.target).split("."), replay.gm)
+    args: Any = dq.args
+    scale_arg, group = (args[2], args[1][-1]) if "affine" in str(dq.target) else (args[1], args[6])
+    scale: Any = functools.reduce(getattr, str(scale_arg.target).split("."), replay.gm)
     step = scale.double().reshape(out.shape[0], -1).repeat_interleave(group, dim=1)
     diff = (torch.round(out.double() / step) - torch.round(replay.values[dq].double() / step)).abs()
     return LayerCodes(engine.name, dq.name, 1, int((diff > 0).sum()), diff.numel(), int(diff.max()))

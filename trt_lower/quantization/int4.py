@@ -15,7 +15,7 @@ import torch
 from torchao.quantization import IntxWeightOnlyConfig, MappingType, quantize_
 from torchao.quantization.granularity import PerGroup
 
-from converters.core.quantized import INT4_BLOCK_SIZES
+from converters.core.quantized import INT4, INT4_BLOCK_SIZES
 
 
 def int4_weight_only(model: torch.nn.Module, group_size: int) -> torch.nn.Module:
@@ -30,6 +30,6 @@ def int4_weight_only(model: torch.nn.Module, group_size: int) -> torch.nn.Module
             raise ValueError(f"layer '{name}' has {module.in_features} input channels, which group_size="
                              f"{group_size} does not divide")
     quantized = copy.deepcopy(model).eval()
-    quantize_(quantized, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group_size),
+    quantize_(quantized, IntxWeightOnlyConfig(weight_dtype=INT4, granularity=PerGroup(group_size),
                                               mapping_type=MappingType.SYMMETRIC))
     return quantized
