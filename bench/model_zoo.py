@@ -1,6 +1,6 @@
 """Real architectures through lower_to_trt: engines, eager fallbacks, coverage, error against eager.
 
-    python bench/model_zoo.py [--models vit,llama,...] [--backend onnxruntime] [--trt-version 8.6|10.4|latest]
+    python bench/model_zoo.py [--models vit,llama,...] [--backend onnxruntime] [--trt-version 8.6|10.4|10.12|latest]
                               [--precision fp32|fp16] [--artifact] [--dynamic [spatial]] [--json out.json]
 
 Each model is a real torchvision, timm or transformers architecture in a small configuration

@@ -27,7 +27,7 @@ from trt_models import MODELS  # noqa: E402
 if TYPE_CHECKING:
     from trt_lower.runtime.ort_module import OrtEngineModule
 
-VERSIONS = ("8.6", "10.4", "latest")
+VERSIONS = ("8.6", "10.4", "10.12", "latest")
 
 
 def fingerprint(model: torch.nn.Module, inputs: Sequence[torch.Tensor], **kwargs: Any) -> str:

@@ -61,7 +61,7 @@ def test_bf16_stays_eager_where_the_target_has_none(version: str, reason: str) -
 @pytest.mark.parametrize("make", list(MODELS.values()), ids=list(MODELS))
 def test_bf16_engines_on_the_tensorrt_double(trt_double: ModuleType, make: Make) -> None:
     model, x = make()
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", trt_version="latest", require_full=True,
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", trt_version="10.12", require_full=True,
                                      min_block_size=1)
     engine = lowered.engine_0
     assert {str(engine._engine.get_tensor_dtype(s.name)) for s in engine.inputs + engine.outputs} == \
@@ -78,7 +78,7 @@ def test_a_gpu_without_bf16_cannot_build_a_bf16_engine(trt_double: ModuleType,
     trt_double.state.compute_capability = "7.0"  # V100
     model, x = _mlp()
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", trt_version="latest", min_block_size=1)
+        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", trt_version="10.12", min_block_size=1)
     assert lowered.report.engines == []
     assert "bfloat16 needs compute capability 8.0" in caplog.text
     torch.testing.assert_close(lowered(x), model(x))

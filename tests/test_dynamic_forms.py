@@ -41,7 +41,7 @@ FORMS = [
 ]
 
 
-@pytest.mark.parametrize(("trt_double", "trt_version"), [("10.4.0", "10.4"), ("10.13.0", "latest")],
+@pytest.mark.parametrize(("trt_double", "trt_version"), [("10.4.0", "10.4"), ("10.15.0", "latest")],
                          indirect=["trt_double"])
 @pytest.mark.parametrize("fn, spec, shapes, make, op", FORMS)
 def test_a_dynamic_form_runs_in_an_engine(trt_double: ModuleType, trt_version: str, fn: Callable[..., Any],

@@ -178,8 +178,8 @@ def test_fp16_build_matches_fp32_eager(tmp_path: Path) -> None:
 
 
 def test_bf16_build_matches_bf16_eager(tmp_path: Path) -> None:
-    if trt_engine.installed_target() != "latest":
-        pytest.skip("bfloat16 engines need trt_version 'latest' (TensorRT 10.12+)")
+    if trt_engine.installed_target() not in ("10.12", "latest"):
+        pytest.skip("bfloat16 engines need trt_version '10.12' or 'latest' (TensorRT 10.12+)")
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("bfloat16 needs compute capability 8.0+")
     model, inputs = _on_gpu("resnet18")

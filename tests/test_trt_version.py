@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import converters
 import trt_lower
 from converters.core import target
-from converters.core.builder import IR_VERSION, OPSET
+from converters.core.builder import OPSET, ir_version
 from converters.passes import trt_support
 from harness import Fn, check_onnx, engine_ops
 from support_audit import SupportAudit
@@ -28,7 +28,7 @@ VERSIONS = target.VERSIONS
 # -- the setting -------------------------------------------------------------------------------
 @pytest.mark.parametrize("version", ["10.13", "10.x", "10", 8.6, "11"])
 def test_trt_version_spellings_are_validated(version: Any) -> None:
-    with pytest.raises(ValueError, match=r"trt_version must be one of \('8.6', '10.4', 'latest'\)"):
+    with pytest.raises(ValueError, match=r"trt_version must be one of \('8.6', '10.4', '10.12', 'latest'\)"):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), trt_version=version)
 
 
@@ -42,8 +42,8 @@ def test_default_without_tensorrt_is_10_4() -> None:
 
 
 @pytest.mark.parametrize("trt_double, expected", [
-    ("8.6.1", "8.6"), ("10.0.1", "10.4"), ("10.4.0", "10.4"), ("10.11.0", "10.4"), ("10.13.0", "latest"),
-    ("11.0.0", "latest"),
+    ("8.6.1", "8.6"), ("10.0.1", "10.4"), ("10.4.0", "10.4"), ("10.11.0", "10.4"), ("10.13.0", "10.12"),
+    ("10.14.1", "10.12"), ("10.15.0", "latest"), ("11.0.0", "latest"),
 ], indirect=["trt_double"])
 def test_default_follows_the_installed_tensorrt(trt_double: ModuleType, expected: str) -> None:
     assert default_trt_version() == expected
@@ -78,7 +78,7 @@ def _model(nodes: list[onnx.NodeProto], inputs: list[Tensor], outputs: list[Tens
            initializers: Sequence[onnx.TensorProto] = (), opset: int = OPSET) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info(*i) for i in inputs],
                               [helper.make_tensor_value_info(*o) for o in outputs], list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version(opset))
 
 
 def _ints(name: str, values: Sequence[int]) -> onnx.TensorProto:
@@ -175,9 +175,9 @@ BAD = {
                             [("y", B, [4])], [_ints("pads", [1, 1])]),
                      VERSIONS, "runs Pad on FLOAT/FLOAT16/INT32/INT64"),
     "Equal on bools": (_binary("Equal", B, B), VERSIONS, "runs Equal on FLOAT/FLOAT16/INT32/INT64"),
-    "integer Relu before latest": (_unary("Relu", I32), ("8.6", "10.4"), "runs Relu on FLOAT/FLOAT16 only"),
+    "integer Relu before 10.12": (_unary("Relu", I32), ("8.6", "10.4"), "runs Relu on FLOAT/FLOAT16 only"),
     "float64": (_unary("Abs", TensorProto.DOUBLE), VERSIONS, "is DOUBLE, which TensorRT engines do not compute in"),
-    "bf16 before latest": (_unary("Cast", FX, TensorProto.BFLOAT16, to=TensorProto.BFLOAT16), ("8.6", "10.4"),
+    "bf16 before 10.12": (_unary("Cast", FX, TensorProto.BFLOAT16, to=TensorProto.BFLOAT16), ("8.6", "10.4"),
                            "is BFLOAT16"),
     "bf16 NonZero": (_unary("NonZero", TensorProto.BFLOAT16, out_type=I64), VERSIONS, "is BFLOAT16"),
     "int8": (_unary("Cast", FX, TensorProto.INT8, to=TensorProto.INT8), VERSIONS, "is INT8"),
@@ -214,6 +214,10 @@ BAD = {
     "int64 beyond int32 on 8.6": (_int64_constant("Add"), ("8.6",), "does not fit int32"),
     "opset 18 on 8.6": (_model([helper.make_node("Abs", ["x"], ["y"], name="n/Abs")], [("x", FX, [2])],
                                [("y", FX, [2])], opset=18), ("8.6",), "opset 18 is above 17"),
+    # opset 18's Reduce* take their axes as an input, which TensorRT wants as an initializer
+    "runtime reduction axes": (_model([helper.make_node("ReduceMax", ["x", "axes"], ["y"], name="r/ReduceMax")],
+                                      [("x", FX, [2, 3]), ("axes", I64, [1])], [("y", FX, None)], opset=23),
+                               VERSIONS, "input 1 ('axes') must be an initializer"),
     # explicit quantization: symmetric int8, per channel on weights only
     "asymmetric QuantizeLinear": (_quantize_linear(np.float32(0.1), np.int8(3)), VERSIONS,
                                   "zero point must be 0 (TensorRT quantizes symmetrically)"),
@@ -234,7 +238,7 @@ def test_checker_names_node_op_and_rule(case: str) -> None:
         found = [str(v) for v in trt_support.violations(model, version)]
         if version in versions:
             assert any(rule in f for f in found), f"{version}: {found}"
-            assert all(f.startswith("node '") for f in found if "opset" not in f), found
+            assert all(f.startswith("node '") for f in found if "opset" not in f and "IR version" not in f), found
         else:
             assert not found, f"{version} should accept {case}: {found}"
 
@@ -351,3 +355,32 @@ def test_int64_input_beyond_int32_is_refused_by_a_tensorrt_8_6_engine(trt_double
     torch.testing.assert_close(lowered(x), model(x))
     with pytest.raises(trt_lower.EngineInputError, match="holds values outside int32"):
         lowered(torch.tensor([0, 1, 2, 2**40]))
+
+
+# -- the opset each target emits ----------------------------------------------------------------
+def _reduce_and_sample(x: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.amax(dim=1) + x.mean(dim=(1, 2)).unsqueeze(-1), torch.nn.functional.grid_sample(
+        x[:, None], grid, align_corners=False)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_target_emits_its_opset_in_that_opsets_forms(version: str) -> None:
+    """Opset 18 moved Reduce*'s axes to an input and opset 20 renamed GridSample's modes: a
+    target's engines are written at its opset, each node in that opset's form."""
+    inputs = (torch.randn(2, 3, 4), torch.rand(2, 3, 4, 2) * 2 - 1)
+    model = onnx.load_from_string(_lower(_reduce_and_sample, inputs, version, require_full=True).engine_0.onnx_bytes)
+    opset = target.Target(version).opset
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", opset)]
+    assert model.ir_version == ir_version(opset) and (opset == 17) == (model.ir_version == 8)
+    initializers = {i.name for i in model.graph.initializer}
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type in ("ReduceMax", "ReduceMean"):
+            assert ("axes" in attrs) == (opset < 18)
+            assert (len(node.input) == 2 and node.input[1] in initializers) == (opset >= 18)
+        if node.op_type == "GridSample":
+            assert attrs["mode"] == (b"linear" if opset >= 20 else b"bilinear")
+
+
+def test_no_target_emits_an_opset_its_parser_cannot_read() -> None:
+    assert all(target.Target(v).opset <= target.Target(v).max_opset for v in VERSIONS)

@@ -92,8 +92,9 @@ def lower_to_trt(
     cuda_graphs: replay TensorRT engines from CUDA graphs (static shapes; ignored on ONNX Runtime).
     precision: "fp32", or "fp16" (fp16 engines, with softmax/normalizations/reductions/exp/log/pow
         kept fp32 inside; inputs and outputs keep their dtypes).
-    trt_version: the TensorRT whose ONNX parser limits the converters respect: "8.6", "10.4" or
-        "latest" (10.12+, 11.x). Default: the installed TensorRT's, else "10.4" (last with V100).
+    trt_version: the TensorRT whose ONNX parser limits the converters respect: "8.6", "10.4"
+        (10.0-10.11), "10.12" (10.12-10.14) or "latest" (10.15+, 11.x; ONNX opset 23). Default: the
+        installed TensorRT's, else "10.4" (last with V100).
     keep_fp32: with precision="fp16", FX node names or ATen ops that stay float32 (e.g. what
         trt_lower.debug.fp16_sensitive returns).
     refittable: build TensorRT engines refittable, so that `lowered.update_weights` replaces their

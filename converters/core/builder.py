@@ -12,10 +12,12 @@ from onnx import helper, numpy_helper
 
 # Converters use these from here.
 from converters.core.dtypes import numpy_type as numpy_type, numpy_view as numpy_view, onnx_type as onnx_type
+from converters.core.opset_forms import rewrite
 from converters.core.segment import OnnxSegment, initializer
 
 # TensorRT 8.6's parser stops at opset 17 and was built against ONNX 1.13 (IR 8); ONNX Runtime
-# rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md.
+# rejects the IR the `onnx` package stamps by default. See docs/tensorrt.md. Other opsets
+# (Target.opset) get the lowest IR version that holds them.
 OPSET = 17
 IR_VERSION = 8
 # The ONNX domain of TensorRT plugin nodes (GraphBuilder.plugin): TensorRT's parser hands an op it
@@ -24,6 +26,12 @@ PLUGIN_DOMAIN = "trt.plugins"
 
 
 ShapeDim = Union[int, torch.SymInt]
+
+
+def ir_version(opset: int) -> int:
+    """The IR version a model of `opset` is stamped with: 8 for 17 (what 8.6 reads), else the
+    lowest that holds the opset (ONNX Runtime refuses the newest the `onnx` package stamps)."""
+    return IR_VERSION if opset == OPSET else int(helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
 
 
 def dim_param(d: ShapeDim) -> int | str:
@@ -82,8 +90,10 @@ class GraphBuilder:
     emits so TensorRT layer names and parser errors lead back to the FX graph.
     """
 
-    def __init__(self, graph_name: str) -> None:
+    def __init__(self, graph_name: str, opset: int = OPSET) -> None:
         self.graph_name = graph_name
+        # The ONNX opset the graph is written at (Target.opset): converters choose forms by it.
+        self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.weights: dict[str, NDArray[Any]] = {}  # of the initializers kept apart (segment.py)
@@ -99,7 +109,7 @@ class GraphBuilder:
     def subgraph(self, scope: str) -> "GraphBuilder":
         """A builder for a subgraph (an If branch): its own nodes and outputs; names, constants
         and initializers shared with this graph, whose values it may read (ONNX's outer scope)."""
-        child = GraphBuilder(self.graph_name)
+        child = GraphBuilder(self.graph_name, self.opset)
         child.scope = f"{self.scope}{scope}/"
         child.initializers, child.weights = self.initializers, self.weights
         child._names, child._constants = self._names, self._constants
@@ -227,6 +237,8 @@ class GraphBuilder:
         # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
         # fusions (Conv+BatchNormalization+Relu) only match the short form.
         inputs_list = list(inputs)
+        if domain == "":
+            inputs_list, attrs = rewrite(op_type, inputs_list, attrs, self.opset, self.ints)
         while inputs_list and inputs_list[-1] is None:
             inputs_list.pop()
         out_names = [self.fresh(f"{prefix}_{op_type.lower()}") for _ in range(outputs)]
@@ -265,8 +277,8 @@ class GraphBuilder:
         plugins = any(node.domain == PLUGIN_DOMAIN for node in _all_nodes(self.nodes))
         model = helper.make_model(
             graph,
-            opset_imports=[helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(PLUGIN_DOMAIN, 1)] if plugins else []),
-            ir_version=IR_VERSION,
+            opset_imports=[helper.make_opsetid("", self.opset)] + ([helper.make_opsetid(PLUGIN_DOMAIN, 1)] if plugins else []),
+            ir_version=ir_version(self.opset),
             producer_name="trt_lower",
         )
         return OnnxSegment(model, {k: v for k, v in self.weights.items() if k in read})

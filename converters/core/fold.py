@@ -14,7 +14,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from converters.core.builder import IR_VERSION, OPSET, GraphBuilder, Ref
+from converters.core.builder import GraphBuilder, Ref, ir_version
 from converters.core.segment import is_external
 
 # Evaluating more than this is not worth it for what converters ask (masks built in a few ops).
@@ -56,7 +56,8 @@ def _evaluate(b: GraphBuilder, value: Ref) -> NDArray[Any] | None:
     order = {node.name: i for i, node in enumerate(b.nodes)}
     nodes = sorted(needed.values(), key=lambda n: order[n.name])
     graph = helper.make_graph(nodes, "fold", [], [helper.make_empty_tensor_value_info(value.name)], list(leaves.values()))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)],
+                             ir_version=ir_version(b.opset))
     try:
         (array,) = ReferenceEvaluator(model).run(None, {})
     except Exception:  # an op the reference evaluator lacks: the value stays unknown

@@ -8,7 +8,7 @@ import torch
 from torch.fx.node import map_arg
 
 from converters.core import registry
-from converters.core.builder import GraphBuilder, Ref, Value
+from converters.core.builder import OPSET, GraphBuilder, Ref, Value
 from converters.core.segment import OnnxSegment
 
 
@@ -72,11 +72,11 @@ def convert_nodes(b: GraphBuilder, gm: torch.fx.GraphModule, env: dict[torch.fx.
 
 
 def segment_to_onnx(
-    gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor]
+    gm: torch.fx.GraphModule, name: str, constants: Mapping[str, torch.Tensor], opset: int = OPSET
 ) -> OnnxSegment:
     """Convert `gm`; placeholders named in `constants` become initializers (weights), the large
-    ones kept beside the model (converters/core/segment.py)."""
-    b = GraphBuilder(name)
+    ones kept beside the model (converters/core/segment.py). `opset`: the target's (Target.opset)."""
+    b = GraphBuilder(name, opset)
     env: dict[torch.fx.Node, Any] = {}
     for node in gm.graph.find_nodes(op="placeholder"):
         if node.target in constants:

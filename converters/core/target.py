@@ -10,17 +10,22 @@ from dataclasses import dataclass
 
 # Oldest first. "10.4" is the last TensorRT with Volta (V100) support and stands for 10.0-10.11:
 # what its table allows, all of those parse alike, since every axes/K operand we emit is an
-# initializer. "latest" is 10.12 and newer, 11.x included (Einsum ellipsis/diagonal from 10.12).
-VERSIONS = ("8.6", "10.4", "latest")
+# initializer. "10.12" stands for 10.12-10.14 (Einsum ellipsis/diagonal from 10.12); "latest" for
+# 10.15 and newer, 11.x included: the parsers that read opset 23's fused Attention,
+# RMSNormalization and RotaryEmbedding, and INT4/FP4 Q/DQ.
+VERSIONS = ("8.6", "10.4", "10.12", "latest")
 # Without TensorRT installed: the newest version every GPU generation still has (V100 included).
 DEFAULT = "10.4"
 
-# Highest ONNX opset each version's parser reads (docs/tensorrt.md); we emit opset 17.
-_MAX_OPSET = {"8.6": 17, "10.4": 20, "latest": 24}
+# Highest ONNX opset each version's parser reads (docs/tensorrt.md; 10.12-10.14: at least 10.0's).
+_MAX_OPSET = {"8.6": 17, "10.4": 20, "10.12": 20, "latest": 24}
+# The opset we emit: 17 where a higher one buys nothing TensorRT runs better (8.6 cannot read more);
+# 23 for "latest": FP8 (19), INT4 and blocked quantization (21), FP4 and the fused ops (23).
+_OPSET = {"8.6": 17, "10.4": 17, "10.12": 17, "latest": 23}
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 # The TensorRT releases each target stands for: [first, first of the next target).
 _SPANS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
-    "8.6": ((8, 6), (10, 0)), "10.4": ((10, 0), (10, 12)), "latest": ((10, 12), None)}
+    "8.6": ((8, 6), (10, 0)), "10.4": ((10, 0), (10, 12)), "10.12": ((10, 12), (10, 15)), "latest": ((10, 15), None)}
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class Target:
 
     @property
     def label(self) -> str:
-        return "TensorRT 10.12+" if self.version == "latest" else f"TensorRT {self.version}"
+        return {"10.12": "TensorRT 10.12-10.14", "latest": "TensorRT 10.15+"}.get(self.version, f"TensorRT {self.version}")
 
     def at_least(self, version: str) -> bool:
         return VERSIONS.index(self.version) >= VERSIONS.index(version)
@@ -50,7 +55,13 @@ class Target:
 
     @property
     def max_opset(self) -> int:
+        """The highest ONNX opset this target's parser reads."""
         return _MAX_OPSET[self.version]
+
+    @property
+    def opset(self) -> int:
+        """The ONNX opset converters emit for this target."""
+        return _OPSET[self.version]
 
     def bf16_reason(self) -> str | None:
         """Why engines for this target cannot carry bfloat16, or None (10.12+ on Ampere and newer)."""
@@ -62,14 +73,15 @@ class Target:
 
     def fp8_reason(self) -> str:
         """Why engines for this target cannot carry FP8: TensorRT computes FP8 from 9.0 on Ada and
-        Hopper, but reads it from the ONNX as opset-19 QuantizeLinear/DequantizeLinear, and we emit
-        opset 17 (8.6's limit) for every target."""
+        Hopper, but reads it from the ONNX as opset-19 QuantizeLinear/DequantizeLinear."""
         if self.version == "8.6":
             return "TensorRT 8.6 has no FP8 (it arrived in 9.0) and its parser reads opset 17 at most"
         if self.version == "10.4":
             return "target TensorRT 10.4 stands for V100 (Volta) GPUs, which have no FP8 (Ada/Hopper and newer)"
-        return (f"FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset 17 for "
-                f"every target ({self.label} included)")
+        if self.opset < 19:
+            return (f"FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset {self.opset} "
+                    f"for {self.label}")
+        return "trt_lower has no FP8 converters yet"
 
     def int32_reason(self, what: str, low: int, high: int) -> str | None:
         """Why integer values in [low, high] (`what`) cannot be computed as they are: on a
@@ -84,4 +96,6 @@ def for_installed(major: int, minor: int) -> str:
     """The target matching an installed TensorRT's version (e.g. 10.4.0.26 -> '10.4')."""
     if major < 10:
         return "8.6"  # older ones are refused as a backend (trt_lower.build.tensorrt.MIN_VERSION)
-    return "10.4" if (major, minor) < (10, 12) else "latest"
+    if (major, minor) < (10, 12):
+        return "10.4"
+    return "10.12" if (major, minor) < (10, 15) else "latest"

@@ -3,9 +3,10 @@
 Sources: docs/tensorrt.md (what the project relies on), onnx-tensorrt's docs/operators.md (10.15) and its
 Changelog for when each op arrived (8.5: Mod, NonZero (FP32/FP16 inputs), Trilu, GridSample; 8.6: LayerNormalization,
 IsInf, INT32 ArgMax/TopK; 9.0: INT64 kept as INT64; 9.2: Hardmax; 10.0: ScatterElements
-`reduction`; 10.4: window ops; 10.5: STFT; 10.12: Einsum ellipsis). Only opset-17 ops are listed:
-that is what we emit. Where a version's limits are not documented the table is conservative
-(integer Relu/Pow only on "latest", as operators.md lists them today).
+`reduction`; 10.4: window ops; 10.5: STFT; 10.12: Einsum ellipsis). Ops are listed by name, in
+every form the opsets we emit give them (converters/core/opset_forms.py: axes operands are
+initializers in each). Where a version's limits are not documented the table is conservative
+(integer Relu/Pow only from "10.12", as operators.md lists them today).
 
 `violations(model, version)` names every node that breaks a rule: an op missing from the table
 or too new for the version, an element type the op (or TensorRT) does not take, an operand that
@@ -129,7 +130,7 @@ def _scatter_elements(node: onnx.NodeProto, target: Target, g: _Graph) -> Option
 
 
 def _einsum(node: onnx.NodeProto, target: Target, g: _Graph) -> Optional[str]:
-    if target.at_least("latest"):
+    if target.at_least("10.12"):
         return None
     equation = str(_attr(node, "equation", "")).replace(" ", "")
     terms = equation.split("->")[0].split(",")
@@ -210,8 +211,8 @@ def _table() -> dict[str, OpRule]:
          "Sqrt Tan Sigmoid Tanh HardSigmoid HardSwish Softplus Softsign Elu Selu Celu LeakyRelu "
          "ThresholdedRelu IsInf Softmax LogSoftmax LRN LpNormalization MeanVarianceNormalization Dropout "
          "GlobalAveragePool GlobalMaxPool GlobalLpPool", OpRule(FLOATS)),
-        ("Relu", OpRule(FLOATS, int_since="latest")),
-        ("Pow", OpRule(FLOATS, data=(0, 1), int_since="latest")),
+        ("Relu", OpRule(FLOATS, int_since="10.12")),
+        ("Pow", OpRule(FLOATS, data=(0, 1), int_since="10.12")),
         ("Hardmax", OpRule(FLOATS, since="10.4")),
         # no integer MatMul / Gemm / convolution / Clip in TensorRT
         ("MatMul Gemm Conv ConvTranspose Clip PRelu", OpRule(FLOATS, data=None)),
@@ -225,16 +226,16 @@ def _table() -> dict[str, OpRule]:
         ("GridSample RoiAlign NonMaxSuppression", OpRule(FLOATS, data=(0, 1))),
         ("CumSum", OpRule(FLOATS, initializers=(1,))),
         ("BlackmanWindow HammingWindow HannWindow", OpRule(INTS, since="10.4")),
-        ("STFT", OpRule(FLOATS, since="latest", initializers=(1, 2))),
+        ("STFT", OpRule(FLOATS, since="10.12", initializers=(1, 2))),
         # arithmetic and comparisons: float and int, no bool
         ("Add Sub Mul Div Max Min Sum Mean Mod", OpRule(FLOATS | INTS, data=None)),
         ("Equal Greater GreaterOrEqual Less LessOrEqual", OpRule(FLOATS | INTS, data=(0, 1))),
         ("Abs Neg Sign IsNaN Shrink ArgMax ArgMin Pad DepthToSpace SpaceToDepth", OpRule(FLOATS | INTS)),
         ("Range", OpRule(FLOATS | INTS, data=None)),
         ("TopK", OpRule(FLOATS | INTS, initializers=(1,), check=_topk)),
+        # axes: an input from opset 13 (ReduceSum) or 18 (the rest), an initializer for TensorRT
         ("ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp "
-         "ReduceSumSquare", OpRule(FLOATS | INTS)),
-        ("ReduceSum", OpRule(FLOATS | INTS, initializers=(1,))),  # its axes are an input from opset 13
+         "ReduceSumSquare ReduceSum", OpRule(FLOATS | INTS, initializers=(1,))),
         ("ScatterND", OpRule(FLOATS | INTS, data=(0, 2), check=_scatter_nd)),
         ("ScatterElements", OpRule(FLOATS | INTS, data=(0, 2), check=_scatter_elements)),
         ("OneHot", OpRule(FLOATS | INTS, initializers=(1,))),

@@ -114,7 +114,7 @@ def _max_opset() -> int:
     major, minor = _version()
     if major < 10:
         return 17
-    return 20 if (major, minor) <= (10, 4) else 24
+    return 20 if (major, minor) < (10, 15) else 24
 
 
 def _null(cls: type[T]) -> T:

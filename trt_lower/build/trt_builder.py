@@ -9,7 +9,7 @@ Version branches (docs/tensorrt.md):
   FP16 flag, with the layers the ONNX keeps float32 pinned to float32 (per-layer precision and
   output types, which OBEY_PRECISION_CONSTRAINTS makes binding).
 - int8 (Q/DQ from converters/ops/quantize.py): the INT8 flag on weakly typed 8.6/10.x networks.
-- bf16 (target "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
+- bf16 (targets "10.12" and "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
   typed too, so TensorRT computes in the ONNX's types.
 """
 from __future__ import annotations

@@ -9,6 +9,7 @@ import torch
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli.arguments import input_file
 from trt_lower.cli.dispatch import UsageError
+from trt_lower.settings import TRT_VERSIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--backend", default="auto", choices=["auto", "tensorrt", "onnxruntime"])
     p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
-    p.add_argument("--trt-version", default=None, choices=["8.6", "10.4", "latest"])
+    p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS)
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-3)
     p.set_defaults(command_fn=repro)

@@ -89,7 +89,7 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
             runtime_placeholders.append(ph)
 
     # float64 is computed as float32 (TensorRT has none), then the fp16 rewrite if asked for.
-    segment = narrow_float64(segment_to_onnx(sub, name, constants))
+    segment = narrow_float64(segment_to_onnx(sub, name, constants, goal.opset))
     if precision == "fp16":
         _check_no_branches(sub)
         segment = to_fp16(segment, fp32_nodes(sub.graph, keep_fp32))
