@@ -24,7 +24,7 @@ from trt_lower.quantization import quantize  # noqa: E402
 qd = torch.ops.quantized_decomposed
 AFFINE = "torchao.dequantize_affine.default"
 GROUP = "quantized_decomposed.dequantize_per_channel_group.default"
-BELOW_OPSET_21 = ("8.6", "10.4")
+BELOW_OPSET_21 = ("8.6", "10.4", "10.12")
 
 
 def _mlp(k: int = 256) -> torch.nn.Module:

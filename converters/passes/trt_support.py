@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from converters.core.builder import PLUGIN_DOMAIN
 from converters.core.quantized import INT4_BLOCK_SIZES, INT4_OPSET
+from converters.core.segment import is_external
 from converters.core.target import Target
 from converters.passes.onnx_types import elem_types
 
@@ -188,8 +189,9 @@ def _int4_dequantize(node: onnx.NodeProto, target: Target, g: _Graph) -> Optiona
     if block not in INT4_BLOCK_SIZES or _attr(node, "axis", 1) not in (1, -1) or weight.dims[1] % block:
         return (f"INT4 blocks of {block} along axis {_attr(node, 'axis', 1)}: TensorRT takes blocks of "
                 f"{' or '.join(map(str, INT4_BLOCK_SIZES))} along a weight's last axis, dividing it")
-    scales = numpy_helper.to_array(scale) if scale is not None else None
-    if scales is None or scales.shape != (weight.dims[0], weight.dims[1] // block) or not (scales > 0).all():
+    # A large scale is kept beside the model (its values not here): its shape is checked then.
+    if scale is None or tuple(scale.dims) != (weight.dims[0], weight.dims[1] // block) or (
+            not is_external(scale) and not (numpy_helper.to_array(scale) > 0).all()):
         return "an INT4 DequantizeLinear's scale must be a positive initializer, one per block"
     zero = g.initializers.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     if len(node.input) > 2 and node.input[2] and (zero is None or numpy_helper.to_array(zero).astype(int).any()):
