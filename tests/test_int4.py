@@ -253,3 +253,16 @@ def test_an_int4_llama_is_one_engine_generating_the_eager_quantized_tokens(tmp_p
         trt_lower.save(step_module, tmp_path / f"{name}.trt")
         sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
     assert sizes["int4"] <= 0.25 * sizes["fp32"], sizes
+
+
+@pytest.mark.parametrize("trt_double", ["10.15.1"], indirect=True)
+def test_tensorrt_builds_int4_engines_strongly_typed(trt_double: Any) -> None:
+    model = quantize(_mlp(), dtype="int4_weight_only", group_size=64)
+    x = torch.randn(3, 256)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", require_full=True)
+    assert lowered.report.trt_version == "latest"
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), model(x))
+    build = trt_double.state.last_build
+    assert build.network_flags == 1 << int(trt_double.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    assert not build.builder_flags & 1 << int(trt_double.BuilderFlag.INT8)
