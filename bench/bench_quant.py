@@ -169,6 +169,35 @@ def _latency(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ..
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def _lower_both(model: torch.nn.Module, quantized: torch.nn.Module, inputs: tuple[torch.Tensor, ...], calls: int,
+                kind: str, **options: Any) -> tuple[trt_lower.LoweredModule, tuple[torch.Tensor, ...], list[Any],
+                                                     dict[str, int], dict[str, float]]:
+    """The fp32 model and the quantized one lowered alike: the quantized lowering; the outputs of
+    the fp32 model, the eager quantized one and the lowered one; its quantized_layers; the two
+    artifacts' sizes and latencies (keys "fp32" and `kind`)."""
+    fp32 = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **options)
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", **options)
+    with torch.no_grad():
+        outputs = model(*inputs), quantized(*inputs), lowered(*inputs)
+    layers = quantized_layers(quantized, lowered, inputs)
+    with tempfile.TemporaryDirectory() as directory:
+        sizes = {"fp32": _size(fp32, directory, "fp32"), kind: _size(lowered, directory, kind)}
+    return lowered, outputs, layers, sizes, _latency({"fp32": fp32, kind: lowered}, inputs, calls)
+
+
+def _shared_figures(kind: str, layers: list[Any], sizes: dict[str, int], latency: dict[str, float]) -> dict[str, Any]:
+    """The figures every row has: codes per layer, artifact sizes and latencies against fp32."""
+    return {
+        "layer_codes_flipped": sum(r.flipped for r in layers),
+        "layer_codes": sum(r.total for r in layers),
+        "layer_max_code_diff": max(r.max_diff for r in layers),
+        "artifact_bytes": sizes,
+        f"artifact_{kind}_vs_fp32": sizes[kind] / sizes["fp32"],
+        "ort_latency_s": latency,
+        f"ort_latency_{kind}_vs_fp32": latency[kind] / latency["fp32"],
+    }
+
+
 def measure(name: str, calls: int) -> dict[str, Any]:
     torch.manual_seed(0)
     model, inputs, batches = MODELS[name]()
@@ -178,16 +207,10 @@ def measure(name: str, calls: int) -> dict[str, Any]:
     assert isinstance(quantized, torch.fx.GraphModule)  # int8: the converted, captured graph
     steps = [float(n.args[1]) for n in quantized.graph.nodes
              if n.target == torch.ops.quantized_decomposed.quantize_per_tensor.default]
-    fp32 = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
-    int8 = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
-    with torch.no_grad():
-        reference, eager_int8, lowered_int8 = model(*inputs), quantized(*inputs), int8(*inputs)
+    int8, (reference, eager_int8, lowered_int8), layers, sizes, latency = _lower_both(model, quantized, inputs, calls,
+                                                                                       "int8")
     error = (lowered_int8 - reference).abs()
-    layers = quantized_layers(quantized, int8, inputs)
     top1 = (lowered_int8.argmax(-1) == reference.argmax(-1)).float().mean().item()
-    with tempfile.TemporaryDirectory() as directory:
-        sizes = {"fp32": _size(fp32, directory, "fp32"), "int8": _size(int8, directory, "int8")}
-    latency = _latency({"fp32": fp32, "int8": int8}, inputs, calls)
     return {
         "model": name,
         "int8_engines": len(int8.report.engines),
@@ -201,14 +224,8 @@ def measure(name: str, calls: int) -> dict[str, Any]:
         "coarsest_step": max(steps),
         "eager_drift_round_x_over_s": _drift(quantized, RoundXOverS, inputs, eager_int8),
         "eager_drift_float64": _drift(quantized, Float64, inputs, eager_int8),
-        "layer_codes_flipped": sum(r.flipped for r in layers),
-        "layer_codes": sum(r.total for r in layers),
-        "layer_max_code_diff": max(r.max_diff for r in layers),
         "quantize_nodes": len(layers),
-        "artifact_bytes": sizes,
-        "artifact_int8_vs_fp32": sizes["int8"] / sizes["fp32"],
-        "ort_latency_s": latency,
-        "ort_latency_int8_vs_fp32": latency["int8"] / latency["fp32"],
+        **_shared_figures("int8", layers, sizes, latency),
         "quantize_s": quantize_s,
     }
 
@@ -244,15 +261,9 @@ def measure_int4(name: str, calls: int) -> dict[str, Any]:
     start = time.perf_counter()
     quantized = quantize(model, dtype="int4_weight_only", group_size=128)
     quantize_s = time.perf_counter() - start
-    fp32 = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", trt_version="latest")
-    int4 = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", trt_version="latest")
-    with torch.no_grad():
-        reference, eager_int4, lowered_int4 = model(*inputs), quantized(*inputs), int4(*inputs)
-    layers = quantized_layers(quantized, int4, inputs)
+    int4, (reference, eager_int4, lowered_int4), layers, sizes, latency = _lower_both(
+        model, quantized, inputs, calls, "int4", trt_version="latest")
     tokens = lowered_int4.argmax(-1)
-    with tempfile.TemporaryDirectory() as directory:
-        sizes = {"fp32": _size(fp32, directory, "fp32"), "int4": _size(int4, directory, "int4")}
-    latency = _latency({"fp32": fp32, "int4": int4}, inputs, calls)
     return {
         "model": name,
         "int4_engines": len(int4.report.engines),
@@ -263,14 +274,8 @@ def measure_int4(name: str, calls: int) -> dict[str, Any]:
         "greedy_token_agreement_vs_fp32": (tokens == reference.argmax(-1)).float().mean().item(),
         "max_abs_vs_eager_int4": (lowered_int4 - eager_int4).abs().max().item(),
         "greedy_token_agreement_vs_eager_int4": (tokens == eager_int4.argmax(-1)).float().mean().item(),
-        "layer_codes_flipped": sum(r.flipped for r in layers),
-        "layer_codes": sum(r.total for r in layers),
-        "layer_max_code_diff": max(r.max_diff for r in layers),
         "int4_weights": len(layers),
-        "artifact_bytes": sizes,
-        "artifact_int4_vs_fp32": sizes["int4"] / sizes["fp32"],
-        "ort_latency_s": latency,
-        "ort_latency_int4_vs_fp32": latency["int4"] / latency["fp32"],
+        **_shared_figures("int4", layers, sizes, latency),
         "quantize_s": quantize_s,
     }
 
