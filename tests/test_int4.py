@@ -80,6 +80,19 @@ def test_int4_weights_dequantize_in_the_engine_as_eager(make: Callable[[], torch
     assert "int4 weights:" in str(lowered.report)
 
 
+def test_fp16_engines_dequantize_int4_weights_with_float32_scales() -> None:
+    """The fp16 rewrite leaves the INT4 weights and their float32 scales alone (DequantizeLinear's
+    output type is its scale's); the dequantized weight is cast to fp16 for the layer."""
+    model = quantize(_mlp(), dtype="int4_weight_only", group_size=64)
+    lowered = lower_and_compare(model, (torch.randn(3, 256),), ops=[AFFINE], trt_version="latest", precision="fp16",
+                                rtol=1e-2, atol=1e-2)
+    (engine,) = [m for n, m in lowered.named_children() if n.startswith("engine_")]
+    graph = onnx.load_from_string(engine.onnx_bytes).graph
+    types = {t.name: t.data_type for t in graph.initializer}
+    for node in (n for n in graph.node if n.op_type == "DequantizeLinear"):
+        assert (types[node.input[0]], types[node.input[1]]) == (TensorProto.INT4, TensorProto.FLOAT), node.name
+
+
 def _reason(model: torch.nn.Module, op: str, version: str = "latest") -> str:
     x = torch.randn(3, 256)
     lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1, trt_version=version)
