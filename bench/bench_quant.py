@@ -1,6 +1,8 @@
-"""INT8 with trt_lower.quantization: error, engines, artifact size and ONNX Runtime latency against fp32.
+"""INT8 and INT4 weight-only with trt_lower.quantization: error, engines, artifact size and ONNX
+Runtime latency against fp32.
 
-    python bench/bench_quant.py [--models resnet50,bert_base,llama_small] [--calls 10] [--json out.json]
+    python bench/bench_quant.py [--models resnet50,bert_base,llama_small] [--int4 llama_int4,qwen2_0_5b]
+                                [--calls 10] [--json out.json]
 
 For each model (random weights, from torchvision's / transformers' configs): quantize it with
 `trt_lower.quantization.quantize` (calibrated on `CALIBRATION` random batches), lower the fp32
@@ -23,6 +25,14 @@ model and the quantized one with backend="onnxruntime", and on one fixed batch r
 ONNX Runtime runs the Q/DQ nodes as float arithmetic on x86 (trt_lower turns its QDQ fusions off:
 they would quantize more than the Q/DQ say), so int8 here is the fp32 work plus the Q/DQ: the
 latency ratio is no measure of TensorRT's int8 speed-up, which needs a GPU and is not measured here.
+
+INT4 weight-only (`--int4`: a small Llama, and Qwen2-0.5B's sizes): each linear weight quantized to
+INT4 in groups of 128 input channels (`quantize(..., dtype="int4_weight_only")`), both lowered for
+trt_version="latest" (opset-21 INT4 DequantizeLinear). Reported: the artifact of each and their
+ratio, per layer (each INT4 weight dequantized by its engine alone) the INT4 codes other than
+eager's, the error and the greedy (argmax) token per position against fp32 and against the eager
+quantized model, and ONNX Runtime latency. ONNX Runtime dequantizes the weights to float32 at each
+call and multiplies in float32: its latency says nothing about TensorRT's INT4 weight-only GEMMs.
 """
 from __future__ import annotations
 
@@ -159,24 +169,48 @@ def _latency(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ..
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def _lower_both(model: torch.nn.Module, quantized: torch.nn.Module, inputs: tuple[torch.Tensor, ...], calls: int,
+                kind: str, **options: Any) -> tuple[trt_lower.LoweredModule, tuple[torch.Tensor, ...], list[Any],
+                                                     dict[str, int], dict[str, float]]:
+    """The fp32 model and the quantized one lowered alike: the quantized lowering; the outputs of
+    the fp32 model, the eager quantized one and the lowered one; its quantized_layers; the two
+    artifacts' sizes and latencies (keys "fp32" and `kind`)."""
+    fp32 = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **options)
+    lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", **options)
+    with torch.no_grad():
+        outputs = model(*inputs), quantized(*inputs), lowered(*inputs)
+    layers = quantized_layers(quantized, lowered, inputs)
+    with tempfile.TemporaryDirectory() as directory:
+        sizes = {"fp32": _size(fp32, directory, "fp32"), kind: _size(lowered, directory, kind)}
+    return lowered, outputs, layers, sizes, _latency({"fp32": fp32, kind: lowered}, inputs, calls)
+
+
+def _shared_figures(kind: str, layers: list[Any], sizes: dict[str, int], latency: dict[str, float]) -> dict[str, Any]:
+    """The figures every row has: codes per layer, artifact sizes and latencies against fp32."""
+    return {
+        "layer_codes_flipped": sum(r.flipped for r in layers),
+        "layer_codes": sum(r.total for r in layers),
+        "layer_max_code_diff": max(r.max_diff for r in layers),
+        "artifact_bytes": sizes,
+        f"artifact_{kind}_vs_fp32": sizes[kind] / sizes["fp32"],
+        "ort_latency_s": latency,
+        f"ort_latency_{kind}_vs_fp32": latency[kind] / latency["fp32"],
+    }
+
+
 def measure(name: str, calls: int) -> dict[str, Any]:
     torch.manual_seed(0)
     model, inputs, batches = MODELS[name]()
     start = time.perf_counter()
     quantized = quantize(model, inputs, [batches(seed) for seed in range(1, CALIBRATION + 1)])
     quantize_s = time.perf_counter() - start
+    assert isinstance(quantized, torch.fx.GraphModule)  # int8: the converted, captured graph
     steps = [float(n.args[1]) for n in quantized.graph.nodes
              if n.target == torch.ops.quantized_decomposed.quantize_per_tensor.default]
-    fp32 = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
-    int8 = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
-    with torch.no_grad():
-        reference, eager_int8, lowered_int8 = model(*inputs), quantized(*inputs), int8(*inputs)
+    int8, (reference, eager_int8, lowered_int8), layers, sizes, latency = _lower_both(model, quantized, inputs, calls,
+                                                                                       "int8")
     error = (lowered_int8 - reference).abs()
-    layers = quantized_layers(quantized, int8, inputs)
     top1 = (lowered_int8.argmax(-1) == reference.argmax(-1)).float().mean().item()
-    with tempfile.TemporaryDirectory() as directory:
-        sizes = {"fp32": _size(fp32, directory, "fp32"), "int8": _size(int8, directory, "int8")}
-    latency = _latency({"fp32": fp32, "int8": int8}, inputs, calls)
     return {
         "model": name,
         "int8_engines": len(int8.report.engines),
@@ -190,26 +224,88 @@ def measure(name: str, calls: int) -> dict[str, Any]:
         "coarsest_step": max(steps),
         "eager_drift_round_x_over_s": _drift(quantized, RoundXOverS, inputs, eager_int8),
         "eager_drift_float64": _drift(quantized, Float64, inputs, eager_int8),
-        "layer_codes_flipped": sum(r.flipped for r in layers),
-        "layer_codes": sum(r.total for r in layers),
-        "layer_max_code_diff": max(r.max_diff for r in layers),
         "quantize_nodes": len(layers),
-        "artifact_bytes": sizes,
-        "artifact_int8_vs_fp32": sizes["int8"] / sizes["fp32"],
-        "ort_latency_s": latency,
-        "ort_latency_int8_vs_fp32": latency["int8"] / latency["fp32"],
+        **_shared_figures("int8", layers, sizes, latency),
         "quantize_s": quantize_s,
     }
+
+
+def llama_int4() -> Example:
+    """A small Llama (hidden 512, 4 layers, grouped-query attention) whose linear layers' input
+    channels 128 divides (llama_small's 1376 it does not)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
+                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256)
+    batches = _ids(config.vocab_size, (1, 64))
+    return Logits(LlamaForCausalLM(config)).eval(), batches(0), batches
+
+
+def qwen2_0_5b() -> Example:
+    """Qwen2-0.5B's sizes (bench/bench_generate.py's qwen2-0.5b), 494 M parameters."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
+                         max_position_embeddings=32768)
+    batches = _ids(config.vocab_size, (1, 64))
+    return Logits(Qwen2ForCausalLM(config)).eval(), batches(0), batches
+
+
+INT4_MODELS: dict[str, Callable[[], Example]] = {"llama_int4": llama_int4, "qwen2_0_5b": qwen2_0_5b}
+
+
+def measure_int4(name: str, calls: int) -> dict[str, Any]:
+    torch.manual_seed(0)
+    model, inputs, _ = INT4_MODELS[name]()
+    start = time.perf_counter()
+    quantized = quantize(model, dtype="int4_weight_only", group_size=128)
+    quantize_s = time.perf_counter() - start
+    int4, (reference, eager_int4, lowered_int4), layers, sizes, latency = _lower_both(
+        model, quantized, inputs, calls, "int4", trt_version="latest")
+    tokens = lowered_int4.argmax(-1)
+    return {
+        "model": name,
+        "int4_engines": len(int4.report.engines),
+        "int4_coverage": int4.report.coverage,
+        "int4_layers": sum(sum(e.int4_ops.values()) for e in int4.report.engines),
+        "max_abs_vs_fp32": (lowered_int4 - reference).abs().max().item(),
+        "fp32_output_abs_mean": reference.abs().mean().item(),
+        "greedy_token_agreement_vs_fp32": (tokens == reference.argmax(-1)).float().mean().item(),
+        "max_abs_vs_eager_int4": (lowered_int4 - eager_int4).abs().max().item(),
+        "greedy_token_agreement_vs_eager_int4": (tokens == eager_int4.argmax(-1)).float().mean().item(),
+        "int4_weights": len(layers),
+        **_shared_figures("int4", layers, sizes, latency),
+        "quantize_s": quantize_s,
+    }
+
+
+def _print_int4(row: dict[str, Any]) -> None:
+    print(f"{row['model']} (INT4 weight-only, groups of 128): engines {row['int4_engines']} (coverage "
+          f"{row['int4_coverage']:.0%}, {row['int4_layers']} layers on INT4 weights); per weight alone: "
+          f"{row['layer_codes_flipped']}/{row['layer_codes']} INT4 codes other than eager's over {row['int4_weights']} "
+          f"weights, max |code diff| {row['layer_max_code_diff']}; vs fp32 max abs {row['max_abs_vs_fp32']:.4g} "
+          f"(fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), greedy tokens agree "
+          f"{row['greedy_token_agreement_vs_fp32']:.1%}; vs eager INT4 max abs {row['max_abs_vs_eager_int4']:.3g}, "
+          f"greedy tokens agree {row['greedy_token_agreement_vs_eager_int4']:.1%}; artifact "
+          f"{row['artifact_bytes']['int4'] / 1e6:.1f} MB vs {row['artifact_bytes']['fp32'] / 1e6:.1f} MB "
+          f"({row['artifact_int4_vs_fp32']:.2f}); ORT latency {row['ort_latency_s']['int4'] * 1e3:.1f} ms vs "
+          f"{row['ort_latency_s']['fp32'] * 1e3:.1f} ms ({row['ort_latency_int4_vs_fp32']:.2f}x; CPU latency says "
+          "nothing of TensorRT's)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--int4", default="llama_int4", help=f"of {', '.join(INT4_MODELS)}; '' for none")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
-    for name in args.models.split(","):
+    for name in filter(None, args.int4.split(",")):
+        rows.append(measure_int4(name, args.calls))
+        _print_int4(rows[-1])
+    for name in filter(None, args.models.split(",")):
         row = measure(name, args.calls)
         rows.append(row)
         print(f"{name}: engines {row['int8_engines']} (coverage {row['int8_coverage']:.0%}, {row['int8_layers']} int8 "

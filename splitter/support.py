@@ -11,7 +11,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
 from converters.core.target import TrtTarget
-from converters.core.quantized import INT8_OPS
+from converters.core.quantized import FP4_DTYPES, nvfp4_reason, quantized_op
 from splitter.index_check import check_indices
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
@@ -93,7 +93,7 @@ def _dtype_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         if isinstance(val, torch.Tensor):
             if val.dtype == torch.bfloat16 and (reason := trt_target.bf16_reason()):
                 return f"dtype bfloat16 unsupported ({where}): {reason}"
-            if val.dtype in (torch.int8, torch.uint8) and node.target in INT8_OPS:
+            if val.dtype in (torch.int8, torch.uint8) and quantized_op(node.target):
                 continue  # quantized: int8 between Q and DQ; the op's capability refuses uint8
             if val.dtype in FP8_DTYPES:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {trt_target.fp8_reason()}"
@@ -140,6 +140,8 @@ def unsupported_reason(node: torch.fx.Node, trt_target: TrtTarget, fallback_ops:
         return failed[node.name]
     if str(node.target) in fallback_ops or str(getattr(node.target, "overloadpacket", "")) in fallback_ops:
         return "forced to eager by fallback_ops"
+    if any(isinstance(val, torch.Tensor) and val.dtype in FP4_DTYPES for _, val in _tensor_vals(node)):
+        return nvfp4_reason(trt_target)  # before the converters: torchao unpacks FP4 with ops that have some
     conv = converters.lookup(node.target)
     if conv is None and isinstance(node.target, torch._ops.OpOverload) and node.target.namespace not in BUILT_IN:
         return (f"no converter for {target_label(node.target)}: register one with "

@@ -163,6 +163,13 @@ class GraphBuilder:
         self.initializers.append(initializer(name, array, self.weights))
         return Value(name, tensor.dtype, tuple(tensor.shape))
 
+    def packed_initializer(self, name: str, array: NDArray[Any], dtype: torch.dtype) -> Value:
+        """A 4-bit weight (`array` of ml_dtypes.int4 values, say; `dtype` the torch dtype naming
+        it): ONNX stores it packed, two values a byte, inside the model."""
+        name = self.fresh(name)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return Value(name, dtype, tuple(array.shape))
+
     def const(self, value: Any, dtype: torch.dtype) -> Value:
         """A small constant (scalar or list) as an initializer, shared when repeated.
 

@@ -14,6 +14,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     grouped_mm,
     histogram,
     index,
+    int4,
     layout,
     linalg,
     math_functions,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 import onnx
-from onnx import helper
+from onnx import TensorProto, helper
 
 from converters.core.segment import is_external
 
@@ -48,3 +48,8 @@ def _collect(graph: onnx.GraphProto, types: dict[str, int]) -> None:
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
                 _collect(a.g, types)
+
+
+def has_int4(model: onnx.ModelProto) -> bool:
+    """Whether `model` holds INT4 weights (group-wise quantized: converters/ops/int4.py)."""
+    return any(t.data_type == TensorProto.INT4 for t in model.graph.initializer)

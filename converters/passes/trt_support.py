@@ -23,6 +23,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from converters.core.builder import PLUGIN_DOMAIN
+from converters.core.quantized import INT4_BLOCK_SIZES, INT4_OPSET
+from converters.core.segment import is_external
 from converters.core.target import TrtTarget
 from converters.passes.onnx_types import elem_types
 
@@ -32,6 +34,8 @@ BOOLS = frozenset({TensorProto.BOOL})
 ANY = FLOATS | INTS | BOOLS
 # INT8 as a quantized type: QuantizeLinear's output, DequantizeLinear's input (and their zero points).
 QUANTIZED = frozenset({TensorProto.INT8})
+# INT4 only as DequantizeLinear's input and zero point: a weight quantized block-wise (_int4_dequantize).
+INT4 = TensorProto.INT4
 # TopK's K must stay below this (operators.md).
 TOPK_MAX_K = 3840
 
@@ -173,6 +177,34 @@ def _quantize_linear(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> 
     return None
 
 
+def _int4_dequantize(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
+    """INT4 as TensorRT takes it: weight-only, a 2-D INT4 initializer dequantized in blocks of 64
+    or 128 along its last axis by a positive 2-D initializer scale, zero point absent or 0."""
+    if trt_target.opset < INT4_OPSET:
+        return f"INT4 DequantizeLinear needs opset {INT4_OPSET}; {trt_target.label} reads opset {trt_target.opset}"
+    weight, scale = (g.initializers.get(name) for name in node.input[:2])
+    if weight is None or len(weight.dims) != 2:
+        return "an INT4 DequantizeLinear's input must be a 2-D initializer (TensorRT: INT4 weights only)"
+    block = _attr(node, "block_size", 0)
+    if block not in INT4_BLOCK_SIZES or _attr(node, "axis", 1) not in (1, -1) or weight.dims[1] % block:
+        return (f"INT4 blocks of {block} along axis {_attr(node, 'axis', 1)}: TensorRT takes blocks of "
+                f"{' or '.join(map(str, INT4_BLOCK_SIZES))} along a weight's last axis, dividing it")
+    # A large scale is kept beside the model (its values not here): its shape is checked then.
+    if scale is None or tuple(scale.dims) != (weight.dims[0], weight.dims[1] // block) or (
+            not is_external(scale) and not (numpy_helper.to_array(scale) > 0).all()):
+        return "an INT4 DequantizeLinear's scale must be a positive initializer, one per block"
+    zero = g.initializers.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if len(node.input) > 2 and node.input[2] and (zero is None or numpy_helper.to_array(zero).astype(int).any()):
+        return "an INT4 DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)"
+    return None
+
+
+def _dequantize_linear(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
+    if g.types.get(node.input[0]) == INT4:
+        return _int4_dequantize(node, trt_target, g)
+    return _quantize_linear(node, trt_target, g)
+
+
 def _table() -> dict[str, OpRule]:
     table: dict[str, OpRule] = {}
     for ops, rule in [
@@ -232,7 +264,7 @@ def _table() -> dict[str, OpRule]:
         # explicit quantization (int8 only: opset 17 has no FP8 Q/DQ); int8 may be read and
         # written only here (QUANTIZED)
         ("QuantizeLinear", OpRule(frozenset({TensorProto.FLOAT}), initializers=(1, 2), check=_quantize_linear)),
-        ("DequantizeLinear", OpRule(QUANTIZED, initializers=(1, 2), check=_quantize_linear)),
+        ("DequantizeLinear", OpRule(QUANTIZED, initializers=(1, 2), check=_dequantize_linear)),
         # the condition a boolean scalar; the branches' nodes are checked like the graph's
         ("If", OpRule(BOOLS)),
     ]:
@@ -323,7 +355,7 @@ def _node_violations(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> 
         where = f"input {i}" if i < len(node.input) else f"output {i - len(node.input)}"
         if t in BOUNDARY_TYPES and node.op_type in ("Cast", "Identity"):
             continue
-        if t in QUANTIZED and node.op_type in _QDQ:
+        if t in QUANTIZED and node.op_type in _QDQ or t == INT4 and node.op_type == "DequantizeLinear" and i in (0, 2):
             continue
         if t in BOUNDARY_TYPES:
             found.append(f"{where} '{name}' is {_name(t)}: TensorRT takes it only as engine I/O (Cast it there)")

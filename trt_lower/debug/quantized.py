@@ -10,9 +10,14 @@ the eager model and the same model evaluated in float64 as between the eager mod
 (bench/bench_quant.py). The end-to-end error measures that sensitivity of the model, not the
 lowering. The lowering's own error shows when each layer starts from eager's values: then every
 code is eager's or a neighbour, and only values at a boundary differ.
+
+INT4 weight-only models have no quantize node: their codes are the weights, dequantized group-wise
+in the engine (converters/ops/int4.py). Each such dequantize is its own layer, its output read in
+INT4 codes of its group's scale: a code off by any step means the engine holds another weight.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -20,7 +25,8 @@ from typing import Any, Sequence
 import torch
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
-from trt_lower.debug.replay import Replay
+from converters.core.quantized import INT4_DEQUANTIZE
+from trt_lower.debug.replay import EngineNodes, Replay
 from trt_lower.verify.nodes import Node
 
 qd = torch.ops.quantized_decomposed
@@ -29,10 +35,11 @@ QUANTIZE = frozenset({qd.quantize_per_tensor.default, qd.quantize_per_tensor.ten
 
 @dataclass(frozen=True)
 class LayerCodes:
-    """One quantize node's int8 codes from its layer in an engine, fed eager inputs, against eager's."""
+    """One quantize node's int8 codes from its layer in an engine, fed eager inputs, against eager's
+    (or an INT4 weight's group-wise dequantize, in INT4 codes)."""
 
     engine: str
-    node: str  # the quantize node, as named in the captured graph
+    node: str  # the quantize node (an INT4 weight's dequantize), as named in the captured graph
     layer: int  # how many nodes its layer has (the quantize and a dequantize of it included)
     flipped: int  # codes other than eager's
     total: int
@@ -55,7 +62,8 @@ def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
     """Every per-tensor quantize node that an engine of `lowered` computes, in graph order: its
     layer (the engine's nodes it depends on that no earlier quantize node depends on) converted
     and built alone on `lowered`'s backend, fed the eager values of its inputs (the earlier layers'
-    dequantized values among them), its int8 codes compared with eager's."""
+    dequantized values among them), its int8 codes compared with eager's. Then every INT4 weight
+    an engine dequantizes group-wise, alone, in INT4 codes of its group's scale."""
     replay = Replay(model, lowered, inputs)
     owner = {n: e for e in replay.engines for n in e.nodes}
     settled: set[Node] = set()  # computed by earlier layers: their eager values are fed
@@ -76,4 +84,19 @@ def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
             rows.append(LayerCodes(engine.name, q.name, len(layer), int((diff > 0).sum()), diff.numel(),
                                    int(diff.max()) if diff.numel() else 0))
         settled |= mine | set(q.users)
-    return rows
+    return rows + [_int4_codes(replay, dq, owner[dq]) for dq in replay.gm.graph.nodes
+                   if str(dq.target) in INT4_DEQUANTIZE and dq in owner]
+
+
+def _int4_codes(replay: Replay, dq: Node, engine: EngineNodes) -> LayerCodes:
+    """An INT4 weight dequantized by its engine's converter alone, against eager, in codes of the
+    scale of each element's group."""
+    (out,) = replay.run([dq], [dq], f"{engine.name}_{dq.name}")
+    # torchao.dequantize_affine(codes, block_size, scale, ...); dequantize_per_channel_group(codes,
+    # scales, zero_points, quant_min, quant_max, dtype, group_size, ...)
+    args: Any = dq.args
+    scale_arg, group = (args[2], args[1][-1]) if "affine" in str(dq.target) else (args[1], args[6])
+    scale: Any = functools.reduce(getattr, str(scale_arg.target).split("."), replay.gm)
+    step = scale.double().reshape(out.shape[0], -1).repeat_interleave(group, dim=1)
+    diff = (torch.round(out.double() / step) - torch.round(replay.values[dq].double() / step)).abs()
+    return LayerCodes(engine.name, dq.name, 1, int((diff > 0).sum()), diff.numel(), int(diff.max()))

@@ -11,6 +11,9 @@ Version branches (docs/tensorrt.md):
 - int8 (Q/DQ from converters/ops/quantize.py): the INT8 flag on weakly typed 8.6/10.x networks.
 - bf16 (targets "10.12" and "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
   typed too, so TensorRT computes in the ONNX's types.
+- int4 weights (target "latest": converters/ops/int4.py): 10.x builds the network strongly typed
+  as well, so the INT4 DequantizeLinear and the float layers reading it compute in the ONNX's types
+  (11.x: always).
 """
 from __future__ import annotations
 
@@ -36,10 +39,10 @@ class BuildFailure(Exception):
         self.fx_node = fx_node
 
 
-def network_flags(major: int, precision: str, bf16: bool) -> int:
+def network_flags(major: int, precision: str, typed: bool) -> int:
     if major < 10:
         return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
-    if major == 10 and (precision == "fp16" or bf16):
+    if major == 10 and (precision == "fp16" or typed):
         return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     return 0
 
@@ -98,9 +101,10 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
 
 
 def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: BuildOptions,
-               timing_cache: bytes, *, bf16: bool = False, path: str | None = None) -> tuple[bytes, bytes]:
+               timing_cache: bytes, *, typed: bool = False, path: str | None = None) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
-    `bf16`: the ONNX computes in bfloat16 (converters/passes/bfloat16.py: has_bfloat16); `path`:
+    `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
+    (converters/passes/bfloat16.py: has_bfloat16) or INT4 weights (onnx_types.has_int4); `path`:
     where the model was written, for a model whose weights are external data beside it."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
@@ -109,7 +113,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: Bui
         builder = trt.Builder(logger)
     except TypeError as e:  # a null builder (e.g. a runtime-only install without the builder library)
         raise BuildFailure(f"its Builder could not be created ({logger.take_errors() or e})") from e
-    network = builder.create_network(network_flags(major, options.precision, bf16))
+    network = builder.create_network(network_flags(major, options.precision, typed))
     parser = trt.OnnxParser(network, logger)
     if not (parser.parse(onnx_bytes) if path is None else parser.parse(onnx_bytes, path)):
         raise _parse_failure(parser, onnx_bytes)
@@ -121,7 +125,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: Bui
         config.set_flag(trt.BuilderFlag.FP16)
         _pin_float32(network)
         config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
-    strongly_typed = major >= 11 or major == 10 and (options.precision == "fp16" or bf16)
+    strongly_typed = major >= 11 or major == 10 and (options.precision == "fp16" or typed)
     if not strongly_typed and has_quantization(onnx_bytes):
         # Q/DQ (explicit quantization) computes in int8 only with the INT8 flag on a weakly typed
         # network; strongly typed ones (and 11.x, which dropped the flag) take it from the Q/DQ.

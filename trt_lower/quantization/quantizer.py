@@ -20,6 +20,8 @@ from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinM
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, QuantizationSpec, Quantizer
 
+from trt_lower.quantization.int4 import int4_weight_only
+
 aten = torch.ops.aten
 
 _INT8 = dict(dtype=torch.int8, quant_min=-128, quant_max=127)
@@ -100,13 +102,22 @@ def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...
     return inputs
 
 
-def quantize(model: torch.nn.Module, example_inputs: Batch, calibration_batches: Iterable[Batch]) -> torch.fx.GraphModule:
-    """`model` quantized for TensorRT: captured with torch.export, observed on every batch of
-    `calibration_batches`, converted to quantize / dequantize ops with int8 weights
+def quantize(model: torch.nn.Module, example_inputs: Batch | None = None, calibration_batches: Iterable[Batch] = (),
+             *, dtype: str = "int8", group_size: int = 128) -> torch.nn.Module:
+    """`model` quantized for TensorRT. dtype="int8": captured with torch.export, observed on every
+    batch of `calibration_batches`, converted to quantize / dequantize ops with int8 weights
     (`convert_pt2e`). The example inputs and each batch are a tensor (the model's one input, as a
     DataLoader of inputs yields them) or a tuple or list of the model's inputs. CalibrationError,
     naming the batch, for an empty set of batches, a batch of another number of inputs than the
-    example's, or NaN/infinite values."""
+    example's, or NaN/infinite values. dtype="int4_weight_only": a copy of `model` with INT4
+    linear weights, one scale per `group_size` input channels, activations float; no inputs
+    needed (trt_lower/quantization/int4.py)."""
+    if dtype == "int4_weight_only":
+        return int4_weight_only(model, group_size)
+    if dtype != "int8":
+        raise ValueError(f"dtype={dtype!r}: quantize makes 'int8' or 'int4_weight_only'")
+    if example_inputs is None:
+        raise CalibrationError("example_inputs is None: int8 quantization captures the model with example inputs")
     example = _inputs(example_inputs, "example_inputs")
     captured = torch.export.export(model.eval(), example).module()
     prepared = prepare_pt2e(captured, TensorRTQuantizer())

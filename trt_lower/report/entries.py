@@ -20,6 +20,9 @@ class EngineReport:
     # The ONNX ops TensorRT runs as its own fused layers (Attention, RMSNormalization,
     # RotaryEmbedding: target "latest"), by op. Empty: attention and norms are written as math.
     fused_ops: dict[str, int] = field(default_factory=dict)
+    # The layers that read INT4 weights dequantized group-wise (weight-only: TensorRT computes
+    # them in float, reading 4-bit weights), by op.
+    int4_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

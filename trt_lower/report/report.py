@@ -59,6 +59,8 @@ class LoweringReport:
                 lines.append("      int8: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int8_ops).most_common()))
             if e.fused_ops:
                 lines.append("      fused layers: " + ", ".join(f"{op}×{n}" for op, n in sorted(e.fused_ops.items())))
+            if e.int4_ops:
+                lines.append("      int4 weights: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int4_ops).most_common()))
         if self.fallbacks:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:

@@ -44,6 +44,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         cache_hit=engine.cache_hit,
         int8_ops=dict(engine.segment.int8_ops),
         fused_ops=engine.segment.fused_ops,
+        int4_ops=dict(engine.segment.int4_ops),
     )
 
 

@@ -27,6 +27,8 @@ class ConvertedSegment:
     notes: tuple[str, ...]  # where it computes in a narrower dtype than the model
     # The layers that read dequantized int8 (the report's EngineReport.int8_ops), by op.
     int8_ops: dict[str, int] = field(default_factory=dict)
+    # The layers that read INT4 weights, dequantized group-wise (EngineReport.int4_ops), by op.
+    int4_ops: dict[str, int] = field(default_factory=dict)
 
     @property
     def fused_ops(self) -> dict[str, int]:
