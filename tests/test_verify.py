@@ -126,7 +126,12 @@ def test_verification_that_passes_makes_no_second_captured_graph(monkeypatch: py
     BERT-base), is made only for a bisection."""
     made: list[CapturedGraph] = []
     graph_module = CapturedGraph.graph_module
-    monkeypatch.setattr(CapturedGraph, "graph_module", lambda self: made.append(self) or graph_module(self))
+
+    def counted(self: CapturedGraph) -> torch.fx.GraphModule:
+        made.append(self)
+        return graph_module(self)
+
+    monkeypatch.setattr(CapturedGraph, "graph_module", counted)
     model, x = Block().eval(), torch.randn(8, 16)
     trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", verify=False)
     unverified = len(made)
