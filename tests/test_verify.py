@@ -13,6 +13,7 @@ import torch
 
 import trt_lower
 from trt_double import miscompile
+from splitter.index_check import IndexOutOfRangeError
 from trt_lower.capture.graph import CapturedGraph
 from trt_lower.verify.stage import VerificationError
 
@@ -138,6 +139,14 @@ def test_verification_that_passes_makes_no_second_captured_graph(monkeypatch: py
     lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
     assert len(made) == 2 * unverified and lowered.report.verify_errors and not lowered.report.repairs
     torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_an_example_input_eager_refuses_fails_the_lowering_from_the_background_eager_pass() -> None:
+    """The eager pass runs in another thread beside the build; what it raises is still the
+    lowering's error, in the caller's thread."""
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 16), Block()).eval()
+    with pytest.raises(IndexOutOfRangeError, match="outside \\[0, 10\\)"):
+        trt_lower.lower_to_trt(model, (torch.tensor([[1, 20]]),), backend="onnxruntime")
 
 
 def test_tensorspec_inputs_are_verified_on_samples_only() -> None:
