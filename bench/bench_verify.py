@@ -3,6 +3,7 @@ that is right.
 
     python bench/bench_verify.py [--models resnet50,bert] [--reps 2] [--json out.json]
     python bench/bench_verify.py --zoo [--models vit_b_16,...] [--precisions fp32,fp16] [--json out.json]
+    python bench/bench_verify.py --zoo --int8 [--models resnet50,...] [--precisions fp32] [--json out.json]
 
 Default mode: ResNet-50 (1x3x224x224) and BERT-base (1x128 token ids), random weights, lowered on
 ONNX Runtime with verify=False and verify=True, alternating (the order rotating per repetition),
@@ -11,7 +12,9 @@ after one warm-up lowering; prints the median lowering time of each, the added s
 --zoo: every architecture of bench/model_zoo.py lowered with verify=True in each precision;
 prints per model the engines, the worst engine error found (share of the output's scale, the
 figure the tolerance in trt_lower/verify/tolerance.py is compared with) and the repairs made
-(each one on a correct lowering would be a false repair). See bench/README.md, "verify".
+(each one on a correct lowering would be a false repair). With --int8, bench_quant.py's models
+instead, each quantized as bench_quant.py does (trt_lower.quantization, calibrated on its random
+batches) before it is lowered. See bench/README.md, "verify".
 """
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+import bench_quant  # noqa: E402
 from model_zoo import MODELS as ZOO  # noqa: E402
+from trt_lower.quantization import quantize  # noqa: E402
 
 
 def _resnet50() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
@@ -53,26 +58,43 @@ def overhead(name: str, reps: int) -> dict[str, Any]:
     model, inputs = OVERHEAD_MODELS[name]()
     seconds: dict[bool, list[float]] = {False: [], True: []}
     verify_line: list[float] = []
+    stages: dict[bool, list[dict[str, float]]] = {False: [], True: []}  # report.timings of each run
     for rep in range(reps):
         for verify in ((False, True) if rep % 2 == 0 else (True, False)):
             start = time.perf_counter()
             lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", verify=verify)
             seconds[verify].append(time.perf_counter() - start)
+            stages[verify].append(lowered.report.timings)
             if verify:
                 verify_line.append(lowered.report.timings["verify"])
                 assert not lowered.report.repairs, lowered.report.repairs
             del lowered
     off, on = statistics.median(seconds[False]), statistics.median(seconds[True])
-    row: dict[str, Any] = {"verify_false_s": off, "verify_true_s": on, "added": on / off - 1, "verify_line_s": statistics.median(verify_line),
-           "runs": seconds}
+    # Capture is the same work with and without verification, and on a shared machine its time
+    # varies by more than verification costs: the difference of the stages after it, over the
+    # whole lowering, says what verification adds with that noise left out.
+    after = {v: statistics.median(t - s["capture"] for t, s in zip(seconds[v], stages[v])) for v in (False, True)}
+    row: dict[str, Any] = {"verify_false_s": off, "verify_true_s": on, "added": on / off - 1,
+                           "added_after_capture": (after[True] - after[False]) / off,
+                           "verify_line_s": statistics.median(verify_line),
+                           "runs": seconds, "timings": stages, "load_average": os.getloadavg()}
     print(f"{name:10s} verify=False {off:6.2f} s   verify=True {on:6.2f} s   added {row['added']:+6.1%}   "
-          f"'verify' line {row['verify_line_s']:.2f} s ({row['verify_line_s'] / off:.1%})", flush=True)
+          f"added after capture {row['added_after_capture']:+6.1%}   "
+          f"'verify' line {row['verify_line_s']:.2f} s ({row['verify_line_s'] / off:.1%})   "
+          f"load average {' '.join(f'{x:.1f}' for x in row['load_average'])}", flush=True)
     return row
 
 
-def zoo_one(name: str, precision: str) -> dict[str, Any]:
+def _quantized(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """bench_quant.py's model `name`, quantized as bench_quant.py quantizes it."""
+    model, inputs, batches = bench_quant.MODELS[name]()
+    calibration = [batches(seed) for seed in range(1, bench_quant.CALIBRATION + 1)]
+    return quantize(model, inputs, calibration), inputs
+
+
+def zoo_one(name: str, precision: str, int8: bool) -> dict[str, Any]:
     torch.manual_seed(0)
-    model, inputs = ZOO[name]()
+    model, inputs = _quantized(name) if int8 else ZOO[name]()
     start = time.perf_counter()
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", precision=precision)
     report = lowered.report
@@ -84,6 +106,7 @@ def zoo_one(name: str, precision: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo", action="store_true")
+    parser.add_argument("--int8", action="store_true", help="with --zoo: bench_quant.py's models, quantized")
     parser.add_argument("--models", default=None)
     parser.add_argument("--precisions", default="fp32,fp16")
     parser.add_argument("--reps", type=int, default=2)
@@ -100,10 +123,10 @@ def main() -> None:
     else:
         totals = {"lowerings": 0, "repairs": 0, "failed": 0}
         print(f"{'model':34s} {'precision':9s} {'engines':>7s} {'worst err':>9s} {'verify s':>8s} {'lower s':>7s}  repairs")
-        for name in (args.models or ",".join(ZOO)).split(","):
+        for name in (args.models or ",".join(bench_quant.MODELS if args.int8 else ZOO)).split(","):
             for precision in args.precisions.split(","):
                 try:
-                    row = zoo_one(name, precision)
+                    row = zoo_one(name, precision, args.int8)
                 except Exception as e:  # the sweep goes on: the failure is the result
                     row = {"failed": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}",
                            "traceback": traceback.format_exc()}

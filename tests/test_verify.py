@@ -13,6 +13,8 @@ import torch
 
 import trt_lower
 from trt_double import miscompile
+from splitter.index_check import IndexOutOfRangeError
+from trt_lower.capture.graph import CapturedGraph
 from trt_lower.verify.stage import VerificationError
 
 BACKENDS = ["onnxruntime", "tensorrt"]
@@ -117,6 +119,34 @@ def test_correct_engines_are_not_repaired() -> None:
     lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", precision="fp16")
     assert lowered.report.repairs == [] and lowered.report.verify_errors
     assert lowered.report.timings["verify"] > 0
+
+
+def test_verification_that_passes_makes_no_second_captured_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What verification reads of the nodes (which outputs have one right value) comes from the
+    split graph; the captured graph unsplit, a second copy of the model's graph (0.6 s on
+    BERT-base), is made only for a bisection."""
+    made: list[CapturedGraph] = []
+    graph_module = CapturedGraph.graph_module
+
+    def counted(self: CapturedGraph) -> torch.fx.GraphModule:
+        made.append(self)
+        return graph_module(self)
+
+    monkeypatch.setattr(CapturedGraph, "graph_module", counted)
+    model, x = Block().eval(), torch.randn(8, 16)
+    trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", verify=False)
+    unverified = len(made)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    assert len(made) == 2 * unverified and lowered.report.verify_errors and not lowered.report.repairs
+    torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_an_example_input_eager_refuses_fails_the_lowering_from_the_background_eager_pass() -> None:
+    """The eager pass runs in another thread beside the build; what it raises is still the
+    lowering's error, in the caller's thread."""
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 16), Block()).eval()
+    with pytest.raises(IndexOutOfRangeError, match="outside \\[0, 10\\)"):
+        trt_lower.lower_to_trt(model, (torch.tensor([[1, 20]]),), backend="onnxruntime")
 
 
 def test_tensorspec_inputs_are_verified_on_samples_only() -> None:

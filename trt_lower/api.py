@@ -141,6 +141,8 @@ def lower_to_trt(
                 _require_full(parts.fallbacks, settings)
             with _timed(timings, "convert"):
                 segments = lowering.convert(parts)
+            if verifier is not None:
+                verifier.start(parts, segments)  # eager's reference values, computed beside the build
             with _timed(timings, "build"):
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
                 engines = build(segments, resolved, run_settings, alone=alone)

@@ -11,10 +11,12 @@ eagerly as a whole, and past twice that verification gives up.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import math
 import operator
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 
@@ -66,10 +68,10 @@ class EngineVerdict:
         return all(c.passed for c in self.outputs)
 
 
-def input_sources(parts: Split, engines: list[Engine]) -> dict[str, list[str]]:
+def input_sources(parts: Split, segments: Sequence[ConvertedSegment]) -> dict[str, list[str]]:
     """Each engine's inputs as captured-graph node names: an input another engine computes is
     named after the node it outputs (the split graph reads it through a new getitem)."""
-    made = {e.segment.name: e.segment for e in engines}
+    made = {s.name: s for s in segments}
 
     def source(arg: Node) -> str:
         call, index = (arg.args[0], arg.args[1]) if arg.target is operator.getitem else (arg, 0)
@@ -81,10 +83,14 @@ def input_sources(parts: Split, engines: list[Engine]) -> dict[str, list[str]]:
             for name in made}
 
 
-def check_engine(engine: Engine, inputs: list[str], values: EagerValues, precision: str) -> EngineVerdict:
-    """The engine fed the eager values of its `inputs` (node names), each output against its
-    eager value."""
+def check_engine(engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues,
+                 precision: str) -> EngineVerdict:
+    """The engine (whose FX subgraph is `graph`) fed the eager values of its `inputs` (node names),
+    each output against its eager value."""
     segment = engine.segment
+    # The subgraph's nodes carry the captured graph's names and targets: whether an output has one
+    # right value is read there, not in the captured graph unsplit (which would be built for it).
+    nodes = {n.name: n for n in graph.nodes}
     device = getattr(engine.module, "device", None)  # the example inputs may be elsewhere
     with torch.no_grad():
         out = engine.module(*(values[name].to(device) if device else values[name] for name in inputs))
@@ -92,7 +98,7 @@ def check_engine(engine: Engine, inputs: list[str], values: EagerValues, precisi
     tol = tolerance_of(segment, precision)
     return EngineVerdict(segment.name, tol, [check_output(s.source, values[s.source], a, tol)
                                              for s, a in zip(segment.outputs, actual)
-                                             if not ambiguous(values.node(s.source))])
+                                             if not ambiguous(nodes[s.source])])
 
 
 @dataclass
@@ -144,6 +150,7 @@ class Verifier:
     def __init__(self, captured: CapturedGraph, inputs: tuple[torch.Tensor, ...], backend: str) -> None:
         self.captured, self.inputs, self.backend = captured, inputs, backend
         self.values: EagerValues | None = None
+        self._eager: concurrent.futures.Future[EagerValues] | None = None
         self.plan = RepairPlan()
         self.repairs: list[Repair] = []
         self.verdicts: list[EngineVerdict] = []
@@ -153,17 +160,33 @@ class Verifier:
         """The example inputs and eager's outputs for them, once verification has run."""
         return None if self.values is None else Probe(self.inputs, self.values.outputs)
 
+    def start(self, parts: Split, segments: Sequence[ConvertedSegment]) -> None:
+        """Starts the eager run on the first split to be built, beside the build: a build leaves
+        cores idle (ONNX Runtime's graph optimisation is mostly single-threaded), so verification
+        adds little more than the engine calls. Not with inputs on a GPU: eager kernels beside
+        TensorRT's timing of its tactics would skew its choice; `passes` runs eager then."""
+        if self._eager is None and self.values is None and all(t.device.type == "cpu" for t in self.inputs):
+            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="trt_lower_verify")
+            self._eager = pool.submit(self._eager_values, parts, segments)
+            pool.shutdown(wait=False)  # the thread ends with the run
+
+    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> EagerValues:
+        sources = input_sources(parts, segments)
+        outputs = {s.name: [o.source for o in s.outputs] for s in segments}
+        keep = frozenset(n for names in (*sources.values(), *outputs.values()) for n in names)
+        return EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+
     def passes(self, parts: Split, engines: list[Engine], settings: LoweringSettings) -> bool:
         """True when every engine agrees with eager; else the first that does not is evicted from
         the engine cache, bisected, and a repair planned (VerificationError under require_full)."""
-        sources = input_sources(parts, engines)
+        segments = [e.segment for e in engines]
+        sources = input_sources(parts, segments)
         if self.values is None:
-            outputs = {e.segment.name: [s.source for s in e.segment.outputs] for e in engines}
-            keep = {n for names in (*sources.values(), *outputs.values()) for n in names}
-            self.values = EagerValues(parts.gm, self.inputs, frozenset(keep), outputs, self.captured.graph_module)
+            self.values = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
         self.verdicts = []
         for engine in engines:
-            verdict = check_engine(engine, sources[engine.segment.name], self.values, settings.precision)
+            verdict = check_engine(engine, getattr(parts.gm, engine.segment.name).graph, sources[engine.segment.name],
+                                   self.values, settings.precision)
             self.verdicts.append(verdict)
             if not verdict.passed:
                 forget(engine, settings, f"it disagrees with eager PyTorch ({verdict.worst.error:.3g} of scale)")

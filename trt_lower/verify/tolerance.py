@@ -59,9 +59,12 @@ def check_output(name: str, expected: torch.Tensor, actual: torch.Tensor, tol: T
         return OutputCheck(name, share, share <= MISMATCH_SHARE[tol.precision])
     wide = torch.float64 if e.dtype == torch.float64 else torch.float32  # float32 holds fp16/bf16 exactly
     e, a = e.to(wide), a.to(wide)
-    same = (e == a) | (e.isnan() & a.isnan())  # equal infinities too
-    diff = torch.where(same, torch.zeros_like(e), (e - a).abs().nan_to_num(nan=float("inf")))
-    finite = e[e.isfinite()]
-    scale = max(float(finite.abs().max()) if finite.numel() else 0.0, _SCALE_FLOOR)
+    diff = (e - a).abs()
+    magnitude = e.abs()
+    if not bool(diff.isfinite().all()):  # rare: only then are equal infinities and NaN pairs told apart
+        same = (e == a) | (e.isnan() & a.isnan())
+        diff = torch.where(same, torch.zeros_like(e), diff.nan_to_num(nan=float("inf")))
+        magnitude = torch.where(e.isfinite(), magnitude, torch.zeros_like(e))
+    scale = max(float(magnitude.max()), _SCALE_FLOOR)
     error = float(diff.max()) / scale
     return OutputCheck(name, error, error <= tol.share)
