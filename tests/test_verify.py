@@ -14,7 +14,7 @@ import torch
 import trt_lower
 from trt_double import miscompile
 from splitter.index_check import IndexOutOfRangeError
-from trt_lower.capture.graph import CapturedGraph
+from trt_lower.capture.aten_graph import CapturedGraph
 from trt_lower.verify.stage import VerificationError
 
 BACKENDS = ["onnxruntime", "tensorrt"]
