@@ -9,6 +9,8 @@ Version branches (docs/tensorrt.md):
   FP16 flag, with the layers the ONNX keeps float32 pinned to float32 (per-layer precision and
   output types, which OBEY_PRECISION_CONSTRAINTS makes binding).
 - int8 (Q/DQ from converters/ops/quantize.py): the INT8 flag on weakly typed 8.6/10.x networks.
+- FP8 (Q/DQ from converters/ops/fp8.py, target "latest"): 10.x builds it strongly typed, so the
+  types come from the Q/DQ (no FP8 flag, which 11.x removed).
 - bf16 (targets "10.12" and "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
   typed too, so TensorRT computes in the ONNX's types.
 """
@@ -36,10 +38,11 @@ class BuildFailure(Exception):
         self.fx_node = fx_node
 
 
-def network_flags(major: int, precision: str, bf16: bool) -> int:
+def network_flags(major: int, precision: str, typed: bool) -> int:
+    """`typed`: the ONNX carries types TensorRT must keep (bfloat16, FP8)."""
     if major < 10:
         return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
-    if major == 10 and (precision == "fp16" or bf16):
+    if major == 10 and (precision == "fp16" or typed):
         return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
     return 0
 
@@ -47,6 +50,12 @@ def network_flags(major: int, precision: str, bf16: bool) -> int:
 def has_quantization(onnx_bytes: bytes) -> bool:
     """Whether the ONNX holds QuantizeLinear/DequantizeLinear nodes (explicit quantization)."""
     return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in onnx.load_from_string(onnx_bytes).graph.node)
+
+
+def has_fp8(onnx_bytes: bytes) -> bool:
+    """Whether the ONNX quantizes to FP8 (an FP8 zero point or weight)."""
+    model = onnx.load_from_string(onnx_bytes)
+    return any(i.data_type == onnx.TensorProto.FLOAT8E4M3FN for i in model.graph.initializer)
 
 
 def fx_node_of(onnx_node: str) -> str:
@@ -109,7 +118,8 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
         builder = trt.Builder(logger)
     except TypeError as e:  # a null builder (e.g. a runtime-only install without the builder library)
         raise BuildFailure(f"its Builder could not be created ({logger.take_errors() or e})") from e
-    network = builder.create_network(network_flags(major, settings.precision, bf16))
+    typed = bf16 or has_fp8(onnx_bytes)
+    network = builder.create_network(network_flags(major, settings.precision, typed))
     parser = trt.OnnxParser(network, logger)
     if not (parser.parse(onnx_bytes) if path is None else parser.parse(onnx_bytes, path)):
         raise _parse_failure(parser, onnx_bytes)
@@ -121,7 +131,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], settings: Bu
         config.set_flag(trt.BuilderFlag.FP16)
         _pin_float32(network)
         config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
-    strongly_typed = major >= 11 or major == 10 and (settings.precision == "fp16" or bf16)
+    strongly_typed = major >= 11 or major == 10 and (settings.precision == "fp16" or typed)
     if not strongly_typed and has_quantization(onnx_bytes):
         # Q/DQ (explicit quantization) computes in int8 only with the INT8 flag on a weakly typed
         # network; strongly typed ones (and 11.x, which dropped the flag) take it from the Q/DQ.

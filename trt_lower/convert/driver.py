@@ -13,7 +13,7 @@ from converters.passes.float64 import narrow_float64
 from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
 from converters.core.target import Target
-from converters.core.quantized import DEQUANTIZED, INT8_OPS
+from converters.core.quantized import DEQUANTIZED, INT8_OPS, fp8_dequantizes, fp8_quantizes
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment
@@ -109,18 +109,25 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: Target, precisio
         tuple_output=tuple_output,
         nodes=tuple(n.name for n in sub.graph.nodes if n.op == "call_function"),
         notes=_dtype_notes(sub, name, goal),
-        int8_ops=dict(Counter(str(n.target) for n in sub.graph.nodes if is_compute(n) and _reads_int8(n))),
+        int8_ops=_layers_reading(sub, lambda n: n.target in DEQUANTIZED),
+        fp8_ops=_layers_reading(sub, fp8_dequantizes),
     )
 
 
-def _reads_int8(node: torch.fx.Node) -> bool:
-    """Whether `node` is a layer reading a dequantized int8 value (through views), Q/DQ aside."""
+def _is_qdq(node: torch.fx.Node) -> bool:
+    return node.target in DEQUANTIZED | INT8_OPS or fp8_quantizes(node) or fp8_dequantizes(node)
+
+
+def _layers_reading(sub: torch.fx.GraphModule, dequantizes: Callable[[torch.fx.Node], bool]) -> dict[str, int]:
+    """The layers reading a value `dequantizes` makes (through views), Q/DQ aside, by op: TensorRT
+    fuses the DequantizeLinear into them."""
     def dequantized(arg: torch.fx.Node) -> bool:
         while arg.op == "call_function" and arg.target in NON_COMPUTE:
             arg = arg.all_input_nodes[0]
-        return arg.target in DEQUANTIZED
+        return dequantizes(arg)
 
-    return node.target not in DEQUANTIZED | INT8_OPS and any(map(dequantized, node.all_input_nodes))
+    return dict(Counter(str(n.target) for n in sub.graph.nodes
+                        if is_compute(n) and not _is_qdq(n) and any(map(dequantized, n.all_input_nodes))))
 
 
 def convert(split: Split, goal: Target, precision: str, symbols: SymbolRanges,

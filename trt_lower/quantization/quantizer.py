@@ -20,6 +20,8 @@ from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinM
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, QuantizationSpec, Quantizer
 
+from trt_lower.quantization import fp8
+
 aten = torch.ops.aten
 
 _INT8 = dict(dtype=torch.int8, quant_min=-128, quant_max=127)
@@ -54,7 +56,12 @@ def _annotate(node: torch.fx.Node, inputs: dict[torch.fx.Node, QuantizationSpec]
 
 class TensorRTQuantizer(Quantizer):  # type: ignore[misc]  # torchao has no types
     """int8, symmetric: per-tensor activations, per-channel weights, at the inputs of conv,
-    linear/matmul and residual adds after a conv."""
+    linear/matmul and residual adds after a conv. Other observers (`activation`, `weight`) place
+    the same points for another format (FP8: trt_lower/quantization/fp8.py)."""
+
+    def __init__(self, activation: QuantizationSpec = ACTIVATION, weight: QuantizationSpec = WEIGHT) -> None:
+        super().__init__()
+        self.activation, self.weight = activation, weight
 
     def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
         for node in model.graph.nodes:
@@ -62,11 +69,11 @@ class TensorRTQuantizer(Quantizer):  # type: ignore[misc]  # torchao has no type
                 continue
             args = [a for a in node.args[:2] if isinstance(a, torch.fx.Node)]
             if node.target in _CONVS or node.target is aten.linear.default:
-                _annotate(node, {args[0]: ACTIVATION, args[1]: WEIGHT})
+                _annotate(node, {args[0]: self.activation, args[1]: self.weight})
             elif node.target in _MATMULS:
-                _annotate(node, dict.fromkeys(args, ACTIVATION))
+                _annotate(node, dict.fromkeys(args, self.activation))
             elif node.target in _ADDS and len(args) == 2 and any(map(_from_conv, args)):
-                _annotate(node, dict.fromkeys(args, ACTIVATION))
+                _annotate(node, dict.fromkeys(args, self.activation))
         return model
 
     def validate(self, model: torch.fx.GraphModule) -> None:
@@ -100,25 +107,35 @@ def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...
     return inputs
 
 
-def quantize(model: torch.nn.Module, example_inputs: Batch, calibration_batches: Iterable[Batch]) -> torch.fx.GraphModule:
+# The formats quantize() writes.
+DTYPES = ("int8", "fp8")
+
+
+def quantize(model: torch.nn.Module, example_inputs: Batch, calibration_batches: Iterable[Batch], *,
+             dtype: str = "int8") -> torch.fx.GraphModule:
     """`model` quantized for TensorRT: captured with torch.export, observed on every batch of
-    `calibration_batches`, converted to quantize / dequantize ops with int8 weights
-    (`convert_pt2e`). The example inputs and each batch are a tensor (the model's one input, as a
+    `calibration_batches`, converted to quantize / dequantize ops. `dtype="int8"`: int8 weights
+    (`convert_pt2e`); `dtype="fp8"`: FP8 E4M3 (torchao's float8 ops, amax scales;
+    trt_lower/quantization/fp8.py), which TensorRT runs on Ada/Hopper and newer GPUs (target
+    "latest"). The example inputs and each batch are a tensor (the model's one input, as a
     DataLoader of inputs yields them) or a tuple or list of the model's inputs. CalibrationError,
     naming the batch, for an empty set of batches, a batch of another number of inputs than the
-    example's, or NaN/infinite values."""
+    example's, or NaN/infinite values; ValueError for another `dtype`."""
+    if dtype not in DTYPES:
+        raise ValueError(f"quantize: dtype must be one of {DTYPES}, got {dtype!r}")
     example = _inputs(example_inputs, "example_inputs")
     captured = torch.export.export(model.eval(), example).module()
-    prepared = prepare_pt2e(captured, TensorRTQuantizer())
+    specs = (fp8.ACTIVATION, fp8.WEIGHT) if dtype == "fp8" else (ACTIVATION, WEIGHT)
+    prepared = prepare_pt2e(captured, TensorRTQuantizer(*specs))
     seen = 0
     with torch.no_grad():
         for k, batch in enumerate(calibration_batches):
             prepared(*_inputs(batch, f"calibration batch {k}", len(example)))
             seen += 1
     if not seen:
-        raise CalibrationError("calibration_batches is empty: int8 scales need the activations' ranges from at least "
-                               "one batch of representative inputs")
-    quantized: torch.fx.GraphModule = convert_pt2e(prepared)
+        raise CalibrationError(f"calibration_batches is empty: {dtype} scales need the activations' ranges from at "
+                               "least one batch of representative inputs")
+    quantized: torch.fx.GraphModule = fp8.convert(prepared) if dtype == "fp8" else convert_pt2e(prepared)
     # lower_to_trt and the accuracy checks call .eval() and then .train(model.training) to put the
     # mode back, which an exported module refuses. torchao's allow_exported_model_train_eval
     # returns None from them and leaves `training` True, so putting it back would rewrite the

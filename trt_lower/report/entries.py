@@ -17,6 +17,8 @@ class EngineReport:
     # The layers that read dequantized int8 (Q/DQ), by op: TensorRT fuses the DequantizeLinear
     # into them and computes them in int8. Empty: the engine computes in float only.
     int8_ops: dict[str, int] = field(default_factory=dict)
+    # Likewise for dequantized FP8 (E4M3): computed in FP8 on GPUs that have it.
+    fp8_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         backend=backend,
         cache_hit=engine.cache_hit,
         int8_ops=dict(engine.segment.int8_ops),
+        fp8_ops=dict(engine.segment.fp8_ops),
     )
 
 

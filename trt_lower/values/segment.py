@@ -23,6 +23,8 @@ class ConvertedSegment:
     notes: tuple[str, ...]  # where it computes in a narrower dtype than the model
     # The layers that read dequantized int8 (the report's EngineReport.int8_ops), by op.
     int8_ops: dict[str, int] = field(default_factory=dict)
+    # Likewise dequantized FP8 (E4M3) (EngineReport.fp8_ops).
+    fp8_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
