@@ -241,3 +241,4 @@ def test_an_fp8_model_on_a_target_without_fp8_runs_its_qdq_eagerly(
     assert refused == {str(QUANTIZE), str(DEQUANTIZE)}, lowered.report
     with torch.no_grad():
         torch.testing.assert_close(lowered(*inputs), quantized(*inputs))
+

@@ -443,23 +443,25 @@ def test_onnx_runtime_runs_quantized_engines_as_float_math(monkeypatch: pytest.M
         torch.testing.assert_close(lowered(*inputs), quantized(*inputs))
 
 
-def test_artifact_of_a_quantized_model_stores_int8_weights(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any) -> None:
+@pytest.mark.parametrize("dtype, version", [("int8", "10.4"), ("fp8", "latest")])
+def test_artifact_of_a_quantized_model_stores_its_weights_quantized(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any, dtype: str,
+        version: str) -> None:
     quantized, inputs = quantized_net
     wide = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3)).eval()
     from trt_lower.quantization import quantize
 
-    small = quantize(wide, inputs, [inputs])
+    small = quantize(wide, inputs, [inputs], dtype=dtype)
     sizes = {}
-    for name, model in (("fp32", wide), ("int8", small)):
-        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    for name, model in (("fp32", wide), (dtype, small)):
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", trt_version=version)
         trt_lower.save(lowered, tmp_path / f"{name}.trt")
         sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
         loaded = trt_lower.load(tmp_path / f"{name}.trt", backend="onnxruntime")
         with torch.no_grad():
             torch.testing.assert_close(loaded(*inputs), lowered(*inputs), rtol=0, atol=0)
-    # 38k weights: 4 bytes each in fp32, 1 in int8 (plus per-channel scales and the file's own)
-    assert sizes["int8"] < 0.35 * sizes["fp32"], sizes
+    # 38k weights: 4 bytes each in fp32, 1 in int8 or FP8 (plus per-channel scales and the file's own)
+    assert sizes[dtype] < 0.35 * sizes["fp32"], sizes
 
 
 def test_lowering_leaves_the_quantized_module_in_eval_mode() -> None:

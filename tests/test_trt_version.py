@@ -222,7 +222,7 @@ BAD = {
     "asymmetric QuantizeLinear": (_quantize_linear(np.float32(0.1), np.int8(3)), VERSIONS,
                                   "zero point must be 0 (TensorRT quantizes symmetrically)"),
     "uint8 QuantizeLinear": (_quantize_linear(np.float32(0.1), np.uint8(0), out_type=TensorProto.UINT8), VERSIONS,
-                             "zero point must be an int8 initializer"),
+                             "zero point must be an int8 or FP8 (E4M3) initializer"),
     "QuantizeLinear without zero point": (_quantize_linear(np.float32(0.1), None, out_type=TensorProto.UINT8),
                                           VERSIONS, "needs an explicit int8 zero point"),
     "negative scale": (_quantize_linear(np.float32(-0.1), np.int8(0)), VERSIONS, "scale must be a positive"),
