@@ -80,11 +80,12 @@ def test_each_fp8_form_runs_in_an_engine_and_matches_eager(make: Callable[[], to
     assert lowered.report.engines[0].fp8_ops
 
 
-def test_a_cast_to_fp8_saturates_and_rounds_as_torch_does() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_cast_to_fp8_saturates_and_rounds_as_torch_does(dtype: torch.dtype) -> None:
     """Beyond +-448 (and infinities) the cast saturates; in range it rounds to nearest even:
-    QuantizeLinear (saturate=1) does both as torch's cast does."""
+    QuantizeLinear (saturate=1) does both as torch's cast does, from float16 too."""
     x = torch.tensor([[1000.0, -1000.0, float("inf"), 17.0, 19.0, 0.3, -5e-4, 464.0]])
-    lower_and_compare(lambda t: (t * 1).to(FP8).to(torch.float32), (x,), ops=["aten._to_copy.default"],
+    lower_and_compare(lambda t: (t.to(dtype) * 1).to(FP8).to(dtype), (x,), ops=["aten._to_copy.default"],
                       trt_version="latest")
 
 

@@ -116,7 +116,8 @@ def _quantize(b: GraphBuilder, x: Value, scale: torch.Tensor, folded: Any) -> Va
     if weight is not None:
         return b.initializer(f"{b.converting.name}_fp8", folded(torch.from_numpy(np.array(weight))))
     s, zero, axis = _qparams(b, scale, x.shape)
-    return b.op("QuantizeLinear", x, s, zero, axis=axis, dtype=FP8, shape=x.shape)
+    # QuantizeLinear's scale has its input's type: ours is float32.
+    return b.op("QuantizeLinear", b.cast(x, torch.float32), s, zero, axis=axis, dtype=FP8, shape=x.shape)
 
 
 def _dequantize(b: GraphBuilder, q: Value, scale: torch.Tensor, dtype: torch.dtype) -> Ref:
