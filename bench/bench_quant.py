@@ -1,30 +1,33 @@
-"""INT8 and INT4 weight-only with trt_lower.quantization: error, engines, artifact size and ONNX
-Runtime latency against fp32.
+"""INT8, FP8 and INT4 weight-only with trt_lower.quantization: error, engines, artifact size and
+ONNX Runtime latency against fp32.
 
-    python bench/bench_quant.py [--models resnet50,bert_base,llama_small] [--int4 llama_int4,qwen2_0_5b]
-                                [--calls 10] [--json out.json]
+    python bench/bench_quant.py [--models resnet50,bert_base,llama_small] [--dtypes int8,fp8]
+                                [--int4 llama_int4,qwen2_0_5b] [--calls 10] [--json out.json]
 
-For each model (random weights, from torchvision's / transformers' configs): quantize it with
-`trt_lower.quantization.quantize` (calibrated on `CALIBRATION` random batches), lower the fp32
-model and the quantized one with backend="onnxruntime", and on one fixed batch report
-- the error of the lowered int8 model against the fp32 model (max and mean abs, and top-1
+For each model (random weights, from torchvision's / transformers' configs) and format: quantize it
+with `trt_lower.quantization.quantize(..., dtype=...)` (calibrated on `CALIBRATION` random
+batches), lower the fp32 model and the quantized one with backend="onnxruntime" (FP8: target
+"latest", the one with FP8), and on one fixed batch report
+- the error of the lowered quantized model against the fp32 model (max and mean abs, and top-1
   agreement: ResNet-50's class per image, the language models' token per position) and against
-  the eager quantized module (what TensorRT should compute; beside its coarsest activation step),
-- the noise floor of that last figure: how far the eager quantized module moves from itself when
+  the eager quantized module (what TensorRT should compute; int8: beside its coarsest activation step),
+- int8 only, the noise floor of that last figure: how far the eager quantized module moves from itself when
   evaluated in another, equally valid way: its quantize nodes rounding x / s (QuantizeLinear's
   formula) instead of torch's x * (1 / s), or everything between its quantize/dequantize nodes
   in float64. A code flipped at a rounding boundary spreads through the later layers, so in a
   deep model both land as far from eager as the engine does (trt_lower.debug.quantized),
 - per layer (trt_lower.debug.quantized_layers: each quantize node's layer converted alone and fed
-  eager inputs): the int8 codes other than eager's, of all, and the largest code difference:
-  what the lowering itself adds, which is at most one step, at values on a rounding boundary,
-- engines and coverage of the int8 lowering,
+  eager inputs): the int8 codes (FP8: values, in FP8's order) other than eager's, of all, and the
+  largest difference: what the lowering itself adds, which is at most one step of the format, at
+  values on a rounding boundary,
+- engines and coverage of the quantized lowering,
 - the artifact (trt_lower.save) of each, in bytes, and their ratio,
 - latency per call of the two lowered models on ONNX Runtime, interleaved, median of `--calls`.
 
 ONNX Runtime runs the Q/DQ nodes as float arithmetic on x86 (trt_lower turns its QDQ fusions off:
-they would quantize more than the Q/DQ say), so int8 here is the fp32 work plus the Q/DQ: the
-latency ratio is no measure of TensorRT's int8 speed-up, which needs a GPU and is not measured here.
+they would quantize more than the Q/DQ say), so the quantized model here is the fp32 work plus the
+Q/DQ: the latency ratio says nothing of TensorRT's int8 or FP8 speed, which needs a GPU (FP8: Ada,
+Hopper or newer) and is not measured here.
 
 INT4 weight-only (`--int4`: a small Llama, and Qwen2-0.5B's sizes): each linear weight quantized to
 INT4 in groups of 128 input channels (`quantize(..., dtype="int4_weight_only")`), both lowered for
@@ -198,36 +201,59 @@ def _shared_figures(kind: str, layers: list[Any], sizes: dict[str, int], latency
     }
 
 
-def measure(name: str, calls: int) -> dict[str, Any]:
+# The TensorRT target each format is lowered for (None: the installed one's, else the default):
+# FP8 exists on "latest" only.
+TARGETS: dict[str, str | None] = {"int8": None, "fp8": "latest"}
+
+
+def measure(name: str, calls: int, dtype: str = "int8") -> dict[str, Any]:
+    """One model in one format; the keys name the format (`int8_engines`, `fp8_engines`, ...)."""
     torch.manual_seed(0)
     model, inputs, batches = MODELS[name]()
     start = time.perf_counter()
-    quantized = quantize(model, inputs, [batches(seed) for seed in range(1, CALIBRATION + 1)])
+    quantized = quantize(model, inputs, [batches(seed) for seed in range(1, CALIBRATION + 1)], dtype=dtype)
     quantize_s = time.perf_counter() - start
-    assert isinstance(quantized, torch.fx.GraphModule)  # int8: the converted, captured graph
-    steps = [float(n.args[1]) for n in quantized.graph.nodes
-             if n.target == torch.ops.quantized_decomposed.quantize_per_tensor.default]
-    int8, (reference, eager_int8, lowered_int8), layers, sizes, latency = _lower_both(model, quantized, inputs, calls,
-                                                                                       "int8")
-    error = (lowered_int8 - reference).abs()
-    top1 = (lowered_int8.argmax(-1) == reference.argmax(-1)).float().mean().item()
-    return {
+    assert isinstance(quantized, torch.fx.GraphModule)  # int8 and FP8: the converted, captured graph
+    lowered, (reference, eager_q, lowered_q), layers, sizes, latency = _lower_both(
+        model, quantized, inputs, calls, dtype, trt_version=TARGETS[dtype])
+    error = (lowered_q - reference).abs()
+    top1 = (lowered_q.argmax(-1) == reference.argmax(-1)).float().mean().item()
+    row = {
         "model": name,
-        "int8_engines": len(int8.report.engines),
-        "int8_coverage": int8.report.coverage,
-        "int8_layers": sum(sum(e.int8_ops.values()) for e in int8.report.engines),
+        "dtype": dtype,
+        f"{dtype}_engines": len(lowered.report.engines),
+        f"{dtype}_coverage": lowered.report.coverage,
+        f"{dtype}_layers": sum(sum(getattr(e, f"{dtype}_ops").values()) for e in lowered.report.engines),
         "max_abs_vs_fp32": error.max().item(),
         "mean_abs_vs_fp32": error.mean().item(),
         "fp32_output_abs_mean": reference.abs().mean().item(),
         "top1_agreement_vs_fp32": top1,
-        "max_abs_vs_eager_int8": (lowered_int8 - eager_int8).abs().max().item(),
-        "coarsest_step": max(steps),
-        "eager_drift_round_x_over_s": _drift(quantized, RoundXOverS, inputs, eager_int8),
-        "eager_drift_float64": _drift(quantized, Float64, inputs, eager_int8),
+        f"max_abs_vs_eager_{dtype}": (lowered_q - eager_q).abs().max().item(),
         "quantize_nodes": len(layers),
-        **_shared_figures("int8", layers, sizes, latency),
+        **_shared_figures(dtype, layers, sizes, latency),
         "quantize_s": quantize_s,
     }
+    if dtype == "int8":  # FP8's quantize already divides by s as QuantizeLinear does
+        row["coarsest_step"] = max(float(n.args[1]) for n in quantized.graph.nodes if n.target == QUANTIZE)
+        row["eager_drift_round_x_over_s"] = _drift(quantized, RoundXOverS, inputs, eager_q)
+        row["eager_drift_float64"] = _drift(quantized, Float64, inputs, eager_q)
+    return row
+
+
+def _summary(row: dict[str, Any]) -> str:
+    d = row["dtype"]
+    int8_only = (f" (coarsest step {row['coarsest_step']:.3g}; eager vs eager: x/s rounding "
+                 f"{row['eager_drift_round_x_over_s']:.3g}, float64 {row['eager_drift_float64']:.3g})" if d == "int8" else "")
+    return (f"{row['model']} {d}: engines {row[f'{d}_engines']} (coverage {row[f'{d}_coverage']:.0%}, "
+            f"{row[f'{d}_layers']} {d} layers); vs fp32 max abs {row['max_abs_vs_fp32']:.4g}, mean abs "
+            f"{row['mean_abs_vs_fp32']:.4g} (fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), top-1 agreement "
+            f"{row['top1_agreement_vs_fp32']:.1%}; vs eager {d} max abs {row[f'max_abs_vs_eager_{d}']:.3g}{int8_only}; "
+            f"per layer fed eager inputs: {row['layer_codes_flipped']}/{row['layer_codes']} {d} codes flipped over "
+            f"{row['quantize_nodes']} quantize nodes, max |code diff| {row['layer_max_code_diff']}; artifact "
+            f"{row['artifact_bytes'][d] / 1e6:.1f} MB vs {row['artifact_bytes']['fp32'] / 1e6:.1f} MB "
+            f"({row[f'artifact_{d}_vs_fp32']:.2f}); ORT latency {row['ort_latency_s'][d] * 1e3:.1f} ms vs "
+            f"{row['ort_latency_s']['fp32'] * 1e3:.1f} ms ({row[f'ort_latency_{d}_vs_fp32']:.2f}x; CPU latency "
+            "says nothing of TensorRT's speed)")
 
 
 def llama_int4() -> Example:
@@ -297,7 +323,8 @@ def _print_int4(row: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--int4", default="llama_int4", help=f"of {', '.join(INT4_MODELS)}; '' for none")
+    parser.add_argument("--int4", default="llama_int4", help=f"INT4 weight-only models, of {', '.join(INT4_MODELS)}; '' for none")
+    parser.add_argument("--dtypes", default="int8,fp8", help="formats to quantize to (quantize's dtype)")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -306,19 +333,10 @@ def main() -> None:
         rows.append(measure_int4(name, args.calls))
         _print_int4(rows[-1])
     for name in filter(None, args.models.split(",")):
-        row = measure(name, args.calls)
-        rows.append(row)
-        print(f"{name}: engines {row['int8_engines']} (coverage {row['int8_coverage']:.0%}, {row['int8_layers']} int8 "
-              f"layers); vs fp32 max abs {row['max_abs_vs_fp32']:.4g}, mean abs {row['mean_abs_vs_fp32']:.4g} "
-              f"(fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), top-1 agreement "
-              f"{row['top1_agreement_vs_fp32']:.1%}; vs eager int8 max abs {row['max_abs_vs_eager_int8']:.3g} "
-              f"(coarsest step {row['coarsest_step']:.3g}; eager vs eager: x/s rounding "
-              f"{row['eager_drift_round_x_over_s']:.3g}, float64 {row['eager_drift_float64']:.3g}); per layer fed eager "
-              f"inputs: {row['layer_codes_flipped']}/{row['layer_codes']} int8 codes flipped over "
-              f"{row['quantize_nodes']} quantize nodes, max |code diff| {row['layer_max_code_diff']}; artifact {row['artifact_bytes']['int8'] / 1e6:.1f} MB vs "
-              f"{row['artifact_bytes']['fp32'] / 1e6:.1f} MB ({row['artifact_int8_vs_fp32']:.2f}); ORT latency "
-              f"{row['ort_latency_s']['int8'] * 1e3:.1f} ms vs {row['ort_latency_s']['fp32'] * 1e3:.1f} ms "
-              f"({row['ort_latency_int8_vs_fp32']:.2f}x)", flush=True)
+        for dtype in args.dtypes.split(","):
+            row = measure(name, args.calls, dtype)
+            rows.append(row)
+            print(_summary(row), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -9,9 +9,9 @@ import torch
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
-from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8_DTYPES
+from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8, FP8_DTYPES
 from converters.core.target import TrtTarget
-from converters.core.quantized import FP4_DTYPES, nvfp4_reason, quantized_op
+from converters.core.quantized import FP4_DTYPES, INT8_OPS, fp8_dequantizes, fp8_quantizes, nvfp4_reason, quantized_op
 from splitter.index_check import check_indices
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
@@ -95,8 +95,10 @@ def _dtype_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
                 return f"dtype bfloat16 unsupported ({where}): {reason}"
             if val.dtype in (torch.int8, torch.uint8) and quantized_op(node.target):
                 continue  # quantized: int8 between Q and DQ; the op's capability refuses uint8
+            if val.dtype == FP8 and (fp8_quantizes(node) or fp8_dequantizes(node)):
+                continue  # quantized likewise: the op's capability says where it may go
             if val.dtype in FP8_DTYPES:
-                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {trt_target.fp8_reason()}"
+                return f"dtype {str(val.dtype).removeprefix('torch.')} unsupported ({where}): {_fp8_reason(node, val.dtype, trt_target)}"
             if val.dtype in CAST_ONLY_DTYPES and node.target is not torch.ops.aten._to_copy.default:
                 return f"dtype {str(val.dtype).removeprefix('torch.')} only crosses the engine boundary ({where})"
             if val.dtype not in ENGINE_DTYPES | CAST_ONLY_DTYPES | {torch.bfloat16}:
@@ -107,6 +109,21 @@ def _dtype_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
             if not (isinstance(val, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in val)):
                 return f"{where} is a {type(val).__name__}, not a tensor"
     return None
+
+
+def _fp8_reason(node: torch.fx.Node, dtype: torch.dtype, trt_target: TrtTarget) -> str:
+    """Why an FP8 value cannot be where it is: a target without FP8, E5M2, or E4M3 outside a
+    quantize or dequantize (whose capability says where FP8 may go)."""
+    if reason := trt_target.fp8_reason():
+        return reason
+    if dtype != FP8:
+        return "TensorRT's FP8 is E4M3 (float8_e4m3fn) only"
+    if node.target in INT8_OPS:
+        return ("quantized_decomposed's float8 quantize rounds x / scale to an integer before the cast, which "
+                "is not FP8's rounding (no QuantizeLinear does it): quantize with torchao's float8 ops "
+                "(trt_lower.quantization.quantize(dtype='fp8'))")
+    return ("TensorRT reads float8_e4m3fn only as quantized values: made by a quantize (a cast to it, "
+            "torchao's float8 quantize), read by dequantizes")
 
 
 def _int32_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:

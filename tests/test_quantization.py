@@ -73,28 +73,17 @@ def test_int8_crosses_no_engine_boundary() -> None:
     assert "not only by dequantizes" in _eager_reason(fn, inputs, "quantized_decomposed.quantize_per_tensor.default")
 
 
-@pytest.mark.parametrize("version, reason", [
-    ("8.6", "TensorRT 8.6 has no FP8"),
-    ("10.4", "V100 (Volta) GPUs, which have no FP8"),
-    ("10.12", "FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset 17"),
-    ("latest", "trt_lower has no FP8 converters yet"),
-])
-def test_fp8_casts_are_refused_on_every_target_with_the_reason(version: str, reason: str) -> None:
-    """ModelOpt-style FP8: a scaled cast to float8_e4m3fn and back. Opset 17 has no FP8 Q/DQ."""
-    def fp8(x: torch.Tensor) -> torch.Tensor:
-        return (x / 0.5).to(torch.float8_e4m3fn).to(torch.float32) * 0.5
-
-    assert reason in _eager_reason(fp8, (torch.randn(2, 8),), "aten._to_copy.default", trt_version=version)
-
-
-def _qdq_onnx(zero_point: int) -> onnx.ModelProto:
+def _qdq_onnx(zero_point: float, zero_type: int = TensorProto.INT8) -> onnx.ModelProto:
+    """A QuantizeLinear and DequantizeLinear of one zero point: int8 at opset 17, FP8 (E4M3) at
+    opset 19, which brought its types."""
+    opset = 17 if zero_type == TensorProto.INT8 else 19
     graph = helper.make_graph(
         [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q/QuantizeLinear"),
          helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq/DequantizeLinear")],
         "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", TensorProto.INT8, [], [zero_point])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", zero_type, [], [zero_point])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset == 17 else 9)
 
 
 @pytest.mark.parametrize("version", ["8.6", "10.4", "latest"])
@@ -105,15 +94,28 @@ def test_support_table_takes_symmetric_int8_qdq_only(version: str) -> None:
                      "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)"}
 
 
-@pytest.mark.parametrize("trt_double", ["10.4.0"], indirect=True)
-def test_tensorrt_double_refuses_a_non_zero_zero_point(trt_double: ModuleType) -> None:
+def test_support_table_takes_symmetric_fp8_qdq_on_latest_only() -> None:
+    fp8 = TensorProto.FLOAT8E4M3FN
+    assert trt_support.violations(_qdq_onnx(0, fp8), "latest") == []
+    rules = {v.rule for v in trt_support.violations(_qdq_onnx(2, fp8), "latest")}
+    assert rules == {"QuantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
+                     "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)"}
+    for version in ("8.6", "10.4", "10.12"):
+        rules = {v.rule for v in trt_support.violations(_qdq_onnx(0, fp8), version)}
+        assert any(r.startswith("QuantizeLinear with FP8: ") for r in rules), (version, rules)
+
+
+@pytest.mark.parametrize("trt_double, zero_type", [("10.4.0", TensorProto.INT8),
+                                                   ("10.15.0", TensorProto.FLOAT8E4M3FN)],
+                         indirect=["trt_double"], ids=["int8", "fp8"])
+def test_tensorrt_double_refuses_a_non_zero_zero_point(trt_double: ModuleType, zero_type: int) -> None:
     from trt_lower.runtime.trt_logger import LOGGER
 
     builder = trt_double.Builder(LOGGER)
     parser = trt_double.OnnxParser(builder.create_network(0), LOGGER)
-    assert parser.parse(_qdq_onnx(0).SerializeToString())
+    assert parser.parse(_qdq_onnx(0, zero_type).SerializeToString())
     parser = trt_double.OnnxParser(builder.create_network(0), LOGGER)
-    assert not parser.parse(_qdq_onnx(3).SerializeToString())
+    assert not parser.parse(_qdq_onnx(3, zero_type).SerializeToString())
     assert "TensorRT only supports symmetric quantization" in parser.get_error(0).desc()
     LOGGER.take_errors()
 
@@ -441,23 +443,25 @@ def test_onnx_runtime_runs_quantized_engines_as_float_math(monkeypatch: pytest.M
         torch.testing.assert_close(lowered(*inputs), quantized(*inputs))
 
 
-def test_artifact_of_a_quantized_model_stores_int8_weights(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any) -> None:
+@pytest.mark.parametrize("dtype, version", [("int8", "10.4"), ("fp8", "latest")])
+def test_artifact_of_a_quantized_model_stores_its_weights_quantized(
+        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any, dtype: str,
+        version: str) -> None:
     quantized, inputs = quantized_net
     wide = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3)).eval()
     from trt_lower.quantization import quantize
 
-    small = quantize(wide, inputs, [inputs])
+    small = quantize(wide, inputs, [inputs], dtype=dtype)
     sizes = {}
-    for name, model in (("fp32", wide), ("int8", small)):
-        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime")
+    for name, model in (("fp32", wide), (dtype, small)):
+        lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", trt_version=version)
         trt_lower.save(lowered, tmp_path / f"{name}.trt")
         sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
         loaded = trt_lower.load(tmp_path / f"{name}.trt", backend="onnxruntime")
         with torch.no_grad():
             torch.testing.assert_close(loaded(*inputs), lowered(*inputs), rtol=0, atol=0)
-    # 38k weights: 4 bytes each in fp32, 1 in int8 (plus per-channel scales and the file's own)
-    assert sizes["int8"] < 0.35 * sizes["fp32"], sizes
+    # 38k weights: 4 bytes each in fp32, 1 in int8 or FP8 (plus per-channel scales and the file's own)
+    assert sizes[dtype] < 0.35 * sizes["fp32"], sizes
 
 
 def test_lowering_leaves_the_quantized_module_in_eval_mode() -> None:

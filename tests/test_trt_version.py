@@ -221,10 +221,15 @@ BAD = {
     "asymmetric QuantizeLinear": (_quantize_linear(np.float32(0.1), np.int8(3)), VERSIONS,
                                   "zero point must be 0 (TensorRT quantizes symmetrically)"),
     "uint8 QuantizeLinear": (_quantize_linear(np.float32(0.1), np.uint8(0), out_type=TensorProto.UINT8), VERSIONS,
-                             "zero point must be an int8 initializer"),
+                             "zero point must be an int8 or FP8 (E4M3) initializer"),
     "QuantizeLinear without zero point": (_quantize_linear(np.float32(0.1), None, out_type=TensorProto.UINT8),
                                           VERSIONS, "needs an explicit int8 zero point"),
     "negative scale": (_quantize_linear(np.float32(-0.1), np.int8(0)), VERSIONS, "scale must be a positive"),
+    "asymmetric DequantizeLinear": (_model(
+        [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["y"], name="dq/DequantizeLinear")], [],
+        [("y", FX, [2])], [numpy_helper.from_array(np.array([3, -5], np.int8), "w"),
+                           numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int8(3), "z")]),
+        VERSIONS, "zero point must be 0 (TensorRT quantizes symmetrically)"),
     "per-channel activation": (_quantize_linear(np.full(2, 0.1, np.float32), np.zeros(2, np.int8), axis=1),
                                VERSIONS, "per-channel QuantizeLinear of an activation"),
 }

@@ -22,6 +22,7 @@ ONNX_TYPES: dict[torch.dtype, int] = {
     torch.int8: TensorProto.INT8,
     torch.uint8: TensorProto.UINT8,
     torch.bool: TensorProto.BOOL,
+    torch.float8_e4m3fn: TensorProto.FLOAT8E4M3FN,
 }
 NUMPY_TYPES: dict[torch.dtype, type] = {
     torch.float32: np.float32,
@@ -34,6 +35,7 @@ NUMPY_TYPES: dict[torch.dtype, type] = {
     torch.int8: np.int8,
     torch.uint8: np.uint8,
     torch.bool: np.bool_,
+    torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn,  # likewise
 }
 # Dtypes an engine may carry. float64 is computed as float32 (TensorRT has no float64 kernels;
 # converters/passes/float64.py). bf16 only where the target has it (TrtTarget.bf16_reason); int8 is
@@ -41,7 +43,9 @@ NUMPY_TYPES: dict[torch.dtype, type] = {
 ENGINE_DTYPES = frozenset({torch.float32, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool})
 # uint8 (images) TensorRT takes only as engine I/O: an engine may cast it, not compute on it.
 CAST_ONLY_DTYPES = frozenset({torch.uint8})
-# FP8 (ModelOpt-style casts with scales): no target takes it yet (TrtTarget.fp8_reason).
+# FP8: E4M3 is TensorRT's FP8, a quantized type like int8 (between a quantize and its
+# dequantizes, or a weight), on targets that have it (TrtTarget.fp8_reason); E5M2 it has not.
+FP8 = torch.float8_e4m3fn
 FP8_DTYPES = frozenset({torch.float8_e4m3fn, torch.float8_e5m2})
 # Float weights large enough are kept beside the ONNX as arrays (converters/core/segment.py).
 FLOAT_WEIGHTS: dict[np.dtype[np.generic], int] = {
@@ -58,7 +62,10 @@ def numpy_type(dtype: torch.dtype) -> type:
 
 
 def numpy_view(tensor: torch.Tensor) -> NDArray[Any]:
-    """A CPU tensor's memory as a numpy array (bfloat16 through its bits: torch's .numpy() has none)."""
+    """A CPU tensor's memory as a numpy array (bfloat16 and float8 through their bits: torch's
+    .numpy() has neither)."""
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if tensor.dtype == FP8:
+        return tensor.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
     return tensor.numpy()

@@ -2,6 +2,9 @@
 them, without importing the op families."""
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import torch
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
@@ -9,6 +12,9 @@ from converters.core.target import TrtTarget
 
 aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
+
+# A computed scale or zero point is per tensor or per channel, made in a few ops.
+_MAX_PARAMS, _MAX_NODES = 1 << 16, 16
 
 DEQUANTIZE = frozenset({qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
                          qd.dequantize_per_channel.default})
@@ -48,3 +54,63 @@ def nvfp4_reason(trt_target: TrtTarget) -> str:
                 f"trt_lower writes opset {trt_target.opset} for {trt_target.label}")
     return ("NVFP4 (float4_e2m1fn_x2): ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel, so trt_lower "
             "cannot check an NVFP4 engine against eager and keeps it eager")
+
+
+def constant_of(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
+    """The value of a constant quantization parameter: what a get_attr node reads (a weight, a
+    scale), or a small tensor a few ATen ops compute from those alone (`zero_point.int()`); else
+    None."""
+    if not isinstance(arg, torch.fx.Node):
+        return None
+    seen: set[torch.fx.Node] = set()
+    pending = [arg]
+    while pending:  # only a few ops, on constants only
+        n = pending.pop()
+        if n in seen or n.op == "get_attr":
+            continue
+        val = n.meta.get("val")
+        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
+                or torch.Tag.nondeterministic_seeded in n.target.tags or len(seen) == _MAX_NODES
+                or not isinstance(val, torch.Tensor) or val.numel() > _MAX_PARAMS):
+            return None
+        seen.add(n)
+        pending.extend(n.all_input_nodes)
+    values: dict[torch.fx.Node, Any] = {}
+
+    def evaluate(n: torch.fx.Node) -> Any:
+        if n not in values:
+            if n.op == "get_attr":
+                values[n] = functools.reduce(getattr, str(n.target).split("."), node.graph.owning_module)
+            else:
+                args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), evaluate)
+                values[n] = n.target(*args, **kwargs)  # type: ignore[operator]
+        return values[n]
+
+    result = evaluate(arg)
+    return result if isinstance(result, torch.Tensor) else None
+
+
+# torchao's float8 quantize / dequantize (its PT2E float8 ops; what
+# trt_lower.quantization.quantize(dtype="fp8") writes), by name: importing the converters must not
+# import torchao.
+FP8_QUANTIZE_OP = "torchao.quantize_affine_float8_non_decomposed.default"
+FP8_DEQUANTIZE_OP = "torchao.dequantize_affine_float8_non_decomposed.default"
+
+
+def _dtype(node: Any) -> torch.dtype | None:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val.dtype if isinstance(val, torch.Tensor) else None
+
+
+def fp8_quantizes(node: torch.fx.Node) -> bool:
+    """Whether `node` makes float8_e4m3fn values of float ones: torchao's float8 quantize, or a
+    cast to float8_e4m3fn (ModelOpt-style fake quantization, with the scales around it)."""
+    return str(node.target) == FP8_QUANTIZE_OP or (node.target is aten._to_copy.default
+                                                   and _dtype(node) == torch.float8_e4m3fn)
+
+
+def fp8_dequantizes(node: torch.fx.Node) -> bool:
+    """Whether `node` reads float8_e4m3fn values back as floats: torchao's float8 dequantize, or a
+    cast from float8_e4m3fn."""
+    return str(node.target) == FP8_DEQUANTIZE_OP or (node.target is aten._to_copy.default and bool(node.args)
+                                                     and _dtype(node.args[0]) == torch.float8_e4m3fn)

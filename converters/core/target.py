@@ -71,9 +71,9 @@ class TrtTarget:
             return "target TensorRT 10.4 stands for V100 (Volta) GPUs, which have no bfloat16"
         return None
 
-    def fp8_reason(self) -> str:
-        """Why engines for this target cannot carry FP8: TensorRT computes FP8 from 9.0 on Ada and
-        Hopper, but reads it from the ONNX as opset-19 QuantizeLinear/DequantizeLinear."""
+    def fp8_reason(self) -> str | None:
+        """Why engines for this target cannot carry FP8 (E4M3), or None: TensorRT computes FP8 from
+        9.0 on Ada and Hopper and newer, reading it from opset-19 QuantizeLinear/DequantizeLinear."""
         if self.version == "8.6":
             return "TensorRT 8.6 has no FP8 (it arrived in 9.0) and its parser reads opset 17 at most"
         if self.version == "10.4":
@@ -81,7 +81,7 @@ class TrtTarget:
         if self.opset < 19:
             return (f"FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset {self.opset} "
                     f"for {self.label}")
-        return "trt_lower has no FP8 converters yet"
+        return None
 
     def int32_reason(self, what: str, low: int, high: int) -> str | None:
         """Why integer values in [low, high] (`what`) cannot be computed as they are: on a

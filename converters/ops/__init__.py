@@ -10,6 +10,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     conv,
     creation,
     elementwise,
+    fp8,
     gather,
     grouped_mm,
     histogram,

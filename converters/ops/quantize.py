@@ -6,12 +6,10 @@ so the output type is int8), constant positive scales, activations per tensor an
 channel along their output-channel axis. A quantized constant (a weight) is folded here into an
 int8 initializer followed by DequantizeLinear, computed by the torch op itself so it is exactly
 what eager holds. Anything else (a non-zero zero point, uint8, a narrowed range on an
-activation, another axis) is refused with that reason rather than changed. FP8 has no converter:
-opset 17's QuantizeLinear has no float8 (TrtTarget.fp8_reason).
+activation, another axis) is refused with that reason rather than changed. FP8 is fp8.py's.
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Optional
 
 import numpy as np
@@ -21,7 +19,7 @@ from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noq
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, only_first_output_used
 from converters.core.fold import constant_value
-from converters.core.quantized import DEQUANTIZE, DEQUANTIZED, INT8_OPS
+from converters.core.quantized import DEQUANTIZE, DEQUANTIZED, INT8_OPS, constant_of
 from converters.core.registry import converter
 from converters.core.target import TrtTarget
 
@@ -29,51 +27,15 @@ aten = torch.ops.aten
 qd = torch.ops.quantized_decomposed
 
 INT8_MIN, INT8_MAX = -128, 127
-# A computed scale or zero point is per tensor or per channel, made in a few ops.
-_MAX_PARAMS, _MAX_NODES = 1 << 16, 16
 # TensorRT's per-channel axis: a weight's output channels (0; 1 for a transposed convolution's).
 WEIGHT_AXES = (0, 1)
-
-
-def _attr(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
-    """The value of a constant quantization parameter: what a get_attr node reads (a weight, a
-    scale), or a small tensor a few ATen ops compute from those alone (`zero_point.int()`); else
-    None."""
-    if not isinstance(arg, torch.fx.Node):
-        return None
-    seen: set[torch.fx.Node] = set()
-    pending = [arg]
-    while pending:  # only a few ops, on constants only
-        n = pending.pop()
-        if n in seen or n.op == "get_attr":
-            continue
-        val = n.meta.get("val")
-        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
-                or torch.Tag.nondeterministic_seeded in n.target.tags or len(seen) == _MAX_NODES
-                or not isinstance(val, torch.Tensor) or val.numel() > _MAX_PARAMS):
-            return None
-        seen.add(n)
-        pending.extend(n.all_input_nodes)
-    values: dict[torch.fx.Node, Any] = {}
-
-    def evaluate(n: torch.fx.Node) -> Any:
-        if n not in values:
-            if n.op == "get_attr":
-                values[n] = functools.reduce(getattr, str(n.target).split("."), node.graph.owning_module)
-            else:
-                args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), evaluate)
-                values[n] = n.target(*args, **kwargs)  # type: ignore[operator]
-        return values[n]
-
-    result = evaluate(arg)
-    return result if isinstance(result, torch.Tensor) else None
 
 
 def _is_weight(node: torch.fx.Node, arg: Any) -> bool:
     """A constant, or a constant quantized per channel (convert_pt2e without fold_quantize)."""
     if isinstance(arg, torch.fx.Node) and arg.target is qd.quantize_per_channel.default:
-        return _attr(arg, arg.args[0]) is not None
-    return _attr(node, arg) is not None
+        return constant_of(arg, arg.args[0]) is not None
+    return constant_of(node, arg) is not None
 
 
 def _qparams_reason(node: torch.fx.Node, scale: Any, zero_point: Any, quant_min: Any, quant_max: Any,
@@ -91,12 +53,12 @@ def _qparams_reason(node: torch.fx.Node, scale: Any, zero_point: Any, quant_min:
         # Folding clamps a weight to the range; TensorRT's QuantizeLinear clamps to int8's.
         return (f"quantization range [{quant_min}, {quant_max}] on an activation: TensorRT's "
                 "QuantizeLinear saturates to int8's [-128, 127]")
-    scales = torch.as_tensor(scale) if isinstance(scale, float) else _attr(node, scale)
+    scales = torch.as_tensor(scale) if isinstance(scale, float) else constant_of(node, scale)
     if scales is None:
         return "the scale is computed at run time: TensorRT needs constant quantization scales"
     if not bool((scales > 0).all()) or not bool(scales.isfinite().all()):
         return "quantization scales must be positive and finite"
-    zero_points = torch.as_tensor(zero_point) if isinstance(zero_point, int) else _attr(node, zero_point)
+    zero_points = torch.as_tensor(zero_point) if isinstance(zero_point, int) else constant_of(node, zero_point)
     if zero_point is not None and zero_points is None:
         return "the zero point is computed at run time: TensorRT needs it constant (0)"
     if zero_points is not None and bool((zero_points != 0).any()):
@@ -147,7 +109,7 @@ def _fake_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str
     """fake_quantize_per_tensor_affine(_cachemask): (self, scale, zero_point, [enabled,] quant_min, quant_max)."""
     x, scale, zero_point, *rest = node.args
     quant_min, quant_max = rest[-2:]
-    if len(rest) == 3 and _attr(node, rest[0]) is None:
+    if len(rest) == 3 and constant_of(node, rest[0]) is None:
         return "whether fake quantization is enabled is computed at run time"
     return _qparams_reason(node, scale, zero_point, quant_min, quant_max, None, _is_weight(node, x))
 

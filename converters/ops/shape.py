@@ -12,7 +12,9 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, is_static_shape
 from converters.core.common import normalize_dim
+from converters.core.dtypes import FP8
 from converters.core.registry import converter
+from converters.ops import fp8
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -121,10 +123,12 @@ def clone(b: GraphBuilder, x: Value, *, memory_format: torch.memory_format | Non
     return b.op("Identity", x, dtype=x.dtype)
 
 
-@converter(aten._to_copy.default)
+@converter(aten._to_copy.default, capability=fp8.fp8_capability)
 def to_copy(b: GraphBuilder, x: Value, **kwargs: object) -> Ref:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None,
     bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor"""
+    if FP8 in (x.dtype, b.out.dtype):  # a quantize or dequantize to TensorRT
+        return fp8.cast(b, x)
     return b.op("Identity", b.cast(x, b.out.dtype), dtype=b.out.dtype)
 
 

@@ -53,3 +53,8 @@ def _collect(graph: onnx.GraphProto, types: dict[str, int]) -> None:
 def has_int4(model: onnx.ModelProto) -> bool:
     """Whether `model` holds INT4 weights (group-wise quantized: converters/ops/int4.py)."""
     return any(t.data_type == TensorProto.INT4 for t in model.graph.initializer)
+
+
+def has_fp8(model: onnx.ModelProto) -> bool:
+    """Whether `model` quantizes to FP8 (an FP8 zero point or weight: converters/ops/fp8.py)."""
+    return any(t.data_type == TensorProto.FLOAT8E4M3FN for t in model.graph.initializer)

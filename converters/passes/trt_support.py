@@ -32,8 +32,9 @@ FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 INTS = frozenset({TensorProto.INT32, TensorProto.INT64})
 BOOLS = frozenset({TensorProto.BOOL})
 ANY = FLOATS | INTS | BOOLS
-# INT8 as a quantized type: QuantizeLinear's output, DequantizeLinear's input (and their zero points).
-QUANTIZED = frozenset({TensorProto.INT8})
+# INT8, and FP8 (E4M3) on targets that have it (TrtTarget.fp8_reason), as quantized types:
+# QuantizeLinear's output, DequantizeLinear's input (and their zero points).
+QUANTIZED = frozenset({TensorProto.INT8, TensorProto.FLOAT8E4M3FN})
 # INT4 only as DequantizeLinear's input and zero point: a weight quantized block-wise (_int4_dequantize).
 INT4 = TensorProto.INT4
 # TopK's K must stay below this (operators.md).
@@ -158,22 +159,25 @@ def _instance_norm(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Op
 
 
 def _quantize_linear(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> Optional[str]:
-    """Explicit quantization as TensorRT takes it: int8, symmetric (an explicit all-zero int8 zero
-    point), constant positive scales, per-channel only on weights (converters/ops/quantize.py)."""
+    """Explicit quantization as TensorRT takes it: int8 or FP8 (E4M3, opset 19, where the target
+    has it), symmetric (an explicit all-zero zero point, whose type is the quantized one),
+    constant positive scales, per-channel only on weights (converters/ops/quantize.py, fp8.py)."""
     if len(node.input) < 3 or not node.input[2]:
         return f"{node.op_type} needs an explicit int8 zero point (its default is uint8, which TensorRT refuses)"
-    zero_point = numpy_helper.to_array(g.initializers[node.input[2]]) if node.input[2] in g.initializers else None
-    if zero_point is None or zero_point.dtype != "int8":
-        return f"{node.op_type}'s zero point must be an int8 initializer"
-    if zero_point.any():
+    zero = g.initializers.get(node.input[2])
+    if zero is None or zero.data_type not in QUANTIZED:
+        return f"{node.op_type}'s zero point must be an int8 or FP8 (E4M3) initializer"
+    if zero.data_type == TensorProto.FLOAT8E4M3FN and (reason := trt_target.fp8_reason()):
+        return f"{node.op_type} with FP8: {reason}"
+    if numpy_helper.to_array(zero).astype("float32").any():
         return f"{node.op_type}'s zero point must be 0 (TensorRT quantizes symmetrically)"
     scale = numpy_helper.to_array(g.initializers[node.input[1]]) if node.input[1] in g.initializers else None
     if scale is None or not (scale > 0).all():
         return f"{node.op_type}'s scale must be a positive initializer"
     if scale.ndim == 1 and node.input[0] not in g.initializers and node.op_type == "QuantizeLinear":
         return "per-channel QuantizeLinear of an activation (TensorRT quantizes activations per tensor)"
-    if node.op_type == "DequantizeLinear" and g.types.get(node.input[0]) != TensorProto.INT8:
-        return "DequantizeLinear's input must be INT8"
+    if node.op_type == "DequantizeLinear" and g.types.get(node.input[0]) != zero.data_type:
+        return f"DequantizeLinear's input must be {_name(zero.data_type)}, its zero point's type"
     return None
 
 
@@ -261,8 +265,8 @@ def _table() -> dict[str, OpRule]:
         # Its output size depends on the data: the engine module serves such engine outputs
         # with an IOutputAllocator (8.5+, so every target).
         ("NonZero", OpRule(FLOATS)),
-        # explicit quantization (int8 only: opset 17 has no FP8 Q/DQ); int8 may be read and
-        # written only here (QUANTIZED)
+        # explicit quantization: int8, and FP8 from opset 19 (_quantize_linear); the quantized
+        # types may be read and written only here (QUANTIZED)
         ("QuantizeLinear", OpRule(frozenset({TensorProto.FLOAT}), initializers=(1, 2), check=_quantize_linear)),
         ("DequantizeLinear", OpRule(QUANTIZED, initializers=(1, 2), check=_dequantize_linear)),
         # the condition a boolean scalar; the branches' nodes are checked like the graph's

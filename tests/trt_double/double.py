@@ -55,6 +55,7 @@ from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.core.segment import OnnxSegment, protobuf_limit
 from converters.passes.onnx_types import elem_types
 from trt_double import miscompile
+from trt_lower.engine.ort_session import Q_DQ_AS_WRITTEN
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -719,7 +720,7 @@ def _session(segment: OnnxSegment) -> ort.InferenceSession:
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in runnable.weights.values()]
         options.add_external_initializers(list(runnable.weights), values)
     return ort.InferenceSession(runnable.model.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=["QDQSelectorActionTransformer"])
+                                disabled_optimizers=Q_DQ_AS_WRITTEN)
 
 
 def _use_logger(logger: stubs.ILogger) -> None:

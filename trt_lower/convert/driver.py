@@ -13,7 +13,7 @@ from converters.passes.float64 import narrow_float64
 from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
 from converters.core.target import TrtTarget
-from converters.core.quantized import DEQUANTIZED, INT4_DEQUANTIZE, quantized_op
+from converters.core.quantized import DEQUANTIZED, INT4_DEQUANTIZE, fp8_dequantizes, fp8_quantizes, quantized_op
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
 from trt_lower.values.segment import ConvertedSegment
@@ -109,21 +109,26 @@ def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: TrtTarget, preci
         tuple_output=tuple_output,
         nodes=tuple(n.name for n in sub.graph.nodes if n.op == "call_function"),
         notes=_dtype_notes(sub, name, goal),
-        int8_ops=_reading(sub, lambda t: t in DEQUANTIZED),
-        int4_ops=_reading(sub, lambda t: str(t) in INT4_DEQUANTIZE),
+        int8_ops=_layers_reading(sub, lambda n: n.target in DEQUANTIZED),
+        int4_ops=_layers_reading(sub, lambda n: str(n.target) in INT4_DEQUANTIZE),
+        fp8_ops=_layers_reading(sub, fp8_dequantizes),
     )
 
 
-def _reading(sub: torch.fx.GraphModule, dequantize: Callable[[object], bool]) -> dict[str, int]:
-    """The layers of `sub` reading a value that `dequantize` ops dequantized (through views), Q/DQ
-    aside, counted by op."""
+def _is_qdq(node: torch.fx.Node) -> bool:
+    return node.target in DEQUANTIZED or quantized_op(node.target) or fp8_quantizes(node) or fp8_dequantizes(node)
+
+
+def _layers_reading(sub: torch.fx.GraphModule, dequantizes: Callable[[torch.fx.Node], bool]) -> dict[str, int]:
+    """The layers reading a value `dequantizes` makes (through views), Q/DQ aside, by op: TensorRT
+    fuses the DequantizeLinear into them."""
     def dequantized(arg: torch.fx.Node) -> bool:
         while arg.op == "call_function" and arg.target in NON_COMPUTE:
             arg = arg.all_input_nodes[0]
-        return dequantize(arg.target)
+        return dequantizes(arg)
 
-    return dict(Counter(str(n.target) for n in sub.graph.nodes if is_compute(n) and not quantized_op(n.target)
-                        and not dequantize(n.target) and any(map(dequantized, n.all_input_nodes))))
+    return dict(Counter(str(n.target) for n in sub.graph.nodes
+                        if is_compute(n) and not _is_qdq(n) and any(map(dequantized, n.all_input_nodes))))
 
 
 def convert(split: Split, goal: TrtTarget, precision: str, symbols: SymbolRanges,

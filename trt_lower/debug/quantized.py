@@ -1,5 +1,5 @@
 """quantized_layers: each quantize node of a lowered quantized model against eager PyTorch, in
-int8 codes, with its layer fed eager inputs.
+int8 codes or FP8 (E4M3) values in order, with its layer fed eager inputs.
 
 Why per layer: a quantize rounds, and float arithmetic in another order (another kernel's
 summation order; ONNX's QuantizeLinear rounds x / s where torch's quantize rounds x * (1 / s))
@@ -25,25 +25,27 @@ from typing import Any, Sequence
 import torch
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
-from converters.core.quantized import INT4_DEQUANTIZE
+from converters.core.quantized import INT4_DEQUANTIZE, fp8_quantizes
 from trt_lower.debug.replay import EngineNodes, Replay
 from trt_lower.verify.nodes import Node
 
 qd = torch.ops.quantized_decomposed
 QUANTIZE = frozenset({qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor})
+FP8 = torch.float8_e4m3fn
 
 
 @dataclass(frozen=True)
 class LayerCodes:
-    """One quantize node's int8 codes from its layer in an engine, fed eager inputs, against eager's
-    (or an INT4 weight's group-wise dequantize, in INT4 codes)."""
+    """One quantize node's codes from its layer in an engine, fed eager inputs, against eager's:
+    int8 values, or for FP8 each value's place among FP8's (neighbours one apart); or an INT4
+    weight's group-wise dequantize, in INT4 codes."""
 
     engine: str
     node: str  # the quantize node (an INT4 weight's dequantize), as named in the captured graph
     layer: int  # how many nodes its layer has (the quantize and a dequantize of it included)
     flipped: int  # codes other than eager's
     total: int
-    max_diff: int  # the largest |code - eager's code|
+    max_diff: int  # the largest |code - eager's code|: 1 is one step of the format
 
 
 def _ancestors(node: Node) -> set[Node]:
@@ -57,18 +59,32 @@ def _ancestors(node: Node) -> set[Node]:
     return found
 
 
+def _fp8_places(values: torch.Tensor) -> torch.Tensor:
+    """FP8 E4M3 values' places in FP8's order: its sign-magnitude bits as a signed integer,
+    neighbouring values one apart (both zeros 0)."""
+    bits = values.view(torch.uint8).to(torch.int32)
+    return torch.where(bits >= 128, 128 - bits, bits)
+
+
+def _activation_quantizes(gm: torch.fx.GraphModule) -> list[Node]:
+    """The per-tensor quantize nodes of activations (a weight's quantize is exact: torch's own)."""
+    return [n for n in gm.graph.nodes if n.target in QUANTIZE
+            or (fp8_quantizes(n) and not (isinstance(n.args[0], Node) and n.args[0].op == "get_attr"))]
+
+
 def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
                      inputs: Sequence[torch.Tensor]) -> list[LayerCodes]:
-    """Every per-tensor quantize node that an engine of `lowered` computes, in graph order: its
+    """Every per-tensor quantize node (int8; FP8: torchao's float8 quantize, a cast to
+    float8_e4m3fn) of an activation that an engine of `lowered` computes, in graph order: its
     layer (the engine's nodes it depends on that no earlier quantize node depends on) converted
     and built alone on `lowered`'s backend, fed the eager values of its inputs (the earlier layers'
-    dequantized values among them), its int8 codes compared with eager's. Then every INT4 weight
+    dequantized values among them), its codes compared with eager's. Then every INT4 weight
     an engine dequantizes group-wise, alone, in INT4 codes of its group's scale."""
     replay = Replay(model, lowered, inputs)
     owner = {n: e for e in replay.engines for n in e.nodes}
     settled: set[Node] = set()  # computed by earlier layers: their eager values are fed
     rows = []
-    for q in [n for n in replay.gm.graph.nodes if n.target in QUANTIZE]:
+    for q in _activation_quantizes(replay.gm):
         mine = _ancestors(q)
         engine = owner.get(q)
         if engine is not None:
@@ -78,9 +94,14 @@ def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
             layer = sorted((n for n in nodes if n.target is not operator.getitem or n.args[0] in nodes),
                            key=replay.order.__getitem__)
             (out,) = replay.run(layer, [dq], f"{engine.name}_{q.name}")
-            scale: Any = replay.values.get(q.args[1], q.args[1])  # a float, or the .tensor overload's node
-            codes = torch.round(out.double() / float(scale)).to(torch.int32)
-            diff = (codes - replay.values[q].to(torch.int32)).abs()
+            # a float, or the node of a tensor (.tensor overload, torchao's); a cast's is 1
+            arg = q.args[1] if len(q.args) > 1 else 1.0
+            scale: Any = replay.values[arg] if isinstance(arg, Node) else arg
+            if replay.values[q].dtype == FP8:
+                codes, eager = _fp8_places((out.double() / float(scale)).to(FP8)), _fp8_places(replay.values[q])
+            else:
+                codes, eager = torch.round(out.double() / float(scale)).to(torch.int32), replay.values[q].to(torch.int32)
+            diff = (codes - eager).abs()
             rows.append(LayerCodes(engine.name, q.name, len(layer), int((diff > 0).sum()), diff.numel(),
                                    int(diff.max()) if diff.numel() else 0))
         settled |= mine | set(q.users)

@@ -109,10 +109,10 @@ class ProbeResult:
 
 def check(lowered: LoweredModule, probe: Probe, timed: bool = False) -> ProbeResult:
     """The module run on the probe's inputs, each output against eager's at the tolerance of the
-    module's precision (int8 steps where an engine has quantized layers), summed over its engines
-    by taking the widest."""
+    module's precision (int8 or FP8 steps where an engine has quantized layers), summed over its
+    engines by taking the widest."""
     report = lowered.report
-    tol = Tolerance(report.precision, any(e.int8_ops for e in report.engines))
+    tol = Tolerance(report.precision, any(e.int8_ops for e in report.engines), any(e.fp8_ops for e in report.engines))
     actual = call(lowered, probe.inputs)
     if len(actual) != len(probe.outputs):
         return ProbeResult([OutputCheck("outputs", float("inf"), False)], tol)

@@ -89,12 +89,17 @@ def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None
         # ONNX Runtime copies the values in while creating the session; they must live until then.
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in weights.values()]
         options.add_external_initializers(list(weights), values)
-    # TensorRT quantizes what the Q/DQ nodes say and no more. ONNX Runtime's QDQ fusions would
-    # not: a weight-only DequantizeLinear before a MatMul becomes DynamicQuantizeMatMul, which
-    # quantizes the float input too. Without them Q/DQ run as float math, as the quantized
-    # PyTorch module computes them.
     return ort.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=["QDQSelectorActionTransformer"])
+                                disabled_optimizers=Q_DQ_AS_WRITTEN)
+
+
+# TensorRT quantizes what the Q/DQ nodes say and no more. ONNX Runtime's QDQ fusions would not: a
+# weight-only DequantizeLinear before a MatMul becomes DynamicQuantizeMatMul, which quantizes the
+# float input too. Without them Q/DQ run as float math, as the quantized PyTorch module computes
+# them. Its rewrites of Clip and Relu before a QuantizeLinear assume an integer range: on FP8
+# (1.31) the Clip one fails ("Unexpected data type for QuantizeLinear input y_zero_point") and the
+# Relu one drops the Relu, whose negatives FP8 would keep.
+Q_DQ_AS_WRITTEN = ["QDQSelectorActionTransformer", "ClipQuantRewrite", "ReluQuantRewrite"]
 
 
 def shared_weights_session(segment: OnnxSegment, *, spin_between_runs: bool = True,

@@ -9,6 +9,8 @@ Version branches (docs/tensorrt.md):
   FP16 flag, with the layers the ONNX keeps float32 pinned to float32 (per-layer precision and
   output types, which OBEY_PRECISION_CONSTRAINTS makes binding).
 - int8 (Q/DQ from converters/ops/quantize.py): the INT8 flag on weakly typed 8.6/10.x networks.
+- FP8 (Q/DQ from converters/ops/fp8.py, target "latest"): 10.x builds it strongly typed, so the
+  types come from the Q/DQ (no FP8 flag, which 11.x removed).
 - bf16 (targets "10.12" and "latest"): the ONNX is typed bfloat16 where the model is; 10.x builds it strongly
   typed too, so TensorRT computes in the ONNX's types.
 - int4 weights (target "latest": converters/ops/int4.py): 10.x builds the network strongly typed
@@ -40,6 +42,7 @@ class BuildFailure(Exception):
 
 
 def network_flags(major: int, precision: str, typed: bool) -> int:
+    """`typed`: the ONNX carries types TensorRT must keep (bfloat16, INT4, FP8)."""
     if major < 10:
         return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
     if major == 10 and (precision == "fp16" or typed):
@@ -104,7 +107,7 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: Bui
                timing_cache: bytes, *, typed: bool = False, path: str | None = None) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
     `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
-    (converters/passes/bfloat16.py: has_bfloat16) or INT4 weights (onnx_types.has_int4); `path`:
+    (converters/passes/bfloat16.py: has_bfloat16), INT4 weights or FP8 (onnx_types.has_int4/has_fp8); `path`:
     where the model was written, for a model whose weights are external data beside it."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER

@@ -11,7 +11,7 @@ from typing import Sequence
 import tensorrt as trt
 
 from converters.passes.bfloat16 import has_bfloat16
-from converters.passes.onnx_types import has_int4
+from converters.passes.onnx_types import has_fp8, has_int4
 from converters.core.segment import OnnxSegment
 from trt_lower.engine.cache import EngineCache, Key, default_dir
 from trt_lower.engine.errors import EngineBuildError
@@ -100,7 +100,7 @@ def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment
 
 def _build(segment: OnnxSegment, profiles: list[InputProfile], options: BuildOptions,
            timing_cache: bytes) -> tuple[bytes, bytes]:
-    typed = has_bfloat16(segment.model) or has_int4(segment.model)
+    typed = has_bfloat16(segment.model) or has_int4(segment.model) or has_fp8(segment.model)
     if segment.fits_one_protobuf():
         return build_plan(segment.to_bytes(), profiles, options, timing_cache, typed=typed)
     with tempfile.TemporaryDirectory(prefix="trt_lower_") as tmp:

@@ -20,6 +20,7 @@ from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinM
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, QuantizationSpec, Quantizer
 
+from trt_lower.quantization import fp8
 from trt_lower.quantization.int4 import int4_weight_only
 
 aten = torch.ops.aten
@@ -56,7 +57,12 @@ def _annotate(node: torch.fx.Node, inputs: dict[torch.fx.Node, QuantizationSpec]
 
 class TensorRTQuantizer(Quantizer):  # type: ignore[misc]  # torchao has no types
     """int8, symmetric: per-tensor activations, per-channel weights, at the inputs of conv,
-    linear/matmul and residual adds after a conv."""
+    linear/matmul and residual adds after a conv. Other observers (`activation`, `weight`) place
+    the same points for another format (FP8: trt_lower/quantization/fp8.py)."""
+
+    def __init__(self, activation: QuantizationSpec = ACTIVATION, weight: QuantizationSpec = WEIGHT) -> None:
+        super().__init__()
+        self.activation, self.weight = activation, weight
 
     def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
         for node in model.graph.nodes:
@@ -64,11 +70,11 @@ class TensorRTQuantizer(Quantizer):  # type: ignore[misc]  # torchao has no type
                 continue
             args = [a for a in node.args[:2] if isinstance(a, torch.fx.Node)]
             if node.target in _CONVS or node.target is aten.linear.default:
-                _annotate(node, {args[0]: ACTIVATION, args[1]: WEIGHT})
+                _annotate(node, {args[0]: self.activation, args[1]: self.weight})
             elif node.target in _MATMULS:
-                _annotate(node, dict.fromkeys(args, ACTIVATION))
+                _annotate(node, dict.fromkeys(args, self.activation))
             elif node.target in _ADDS and len(args) == 2 and any(map(_from_conv, args)):
-                _annotate(node, dict.fromkeys(args, ACTIVATION))
+                _annotate(node, dict.fromkeys(args, self.activation))
         return model
 
     def validate(self, model: torch.fx.GraphModule) -> None:
@@ -102,34 +108,41 @@ def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...
     return inputs
 
 
+# The formats quantize() writes.
+DTYPES = ("int8", "fp8", "int4_weight_only")
+
+
 def quantize(model: torch.nn.Module, example_inputs: Batch | None = None, calibration_batches: Iterable[Batch] = (),
              *, dtype: str = "int8", group_size: int = 128) -> torch.nn.Module:
-    """`model` quantized for TensorRT. dtype="int8": captured with torch.export, observed on every
-    batch of `calibration_batches`, converted to quantize / dequantize ops with int8 weights
-    (`convert_pt2e`). The example inputs and each batch are a tensor (the model's one input, as a
+    """`model` quantized for TensorRT. dtype="int8" and "fp8": captured with torch.export,
+    observed on every batch of `calibration_batches`, converted to quantize / dequantize ops:
+    int8 weights (`convert_pt2e`), or FP8 E4M3 (torchao's float8 ops, amax scales;
+    trt_lower/quantization/fp8.py), which TensorRT runs on Ada/Hopper and newer GPUs (target
+    "latest"). The example inputs and each batch are a tensor (the model's one input, as a
     DataLoader of inputs yields them) or a tuple or list of the model's inputs. CalibrationError,
     naming the batch, for an empty set of batches, a batch of another number of inputs than the
     example's, or NaN/infinite values. dtype="int4_weight_only": a copy of `model` with INT4
     linear weights, one scale per `group_size` input channels, activations float; no inputs
-    needed (trt_lower/quantization/int4.py)."""
+    needed (trt_lower/quantization/int4.py). ValueError for another `dtype`."""
+    if dtype not in DTYPES:
+        raise ValueError(f"quantize: dtype must be one of {DTYPES}, got {dtype!r}")
     if dtype == "int4_weight_only":
         return int4_weight_only(model, group_size)
-    if dtype != "int8":
-        raise ValueError(f"dtype={dtype!r}: quantize makes 'int8' or 'int4_weight_only'")
     if example_inputs is None:
-        raise CalibrationError("example_inputs is None: int8 quantization captures the model with example inputs")
+        raise CalibrationError(f"example_inputs is None: {dtype} quantization captures the model with example inputs")
     example = _inputs(example_inputs, "example_inputs")
     captured = torch.export.export(model.eval(), example).module()
-    prepared = prepare_pt2e(captured, TensorRTQuantizer())
+    specs = (fp8.ACTIVATION, fp8.WEIGHT) if dtype == "fp8" else (ACTIVATION, WEIGHT)
+    prepared = prepare_pt2e(captured, TensorRTQuantizer(*specs))
     seen = 0
     with torch.no_grad():
         for k, batch in enumerate(calibration_batches):
             prepared(*_inputs(batch, f"calibration batch {k}", len(example)))
             seen += 1
     if not seen:
-        raise CalibrationError("calibration_batches is empty: int8 scales need the activations' ranges from at least "
-                               "one batch of representative inputs")
-    quantized: torch.fx.GraphModule = convert_pt2e(prepared)
+        raise CalibrationError(f"calibration_batches is empty: {dtype} scales need the activations' ranges from at "
+                               "least one batch of representative inputs")
+    quantized: torch.fx.GraphModule = fp8.convert(prepared) if dtype == "fp8" else convert_pt2e(prepared)
     # lower_to_trt and the accuracy checks call .eval() and then .train(model.training) to put the
     # mode back, which an exported module refuses. torchao's allow_exported_model_train_eval
     # returns None from them and leaves `training` True, so putting it back would rewrite the

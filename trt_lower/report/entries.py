@@ -23,6 +23,8 @@ class EngineReport:
     # The layers that read INT4 weights dequantized group-wise (weight-only: TensorRT computes
     # them in float, reading 4-bit weights), by op.
     int4_ops: dict[str, int] = field(default_factory=dict)
+    # The layers that read dequantized FP8 (E4M3), by op: computed in FP8 on GPUs that have it.
+    fp8_ops: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -55,12 +55,11 @@ class LoweringReport:
             where = e.backend if e.cache_hit is None else f"{e.backend}, {'cache hit' if e.cache_hit else 'built'}"
             lines.append(f"  {e.name} [{where}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
             lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
-            if e.int8_ops:
-                lines.append("      int8: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int8_ops).most_common()))
+            for kind, ops in (("int8", e.int8_ops), ("fp8", e.fp8_ops), ("int4 weights", e.int4_ops)):
+                if ops:
+                    lines.append(f"      {kind}: " + ", ".join(f"{op}×{n}" for op, n in Counter(ops).most_common()))
             if e.fused_ops:
                 lines.append("      fused layers: " + ", ".join(f"{op}×{n}" for op, n in sorted(e.fused_ops.items())))
-            if e.int4_ops:
-                lines.append("      int4 weights: " + ", ".join(f"{op}×{n}" for op, n in Counter(e.int4_ops).most_common()))
         if self.fallbacks:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:

@@ -45,6 +45,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         int8_ops=dict(engine.segment.int8_ops),
         fused_ops=engine.segment.fused_ops,
         int4_ops=dict(engine.segment.int4_ops),
+        fp8_ops=dict(engine.segment.fp8_ops),
     )
 
 

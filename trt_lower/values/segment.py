@@ -29,6 +29,8 @@ class ConvertedSegment:
     int8_ops: dict[str, int] = field(default_factory=dict)
     # The layers that read INT4 weights, dequantized group-wise (EngineReport.int4_ops), by op.
     int4_ops: dict[str, int] = field(default_factory=dict)
+    # The layers that read dequantized FP8 (E4M3) (EngineReport.fp8_ops), by op.
+    fp8_ops: dict[str, int] = field(default_factory=dict)
 
     @property
     def fused_ops(self) -> dict[str, int]:

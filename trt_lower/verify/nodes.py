@@ -29,21 +29,22 @@ class Recorder(torch.fx.Interpreter):
 
 def units(nodes: Sequence[Node]) -> list[list[Node]]:
     """The nodes grouped so that a multi-output node and its getitems are never split apart, nor
-    a quantize and the dequantizes reading its int8 (no engine takes or gives int8)."""
+    a quantize and the dequantizes reading its int8 or FP8 (no engine takes or gives them)."""
     groups: dict[Node, list[Node]] = {}
     group_of: dict[Node, Node] = {}
     for n in nodes:
         base = n.args[0] if n.target is operator.getitem and n.args[0] in groups else n
-        int8 = [a for a in n.all_input_nodes if a in group_of and is_int8(a)]
-        base = group_of[int8[0]] if int8 else base
+        codes = [a for a in n.all_input_nodes if a in group_of and is_quantized(a)]
+        base = group_of[codes[0]] if codes else base
         groups.setdefault(base, []).append(n)  # type: ignore[arg-type]
         group_of[n] = base  # type: ignore[assignment]
     return list(groups.values())
 
 
-def is_int8(node: Node) -> bool:
+def is_quantized(node: Node) -> bool:
+    """Whether `node` gives quantized codes (int8, FP8 E4M3)."""
     val = node.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.dtype == torch.int8
+    return isinstance(val, torch.Tensor) and val.dtype in (torch.int8, torch.float8_e4m3fn)
 
 
 def source_line(node: Node) -> str:

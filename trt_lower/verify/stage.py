@@ -33,7 +33,7 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.bisect import smallest_failing
 from trt_lower.verify.eager import EagerValues
-from trt_lower.verify.nodes import Node, ambiguous, is_int8, module_of, source_line, units
+from trt_lower.verify.nodes import Node, ambiguous, is_quantized, module_of, source_line, units
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
 
@@ -49,7 +49,8 @@ class VerificationError(RuntimeError):
 
 
 def tolerance_of(segment: ConvertedSegment, precision: str) -> Tolerance:
-    return Tolerance("bf16" if has_bfloat16(segment.onnx.model) else precision, bool(segment.int8_ops))
+    return Tolerance("bf16" if has_bfloat16(segment.onnx.model) else precision, bool(segment.int8_ops),
+                     bool(segment.fp8_ops))
 
 
 @dataclass(frozen=True)
@@ -120,9 +121,9 @@ class RepairPlan:
         culprit = run[0].name
         names = [n.name for n in run]
         # Split at each node of the run but its last (a run of one: after it); never at an int8
-        # value (a quantize's codes are no engine input or output).
+        # or FP8 value (a quantize's codes are no engine input or output).
         cut = [n.name for n in run[:-1] or run if n.name not in {s.source for s in engine.outputs} | self.breakers
-               and not is_int8(n)]
+               and not is_quantized(n)]
         possible = {"split": bool(cut), "fp32": precision == "fp16" and not set(names) <= self.fp32, "eager": True}
         done = self.tried.get(culprit, 0)
         tried = [a for a in self.ACTIONS[:done] if possible[a]]

@@ -21,6 +21,10 @@ MISMATCH_SHARE = {"fp32": 1e-2, "fp16": 5e-2, "bf16": 5e-2}
 # int8 engines: this many quantization steps of a symmetric int8 tensor of the output's scale
 # (scale / 127 each) on top: a rounding that lands one code over propagates.
 INT8_STEPS = 4
+# FP8 (E4M3) engines: this many steps of FP8 at the output's scale (2^-3 of it each: three mantissa
+# bits) on top, for the same reason.
+FP8_STEPS = 1
+FP8_STEP = 2.0**-3
 # Below this the scale is rounding noise of a value that is zero in eager.
 _SCALE_FLOOR = 1e-6
 
@@ -28,14 +32,16 @@ _SCALE_FLOOR = 1e-6
 @dataclass(frozen=True)
 class Tolerance:
     precision: str  # "fp32", "fp16" or "bf16": what the engine's float layers compute in
-    int8: bool  # the engine has quantized (Q/DQ) layers
+    int8: bool  # the engine has int8 quantized (Q/DQ) layers
+    fp8: bool = False  # ... FP8 ones
 
     @property
     def share(self) -> float:
-        return SCALE_SHARE[self.precision] + (INT8_STEPS / 127 if self.int8 else 0.0)
+        return (SCALE_SHARE[self.precision] + (INT8_STEPS / 127 if self.int8 else 0.0)
+                + (FP8_STEPS * FP8_STEP if self.fp8 else 0.0))
 
     def describe(self) -> str:
-        steps = f" + {INT8_STEPS} int8 steps" if self.int8 else ""
+        steps = (f" + {INT8_STEPS} int8 steps" if self.int8 else "") + (f" + {FP8_STEPS} FP8 step" if self.fp8 else "")
         return f"{self.precision}{steps}: {self.share:.3g} of the output's scale"
 
 
