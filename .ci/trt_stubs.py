@@ -5,6 +5,7 @@ a parameter `in` (a keyword), and `add_scale_nd` puts a parameter without defaul
 with defaults. mypy stops at the first syntax error, so those spots are rewritten here; nothing
 else changes. The stubs ship without a py.typed marker, so setup.cfg points mypy_path at the copy.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,10 +16,7 @@ from pathlib import Path
 
 DIST = "tensorrt-stubs"
 TARGET = Path(__file__).resolve().parent.parent / "build" / "trt-stubs"
-REPAIRS = (
-    (re.compile(r"\bin: "), "in_: "),
-    (re.compile(r"channel_axis: int\)"), "channel_axis: int = ...)"),
-)
+REPAIRS = ((re.compile(r"\bin: "), "in_: "), (re.compile(r"channel_axis: int\)"), "channel_axis: int = ...)"))
 
 
 def main() -> int:

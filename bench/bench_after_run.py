@@ -10,6 +10,7 @@ end of each run, and one thread. Rounds alternate the three sessions; medians. W
 how much of a lowered call's cost above a bare run comes from where its Python runs (after a run
 that left the caches to the engine's weights), not from how much of it there is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import trt_lower  # noqa: E402
 from bench_overhead import MODELS, _stub, engine_calls  # noqa: E402
+
+import trt_lower  # noqa: E402
 from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 
@@ -70,6 +72,7 @@ def measure(name: str, rounds: int, calls: int) -> None:
 
     def work() -> object:
         return stubbed(*inputs)
+
     with torch.inference_mode():
         for _ in range(200):
             work()
@@ -93,8 +96,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds x {args.calls} "
-          "calls; verified on CPU via ONNX Runtime")
+    print(
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds x {args.calls} "
+        "calls; verified on CPU via ONNX Runtime"
+    )
     for name in args.models.split(","):
         measure(name, args.rounds, args.calls)
 

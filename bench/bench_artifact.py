@@ -8,6 +8,7 @@ is taken per pair; its median is checked against the target (<= 0.15). Sizes: th
 against the bytes of the model's state_dict tensors (target <= 1.1 for fp32). Outputs of the
 loaded module are checked against eager. Imports are done before timing (both sides need them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
 class Measurement(TypedDict):
     """One model's row of the results (and of --json)."""
+
     model: str
     pairs: list[dict[str, float]]
     lower_s_median: float
@@ -71,7 +73,8 @@ def measure(name: str, reps: int, workdir: Path) -> Measurement:
     model, inputs = MODELS[name]()
     path = workdir / f"{name}.trtl"
     lower: Callable[[], trt_lower.LoweredModule] = lambda: trt_lower.lower_to_trt(  # noqa: E731
-        model, inputs, backend="onnxruntime")
+        model, inputs, backend="onnxruntime"
+    )
     load: Callable[[], trt_lower.LoweredModule] = lambda: trt_lower.load(path, backend="onnxruntime")  # noqa: E731
     trt_lower.save(lower(), path)
     load()  # warm-up of both
@@ -83,8 +86,12 @@ def measure(name: str, reps: int, workdir: Path) -> Measurement:
         pairs.append({"lower_s": lowering, "load_s": loading, "ratio": loading / lowering})
     loaded = load()
     with torch.no_grad():
-        diff = max((a - b).abs().max().item() for a, b in zip(
-            torch.utils._pytree.tree_leaves(loaded(*inputs)), torch.utils._pytree.tree_leaves(model(*inputs))))
+        diff = max(
+            (a - b).abs().max().item()
+            for a, b in zip(
+                torch.utils._pytree.tree_leaves(loaded(*inputs)), torch.utils._pytree.tree_leaves(model(*inputs))
+            )
+        )
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     file_bytes = path.stat().st_size
     return {
@@ -114,15 +121,19 @@ def main() -> int:
             results.append(r)
             ok_time = r["load_vs_lowering"] <= TARGETS["load_vs_lowering"]
             ok_size = r["file_vs_state_dict"] <= TARGETS["file_vs_state_dict"]
-            print(f"{name}: lower_to_trt {r['lower_s_median']:.2f} s, load {r['load_s_median']:.2f} s, "
-                  f"load/lowering {r['load_vs_lowering']:.3f} (target <= {TARGETS['load_vs_lowering']}: "
-                  f"{'PASS' if ok_time else 'FAIL'}); file {r['file_bytes'] / 2**20:.1f} MiB vs state_dict "
-                  f"{r['state_dict_bytes'] / 2**20:.1f} MiB = {r['file_vs_state_dict']:.3f}x (target <= "
-                  f"{TARGETS['file_vs_state_dict']}: {'PASS' if ok_size else 'FAIL'}); "
-                  f"max |diff| vs eager {r['max_abs_diff_vs_eager']:.1e}", flush=True)
+            print(
+                f"{name}: lower_to_trt {r['lower_s_median']:.2f} s, load {r['load_s_median']:.2f} s, "
+                f"load/lowering {r['load_vs_lowering']:.3f} (target <= {TARGETS['load_vs_lowering']}: "
+                f"{'PASS' if ok_time else 'FAIL'}); file {r['file_bytes'] / 2**20:.1f} MiB vs state_dict "
+                f"{r['state_dict_bytes'] / 2**20:.1f} MiB = {r['file_vs_state_dict']:.3f}x (target <= "
+                f"{TARGETS['file_vs_state_dict']}: {'PASS' if ok_size else 'FAIL'}); "
+                f"max |diff| vs eager {r['max_abs_diff_vs_eager']:.1e}",
+                flush=True,
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps({"targets": TARGETS, "results": results,
-                                               "load_average": os.getloadavg()}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"targets": TARGETS, "results": results, "load_average": os.getloadavg()}, indent=1)
+        )
     return 0
 
 

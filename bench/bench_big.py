@@ -13,11 +13,11 @@ ids 1x32. Every phase runs in a process of its own, so that each peak RSS is tha
 Peaks are printed as a multiple of the weights' bytes (the acceptance targets: lowering <= 2.0x,
 loading <= 1.3x).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -31,14 +31,32 @@ import torch
 
 CONFIGS: dict[str, dict[str, Any]] = {
     # 0.60 B parameters, 2.24 GiB in float32.
-    "llama_0.6b": dict(hidden_size=1536, num_hidden_layers=20, num_attention_heads=12, num_key_value_heads=4,
-                       intermediate_size=4096, vocab_size=32000),
+    "llama_0.6b": dict(
+        hidden_size=1536,
+        num_hidden_layers=20,
+        num_attention_heads=12,
+        num_key_value_heads=4,
+        intermediate_size=4096,
+        vocab_size=32000,
+    ),
     # 1.5 B parameters, 5.6 GiB: the largest for which 2x its weights leaves this 24 GiB machine room.
-    "llama_1.5b": dict(hidden_size=2048, num_hidden_layers=30, num_attention_heads=16, num_key_value_heads=8,
-                       intermediate_size=5632, vocab_size=32000),
+    "llama_1.5b": dict(
+        hidden_size=2048,
+        num_hidden_layers=30,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        intermediate_size=5632,
+        vocab_size=32000,
+    ),
     # For a quick look at the multiples (0.06 B).
-    "llama_tiny": dict(hidden_size=512, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
-                       intermediate_size=1376, vocab_size=32000),
+    "llama_tiny": dict(
+        hidden_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=1376,
+        vocab_size=32000,
+    ),
 }
 STAGES = ("capture", "split", "convert", "build", "stitch")
 
@@ -120,11 +138,19 @@ def phase_lower(name: str, backend: str, out: Path) -> dict[str, Any]:
         t = end
     with torch.no_grad():
         got = lowered(ids).logits
-    return {"weights_bytes": weights, "lower_s": total, "rss_before_x": before / weights,
-            "eager_ms": _latency_ms(model, ids), "lowered_ms": _latency_ms(lowered, ids),
-            "baseline_x": baseline / weights,
-            "lower_peak_x": _peak_rss() / weights, "stages": stages, "engines": len(lowered.report.engines),
-            "coverage": lowered.report.coverage, "max_abs_err": float((got - expected).abs().max())}
+    return {
+        "weights_bytes": weights,
+        "lower_s": total,
+        "rss_before_x": before / weights,
+        "eager_ms": _latency_ms(model, ids),
+        "lowered_ms": _latency_ms(lowered, ids),
+        "baseline_x": baseline / weights,
+        "lower_peak_x": _peak_rss() / weights,
+        "stages": stages,
+        "engines": len(lowered.report.engines),
+        "coverage": lowered.report.coverage,
+        "max_abs_err": float((got - expected).abs().max()),
+    }
 
 
 def phase_save(name: str, backend: str, out: Path) -> dict[str, Any]:
@@ -135,9 +161,13 @@ def phase_save(name: str, backend: str, out: Path) -> dict[str, Any]:
     after_lowering = psutil.Process().memory_info().rss
     start = time.perf_counter()
     trt_lower.save(lowered, out / "model.trtl")
-    return {"save_s": time.perf_counter() - start, "save_peak_x": _peak_rss() / weights,
-            "rss_after_lowering_x": after_lowering / weights, "file_bytes": (out / "model.trtl").stat().st_size,
-            "file_x": (out / "model.trtl").stat().st_size / weights}
+    return {
+        "save_s": time.perf_counter() - start,
+        "save_peak_x": _peak_rss() / weights,
+        "rss_after_lowering_x": after_lowering / weights,
+        "file_bytes": (out / "model.trtl").stat().st_size,
+        "file_x": (out / "model.trtl").stat().st_size / weights,
+    }
 
 
 def phase_load(name: str, backend: str, out: Path) -> dict[str, Any]:
@@ -150,8 +180,11 @@ def phase_load(name: str, backend: str, out: Path) -> dict[str, Any]:
     load_s = time.perf_counter() - start
     with torch.no_grad():
         got = loaded(expected["ids"]).logits
-    return {"load_s": load_s, "load_peak_x": _peak_rss() / weights,
-            "max_abs_err": float((got - expected["logits"]).abs().max())}
+    return {
+        "load_s": load_s,
+        "load_peak_x": _peak_rss() / weights,
+        "max_abs_err": float((got - expected["logits"]).abs().max()),
+    }
 
 
 def phase_trt_double(name: str, backend: str, out: Path) -> dict[str, Any]:
@@ -170,9 +203,12 @@ def phase_trt_double(name: str, backend: str, out: Path) -> dict[str, Any]:
         lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt")
         with torch.no_grad():
             got = lowered(ids).logits
-    return {"engines": len(lowered.report.engines), "fallbacks": len(lowered.report.fallbacks),
-            "segment_bytes": lowered.segments["engine_0"].onnx.weight_bytes if lowered.segments else 0,
-            "max_abs_err": float((got - expected).abs().max())}
+    return {
+        "engines": len(lowered.report.engines),
+        "fallbacks": len(lowered.report.fallbacks),
+        "segment_bytes": lowered.segments["engine_0"].onnx.weight_bytes if lowered.segments else 0,
+        "max_abs_err": float((got - expected).abs().max()),
+    }
 
 
 PHASES = {"lower": phase_lower, "save": phase_save, "load": phase_load, "trt_double": phase_trt_double}
@@ -180,8 +216,19 @@ PHASES = {"lower": phase_lower, "save": phase_save, "load": phase_load, "trt_dou
 
 def run_phase(phase: str, name: str, backend: str, out: Path, copy_weights: bool) -> dict[str, Any]:
     """One phase in a fresh process; its result as JSON in out/<phase>.json."""
-    command = [sys.executable, __file__, "--phase", phase, "--models", name, "--backend", backend, "--out", str(out),
-               *(["--copy-weights"] if copy_weights else [])]
+    command = [
+        sys.executable,
+        __file__,
+        "--phase",
+        phase,
+        "--models",
+        name,
+        "--backend",
+        backend,
+        "--out",
+        str(out),
+        *(["--copy-weights"] if copy_weights else []),
+    ]
     subprocess.run(command, check=True)
     result: dict[str, Any] = json.loads((out / f"{phase}.json").read_text())
     return result
@@ -192,11 +239,16 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["llama_0.6b", "llama_1.5b"], choices=sorted(CONFIGS))
     parser.add_argument("--backend", default="onnxruntime")
     parser.add_argument("--out", type=Path, default=None, help="working directory (default: a temporary one)")
-    parser.add_argument("--copy-weights", action="store_true",
-                        help="ONNX Runtime sessions copy the weights (as for segments under 1 GiB) instead of "
-                             "reading them in place")
-    parser.add_argument("--trt-double", action="store_true",
-                        help="also lower on the TensorRT double of tests/ (the TensorRT path on the CPU)")
+    parser.add_argument(
+        "--copy-weights",
+        action="store_true",
+        help="ONNX Runtime sessions copy the weights (as for segments under 1 GiB) instead of reading them in place",
+    )
+    parser.add_argument(
+        "--trt-double",
+        action="store_true",
+        help="also lower on the TensorRT double of tests/ (the TensorRT path on the CPU)",
+    )
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)  # a child process's phase
     args = parser.parse_args()
     if args.copy_weights:
@@ -204,7 +256,9 @@ def main() -> None:
 
         ort_session.SHARE_WEIGHTS_MIN_BYTES = 1 << 62
     if args.phase:
-        (args.out / f"{args.phase}.json").write_text(json.dumps(PHASES[args.phase](args.models[0], args.backend, args.out)))
+        (args.out / f"{args.phase}.json").write_text(
+            json.dumps(PHASES[args.phase](args.models[0], args.backend, args.out))
+        )
         return
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
@@ -213,23 +267,35 @@ def main() -> None:
             phases = ("lower", "save", "load", *(["trt_double"] if args.trt_double else []))
             results = {phase: run_phase(phase, name, args.backend, out, args.copy_weights) for phase in phases}
         lower, save, load = results["lower"], results["save"], results["load"]
-        print(f"\n{name}: {lower['weights_bytes'] / 2**30:.2f} GiB of float32 weights, backend {args.backend}, "
-              f"{lower['engines']} engine(s), coverage {lower['coverage']:.3f}")
-        print(f"  a call (1x32 ids, median of 5): eager {lower['eager_ms']:.0f} ms, lowered {lower['lowered_ms']:.0f} ms")
-        print(f"  lower  {lower['lower_s']:6.1f} s  peak {lower['lower_peak_x']:.2f}x weights "
-              f"(before lowering, the model and its eager run: {lower['rss_before_x']:.2f}x; "
-              f"torch and transformers alone: {lower['baseline_x']:.2f}x)  "
-              f"max abs err vs eager {lower['max_abs_err']:.2g}")
+        print(
+            f"\n{name}: {lower['weights_bytes'] / 2**30:.2f} GiB of float32 weights, backend {args.backend}, "
+            f"{lower['engines']} engine(s), coverage {lower['coverage']:.3f}"
+        )
+        print(
+            f"  a call (1x32 ids, median of 5): eager {lower['eager_ms']:.0f} ms, lowered {lower['lowered_ms']:.0f} ms"
+        )
+        print(
+            f"  lower  {lower['lower_s']:6.1f} s  peak {lower['lower_peak_x']:.2f}x weights "
+            f"(before lowering, the model and its eager run: {lower['rss_before_x']:.2f}x; "
+            f"torch and transformers alone: {lower['baseline_x']:.2f}x)  "
+            f"max abs err vs eager {lower['max_abs_err']:.2g}"
+        )
         for stage, s in lower["stages"].items():
             print(f"    {stage:8s} {s['s']:6.1f} s  peak {s['peak_x']:.2f}x")
-        print(f"  save   {save['save_s']:6.1f} s  peak {save['save_peak_x']:.2f}x (lowering included)  "
-              f"file {save['file_bytes'] / 2**30:.2f} GiB ({save['file_x']:.2f}x weights)")
-        print(f"  load   {load['load_s']:6.1f} s  peak {load['load_peak_x']:.2f}x in a fresh process  "
-              f"max abs err vs eager {load['max_abs_err']:.2g}")
+        print(
+            f"  save   {save['save_s']:6.1f} s  peak {save['save_peak_x']:.2f}x (lowering included)  "
+            f"file {save['file_bytes'] / 2**30:.2f} GiB ({save['file_x']:.2f}x weights)"
+        )
+        print(
+            f"  load   {load['load_s']:6.1f} s  peak {load['load_peak_x']:.2f}x in a fresh process  "
+            f"max abs err vs eager {load['max_abs_err']:.2g}"
+        )
         if "trt_double" in results:
             double = results["trt_double"]
-            print(f"  TensorRT double 10.13: {double['engines']} engine(s) over {double['segment_bytes'] / 2**30:.2f} GiB "
-                  f"of weights, {double['fallbacks']} fallback(s), max abs err vs eager {double['max_abs_err']:.2g}")
+            print(
+                f"  TensorRT double 10.13: {double['engines']} engine(s) over {double['segment_bytes'] / 2**30:.2f} GiB "
+                f"of weights, {double['fallbacks']} fallback(s), max abs err vs eager {double['max_abs_err']:.2g}"
+            )
 
 
 if __name__ == "__main__":

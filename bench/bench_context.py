@@ -13,6 +13,7 @@ the calls all its threads made; the figures are medians over blocks with their s
 and the lock's median as a ratio of the context table's. Each block also times the two mechanisms
 alone (the table lookup against an uncontended lock). See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-import trt_lower  # noqa: E402
 from trt_double.activate import trt_double  # noqa: E402
+
+import trt_lower  # noqa: E402
 
 if TYPE_CHECKING:  # imports tensorrt: at run time, only once the double is active
     from trt_lower.runtime.trt_module import TRTEngineModule
@@ -140,7 +142,7 @@ def main() -> None:
         times: dict[tuple[str, int], list[float]] = {v: [] for v in variants}
         alone: dict[str, list[float]] = {"lookup": [], "lock": []}
         for b in range(args.blocks + 1):  # block 0 warms every variant up (contexts created)
-            order = variants[b % len(variants):] + variants[:b % len(variants)]
+            order = variants[b % len(variants) :] + variants[: b % len(variants)]
             for mode, n in order:
                 with one_locked_context() if mode == "lock" else contextlib.nullcontext():
                     seconds = block(lowered, x, expected, n, args.calls)

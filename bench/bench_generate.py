@@ -19,6 +19,7 @@ token by token: its full forward is timed at every K-th prefix length of the N -
 depends on the prefix length alone; that keeps a 0.5 B run to minutes. Memory: the process's RSS
 after each lowered decode step of the longest run (a logits processor reads it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,10 +63,12 @@ def recompute(lowered: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor
     return ids
 
 
-def recompute_sampled(lowered: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, new: int,
-                      every: int) -> tuple[float, float]:
+def recompute_sampled(
+    lowered: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, new: int, every: int
+) -> tuple[float, float]:
     """(time to first token, decode seconds per token) of recompute from its forward timed at
     every `every`-th prefix length of the decode steps, best of three (in the baseline's favour)."""
+
     def forward(length: int) -> float:
         prefix = torch.randint(3, 1024, (ids.shape[0], length))
         return min(seconds(lambda: lowered(prefix).argmax(-1)) for _ in range(3))
@@ -83,16 +86,33 @@ def seconds(run: Callable[[], Any]) -> float:
 def tiny() -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    return LlamaForCausalLM(LlamaConfig(vocab_size=1024, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
-                                        num_attention_heads=4, num_key_value_heads=2))
+    return LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=1024,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    )
 
 
 def qwen2_half_billion() -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    return Qwen2ForCausalLM(Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                                        num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
-                                        max_position_embeddings=32768))
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=151936,
+            hidden_size=896,
+            intermediate_size=4864,
+            num_hidden_layers=24,
+            num_attention_heads=14,
+            num_key_value_heads=2,
+            tie_word_embeddings=True,
+            max_position_embeddings=32768,
+        )
+    )
 
 
 CONFIGS: dict[str, Callable[[], torch.nn.Module]] = {"tiny": tiny, "qwen2-0.5b": qwen2_half_billion}
@@ -117,9 +137,11 @@ def main() -> None:
     gen = lower_causal_lm(model, max_batch=1, max_length=max_length)
     lowering = time.perf_counter() - start
     full = trt_lower.lower_to_trt(Logits(model), (TensorSpec((1, 1), (1, max_length), (1, max_length), torch.int64),))
-    print(f"{args.config}: {type(model).__name__}, {params / 1e6:.0f} M parameters; max_length {max_length}; "
-          f"step lowered in {lowering:.1f} s, coverage {gen.report.coverage:.3f}, {len(gen.report.engines)} engine; "
-          f"recompute model coverage {full.report.coverage:.3f}; threads {torch.get_num_threads()}")
+    print(
+        f"{args.config}: {type(model).__name__}, {params / 1e6:.0f} M parameters; max_length {max_length}; "
+        f"step lowered in {lowering:.1f} s, coverage {gen.report.coverage:.3f}, {len(gen.report.engines)} engine; "
+        f"recompute model coverage {full.report.coverage:.3f}; threads {torch.get_num_threads()}"
+    )
 
     greedy: dict[str, Any] = dict(do_sample=False, pad_token_id=0)
     runners: dict[str, Callable[[torch.Tensor, int], Any]] = {
@@ -151,8 +173,10 @@ def main() -> None:
                     ttft["recompute"] = statistics.median(t for t, _ in sampled)
                     decode["recompute"] = statistics.median(d for _, d in sampled)
                 for name in runners:
-                    print(f"| {prompt} | {new} | {name} | {ttft[name] * 1e3:.2f} | {decode[name] * 1e3:.3f} | "
-                          f"{decode['eager'] / decode[name]:.2f}x | {decode['recompute'] / decode[name]:.2f}x |")
+                    print(
+                        f"| {prompt} | {new} | {name} | {ttft[name] * 1e3:.2f} | {decode[name] * 1e3:.3f} | "
+                        f"{decode['eager'] / decode[name]:.2f}x | {decode['recompute'] / decode[name]:.2f}x |"
+                    )
         same = torch.equal(runners["lowered"](ids, 32), runners["eager"](ids, 32))
         print(f"\nlowered and eager greedy tokens identical (32 new, prompt {prompts[-1]}): {same}")
 
@@ -165,12 +189,15 @@ def main() -> None:
                 return scores
 
         from transformers import LogitsProcessorList
+
         rss = Rss()
         ids = torch.randint(3, 1024, (1, prompts[0]))
         gen.generate(ids, max_new_tokens=max(news), logits_processor=LogitsProcessorList([rss]), **greedy)
         s = rss.samples
-        print(f"RSS over {len(s)} lowered decode steps (MiB): step 1 {s[0]:.1f}, step {len(s) // 16} {s[len(s) // 16 - 1]:.1f}, "
-              f"step {len(s)} {s[-1]:.1f}; growth {len(s) // 16}->{len(s)} {s[-1] - s[len(s) // 16 - 1]:+.1f} MiB")
+        print(
+            f"RSS over {len(s)} lowered decode steps (MiB): step 1 {s[0]:.1f}, step {len(s) // 16} {s[len(s) // 16 - 1]:.1f}, "
+            f"step {len(s)} {s[-1]:.1f}; growth {len(s) // 16}->{len(s)} {s[-1] - s[len(s) // 16 - 1]:+.1f} MiB"
+        )
 
 
 if __name__ == "__main__":

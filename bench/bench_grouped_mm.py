@@ -9,6 +9,7 @@ one process, each lowered to one engine: every expert over all rows in one MatMu
 after (`gathered_rows`); each row's expert weight gathered, one batched MatMul (`gathered_weights`);
 and eager. Per-call time: a block's median; figures: the median over blocks (ms).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,10 +23,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import trt_lower  # noqa: E402
 from bench_overhead import CLOCKS, measure  # noqa: E402
-from converters.ops import grouped_mm  # noqa: E402
 from transformers.integrations import moe  # noqa: E402, F401  (registers transformers::grouped_mm_fallback)
+
+import trt_lower  # noqa: E402
+from converters.ops import grouped_mm  # noqa: E402
 
 # Each form forced by the group count up to which the converter picks gathered_rows.
 FORMS = {"gathered_rows": 2**31, "gathered_weights": 0}
@@ -51,8 +53,10 @@ def main() -> None:
     parser.add_argument("--experts", type=int, default=8)
     parser.add_argument("--dim", type=int, default=256)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.experts} experts, "
-          f"weights {args.dim}x{2 * args.dim}; median of {args.blocks} blocks x {args.calls} calls (ms)")
+    print(
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.experts} experts, "
+        f"weights {args.dim}x{2 * args.dim}; median of {args.blocks} blocks x {args.calls} calls (ms)"
+    )
     chosen = grouped_mm.ROWS_UP_TO_GROUPS
     for size in args.sizes.split(","):
         tokens, top_k = map(int, size.split("x"))
@@ -67,8 +71,10 @@ def main() -> None:
             calls[name] = functools.partial(lowered, *inputs)
         grouped_mm.ROWS_UP_TO_GROUPS = chosen
         times = measure(calls, args.blocks, args.calls, CLOCKS["wall"])
-        print(f"{tokens} tokens x top-{top_k}: " + ", ".join(
-            f"{n} {statistics.median(t) / 1e3:.3f}" for n, t in times.items()))
+        print(
+            f"{tokens} tokens x top-{top_k}: "
+            + ", ".join(f"{n} {statistics.median(t) / 1e3:.3f}" for n, t in times.items())
+        )
 
 
 if __name__ == "__main__":

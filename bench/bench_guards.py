@@ -12,6 +12,7 @@ worst case, all overhead) and a 2-layer BERT (hidden 64, sequence 32).
 Buffers: the median time of taking and giving back one call's cache buffers (_BufferPool.taken,
 a lock and a list pop/append), beside a 12-token greedy generate() of a tiny Llama.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ class Tagger(torch.nn.Module):
 def _bert() -> tuple[torch.nn.Module, torch.Tensor]:
     import transformers
 
-    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, vocab_size=500)
+    config = transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
+    )
     model: torch.nn.Module = transformers.BertModel(config)
     return model.eval(), torch.randint(0, 500, (1, 32))
 
@@ -68,8 +70,10 @@ def index_checks(name: str, model: torch.nn.Module, ids: torch.Tensor, calls: in
             for label, module in (("checked", checked), ("unchecked", unchecked)):
                 times[label].append(_per_call_us(lambda: module(ids), calls))
     a, b = statistics.median(times["checked"]), statistics.median(times["unchecked"])
-    print(f"{name:8s} checked {a:8.1f} us/call   unchecked {b:8.1f} us/call   difference {a - b:+7.1f} us "
-          f"({(a - b) / b:+.1%})")
+    print(
+        f"{name:8s} checked {a:8.1f} us/call   unchecked {b:8.1f} us/call   difference {a - b:+7.1f} us "
+        f"({(a - b) / b:+.1%})"
+    )
 
 
 def buffers(calls: int) -> None:
@@ -78,9 +82,16 @@ def buffers(calls: int) -> None:
     from trt_lower.llm import lower_causal_lm
 
     torch.manual_seed(0)
-    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2))
+    model: Any = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=96,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    )
     model.eval()
     gen = lower_causal_lm(model, max_batch=2, max_length=32)
     pool = gen._buffers

@@ -19,6 +19,7 @@ runs: right after a run of the engine, with the caches that run left behind. In 
 Figures: each contender's median per call, and its difference to the first one and to the
 anchor (median of per-block differences, with their spread). See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,11 +34,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import trt_lower  # noqa: E402
 from bench_models import engine_sessions_with  # noqa: E402
 from bench_overhead import CLOCKS, MODELS, engine_calls, measure  # noqa: E402
-from trt_lower.runtime.guard import InputGuard  # noqa: E402
+
+import trt_lower  # noqa: E402
 from trt_lower.engine.ort_session import create_session  # noqa: E402
+from trt_lower.runtime.guard import InputGuard  # noqa: E402
 
 ANCHOR = "session.run, numpy once"
 
@@ -93,9 +95,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; intra-op threads "
-          f"{args.threads or 'ONNX Runtime default'}; wall clock, median of {args.blocks} blocks x "
-          f"{args.calls} calls (differences: median of per-block differences, min..max)")
+    print(
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; intra-op threads "
+        f"{args.threads or 'ONNX Runtime default'}; wall clock, median of {args.blocks} blocks x "
+        f"{args.calls} calls (differences: median of per-block differences, min..max)"
+    )
     report: dict[str, Any] = {}
     for name in args.models.split(","):
         times = measure(contenders(name, args.threads), args.blocks, args.calls, CLOCKS["wall"])
@@ -104,9 +108,11 @@ def main() -> None:
         for step, ts in times.items():
             to_first = [t - f for t, f in zip(ts, first)]
             to_anchor = [t - a for t, a in zip(ts, times[ANCHOR])]
-            print(f"  {step:26s} {statistics.median(ts):8.1f}   {statistics.median(to_first):6.1f} "
-                  f"({min(to_first):.1f}..{max(to_first):.1f})   {statistics.median(to_anchor):6.1f} "
-                  f"({min(to_anchor):.1f}..{max(to_anchor):.1f})")
+            print(
+                f"  {step:26s} {statistics.median(ts):8.1f}   {statistics.median(to_first):6.1f} "
+                f"({min(to_first):.1f}..{max(to_first):.1f})   {statistics.median(to_anchor):6.1f} "
+                f"({min(to_anchor):.1f}..{max(to_anchor):.1f})"
+            )
         report[name] = {"per_block_us": times}
     if args.json:
         with open(args.json, "w") as f:

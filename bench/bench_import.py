@@ -8,6 +8,7 @@ round that warms the file cache); printed: the median wall time of each and its 
 MLP lowered on ONNX Runtime and saved here first. Also printed: whether torch._dynamo,
 torch.export's exporter, the converters or transformers were imported by each.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import trt_lower  # noqa: E402
 
 TARGETS = {"import trt_lower": 1.3, "trt-lower info": 1.5}
-PROBE = ("; import sys; print(sorted(m for m in ('torch._dynamo', 'torch.export._trace', 'converters.ops', "
-         "'transformers') if m in sys.modules))")
+PROBE = (
+    "; import sys; print(sorted(m for m in ('torch._dynamo', 'torch.export._trace', 'converters.ops', "
+    "'transformers') if m in sys.modules))"
+)
 
 
 def _time(command: list[str]) -> tuple[float, str]:
@@ -44,8 +47,10 @@ def main() -> None:
         artifact = Path(tmp) / "mlp.trtl"
         model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16)).eval()
         trt_lower.save(trt_lower.lower_to_trt(model, (torch.randn(2, 16),), backend="onnxruntime"), artifact)
-        info = ("import sys; from trt_lower.cli import main; sys.argv = ['trt-lower', 'info', sys.argv[1]]; "
-                "import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()): main(sys.argv[1:])\n")
+        info = (
+            "import sys; from trt_lower.cli import main; sys.argv = ['trt-lower', 'info', sys.argv[1]]; "
+            "import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()): main(sys.argv[1:])\n"
+        )
         commands = {
             "import torch": [sys.executable, "-c", "import torch" + PROBE],
             "import trt_lower": [sys.executable, "-c", "import trt_lower" + PROBE],
@@ -63,8 +68,14 @@ def main() -> None:
     print(f"{args.reps} rounds, the three commands in turn, 1-min load average {os.getloadavg()[0]:.1f}")
     for name, ts in times.items():
         ratio = statistics.median(ts) / torch_s
-        target = f"  (target <= {TARGETS[name]}x: {'met' if ratio <= TARGETS[name] else 'MISSED'})" if name in TARGETS else ""
-        print(f"  {name:18s} {statistics.median(ts):6.2f} s  {ratio:5.2f}x import torch{target}  imported: {loaded[name]}")
+        target = (
+            f"  (target <= {TARGETS[name]}x: {'met' if ratio <= TARGETS[name] else 'MISSED'})"
+            if name in TARGETS
+            else ""
+        )
+        print(
+            f"  {name:18s} {statistics.median(ts):6.2f} s  {ratio:5.2f}x import torch{target}  imported: {loaded[name]}"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ each printing its peak RSS (the process's own, torch and onnxruntime imported in
 weights' bytes, its wall time and the first call's (which pays for whatever load left lazy). The
 loaded output is checked against the lowered one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,12 +75,25 @@ def main() -> None:
     if args.phase:
         print(json.dumps(PHASES[args.phase](args.out, args.width, args.layers)))
         return
-    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f}, weights "
-          f"{args.layers * args.width**2 * 4 / 2**30:.2f} GiB")
+    print(
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f}, weights "
+        f"{args.layers * args.width**2 * 4 / 2**30:.2f} GiB"
+    )
     with tempfile.TemporaryDirectory() as tmp:
+
         def child(phase: str) -> dict[str, float]:
-            command = [sys.executable, __file__, "--phase", phase, "--out", tmp, "--width", str(args.width),
-                       "--layers", str(args.layers)]
+            command = [
+                sys.executable,
+                __file__,
+                "--phase",
+                phase,
+                "--out",
+                tmp,
+                "--width",
+                str(args.width),
+                "--layers",
+                str(args.layers),
+            ]
             done = subprocess.run(command, check=True, capture_output=True, text=True)
             result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
             return result
@@ -87,11 +101,15 @@ def main() -> None:
         print(f"made: {child('make')}")
         runs = [child("load") for _ in range(args.reps)]
     for run in runs:
-        print(f"load {run['load_s']:.2f} s, first call {run['first_call_s']:.2f} s, peak {run['peak_x']:.2f}x weights "
-              f"(after imports: {run['imports_x']:.2f}x)")
-    print(f"median: load {statistics.median(r['load_s'] for r in runs):.2f} s, first call "
-          f"{statistics.median(r['first_call_s'] for r in runs):.2f} s, peak "
-          f"{statistics.median(r['peak_x'] for r in runs):.2f}x weights")
+        print(
+            f"load {run['load_s']:.2f} s, first call {run['first_call_s']:.2f} s, peak {run['peak_x']:.2f}x weights "
+            f"(after imports: {run['imports_x']:.2f}x)"
+        )
+    print(
+        f"median: load {statistics.median(r['load_s'] for r in runs):.2f} s, first call "
+        f"{statistics.median(r['first_call_s'] for r in runs):.2f} s, peak "
+        f"{statistics.median(r['peak_x'] for r in runs):.2f}x weights"
+    )
 
 
 if __name__ == "__main__":

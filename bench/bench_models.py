@@ -16,6 +16,7 @@ whole / engine is the ratio without trt_lower's per-call code, the part the emit
 (bench/onnx_opdiff.py lists where the two graphs differ after ONNX Runtime's optimizer).
 See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,9 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import trt_lower  # noqa: E402
+from trt_lower.engine.ort_session import create_session  # noqa: E402
 from trt_lower.runtime import ort_module  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
-from trt_lower.engine.ort_session import create_session  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 IMAGE = (1, 3, 96, 96)
@@ -53,6 +54,7 @@ def _vision(name: str) -> Callable[[], Example]:
             for _ in range(3):
                 model(torch.randn(4, *IMAGE[1:]))
         return model.eval(), (torch.randn(*IMAGE),)
+
     return build
 
 
@@ -72,10 +74,13 @@ class _Hidden(torch.nn.Module):
 def _text(config: Any, model_class: Any) -> Callable[[], Example]:
     def build() -> Example:
         return _Hidden(model_class(config)).eval(), (torch.randint(0, config.vocab_size, (1, 32)),)
+
     return build
 
 
-_SMALL: dict[str, Any] = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, vocab_size=1000)
+_SMALL: dict[str, Any] = dict(
+    hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, vocab_size=1000
+)
 MODELS: dict[str, Callable[[], Example]] = {
     "resnet18": _vision("resnet18"),
     "mobilenet_v3_small": _vision("mobilenet_v3_small"),
@@ -87,8 +92,10 @@ MODELS: dict[str, Callable[[], Example]] = {
     "regnet_y_400mf": _vision("regnet_y_400mf"),
     "bert": _text(transformers.BertConfig(**_SMALL), transformers.BertModel),
     "roberta": _text(transformers.RobertaConfig(**_SMALL), transformers.RobertaModel),
-    "distilbert": _text(transformers.DistilBertConfig(dim=128, n_layers=2, n_heads=2, hidden_dim=512,
-                                                      vocab_size=1000), transformers.DistilBertModel),
+    "distilbert": _text(
+        transformers.DistilBertConfig(dim=128, n_layers=2, n_heads=2, hidden_dim=512, vocab_size=1000),
+        transformers.DistilBertModel,
+    ),
     "gpt2": _text(transformers.GPT2Config(n_embd=128, n_layer=2, n_head=2, vocab_size=1000), transformers.GPT2Model),
 }
 
@@ -102,8 +109,9 @@ def export_whole(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> by
     with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = os.path.join(folder, "whole.onnx")
-        torch.onnx.export(model, inputs, path, dynamo=False, opset_version=17, input_names=_names(inputs),
-                          do_constant_folding=True)
+        torch.onnx.export(
+            model, inputs, path, dynamo=False, opset_version=17, input_names=_names(inputs), do_constant_folding=True
+        )
         with open(path, "rb") as f:
             return f.read()
 
@@ -115,9 +123,12 @@ def whole_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> dic
     session = create_session(export_whole(model, inputs))
     names = _names(inputs)
     feeds = {n: np.ascontiguousarray(t.numpy()) for n, t in zip(names, inputs)}
-    return {"whole": lambda: session.run(None, feeds),
-            "whole from torch": lambda: [torch.from_numpy(a) for a in session.run(
-                None, {n: t.numpy() for n, t in zip(names, inputs)})]}
+    return {
+        "whole": lambda: session.run(None, feeds),
+        "whole from torch": lambda: [
+            torch.from_numpy(a) for a in session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
+        ],
+    }
 
 
 def block(fn: Callable[[], object], calls: int) -> tuple[float, float]:
@@ -135,8 +146,10 @@ def block(fn: Callable[[], object], calls: int) -> tuple[float, float]:
 def engine_sessions_with(**options: Any) -> None:
     """From now on, make every engine session trt_lower builds with these `create_session`
     options, over trt_lower's own choice (how the benches build their variants)."""
+
     def make(onnx_bytes: bytes, weights: Any = None, **chosen: Any) -> Any:
         return create_session(onnx_bytes, weights, **{**chosen, **options})
+
     # The engine modules make their sessions through ort_module's name.
     setattr(ort_module, "create_session", make)
 
@@ -171,7 +184,7 @@ def measure(name: str, blocks: int, calls: int) -> dict[str, Any]:
         for fn in contenders.values():
             block(fn, 3)
         for b in range(blocks):
-            for n in (order if b % 2 == 0 else order[::-1]):
+            for n in order if b % 2 == 0 else order[::-1]:
                 seconds[n].append(block(contenders[n], calls))
     result: dict[str, Any] = {"engines": len(lowered.report.engines), "coverage": lowered.report.coverage}
     for i, clock in enumerate(("wall", "cpu")):
@@ -179,7 +192,9 @@ def measure(name: str, blocks: int, calls: int) -> dict[str, Any]:
         c = result[clock] = {f"{n}_ms": statistics.median(t) * 1e3 for n, t in times.items()}
         c["ratios"] = [w / max(x, 1e-9) for x, w in zip(times["lowered"], times["whole"])]
         c["ratio"] = statistics.median(c["ratios"])
-        c["torch_ratio"] = statistics.median(w / max(x, 1e-9) for x, w in zip(times["lowered"], times["whole from torch"]))
+        c["torch_ratio"] = statistics.median(
+            w / max(x, 1e-9) for x, w in zip(times["lowered"], times["whole from torch"])
+        )
         if engine is not None:  # the ONNX alone: what is left of the ratio without per-call overhead
             c["engine_ratio"] = statistics.median(w / max(x, 1e-9) for x, w in zip(times["engine"], times["whole"]))
     return result
@@ -192,12 +207,16 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.blocks} alternating blocks "
-          f"x {args.calls} calls; ratio = whole-graph ORT time / lowered time (> 1: lowered faster); "
-          "torch = the same ratio against the whole graph fed from torch tensors; "
-          "engine = the lowered module's ONNX in a bare session.run, eng.ratio = whole / engine")
-    columns = (f" {'lowered ms':>10s} {'whole ms':>9s} {'ratio':>5s} {'spread':>10s} {'torch':>5s} {'engine ms':>9s}"
-               f" {'eng.ratio':>9s}")
+    print(
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; {args.blocks} alternating blocks "
+        f"x {args.calls} calls; ratio = whole-graph ORT time / lowered time (> 1: lowered faster); "
+        "torch = the same ratio against the whole graph fed from torch tensors; "
+        "engine = the lowered module's ONNX in a bare session.run, eng.ratio = whole / engine"
+    )
+    columns = (
+        f" {'lowered ms':>10s} {'whole ms':>9s} {'ratio':>5s} {'spread':>10s} {'torch':>5s} {'engine ms':>9s}"
+        f" {'eng.ratio':>9s}"
+    )
     print(f"{'':28s}{'--- wall time ---':^64s}  {'--- process CPU time ---':^64s}")
     print(f"{'model':20s} {'engines':>7s}" + columns * 2)
     results = {}
@@ -206,9 +225,11 @@ def main() -> None:
         line = f"{name:20s} {r['engines']:7d}"
         for clock in ("wall", "cpu"):
             c = r[clock]
-            line += (f" {c['lowered_ms']:10.3f} {c['whole_ms']:9.3f} {c['ratio']:5.2f} "
-                     f"{min(c['ratios']):4.2f}..{max(c['ratios']):4.2f} {c['torch_ratio']:5.2f} "
-                     + (f"{c['engine_ms']:9.3f} {c['engine_ratio']:9.2f}" if "engine_ms" in c else f"{'-':>9s} {'-':>9s}"))
+            line += (
+                f" {c['lowered_ms']:10.3f} {c['whole_ms']:9.3f} {c['ratio']:5.2f} "
+                f"{min(c['ratios']):4.2f}..{max(c['ratios']):4.2f} {c['torch_ratio']:5.2f} "
+                + (f"{c['engine_ms']:9.3f} {c['engine_ratio']:9.2f}" if "engine_ms" in c else f"{'-':>9s} {'-':>9s}")
+            )
         print(line, flush=True)
     summary = {}
     for clock in ("wall", "cpu"):
@@ -217,8 +238,10 @@ def main() -> None:
         low = min(ratios, key=ratios.__getitem__)
         summary[clock] = geomean
         torch_mean = math.exp(statistics.mean(math.log(r[clock]["torch_ratio"]) for r in results.values()))
-        print(f"{clock}: geometric mean {geomean:.2f} (target >= 1.0); lowest {low} {ratios[low]:.2f} (target >= 0.95); "
-              f"against the whole graph fed from torch {torch_mean:.2f}")
+        print(
+            f"{clock}: geometric mean {geomean:.2f} (target >= 1.0); lowest {low} {ratios[low]:.2f} (target >= 0.95); "
+            f"against the whole graph fed from torch {torch_mean:.2f}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"geomean": summary, "models": results}, f, indent=1)

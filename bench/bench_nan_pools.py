@@ -9,6 +9,7 @@ mean" (what trt_lower emits: tanh after the average where the pooled input holds
 "no NaN ops" (plain MaxPool, which skips NaNs as the exporter's graph does). Printed: median ms
 per call with the spread of block medians, and whole-graph time / this time. See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,14 +25,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_models  # noqa: E402
+
 import converters.ops.pooling as pooling  # noqa: E402
 import trt_lower  # noqa: E402
 
 EMITTED = pooling._nan_windows
 
 
-def _tanh_on_input(b: Any, op_type: str, x: Any, pooled: Any, attrs: dict[str, Any], dtype: torch.dtype,
-                   channels: Any, never_minus_inf: bool) -> Any:
+def _tanh_on_input(
+    b: Any,
+    op_type: str,
+    x: Any,
+    pooled: Any,
+    attrs: dict[str, Any],
+    dtype: torch.dtype,
+    channels: Any,
+    never_minus_inf: bool,
+) -> Any:
     return EMITTED(b, op_type, x, pooled, attrs, dtype, channels, False)
 
 
@@ -39,8 +49,11 @@ def _no_nan_ops(b: Any, op_type: str, x: Any, pooled: Any, *rest: Any) -> Any:
     return pooled
 
 
-FORMS: dict[str, Callable[..., Any]] = {"tanh on input": _tanh_on_input, "tanh on mean": EMITTED,
-                                        "no NaN ops": _no_nan_ops}
+FORMS: dict[str, Callable[..., Any]] = {
+    "tanh on input": _tanh_on_input,
+    "tanh on mean": EMITTED,
+    "no NaN ops": _no_nan_ops,
+}
 
 
 def sessions(name: str) -> dict[str, Callable[[], object]]:
@@ -72,7 +85,7 @@ def main() -> None:
         order = list(runs)
         ms: dict[str, list[float]] = {n: [] for n in order}
         for block in range(args.blocks):
-            for n in order[block % len(order):] + order[:block % len(order)]:
+            for n in order[block % len(order) :] + order[: block % len(order)]:
                 times = []
                 for _ in range(args.calls):
                     start = time.perf_counter()
@@ -81,8 +94,10 @@ def main() -> None:
                 ms[n].append(statistics.median(times) * 1e3)
         whole = statistics.median(ms["whole graph"])
         for n, t in ms.items():
-            print(f"{name:20s} {n:14s} {statistics.median(t):7.3f} ms ({min(t):.3f}..{max(t):.3f})"
-                  f"  whole / this {whole / statistics.median(t):.2f}")
+            print(
+                f"{name:20s} {n:14s} {statistics.median(t):7.3f} ms ({min(t):.3f}..{max(t):.3f})"
+                f"  whole / this {whole / statistics.median(t):.2f}"
+            )
 
 
 if __name__ == "__main__":

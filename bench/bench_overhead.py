@@ -19,6 +19,7 @@ ones) N intra-op threads: with 1, the engines' run-to-run noise, which hides low
 the larger models with ONNX Runtime's default of a thread per core, mostly drops out. See
 bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,13 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import trt_lower  # noqa: E402
 from bench_models import engine_sessions_with  # noqa: E402
+
+import trt_lower  # noqa: E402
 from converters.core.dtypes import NUMPY_TYPES  # noqa: E402
 from trt_lower.engine.engines import engine_is_whole_call  # noqa: E402
-from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 from trt_lower.engine.ort_session import create_session  # noqa: E402
+from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
@@ -53,8 +55,9 @@ def mlp() -> Example:
 
 
 def bert() -> Example:
-    config = transformers.BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                                     intermediate_size=512, vocab_size=1000)
+    config = transformers.BertConfig(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512, vocab_size=1000
+    )
     model: torch.nn.Module = transformers.BertModel(config)
     return model.eval(), (torch.randint(0, 1000, (1, 32)),)
 
@@ -68,8 +71,9 @@ MODELS: dict[str, Callable[[], Example]] = {"mlp": mlp, "bert": bert, "resnet18"
 LOWERING: dict[str, dict[str, Any]] = {"mlp-relu-eager": {"fallback_ops": ["aten.relu.default"], "min_block_size": 1}}
 
 
-def engine_calls(lowered: trt_lower.LoweredModule,
-                 inputs: tuple[torch.Tensor, ...]) -> list[tuple[OrtEngineModule, tuple[Any, ...]]]:
+def engine_calls(
+    lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]
+) -> list[tuple[OrtEngineModule, tuple[Any, ...]]]:
     """Each engine, in call order, with the arguments the lowered module hands it for `inputs`."""
     seen: list[tuple[OrtEngineModule, tuple[Any, ...]]] = []
     engines = [m for m in lowered.modules() if isinstance(m, OrtEngineModule)]
@@ -93,9 +97,18 @@ def _stub(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]) ->
         types = [NUMPY_TYPES[t.dtype] for t in recorded]
         shapes = [t.shape for t in recorded]
 
-        def fill(options: Any, names: Any, feeds: Any, outs: Any, fetched: Any, devices: Any,
-                 recorded: list[torch.Tensor] = recorded, pointers: list[int] = pointers,
-                 types: list[Any] = types, shapes: list[Any] = shapes) -> None:
+        def fill(
+            options: Any,
+            names: Any,
+            feeds: Any,
+            outs: Any,
+            fetched: Any,
+            devices: Any,
+            recorded: list[torch.Tensor] = recorded,
+            pointers: list[int] = pointers,
+            types: list[Any] = types,
+            shapes: list[Any] = shapes,
+        ) -> None:
             fetched.push_back_batch(recorded, pointers, types, shapes, devices)
 
         if engine._fast:
@@ -128,8 +141,11 @@ def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], o
         outputs = [o.name for o in session.get_outputs()]
         engine_runs.append(lambda engine=engine, args=args: engine(*args))
         bare_runs.append(lambda session=session, outputs=outputs, feeds=feeds: session.run(outputs, feeds))
-        from_torch_runs.append(lambda session=session, outputs=outputs, names=names, args=args: [
-            torch.from_numpy(a) for a in session.run(outputs, {n: a.numpy() for n, a in zip(names, args)})])
+        from_torch_runs.append(
+            lambda session=session, outputs=outputs, names=names, args=args: [
+                torch.from_numpy(a) for a in session.run(outputs, {n: a.numpy() for n, a in zip(names, args)})
+            ]
+        )
     flat = pytree.tree_leaves(lowered(*inputs))
     spec = lowered._out_spec
     assert spec is not None  # torch.export's module, which lowering keeps, records it
@@ -148,8 +164,9 @@ def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], o
     return calls, len(called)
 
 
-def measure(calls: dict[str, Callable[[], object]], blocks: int, per_block: int,
-            clock: Callable[[], float]) -> dict[str, list[float]]:
+def measure(
+    calls: dict[str, Callable[[], object]], blocks: int, per_block: int, clock: Callable[[], float]
+) -> dict[str, list[float]]:
     """Per-call medians (µs), one per block and contender."""
     names = list(calls)
     seconds: dict[str, list[float]] = {n: [] for n in names}
@@ -158,7 +175,7 @@ def measure(calls: dict[str, Callable[[], object]], blocks: int, per_block: int,
             for _ in range(5):
                 fn()
         for block in range(blocks):
-            for n in names[block % len(names):] + names[:block % len(names)]:
+            for n in names[block % len(names) :] + names[: block % len(names)]:
                 fn, times = calls[n], []
                 for _ in range(per_block):
                     start = clock()
@@ -182,10 +199,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
-          f"intra-op threads {args.threads or 'ONNX Runtime default'}; "
-          f"{args.clock} clock, median of {args.blocks} blocks x {args.calls} calls "
-          "(spread: min..max of block medians)")
+    print(
+        f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}; "
+        f"intra-op threads {args.threads or 'ONNX Runtime default'}; "
+        f"{args.clock} clock, median of {args.blocks} blocks x {args.calls} calls "
+        "(spread: min..max of block medians)"
+    )
     report: dict[str, Any] = {}
     for name in args.models.split(","):
         calls, engines = contenders(name, args.threads)
@@ -196,16 +215,25 @@ def main() -> None:
         print(f"\n{name} ({engines} engine{'s' if engines > 1 else ''})")
         for n, ts in times.items():
             print(f"  {n:18s} {med[n]:9.1f} µs   ({min(ts):.1f}..{max(ts):.1f})")
-        print(f"  lowered - bare     {statistics.median(overhead):9.1f} µs   "
-              f"({min(overhead):.1f}..{max(overhead):.1f}; target <= {target} µs)")
+        print(
+            f"  lowered - bare     {statistics.median(overhead):9.1f} µs   "
+            f"({min(overhead):.1f}..{max(overhead):.1f}; target <= {target} µs)"
+        )
         print(f"  engine - bare      {med['engine'] - med['bare session.run']:9.1f} µs")
         print(f"  lowered - bare from torch {med['lowered'] - med['bare from torch']:7.1f} µs")
         host = times["lowered, engines stubbed"]
-        print(f"  host overhead      {statistics.median(host):9.1f} µs   ({min(host):.1f}..{max(host):.1f}; "
-              "everything a lowered call runs but the engines' session.run)")
+        print(
+            f"  host overhead      {statistics.median(host):9.1f} µs   ({min(host):.1f}..{max(host):.1f}; "
+            "everything a lowered call runs but the engines' session.run)"
+        )
         print(f"  of which the model's output object {med['output object']:5.1f} µs")
-        report[name] = {"engines": engines, "per_block_us": times, "overhead_us": overhead,
-                        "host_overhead_us": host, "target_us": target}
+        report[name] = {
+            "engines": engines,
+            "per_block_us": times,
+            "overhead_us": overhead,
+            "host_overhead_us": host,
+            "target_us": target,
+        }
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

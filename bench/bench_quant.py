@@ -37,6 +37,7 @@ eager's, the error and the greedy (argmax) token per position against fp32 and a
 quantized model, and ONNX Runtime latency. ONNX Runtime dequantizes the weights to float32 at each
 call and multiplies in float32: its latency says nothing about TensorRT's INT4 weight-only GEMMs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,8 +97,15 @@ def llama_small() -> Example:
     """A small Llama (hidden 512, 4 layers, grouped-query attention) with its LM head."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256)
+    config = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=512,
+        intermediate_size=1376,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+    )
     batches = _ids(config.vocab_size, (1, 64))
     return Logits(LlamaForCausalLM(config)).eval(), batches(0), batches
 
@@ -106,7 +114,10 @@ MODELS: dict[str, Callable[[], Example]] = {"resnet50": resnet50, "bert_base": b
 
 
 qd = torch.ops.quantized_decomposed
-QUANTIZE, DEQUANTIZE = qd.quantize_per_tensor.default, (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default)
+QUANTIZE, DEQUANTIZE = (
+    qd.quantize_per_tensor.default,
+    (qd.dequantize_per_tensor.default, qd.dequantize_per_channel.default),
+)
 
 
 class RoundXOverS(torch.fx.Interpreter):
@@ -146,8 +157,12 @@ class Float64(torch.fx.Interpreter):
         return super().call_function(target, args, kwargs)
 
 
-def _drift(quantized: torch.fx.GraphModule, interpreter: type[torch.fx.Interpreter],
-           inputs: tuple[torch.Tensor, ...], eager: torch.Tensor) -> float:
+def _drift(
+    quantized: torch.fx.GraphModule,
+    interpreter: type[torch.fx.Interpreter],
+    inputs: tuple[torch.Tensor, ...],
+    eager: torch.Tensor,
+) -> float:
     with torch.no_grad():
         return float((interpreter(quantized).run(*inputs).float() - eager).abs().max())
 
@@ -172,9 +187,14 @@ def _latency(modules: dict[str, torch.nn.Module], inputs: tuple[torch.Tensor, ..
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _lower_both(model: torch.nn.Module, quantized: torch.nn.Module, inputs: tuple[torch.Tensor, ...], calls: int,
-                kind: str, **options: Any) -> tuple[trt_lower.LoweredModule, tuple[torch.Tensor, ...], list[Any],
-                                                     dict[str, int], dict[str, float]]:
+def _lower_both(
+    model: torch.nn.Module,
+    quantized: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    calls: int,
+    kind: str,
+    **options: Any,
+) -> tuple[trt_lower.LoweredModule, tuple[torch.Tensor, ...], list[Any], dict[str, int], dict[str, float]]:
     """The fp32 model and the quantized one lowered alike: the quantized lowering; the outputs of
     the fp32 model, the eager quantized one and the lowered one; its quantized_layers; the two
     artifacts' sizes and latencies (keys "fp32" and `kind`)."""
@@ -215,7 +235,8 @@ def measure(name: str, calls: int, dtype: str = "int8") -> dict[str, Any]:
     quantize_s = time.perf_counter() - start
     assert isinstance(quantized, torch.fx.GraphModule)  # int8 and FP8: the converted, captured graph
     lowered, (reference, eager_q, lowered_q), layers, sizes, latency = _lower_both(
-        model, quantized, inputs, calls, dtype, trt_version=TARGETS[dtype])
+        model, quantized, inputs, calls, dtype, trt_version=TARGETS[dtype]
+    )
     error = (lowered_q - reference).abs()
     top1 = (lowered_q.argmax(-1) == reference.argmax(-1)).float().mean().item()
     row = {
@@ -242,18 +263,24 @@ def measure(name: str, calls: int, dtype: str = "int8") -> dict[str, Any]:
 
 def _summary(row: dict[str, Any]) -> str:
     d = row["dtype"]
-    int8_only = (f" (coarsest step {row['coarsest_step']:.3g}; eager vs eager: x/s rounding "
-                 f"{row['eager_drift_round_x_over_s']:.3g}, float64 {row['eager_drift_float64']:.3g})" if d == "int8" else "")
-    return (f"{row['model']} {d}: engines {row[f'{d}_engines']} (coverage {row[f'{d}_coverage']:.0%}, "
-            f"{row[f'{d}_layers']} {d} layers); vs fp32 max abs {row['max_abs_vs_fp32']:.4g}, mean abs "
-            f"{row['mean_abs_vs_fp32']:.4g} (fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), top-1 agreement "
-            f"{row['top1_agreement_vs_fp32']:.1%}; vs eager {d} max abs {row[f'max_abs_vs_eager_{d}']:.3g}{int8_only}; "
-            f"per layer fed eager inputs: {row['layer_codes_flipped']}/{row['layer_codes']} {d} codes flipped over "
-            f"{row['quantize_nodes']} quantize nodes, max |code diff| {row['layer_max_code_diff']}; artifact "
-            f"{row['artifact_bytes'][d] / 1e6:.1f} MB vs {row['artifact_bytes']['fp32'] / 1e6:.1f} MB "
-            f"({row[f'artifact_{d}_vs_fp32']:.2f}); ORT latency {row['ort_latency_s'][d] * 1e3:.1f} ms vs "
-            f"{row['ort_latency_s']['fp32'] * 1e3:.1f} ms ({row[f'ort_latency_{d}_vs_fp32']:.2f}x; CPU latency "
-            "says nothing of TensorRT's speed)")
+    int8_only = (
+        f" (coarsest step {row['coarsest_step']:.3g}; eager vs eager: x/s rounding "
+        f"{row['eager_drift_round_x_over_s']:.3g}, float64 {row['eager_drift_float64']:.3g})"
+        if d == "int8"
+        else ""
+    )
+    return (
+        f"{row['model']} {d}: engines {row[f'{d}_engines']} (coverage {row[f'{d}_coverage']:.0%}, "
+        f"{row[f'{d}_layers']} {d} layers); vs fp32 max abs {row['max_abs_vs_fp32']:.4g}, mean abs "
+        f"{row['mean_abs_vs_fp32']:.4g} (fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), top-1 agreement "
+        f"{row['top1_agreement_vs_fp32']:.1%}; vs eager {d} max abs {row[f'max_abs_vs_eager_{d}']:.3g}{int8_only}; "
+        f"per layer fed eager inputs: {row['layer_codes_flipped']}/{row['layer_codes']} {d} codes flipped over "
+        f"{row['quantize_nodes']} quantize nodes, max |code diff| {row['layer_max_code_diff']}; artifact "
+        f"{row['artifact_bytes'][d] / 1e6:.1f} MB vs {row['artifact_bytes']['fp32'] / 1e6:.1f} MB "
+        f"({row[f'artifact_{d}_vs_fp32']:.2f}); ORT latency {row['ort_latency_s'][d] * 1e3:.1f} ms vs "
+        f"{row['ort_latency_s']['fp32'] * 1e3:.1f} ms ({row[f'ort_latency_{d}_vs_fp32']:.2f}x; CPU latency "
+        "says nothing of TensorRT's speed)"
+    )
 
 
 def llama_int4() -> Example:
@@ -261,8 +288,15 @@ def llama_int4() -> Example:
     channels 128 divides (llama_small's 1376 it does not)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=32000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256)
+    config = LlamaConfig(
+        vocab_size=32000,
+        hidden_size=512,
+        intermediate_size=1536,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+    )
     batches = _ids(config.vocab_size, (1, 64))
     return Logits(LlamaForCausalLM(config)).eval(), batches(0), batches
 
@@ -271,9 +305,16 @@ def qwen2_0_5b() -> Example:
     """Qwen2-0.5B's sizes (bench/bench_generate.py's qwen2-0.5b), 494 M parameters."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
-                         max_position_embeddings=32768)
+    config = Qwen2Config(
+        vocab_size=151936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        max_position_embeddings=32768,
+    )
     batches = _ids(config.vocab_size, (1, 64))
     return Logits(Qwen2ForCausalLM(config)).eval(), batches(0), batches
 
@@ -288,7 +329,8 @@ def measure_int4(name: str, calls: int) -> dict[str, Any]:
     quantized = quantize(model, dtype="int4_weight_only", group_size=128)
     quantize_s = time.perf_counter() - start
     int4, (reference, eager_int4, lowered_int4), layers, sizes, latency = _lower_both(
-        model, quantized, inputs, calls, "int4", trt_version="latest")
+        model, quantized, inputs, calls, "int4", trt_version="latest"
+    )
     tokens = lowered_int4.argmax(-1)
     return {
         "model": name,
@@ -307,23 +349,28 @@ def measure_int4(name: str, calls: int) -> dict[str, Any]:
 
 
 def _print_int4(row: dict[str, Any]) -> None:
-    print(f"{row['model']} (INT4 weight-only, groups of 128): engines {row['int4_engines']} (coverage "
-          f"{row['int4_coverage']:.0%}, {row['int4_layers']} layers on INT4 weights); per weight alone: "
-          f"{row['layer_codes_flipped']}/{row['layer_codes']} INT4 codes other than eager's over {row['int4_weights']} "
-          f"weights, max |code diff| {row['layer_max_code_diff']}; vs fp32 max abs {row['max_abs_vs_fp32']:.4g} "
-          f"(fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), greedy tokens agree "
-          f"{row['greedy_token_agreement_vs_fp32']:.1%}; vs eager INT4 max abs {row['max_abs_vs_eager_int4']:.3g}, "
-          f"greedy tokens agree {row['greedy_token_agreement_vs_eager_int4']:.1%}; artifact "
-          f"{row['artifact_bytes']['int4'] / 1e6:.1f} MB vs {row['artifact_bytes']['fp32'] / 1e6:.1f} MB "
-          f"({row['artifact_int4_vs_fp32']:.2f}); ORT latency {row['ort_latency_s']['int4'] * 1e3:.1f} ms vs "
-          f"{row['ort_latency_s']['fp32'] * 1e3:.1f} ms ({row['ort_latency_int4_vs_fp32']:.2f}x; CPU latency says "
-          "nothing of TensorRT's)", flush=True)
+    print(
+        f"{row['model']} (INT4 weight-only, groups of 128): engines {row['int4_engines']} (coverage "
+        f"{row['int4_coverage']:.0%}, {row['int4_layers']} layers on INT4 weights); per weight alone: "
+        f"{row['layer_codes_flipped']}/{row['layer_codes']} INT4 codes other than eager's over {row['int4_weights']} "
+        f"weights, max |code diff| {row['layer_max_code_diff']}; vs fp32 max abs {row['max_abs_vs_fp32']:.4g} "
+        f"(fp32 |out| mean {row['fp32_output_abs_mean']:.4g}), greedy tokens agree "
+        f"{row['greedy_token_agreement_vs_fp32']:.1%}; vs eager INT4 max abs {row['max_abs_vs_eager_int4']:.3g}, "
+        f"greedy tokens agree {row['greedy_token_agreement_vs_eager_int4']:.1%}; artifact "
+        f"{row['artifact_bytes']['int4'] / 1e6:.1f} MB vs {row['artifact_bytes']['fp32'] / 1e6:.1f} MB "
+        f"({row['artifact_int4_vs_fp32']:.2f}); ORT latency {row['ort_latency_s']['int4'] * 1e3:.1f} ms vs "
+        f"{row['ort_latency_s']['fp32'] * 1e3:.1f} ms ({row['ort_latency_int4_vs_fp32']:.2f}x; CPU latency says "
+        "nothing of TensorRT's)",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--int4", default="llama_int4", help=f"INT4 weight-only models, of {', '.join(INT4_MODELS)}; '' for none")
+    parser.add_argument(
+        "--int4", default="llama_int4", help=f"INT4 weight-only models, of {', '.join(INT4_MODELS)}; '' for none"
+    )
     parser.add_argument("--dtypes", default="int8,fp8", help="formats to quantize to (quantize's dtype)")
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--json", type=Path)

@@ -11,6 +11,7 @@ TensorRT optimizer, so its ratio is a floor of what a GPU shows (a real build ta
 hours per engine, a refit about as long as copying the weights). Sizes (ONNX Runtime): the artifact
 saved whole, and saved with weights="separate" (the code artifact and its weight file).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,16 @@ def llama_small() -> Example:
     (tied embeddings), 1x32 ids."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=688, vocab_size=32000, use_cache=False, tie_word_embeddings=True)
+    config = LlamaConfig(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=688,
+        vocab_size=32000,
+        use_cache=False,
+        tie_word_embeddings=True,
+    )
     model: torch.nn.Module = LlamaForCausalLM(config)
     return model.eval(), (torch.randint(0, config.vocab_size, (1, 32)),)
 
@@ -84,25 +93,35 @@ def measure(name: str, backend: str, reps: int) -> dict[str, Any]:
         updates.append(_timed(lambda: lowered.update_weights(model))[0])
     with torch.no_grad():
         error = float((_first(lowered(*inputs)) - _first(model(*inputs))).abs().max())
-    row: dict[str, Any] = {"model": name, "backend": backend, "engines": len(lowered.segments),
-                           "lower_s": lower_s, "timings": lowered.report.timings, "update_s": updates,
-                           "update_s_median": statistics.median(updates),
-                           "lower_over_update": lower_s / statistics.median(updates), "max_abs_err_vs_eager": error}
+    row: dict[str, Any] = {
+        "model": name,
+        "backend": backend,
+        "engines": len(lowered.segments),
+        "lower_s": lower_s,
+        "timings": lowered.report.timings,
+        "update_s": updates,
+        "update_s_median": statistics.median(updates),
+        "lower_over_update": lower_s / statistics.median(updates),
+        "max_abs_err_vs_eager": error,
+    }
     if not trt:
         with tempfile.TemporaryDirectory() as tmp:
             trt_lower.save(lowered, Path(tmp) / "full.trtl")
             trt_lower.save(lowered, Path(tmp) / "code.trtl", weights="separate")
-            row.update(full_bytes=(Path(tmp) / "full.trtl").stat().st_size,
-                       stripped_bytes=(Path(tmp) / "code.trtl").stat().st_size,
-                       weight_file_bytes=(Path(tmp) / "code.safetensors").stat().st_size)
+            row.update(
+                full_bytes=(Path(tmp) / "full.trtl").stat().st_size,
+                stripped_bytes=(Path(tmp) / "code.trtl").stat().st_size,
+                weight_file_bytes=(Path(tmp) / "code.safetensors").stat().st_size,
+            )
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--backends", nargs="+", default=["onnxruntime", "tensorrt-double"],
-                        choices=["onnxruntime", "tensorrt-double"])
+    parser.add_argument(
+        "--backends", nargs="+", default=["onnxruntime", "tensorrt-double"], choices=["onnxruntime", "tensorrt-double"]
+    )
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -116,12 +135,17 @@ def main() -> None:
         else:
             rows += [measure(name, backend, args.reps) for name in args.models]
     for r in rows:
-        sizes = (f", artifact {r['full_bytes'] / 2**20:.1f} MiB whole, {r['stripped_bytes'] / 2**10:.0f} KiB stripped "
-                 f"({r['stripped_bytes'] / r['full_bytes']:.2%}) + {r['weight_file_bytes'] / 2**20:.1f} MiB weights"
-                 if "full_bytes" in r else "")
-        print(f"{r['model']:12s} {r['backend']:16s} {r['engines']} engine(s): update {r['update_s_median']:.2f} s, "
-              f"lowering {r['lower_s']:.2f} s ({r['lower_over_update']:.1f}x), max abs err vs eager "
-              f"{r['max_abs_err_vs_eager']:.2g}{sizes}")
+        sizes = (
+            f", artifact {r['full_bytes'] / 2**20:.1f} MiB whole, {r['stripped_bytes'] / 2**10:.0f} KiB stripped "
+            f"({r['stripped_bytes'] / r['full_bytes']:.2%}) + {r['weight_file_bytes'] / 2**20:.1f} MiB weights"
+            if "full_bytes" in r
+            else ""
+        )
+        print(
+            f"{r['model']:12s} {r['backend']:16s} {r['engines']} engine(s): update {r['update_s_median']:.2f} s, "
+            f"lowering {r['lower_s']:.2f} s ({r['lower_over_update']:.1f}x), max abs err vs eager "
+            f"{r['max_abs_err_vs_eager']:.2g}{sizes}"
+        )
     print(f"load average {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

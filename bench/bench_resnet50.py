@@ -12,6 +12,7 @@ Measures, in one run and side by side:
      next to a fresh bare torch.export(strict=False) + run_decompositions, calls alternated.
 See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ TARGETS = {"lowered_vs_ort_speed": 0.97, "lowered_vs_eager_speed": 2.0, "lowerin
 
 class Lowering(TypedDict):
     """measure_lowering's timings (seconds, and the ratio) per pair and their medians."""
+
     reps: list[dict[str, float]]
     median: dict[str, float]
 
@@ -63,8 +65,16 @@ def whole_graph_onnx(model: torch.nn.Module, x: torch.Tensor) -> bytes:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # The TorchScript exporter (dynamo=False) writes to a file object too; torch annotates `f` as a path.
-        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=17, input_names=["x"],  # type: ignore[arg-type]
-                          output_names=["logits"], do_constant_folding=True)
+        torch.onnx.export(
+            model,
+            (x,),
+            f,  # type: ignore[arg-type]
+            dynamo=False,
+            opset_version=17,
+            input_names=["x"],
+            output_names=["logits"],
+            do_constant_folding=True,
+        )
     return f.getvalue()
 
 
@@ -77,7 +87,7 @@ def measure_lowering(model: torch.nn.Module, x: torch.Tensor, reps: int) -> tupl
     rows: list[dict[str, float]] = []
     for r in range(reps):
         row: dict[str, float] = {}
-        for who in (("bare", "lower") if r % 2 == 0 else ("lower", "bare")):
+        for who in ("bare", "lower") if r % 2 == 0 else ("lower", "bare"):
             # Collect the previous call's garbage (graphs are full of reference cycles) now, so
             # that neither contender pays for the other's.
             if who == "bare":
@@ -101,8 +111,9 @@ def measure_lowering(model: torch.nn.Module, x: torch.Tensor, reps: int) -> tupl
     return {"reps": rows, "median": med}, lowered
 
 
-def measure_latency(contenders: dict[str, Callable[[], object]], iters: int, warmup: int,
-                    gap_s: float) -> dict[str, list[float]]:
+def measure_latency(
+    contenders: dict[str, Callable[[], object]], iters: int, warmup: int, gap_s: float
+) -> dict[str, list[float]]:
     """Round-robin, each round starting with the next contender. Before every timed call the
     process idles `gap_s`: after a run, an ONNX Runtime worker thread keeps spinning for ~50 ms
     (and PyTorch's OpenMP threads briefly too), which would take a core from whoever runs next."""
@@ -156,13 +167,23 @@ def main() -> None:
     def ort_whole() -> object:
         return whole.run(None, {"x": x_np})[0]
 
-    contenders = {"eager (inference_mode)": eager, "trt_lower (onnxruntime)": lowered_call,
-                  "whole-graph ORT (sess.run)": ort_whole}
+    contenders = {
+        "eager (inference_mode)": eager,
+        "trt_lower (onnxruntime)": lowered_call,
+        "whole-graph ORT (sess.run)": ort_whole,
+    }
     ref = cast(torch.Tensor, eager()).numpy()  # resnet50's logits
     max_diff = {n: float(np.abs(np.asarray(fn()) - ref).max()) for n, fn in contenders.items()}
     times = measure_latency(contenders, args.iters, args.warmup, args.gap_ms / 1e3)
-    latency = {n: {"median_ms": 1e3 * statistics.median(t), "p90_ms": 1e3 * percentile(t, 90),
-                   "min_ms": 1e3 * min(t), "max_abs_diff_vs_eager": max_diff[n]} for n, t in times.items()}
+    latency = {
+        n: {
+            "median_ms": 1e3 * statistics.median(t),
+            "p90_ms": 1e3 * percentile(t, 90),
+            "min_ms": 1e3 * min(t),
+            "max_abs_diff_vs_eager": max_diff[n],
+        }
+        for n, t in times.items()
+    }
     e, lo, w = (latency[n]["median_ms"] for n in contenders)
 
     med = lowering["median"]
@@ -176,25 +197,38 @@ def main() -> None:
     e_min, lo_min, w_min = (latency[n]["min_ms"] for n in contenders)
     ratios_from_min = {"lowered_vs_ort_speed": w_min / lo_min, "lowered_vs_eager_speed": e_min / lo_min}
 
-    print(f"\nresnet50 bs{args.batch} fp32 CPU | torch {torch.__version__} threads={torch.get_num_threads()} | "
-          f"onnxruntime {ort.__version__} | {os.cpu_count()} cpus | "
-          f"1-min load avg {load_start:.2f} at start, {os.getloadavg()[0]:.2f} now")
-    print(f"latency over {args.iters} interleaved calls each ({args.warmup} warm-up, {args.gap_ms:g} ms idle before each):")
+    print(
+        f"\nresnet50 bs{args.batch} fp32 CPU | torch {torch.__version__} threads={torch.get_num_threads()} | "
+        f"onnxruntime {ort.__version__} | {os.cpu_count()} cpus | "
+        f"1-min load avg {load_start:.2f} at start, {os.getloadavg()[0]:.2f} now"
+    )
+    print(
+        f"latency over {args.iters} interleaved calls each ({args.warmup} warm-up, {args.gap_ms:g} ms idle before each):"
+    )
     print(f"  {'contender':28s} {'median ms':>10s} {'p90 ms':>10s} {'min ms':>10s} {'max|diff|':>10s}")
     for n, r in latency.items():
-        print(f"  {n:28s} {r['median_ms']:10.2f} {r['p90_ms']:10.2f} {r['min_ms']:10.2f} {r['max_abs_diff_vs_eager']:10.1e}")
-    print(f"lowering (s), {args.lower_reps} adjacent pairs, order alternating; session = ORT session creation, "
-          f"not counted in 'to bytes':")
+        print(
+            f"  {n:28s} {r['median_ms']:10.2f} {r['p90_ms']:10.2f} {r['min_ms']:10.2f} {r['max_abs_diff_vs_eager']:10.1e}"
+        )
+    print(
+        f"lowering (s), {args.lower_reps} adjacent pairs, order alternating; session = ORT session creation, "
+        f"not counted in 'to bytes':"
+    )
     cols = ("bare_export_decomp", "capture", "convert", "to_onnx_bytes", "session", "ratio")
-    print("  " + " ".join(f"{c:>10s}" for c in ("pair", "bare exp+dec", "capture", "convert", "to bytes", "session", "ratio")))
+    print(
+        "  "
+        + " ".join(f"{c:>10s}" for c in ("pair", "bare exp+dec", "capture", "convert", "to bytes", "session", "ratio"))
+    )
     for i, row in enumerate(lowering["reps"] + [med]):
         label = str(i + 1) if i < len(lowering["reps"]) else "median"
         print("  " + f"{label:>10s} " + " ".join(f"{row[c]:10.2f}" for c in cols))
     print(f"  (whole-graph ORT: torch.onnx.export + session creation {whole_setup:.2f} s)")
     print("ratios (speed ratios from medians):")
-    labels = {"lowered_vs_ort_speed": "lowered vs whole-graph ORT speed",
-              "lowered_vs_eager_speed": "lowered vs eager speed",
-              "lowering_vs_bare_export": "lowering to ONNX bytes / bare export+decomp"}
+    labels = {
+        "lowered_vs_ort_speed": "lowered vs whole-graph ORT speed",
+        "lowered_vs_eager_speed": "lowered vs eager speed",
+        "lowering_vs_bare_export": "lowering to ONNX bytes / bare export+decomp",
+    }
     met = {}
     for k, v in ratios.items():
         ok = v >= TARGETS[k] if k != "lowering_vs_bare_export" else v <= TARGETS[k]
@@ -205,13 +239,29 @@ def main() -> None:
 
     if args.json:
         result = {
-            "model": "resnet50", "batch": args.batch, "dtype": "float32", "device": "cpu",
-            "iters": args.iters, "warmup": args.warmup, "gap_ms": args.gap_ms,
-            "env": {"torch": torch.__version__, "onnxruntime": ort.__version__, "python": platform.python_version(),
-                    "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-                    "loadavg_1m_start": load_start, "loadavg_1m_end": os.getloadavg()[0]},
-            "latency": latency, "lowering": lowering, "whole_graph_setup_s": whole_setup,
-            "ratios": ratios, "targets": TARGETS, "targets_met": met, "ratios_from_min": ratios_from_min,
+            "model": "resnet50",
+            "batch": args.batch,
+            "dtype": "float32",
+            "device": "cpu",
+            "iters": args.iters,
+            "warmup": args.warmup,
+            "gap_ms": args.gap_ms,
+            "env": {
+                "torch": torch.__version__,
+                "onnxruntime": ort.__version__,
+                "python": platform.python_version(),
+                "torch_threads": torch.get_num_threads(),
+                "cpus": os.cpu_count(),
+                "loadavg_1m_start": load_start,
+                "loadavg_1m_end": os.getloadavg()[0],
+            },
+            "latency": latency,
+            "lowering": lowering,
+            "whole_graph_setup_s": whole_setup,
+            "ratios": ratios,
+            "targets": TARGETS,
+            "targets_met": met,
+            "ratios_from_min": ratios_from_min,
         }
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)

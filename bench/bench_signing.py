@@ -8,6 +8,7 @@ with `trusted_keys`, in alternating order after one untimed warm-up of each; the
 taken per pair. The signature check alone (`signing.untrusted`: hash the file, verify) and
 `signing.sign_file` (copy and sign) are timed too, with the file's size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,9 +60,17 @@ def measure(model_name: str, reps: int, root: Path) -> dict[str, Any]:
     size = path.stat().st_size
     plain_s = statistics.median(p["plain"] for p in pairs)
     checked_s = statistics.median(p["checked"] for p in pairs)
-    return {"model": model_name, "file_bytes": size, "pairs": pairs, "load_s_median": plain_s,
-            "load_trusted_keys_s_median": checked_s, "extra_vs_load": checked_s / plain_s - 1,
-            "check_s_median": check, "check_bytes_per_s": size / check, "sign_file_s_median": sign}
+    return {
+        "model": model_name,
+        "file_bytes": size,
+        "pairs": pairs,
+        "load_s_median": plain_s,
+        "load_trusted_keys_s_median": checked_s,
+        "extra_vs_load": checked_s / plain_s - 1,
+        "check_s_median": check,
+        "check_bytes_per_s": size / check,
+        "sign_file_s_median": sign,
+    }
 
 
 def main() -> None:
@@ -72,10 +81,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = measure(args.model, args.reps, Path(tmp))
-    print(f"{result['model']}: file {result['file_bytes'] / 2**20:.1f} MiB; load {result['load_s_median']:.2f} s, "
-          f"with trusted_keys {result['load_trusted_keys_s_median']:.2f} s ({result['extra_vs_load']:+.1%}); "
-          f"signature check alone {result['check_s_median']:.3f} s ({result['check_bytes_per_s'] / 2**30:.2f} GiB/s); "
-          f"trt-lower sign (copy + sign) {result['sign_file_s_median']:.3f} s")
+    print(
+        f"{result['model']}: file {result['file_bytes'] / 2**20:.1f} MiB; load {result['load_s_median']:.2f} s, "
+        f"with trusted_keys {result['load_trusted_keys_s_median']:.2f} s ({result['extra_vs_load']:+.1%}); "
+        f"signature check alone {result['check_s_median']:.3f} s ({result['check_bytes_per_s'] / 2**30:.2f} GiB/s); "
+        f"trt-lower sign (copy + sign) {result['sign_file_s_median']:.3f} s"
+    )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 

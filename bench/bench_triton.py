@@ -10,6 +10,7 @@ artifact loading, the DLPack exchange and the batching are identical, only the e
 At each concurrency (1, 4, 8 gRPC clients, each sending its next request when the last one
 answered) the two models take turns, `--requests` requests each, after a warm-up.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,7 +63,12 @@ def run_level(url: str, model: str, x: NDArray[np.float32], clients: int, reques
         t.join()
     wall = time.perf_counter() - start
     q = statistics.quantiles(latencies, n=100)
-    return {"req_per_s": len(latencies) / wall, "p50_ms": q[49] * 1e3, "p99_ms": q[98] * 1e3, "requests": len(latencies)}
+    return {
+        "req_per_s": len(latencies) / wall,
+        "p50_ms": q[49] * 1e3,
+        "p99_ms": q[98] * 1e3,
+        "requests": len(latencies),
+    }
 
 
 def main() -> int:
@@ -91,9 +97,17 @@ def main() -> int:
         for name, variant in (("lowered", lowered), ("eager", eager)):
             export_model_repository(variant, Path(tmp) / "repo", name, max_batch_size=MAX_BATCH, platform="python")
         http_port, grpc_port, metrics_port = free_ports(3)
-        with open(Path(tmp) / "server.log", "wb") as log, \
-                TritonServer(Path(tmp) / "repo", http_port=http_port, grpc_port=grpc_port,
-                             metrics_port=metrics_port, log=log, ready_timeout=300) as server:
+        with (
+            open(Path(tmp) / "server.log", "wb") as log,
+            TritonServer(
+                Path(tmp) / "repo",
+                http_port=http_port,
+                grpc_port=grpc_port,
+                metrics_port=metrics_port,
+                log=log,
+                ready_timeout=300,
+            ) as server,
+        ):
             image = x.numpy()
             for name in results:
                 run_level(server.grpc_url, name, image, 1, args.warmup)
@@ -103,17 +117,31 @@ def main() -> int:
                 for name in order:
                     results[name][clients] = run_level(server.grpc_url, name, image, clients, args.requests)
 
-    print(f"\nresnet18 1x3x{s}x{s} through Triton 2.51 (python backend, dynamic batching, max batch {MAX_BATCH}), "
-          f"{args.requests} requests per cell; verified on CPU via ONNX Runtime; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nresnet18 1x3x{s}x{s} through Triton 2.51 (python backend, dynamic batching, max batch {MAX_BATCH}), "
+        f"{args.requests} requests per cell; verified on CPU via ONNX Runtime; load average {os.getloadavg()[0]:.1f}"
+    )
     print("| clients | eager req/s | lowered req/s | speed-up | eager p50 / p99 ms | lowered p50 / p99 ms |")
     print("|---|---|---|---|---|---|")
     for clients in (1, 4, 8):
         e, lo = results["eager"][clients], results["lowered"][clients]
-        print(f"| {clients} | {e['req_per_s']:.1f} | {lo['req_per_s']:.1f} | {lo['req_per_s'] / e['req_per_s']:.2f}x | "
-              f"{e['p50_ms']:.1f} / {e['p99_ms']:.1f} | {lo['p50_ms']:.1f} / {lo['p99_ms']:.1f} |")
+        print(
+            f"| {clients} | {e['req_per_s']:.1f} | {lo['req_per_s']:.1f} | {lo['req_per_s'] / e['req_per_s']:.2f}x | "
+            f"{e['p50_ms']:.1f} / {e['p99_ms']:.1f} | {lo['p50_ms']:.1f} / {lo['p99_ms']:.1f} |"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"size": s, "requests": args.requests, "python": sys.version,
-                                         "torch": torch.__version__, "results": results}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "size": s,
+                    "requests": args.requests,
+                    "python": sys.version,
+                    "torch": torch.__version__,
+                    "results": results,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -16,6 +16,7 @@ figure the tolerance in trt_lower/verify/tolerance.py is compared with) and the 
 instead, each quantized as bench_quant.py does (trt_lower.quantization, calibrated on its random
 batches) before it is lowered. See bench/README.md, "verify".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,25 +33,30 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import trt_lower  # noqa: E402
 import bench_quant  # noqa: E402
 from model_zoo import MODELS as ZOO  # noqa: E402
+
+import trt_lower  # noqa: E402
 from trt_lower.quantization import quantize  # noqa: E402
 
 
 def _resnet50() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     import torchvision
+
     return torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),)
 
 
 def _bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     import transformers
+
     model: torch.nn.Module = transformers.BertModel(transformers.BertConfig())
     return model.eval(), (torch.randint(0, 30522, (1, 128)),)
 
 
 OVERHEAD_MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
-    "resnet50": _resnet50, "bert": _bert}
+    "resnet50": _resnet50,
+    "bert": _bert,
+}
 
 
 def overhead(name: str, reps: int) -> dict[str, Any]:
@@ -60,7 +66,7 @@ def overhead(name: str, reps: int) -> dict[str, Any]:
     verify_line: list[float] = []
     stages: dict[bool, list[dict[str, float]]] = {False: [], True: []}  # report.timings of each run
     for rep in range(reps):
-        for verify in ((False, True) if rep % 2 == 0 else (True, False)):
+        for verify in (False, True) if rep % 2 == 0 else (True, False):
             start = time.perf_counter()
             lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", verify=verify)
             seconds[verify].append(time.perf_counter() - start)
@@ -74,14 +80,23 @@ def overhead(name: str, reps: int) -> dict[str, Any]:
     # varies by more than verification costs: the difference of the stages after it, over the
     # whole lowering, says what verification adds with that noise left out.
     after = {v: statistics.median(t - s["capture"] for t, s in zip(seconds[v], stages[v])) for v in (False, True)}
-    row: dict[str, Any] = {"verify_false_s": off, "verify_true_s": on, "added": on / off - 1,
-                           "added_after_capture": (after[True] - after[False]) / off,
-                           "verify_line_s": statistics.median(verify_line),
-                           "runs": seconds, "timings": stages, "load_average": os.getloadavg()}
-    print(f"{name:10s} verify=False {off:6.2f} s   verify=True {on:6.2f} s   added {row['added']:+6.1%}   "
-          f"added after capture {row['added_after_capture']:+6.1%}   "
-          f"'verify' line {row['verify_line_s']:.2f} s ({row['verify_line_s'] / off:.1%})   "
-          f"load average {' '.join(f'{x:.1f}' for x in row['load_average'])}", flush=True)
+    row: dict[str, Any] = {
+        "verify_false_s": off,
+        "verify_true_s": on,
+        "added": on / off - 1,
+        "added_after_capture": (after[True] - after[False]) / off,
+        "verify_line_s": statistics.median(verify_line),
+        "runs": seconds,
+        "timings": stages,
+        "load_average": os.getloadavg(),
+    }
+    print(
+        f"{name:10s} verify=False {off:6.2f} s   verify=True {on:6.2f} s   added {row['added']:+6.1%}   "
+        f"added after capture {row['added_after_capture']:+6.1%}   "
+        f"'verify' line {row['verify_line_s']:.2f} s ({row['verify_line_s'] / off:.1%})   "
+        f"load average {' '.join(f'{x:.1f}' for x in row['load_average'])}",
+        flush=True,
+    )
     return row
 
 
@@ -98,9 +113,13 @@ def zoo_one(name: str, precision: str, int8: bool) -> dict[str, Any]:
     start = time.perf_counter()
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", precision=precision)
     report = lowered.report
-    return {"engines": len(report.engines), "worst": max(report.verify_errors.values(), default=0.0),
-            "repairs": [str(r) for r in report.repairs], "lower_s": time.perf_counter() - start,
-            "verify_s": report.timings["verify"]}
+    return {
+        "engines": len(report.engines),
+        "worst": max(report.verify_errors.values(), default=0.0),
+        "repairs": [str(r) for r in report.repairs],
+        "lower_s": time.perf_counter() - start,
+        "verify_s": report.timings["verify"],
+    }
 
 
 def main() -> None:
@@ -122,24 +141,33 @@ def main() -> None:
             results[name] = overhead(name, args.reps)
     else:
         totals = {"lowerings": 0, "repairs": 0, "failed": 0}
-        print(f"{'model':34s} {'precision':9s} {'engines':>7s} {'worst err':>9s} {'verify s':>8s} {'lower s':>7s}  repairs")
+        print(
+            f"{'model':34s} {'precision':9s} {'engines':>7s} {'worst err':>9s} {'verify s':>8s} {'lower s':>7s}  repairs"
+        )
         for name in (args.models or ",".join(bench_quant.MODELS if args.int8 else ZOO)).split(","):
             for precision in args.precisions.split(","):
                 try:
                     row = zoo_one(name, precision, args.int8)
                 except Exception as e:  # the sweep goes on: the failure is the result
-                    row = {"failed": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}",
-                           "traceback": traceback.format_exc()}
+                    row = {
+                        "failed": f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}",
+                        "traceback": traceback.format_exc(),
+                    }
                     totals["failed"] += 1
                     print(f"{name:34s} {precision:9s} FAILED {row['failed']}", flush=True)
                 else:
                     totals["lowerings"] += 1
                     totals["repairs"] += len(row["repairs"])
-                    print(f"{name:34s} {precision:9s} {row['engines']:7d} {row['worst']:9.2e} {row['verify_s']:8.2f} "
-                          f"{row['lower_s']:7.1f}  {'; '.join(row['repairs']) or '-'}", flush=True)
+                    print(
+                        f"{name:34s} {precision:9s} {row['engines']:7d} {row['worst']:9.2e} {row['verify_s']:8.2f} "
+                        f"{row['lower_s']:7.1f}  {'; '.join(row['repairs']) or '-'}",
+                        flush=True,
+                    )
                 results[f"{name}/{precision}"] = row
-        print(f"lowerings {totals['lowerings']}, repairs {totals['repairs']} (each a false repair), "
-              f"failed {totals['failed']}")
+        print(
+            f"lowerings {totals['lowerings']}, repairs {totals['repairs']} (each a false repair), "
+            f"failed {totals['failed']}"
+        )
         results["totals"] = totals
     if args.json:
         with open(args.json, "w") as f:

@@ -17,6 +17,7 @@ whose outputs are bit-identical to the lowered module's. A failure prints the ex
 first line and the sweep goes on.
 Untimed but for the lowering; see bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,56 +50,86 @@ def _image(size: int = 64) -> tuple[torch.Tensor, ...]:
 def _torchvision(name: str, size: int = 64, **kwargs: Any) -> Callable[[], Example]:
     def build() -> Example:
         import torchvision
+
         model = getattr(torchvision.models, name)(weights=None, **kwargs)
         with torch.no_grad():  # BatchNorm statistics from a few train-mode passes
             model.train()
             for _ in range(2):
                 model(torch.randn(2, 3, size, size))
         return model.eval(), _image(size)
+
     return build
 
 
 def _timm(name: str, size: int = 64, **kwargs: Any) -> Callable[[], Example]:
     def build() -> Example:
         import timm
+
         model = timm.create_model(name, pretrained=False, num_classes=10, **kwargs)
         return model.eval(), _image(size)
+
     return build
 
 
 def _text(config_name: str, model_name: str, ids: tuple[int, int] = (1, 16), **config: Any) -> Callable[[], Example]:
     def build() -> Example:
         import transformers
+
         made = getattr(transformers, config_name)(**config)
         model = getattr(transformers, model_name)(made)
         vocab = getattr(made, "vocab_size", 1000)
         return model.eval(), (torch.randint(0, vocab, ids),)
+
     return build
 
 
 def _hf_vision(config_name: str, model_name: str, size: int = 32, **config: Any) -> Callable[[], Example]:
     def build() -> Example:
         import transformers
+
         model = getattr(transformers, model_name)(getattr(transformers, config_name)(**config))
         return model.eval(), _image(size)
+
     return build
 
 
 def _whisper_encoder() -> Example:
     import transformers
-    config = transformers.WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
-                                        decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128,
-                                        num_mel_bins=16, max_source_positions=32, vocab_size=1000,
-                                        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+
+    config = transformers.WhisperConfig(
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_mel_bins=16,
+        max_source_positions=32,
+        vocab_size=1000,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
     return transformers.WhisperModel(config).get_encoder().eval(), (torch.randn(1, 16, 64),)
 
 
 def _wav2vec2() -> Example:
     import transformers
-    config = transformers.Wav2Vec2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                         intermediate_size=128, conv_dim=(32, 32), conv_stride=(5, 2),
-                                         conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-                                         num_conv_pos_embedding_groups=4, vocab_size=32)
+
+    config = transformers.Wav2Vec2Config(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        conv_dim=(32, 32),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+        vocab_size=32,
+    )
     model: torch.nn.Module = transformers.Wav2Vec2Model(config)
     return model.eval(), (torch.randn(1, 1600),)
 
@@ -117,8 +148,10 @@ class _Keywords(torch.nn.Module):
 def _seq2seq() -> Example:
     """An encoder-decoder (T5) given the source ids and the decoder's ids."""
     import transformers
-    config = transformers.T5Config(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
-                                   vocab_size=1000)
+
+    config = transformers.T5Config(
+        d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4, vocab_size=1000
+    )
     model = _Keywords(transformers.T5Model(config), "input_ids", "decoder_input_ids")
     return model.eval(), (torch.randint(0, 1000, (1, 16)), torch.randint(0, 1000, (1, 8)))
 
@@ -126,11 +159,17 @@ def _seq2seq() -> Example:
 def _llava() -> Example:
     """LLaVA: a CLIP vision tower's features merged into the text at the image tokens (masked_scatter)."""
     import transformers
-    vision = transformers.CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
-                                           num_attention_heads=4, intermediate_size=128)
-    config = transformers.LlavaConfig(vision_config=vision, text_config=transformers.LlamaConfig(**_DECODER),
-                                      image_token_index=999, vision_feature_select_strategy="default",
-                                      image_seq_length=16)
+
+    vision = transformers.CLIPVisionConfig(
+        image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128
+    )
+    config = transformers.LlavaConfig(
+        vision_config=vision,
+        text_config=transformers.LlamaConfig(**_DECODER),
+        image_token_index=999,
+        vision_feature_select_strategy="default",
+        image_seq_length=16,
+    )
     ids = torch.randint(0, 990, (1, 24))
     ids[0, 4:20] = 999  # 16 patches of a 32x32 image
     model = _Keywords(transformers.LlavaModel(config), "input_ids", "pixel_values")
@@ -141,15 +180,27 @@ def _sd3_transformer() -> Example:
     """A diffusion transformer (Stable Diffusion 3's MMDiT) on latents, text states, a pooled
     projection and a timestep."""
     import diffusers
+
     model: torch.nn.Module = diffusers.SD3Transformer2DModel(  # type: ignore[no-untyped-call, assignment]
-        sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16, num_attention_heads=2,
-        joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=16, out_channels=4, pos_embed_max_size=16)
+        sample_size=8,
+        patch_size=2,
+        in_channels=4,
+        num_layers=2,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        caption_projection_dim=32,
+        pooled_projection_dim=16,
+        out_channels=4,
+        pos_embed_max_size=16,
+    )
     wrapped = _Keywords(model, "hidden_states", "encoder_hidden_states", "pooled_projections", "timestep")
     return wrapped.eval(), (torch.randn(1, 4, 8, 8), torch.randn(1, 6, 32), torch.randn(1, 16), torch.tensor([500.0]))
 
 
-_LM: dict[str, Any] = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-                           vocab_size=1000)
+_LM: dict[str, Any] = dict(
+    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000
+)
 _DECODER: dict[str, Any] = dict(_LM, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
 
 MODELS: dict[str, Callable[[], Example]] = {
@@ -202,52 +253,161 @@ MODELS: dict[str, Callable[[], Example]] = {
     "phi3": _text("Phi3Config", "Phi3Model", pad_token_id=0, **_DECODER),
     "gpt_neox": _text("GPTNeoXConfig", "GPTNeoXModel", max_position_embeddings=64, use_cache=False, **_LM),
     "bloom": _text("BloomConfig", "BloomModel", hidden_size=64, n_layer=2, n_head=4, vocab_size=1000, use_cache=False),
-    "opt": _text("OPTConfig", "OPTModel", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, ffn_dim=128,
-                 vocab_size=1000, max_position_embeddings=64, word_embed_proj_dim=64, use_cache=False),
-    "falcon": _text("FalconConfig", "FalconModel", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                    vocab_size=1000, use_cache=False),
-    "t5_encoder": _text("T5Config", "T5EncoderModel", d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
-                        vocab_size=1000),
+    "opt": _text(
+        "OPTConfig",
+        "OPTModel",
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        ffn_dim=128,
+        vocab_size=1000,
+        max_position_embeddings=64,
+        word_embed_proj_dim=64,
+        use_cache=False,
+    ),
+    "falcon": _text(
+        "FalconConfig",
+        "FalconModel",
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        vocab_size=1000,
+        use_cache=False,
+    ),
+    "t5_encoder": _text(
+        "T5Config", "T5EncoderModel", d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, vocab_size=1000
+    ),
     "albert": _text("AlbertConfig", "AlbertModel", embedding_size=32, **_LM),
     "electra": _text("ElectraConfig", "ElectraModel", embedding_size=32, **_LM),
     "deberta_v2": _text("DebertaV2Config", "DebertaV2Model", **_LM),
     "xlm_roberta": _text("XLMRobertaConfig", "XLMRobertaModel", **_LM),
-    "mobilebert": _text("MobileBertConfig", "MobileBertModel", hidden_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=128, embedding_size=32, intra_bottleneck_size=32,
-                        true_hidden_size=32, vocab_size=1000),
+    "mobilebert": _text(
+        "MobileBertConfig",
+        "MobileBertModel",
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        embedding_size=32,
+        intra_bottleneck_size=32,
+        true_hidden_size=32,
+        vocab_size=1000,
+    ),
     "mpnet": _text("MPNetConfig", "MPNetModel", **_LM),
-    "clip_text": _text("CLIPTextConfig", "CLIPTextModel", hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=128, vocab_size=1000, max_position_embeddings=32),
+    "clip_text": _text(
+        "CLIPTextConfig",
+        "CLIPTextModel",
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=1000,
+        max_position_embeddings=32,
+    ),
     "vit_hf": _hf_vision("ViTConfig", "ViTModel", image_size=32, patch_size=8, **_LM),
-    "clip_vision": _hf_vision("CLIPVisionConfig", "CLIPVisionModel", image_size=32, patch_size=8, hidden_size=64,
-                              num_hidden_layers=2, num_attention_heads=4, intermediate_size=128),
-    "dinov2": _hf_vision("Dinov2Config", "Dinov2Model", image_size=32, patch_size=8, hidden_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2),
-    "segformer": _hf_vision("SegformerConfig", "SegformerModel", size=64, hidden_sizes=[16, 32, 64, 128],
-                            num_attention_heads=[1, 2, 4, 8], depths=[1, 1, 1, 1]),
-    "convnext_hf": _hf_vision("ConvNextConfig", "ConvNextModel", size=64, hidden_sizes=[16, 32, 64, 128],
-                              depths=[1, 1, 1, 1]),
+    "clip_vision": _hf_vision(
+        "CLIPVisionConfig",
+        "CLIPVisionModel",
+        image_size=32,
+        patch_size=8,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+    ),
+    "dinov2": _hf_vision(
+        "Dinov2Config",
+        "Dinov2Model",
+        image_size=32,
+        patch_size=8,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        mlp_ratio=2,
+    ),
+    "segformer": _hf_vision(
+        "SegformerConfig",
+        "SegformerModel",
+        size=64,
+        hidden_sizes=[16, 32, 64, 128],
+        num_attention_heads=[1, 2, 4, 8],
+        depths=[1, 1, 1, 1],
+    ),
+    "convnext_hf": _hf_vision(
+        "ConvNextConfig", "ConvNextModel", size=64, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1]
+    ),
     "whisper_encoder": _whisper_encoder,
     "wav2vec2": _wav2vec2,
     # mixture of experts, with transformers' default experts implementation (grouped_mm)
     "mixtral_moe": _text("MixtralConfig", "MixtralModel", num_local_experts=4, num_experts_per_tok=2, **_DECODER),
-    "qwen3_moe": _text("Qwen3MoeConfig", "Qwen3MoeModel", num_experts=4, num_experts_per_tok=2,
-                       moe_intermediate_size=64, head_dim=16, **_DECODER),
-    "deepseek_v3_moe": _text("DeepseekV3Config", "DeepseekV3Model", **dict(
-        _DECODER, num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
-        n_group=2, topk_group=1, n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32,
-        qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)),
-    "gpt_oss": _text("GptOssConfig", "GptOssModel", **dict(_DECODER, num_local_experts=4, num_experts_per_tok=2,
-                                                          head_dim=16, layer_types=["full_attention"] * 2)),
+    "qwen3_moe": _text(
+        "Qwen3MoeConfig",
+        "Qwen3MoeModel",
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=64,
+        head_dim=16,
+        **_DECODER,
+    ),
+    "deepseek_v3_moe": _text(
+        "DeepseekV3Config",
+        "DeepseekV3Model",
+        **dict(
+            _DECODER,
+            num_key_value_heads=4,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            n_group=2,
+            topk_group=1,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            kv_lora_rank=16,
+            q_lora_rank=32,
+            qk_rope_head_dim=8,
+            qk_nope_head_dim=8,
+            v_head_dim=16,
+        ),
+    ),
+    "gpt_oss": _text(
+        "GptOssConfig",
+        "GptOssModel",
+        **dict(_DECODER, num_local_experts=4, num_experts_per_tok=2, head_dim=16, layer_types=["full_attention"] * 2),
+    ),
     # hybrids: gated delta-net linear attention (Qwen3-Next), Mamba (Jamba), each with MoE layers
-    "qwen3_next": _text("Qwen3NextConfig", "Qwen3NextModel", **dict(
-        _DECODER, head_dim=16, moe_intermediate_size=64, shared_expert_intermediate_size=64, num_experts=4,
-        num_experts_per_tok=2, linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=16,
-        linear_value_head_dim=16)),
-    "jamba": _text("JambaConfig", "JambaModel", **dict(
-        _DECODER, num_experts=4, num_experts_per_tok=2, mamba_d_state=8, mamba_expand=2, mamba_dt_rank=8,
-        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=1, expert_layer_offset=0,
-        use_mamba_kernels=False)),
+    "qwen3_next": _text(
+        "Qwen3NextConfig",
+        "Qwen3NextModel",
+        **dict(
+            _DECODER,
+            head_dim=16,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+            num_experts=4,
+            num_experts_per_tok=2,
+            linear_num_value_heads=2,
+            linear_num_key_heads=2,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+        ),
+    ),
+    "jamba": _text(
+        "JambaConfig",
+        "JambaModel",
+        **dict(
+            _DECODER,
+            num_experts=4,
+            num_experts_per_tok=2,
+            mamba_d_state=8,
+            mamba_expand=2,
+            mamba_dt_rank=8,
+            attn_layer_period=2,
+            attn_layer_offset=1,
+            expert_layer_period=1,
+            expert_layer_offset=0,
+            use_mamba_kernels=False,
+        ),
+    ),
     # a vision-language merge, an encoder-decoder with decoder inputs, a diffusion transformer
     "llava": _llava,
     "t5_seq2seq": _seq2seq,
@@ -257,12 +417,14 @@ MODELS: dict[str, Callable[[], Example]] = {
 
 def _segmentation(name: str) -> Example:
     import torchvision
+
     model = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, num_classes=5)
     return model.eval(), _image(64)
 
 
 def _video(name: str) -> Example:
     import torchvision
+
     model = getattr(torchvision.models.video, name)(weights=None)
     return model.eval(), (torch.randn(1, 3, 4, 32, 32),)
 
@@ -311,8 +473,9 @@ def _resized(example: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     return torch.randint(0, int(example.max()) + 1, shape, dtype=example.dtype)
 
 
-def _calls(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...],
-           dynamic: str | None) -> list[tuple[torch.Tensor, ...]]:
+def _calls(
+    lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...], dynamic: str | None
+) -> list[tuple[torch.Tensor, ...]]:
     """The inputs each model is checked on: its example inputs, or with --dynamic inputs at the
     ends of the ranges the module was lowered for (torch may narrow the ranges asked for) and a
     shape in between."""
@@ -321,8 +484,11 @@ def _calls(lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...],
     guard = lowered._input_guard
     assert isinstance(guard, InputGuard)
     sigs = guard.inputs
-    shapes = [[s.min_shape for s in sigs], [s.max_shape for s in sigs],
-              [tuple((lo + hi + 1) // 2 for lo, hi in zip(s.min_shape, s.max_shape)) for s in sigs]]
+    shapes = [
+        [s.min_shape for s in sigs],
+        [s.max_shape for s in sigs],
+        [tuple((lo + hi + 1) // 2 for lo, hi in zip(s.min_shape, s.max_shape)) for s in sigs],
+    ]
     return [tuple(_resized(x, shape) for x, shape in zip(inputs, call)) for call in shapes]
 
 
@@ -350,8 +516,9 @@ def _error(model: torch.nn.Module, lowered: torch.nn.Module, inputs: tuple[torch
     return max((o.max_abs / s for o, s in zip(accuracy.outputs, scales, strict=True)), default=0.0)
 
 
-def sweep_one(name: str, backend: str, trt_version: str | None, precision: str, artifact: bool,
-              dynamic: str | None = None) -> dict[str, Any]:
+def sweep_one(
+    name: str, backend: str, trt_version: str | None, precision: str, artifact: bool, dynamic: str | None = None
+) -> dict[str, Any]:
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
     specs = [_spec(x, dynamic) for x in inputs] if dynamic else inputs
@@ -365,9 +532,17 @@ def sweep_one(name: str, backend: str, trt_version: str | None, precision: str, 
     report = lowered.report
     eager = collections.Counter(f.op for f in report.fallbacks)
     reasons = {f.op: f.reason for f in reversed(report.fallbacks)}  # each op's first reason
-    row: dict[str, Any] = {"engines": len(report.engines), "coverage": report.coverage, "eager": dict(eager),
-                           "reasons": reasons, "error": error, "lower_s": seconds, "calls": len(calls), "skipped": skipped,
-                           "notes": list(report.notes)}
+    row: dict[str, Any] = {
+        "engines": len(report.engines),
+        "coverage": report.coverage,
+        "eager": dict(eager),
+        "reasons": reasons,
+        "error": error,
+        "lower_s": seconds,
+        "calls": len(calls),
+        "skipped": skipped,
+        "notes": list(report.notes),
+    }
     if artifact:
         ran = [call for call, result in zip(calls, results) if isinstance(result, float)]
         row["artifact"] = _round_trip(lowered, ran[-1], backend) if ran else "not called"
@@ -386,8 +561,10 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     results: dict[str, Any] = {}
-    print(f"torch {torch.__version__}, backend {args.backend}, trt_version {args.trt_version or 'default'}, "
-          f"precision {args.precision}{f', dynamic {args.dynamic}' if args.dynamic else ''}")
+    print(
+        f"torch {torch.__version__}, backend {args.backend}, trt_version {args.trt_version or 'default'}, "
+        f"precision {args.precision}{f', dynamic {args.dynamic}' if args.dynamic else ''}"
+    )
     print(f"{'model':34s} {'engines':>7s} {'coverage':>8s} {'rel. error':>10s} {'lower s':>7s}  eager ops")
     for name in args.models.split(","):
         try:
@@ -400,8 +577,11 @@ def main() -> None:
             eager = ", ".join(f"{op} x{k}" for op, k in sorted(row["eager"].items()))
             saved = f"  artifact {row['artifact']}" if "artifact" in row else ""
             saved += f"  {len(row['skipped'])}/{row['calls']} calls skipped" if row["skipped"] else ""
-            print(f"{name:34s} {row['engines']:7d} {row['coverage']:8.3f} {row['error']:10.2e} "
-                  f"{row['lower_s']:7.1f}{saved}  {eager}", flush=True)
+            print(
+                f"{name:34s} {row['engines']:7d} {row['coverage']:8.3f} {row['error']:10.2e} "
+                f"{row['lower_s']:7.1f}{saved}  {eager}",
+                flush=True,
+            )
         results[name] = row
     if args.json:
         with open(args.json, "w") as f:

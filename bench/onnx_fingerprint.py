@@ -9,6 +9,7 @@ diff the two files:
 
 (with substrings, only the lowerings whose label contains one of them).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,10 +20,11 @@ import torch
 
 torch.manual_seed(0)  # before the cases are built: some hold modules with random weights
 
-import trt_lower  # noqa: E402
 from harness import Fn  # noqa: E402
 from test_converters import CASES  # noqa: E402
 from trt_models import MODELS  # noqa: E402
+
+import trt_lower  # noqa: E402
 
 if TYPE_CHECKING:
     from trt_lower.runtime.ort_module import OrtEngineModule
@@ -36,26 +38,30 @@ def fingerprint(model: torch.nn.Module, inputs: Sequence[torch.Tensor], **kwargs
     except Exception as e:  # a refusal is part of the behaviour too
         return f"error:{type(e).__name__}"
     # backend="onnxruntime": every engine is an OrtEngineModule.
-    return " ".join(
-        f"{name}:{hashlib.sha256(cast('OrtEngineModule', engine).onnx_bytes).hexdigest()[:16]}"
-        for name, engine in lowered.named_children()
-        if name.startswith("engine_")
-    ) or "no-engine"
+    return (
+        " ".join(
+            f"{name}:{hashlib.sha256(cast('OrtEngineModule', engine).onnx_bytes).hexdigest()[:16]}"
+            for name, engine in lowered.named_children()
+            if name.startswith("engine_")
+        )
+        or "no-engine"
+    )
 
 
 def main(path: str, only: list[str]) -> None:
     lines = []
     runs: list[tuple[str, Callable[[], tuple[torch.nn.Module, Sequence[torch.Tensor]]], dict[str, Any]]] = []
     for i, case in enumerate(CASES):
+
         def make_case(case: Any = case) -> tuple[torch.nn.Module, Sequence[torch.Tensor]]:
             return Fn(case.fn), case.make_inputs()
+
         version = VERSIONS[i % len(VERSIONS)]  # each target on a third of the cases, to keep it short
         runs.append((f"{i}:{case.op}-{case.id}@{version}", make_case, {"min_block_size": 1, "trt_version": version}))
     for name, build in MODELS.items():
         for version in VERSIONS:
             for precision in ("fp32", "fp16"):
-                runs.append((f"{name}@{version}/{precision}", build,
-                             {"trt_version": version, "precision": precision}))
+                runs.append((f"{name}@{version}/{precision}", build, {"trt_version": version, "precision": precision}))
     for label, make, kwargs in runs:
         if only and not any(o in label for o in only):
             continue

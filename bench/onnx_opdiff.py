@@ -8,6 +8,7 @@ options (ORT_ENABLE_ALL) and written back (`SessionOptions.optimized_model_filep
 are the op types whose counts differ (ours summed over engines). `--raw` compares the ONNX as
 handed to ONNX Runtime, before its optimizer. Untimed: this explains bench_models.py's ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import trt_lower  # noqa: E402
 from bench_models import MODELS, export_whole  # noqa: E402
+
+import trt_lower  # noqa: E402
 from trt_lower.runtime.ort_module import OrtEngineModule  # noqa: E402
 
 
@@ -49,11 +51,13 @@ def compare(name: str, raw: bool, save: str | None) -> None:
     ours = [m.onnx_bytes for m in lowered.modules() if isinstance(m, OrtEngineModule)]
     whole = export_whole(model, inputs)
     with tempfile.TemporaryDirectory() as tmp:
+
         def load(data: bytes, tag: str) -> onnx.ModelProto:
             if raw:
                 return onnx.load_from_string(data)
             path = os.path.join(save or tmp, f"{name}_{tag}.onnx")
             return optimized(data, path)
+
         mine = op_counts([load(b, f"ours{i}") for i, b in enumerate(ours)])
         theirs = op_counts([load(whole, "whole")])
     print(f"== {name}: {len(ours)} engine(s); nodes ours {sum(mine.values())}, whole {sum(theirs.values())}")

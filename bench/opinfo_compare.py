@@ -5,6 +5,7 @@
 Prints a Markdown table of every OpInfo whose refused, passed or failed count differs between the
 runs (an OpInfo covered in one run only counts as 0 samples in the other), then the totals.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,10 @@ def _rows(path: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
 def table(before: str, after: str, label_before: str, label_after: str) -> str:
     old, old_total = _rows(before)
     new, new_total = _rows(after)
-    lines = [f"| OpInfo | samples ({label_before} → {label_after}) | passed | refused | failed |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"| OpInfo | samples ({label_before} → {label_after}) | passed | refused | failed |",
+        "|---|---|---|---|---|",
+    ]
     for op in sorted(set(old) | set(new)):
         a, b = old.get(op, _ZERO), new.get(op, _ZERO)
         if any(a[k] != b[k] for k in _KEYS[1:]):

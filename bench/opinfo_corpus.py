@@ -50,6 +50,7 @@ and the batch lowered without it. lower_to_trt's retries are bounded by the node
 converter that keeps failing ends as a crash, not a hang. `batch_size=1` lowers every sample
 alone, as the corpus is defined.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -202,7 +203,7 @@ class _Batch(torch.nn.Module):
     def forward(self, *tensors: torch.Tensor) -> tuple[Any, ...]:
         outs, at = [], 0
         for name, n in self.counts:
-            outs.append(getattr(self, name)(*tensors[at:at + n]))
+            outs.append(getattr(self, name)(*tensors[at : at + n]))
             at += n
         return tuple(outs)
 
@@ -249,10 +250,12 @@ _TIED_INDICES: dict[str, Callable[[Sequence[Any], dict[str, Any]], tuple[int, in
     "kthvalue": lambda a, k: (1, _arg(a, k, 1, "dim", -1), bool(_arg(a, k, 2, "keepdim", False))),
     "sort": lambda a, k: (1, a[0] if a and isinstance(a[0], int) else k.get("dim", -1), True),
     "argsort": lambda a, k: (0, a[0] if a and isinstance(a[0], int) else k.get("dim", -1), True),
-    "median": lambda a, k: (1, _arg(a, k, 0, "dim", 0), bool(_arg(a, k, 1, "keepdim", False)))
-    if a or "dim" in k else None,
-    "nanmedian": lambda a, k: (1, _arg(a, k, 0, "dim", 0), bool(_arg(a, k, 1, "keepdim", False)))
-    if a or "dim" in k else None,
+    "median": lambda a, k: (
+        (1, _arg(a, k, 0, "dim", 0), bool(_arg(a, k, 1, "keepdim", False))) if a or "dim" in k else None
+    ),
+    "nanmedian": lambda a, k: (
+        (1, _arg(a, k, 0, "dim", 0), bool(_arg(a, k, 1, "keepdim", False))) if a or "dim" in k else None
+    ),
     "mode": lambda a, k: (1, _arg(a, k, 0, "dim", -1), bool(_arg(a, k, 1, "keepdim", False))),
 }
 
@@ -272,8 +275,12 @@ def _check(p: _Prepared, actual: Any) -> str | None:
         return _same(actual, p.expected, p.rtol, p.atol, p.values)
     at, dim, keepdim = spec
     a, e = list(_leaves(actual)), list(_leaves(p.expected))
-    if len(a) != len(e) or not isinstance(a[at], torch.Tensor) or a[at].shape != e[at].shape \
-            or a[at].dtype != e[at].dtype:
+    if (
+        len(a) != len(e)
+        or not isinstance(a[at], torch.Tensor)
+        or a[at].shape != e[at].shape
+        or a[at].dtype != e[at].dtype
+    ):
         return _same(actual, p.expected, p.rtol, p.atol, p.values)
     try:
         a[at], e[at] = _selected(inp, dim, a[at], keepdim), _selected(inp, dim, e[at], keepdim)
@@ -283,8 +290,9 @@ def _check(p: _Prepared, actual: Any) -> str | None:
 
 
 # OpInfos whose outputs have unspecified contents: only shape and dtype are compared.
-UNSPECIFIED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
-                                "new_empty_strided"})
+UNSPECIFIED_VALUES = frozenset(
+    {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"}
+)
 
 
 class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's class is untyped
@@ -297,8 +305,9 @@ class _Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's 
         return func(*args, **(kwargs or {}))
 
 
-def _prepare(op: Any, dtype: torch.dtype, max_samples: int | None, keys: Iterator[int],
-             recorder: _Recorder | None = None) -> tuple[list[_Prepared], list[SampleResult]]:
+def _prepare(
+    op: Any, dtype: torch.dtype, max_samples: int | None, keys: Iterator[int], recorder: _Recorder | None = None
+) -> tuple[list[_Prepared], list[SampleResult]]:
     """The OpInfo's first `max_samples` samples with their eager results; skips as results."""
     name, dname = full_name(op), str(dtype).removeprefix("torch.")
     rtol, atol = tolerances(op)
@@ -326,8 +335,10 @@ def _prepare(op: Any, dtype: torch.dtype, max_samples: int | None, keys: Iterato
                 skipped.append(SampleResult(name, dname, i, "skipped", "output is not tensors"))
             elif _same(again, expected, 0.0, 0.0, values) is not None:
                 skipped.append(SampleResult(name, dname, i, "skipped", "random output (two eager runs differ)"))
-            elif any(x.is_complex() or x.layout != torch.strided
-                     for x in tensors + [t for t in out if isinstance(t, torch.Tensor)]):
+            elif any(
+                x.is_complex() or x.layout != torch.strided
+                for x in tensors + [t for t in out if isinstance(t, torch.Tensor)]
+            ):
                 skipped.append(SampleResult(name, dname, i, "skipped", "complex or sparse tensors"))
             else:
                 prepared.append(_Prepared(next(keys), name, dname, i, module, tensors, expected, rtol, atol, values))
@@ -368,8 +379,12 @@ class _Stuck(RuntimeError):
 
 
 def _unconvertible_scalar(node: torch.fx.Node) -> bool:
-    return (node.op == "call_function" and node.target is not operator.getitem
-            and converters.lookup(node.target) is None and not isinstance(node.meta.get("val"), torch.Tensor))
+    return (
+        node.op == "call_function"
+        and node.target is not operator.getitem
+        and converters.lookup(node.target) is None
+        and not isinstance(node.meta.get("val"), torch.Tensor)
+    )
 
 
 @contextlib.contextmanager
@@ -478,8 +493,14 @@ class Sweep:
     """Runs the samples of OpInfos. `results` holds every sample of the covered OpInfos,
     `covered` their names, `uncovered` the candidates none of whose samples was covered."""
 
-    def __init__(self, *, dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, max_samples: int | None = 8,
-                 batch_size: int = 48, exhaustive: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
+        max_samples: int | None = 8,
+        batch_size: int = 48,
+        exhaustive: bool = False,
+    ) -> None:
         self.dtypes = tuple(dtypes)
         self.max_samples = max_samples
         self.batch_size = max(1, batch_size)
@@ -502,10 +523,11 @@ class Sweep:
                 per_op[full_name(op)] = (skipped, prepared)
                 pending += prepared
         for at in range(0, len(pending), self.batch_size):
-            self._lower(pending[at:at + self.batch_size])
+            self._lower(pending[at : at + self.batch_size])
             if progress is not None:
-                progress(f"{min(at + self.batch_size, len(pending))}/{len(pending)} samples, "
-                         f"{self.lowerings} lowerings")
+                progress(
+                    f"{min(at + self.batch_size, len(pending))}/{len(pending)} samples, {self.lowerings} lowerings"
+                )
         for name, (skipped, prepared) in per_op.items():
             results = skipped + [self._done[p.key] for p in prepared]
             if any(r.outcome in COUNTED for r in results):
@@ -524,8 +546,11 @@ class Sweep:
             if dtype not in supported:
                 continue
             p, s = _prepare(op, dtype, self.max_samples, self._keys, recorder if dtype == torch.float32 else None)
-            if dtype == torch.float32 and not self.exhaustive and not (
-                    _named_by_converter(op) or _reaches_only_convertible(recorder.ops)):
+            if (
+                dtype == torch.float32
+                and not self.exhaustive
+                and not (_named_by_converter(op) or _reaches_only_convertible(recorder.ops))
+            ):
                 return [], []
             skipped += s
             prepared += p
@@ -534,8 +559,13 @@ class Sweep:
     def _result(self, p: _Prepared, outcome: str, detail: str = "", kind: str = "") -> None:
         self._done[p.key] = SampleResult(p.op, p.dtype, p.index, outcome, detail, kind)
 
-    def _retry(self, group: list[_Prepared], why: str, error: BaseException | None = None,
-               gm: torch.fx.GraphModule | None = None) -> None:
+    def _retry(
+        self,
+        group: list[_Prepared],
+        why: str,
+        error: BaseException | None = None,
+        gm: torch.fx.GraphModule | None = None,
+    ) -> None:
         """A batch went wrong: lower the samples the error names alone and the others together,
         or, when it names none, each half."""
         self.splits[why] = self.splits.get(why, 0) + 1
@@ -564,8 +594,9 @@ class Sweep:
         self.lowerings += 1
         with _watch(group) as programs:
             try:
-                lowered = trt_lower.lower_to_trt(module, inputs, backend="onnxruntime", require_full=solo,
-                                                 min_block_size=1)
+                lowered = trt_lower.lower_to_trt(
+                    module, inputs, backend="onnxruntime", require_full=solo, min_block_size=1
+                )
             except _Screened as e:
                 for p in group:
                     if e.verdicts[p.key][0] != "ok":
@@ -685,15 +716,19 @@ def format_table(table: Sequence[OpRow]) -> str:
         return "-" if row.pass_rate is None else f"{100 * row.pass_rate:.1f}%"
 
     width = max([len(r.op) for r in table] + [8])
-    head = f"{'op':<{width}}  {'samples':>7} {'passed':>6} {'refused':>7} {'failed':>6} {'pass rate':>9}" \
-           f"   {'uncapt.':>7} {'no conv.':>8} {'skipped':>7}"
+    head = (
+        f"{'op':<{width}}  {'samples':>7} {'passed':>6} {'refused':>7} {'failed':>6} {'pass rate':>9}"
+        f"   {'uncapt.':>7} {'no conv.':>8} {'skipped':>7}"
+    )
     lines = [head, "-" * len(head)]
     total = totals(table)
     for row in [*table, total]:
         if row is total:
             lines.append("-" * len(head))
-        lines.append(f"{row.op:<{width}}  {row.samples:>7} {row.passed:>6} {row.refused:>7} {row.failed:>6} "
-                     f"{rate(row):>9}   {row.uncapturable:>7} {row.not_covered:>8} {row.skipped:>7}")
+        lines.append(
+            f"{row.op:<{width}}  {row.samples:>7} {row.passed:>6} {row.refused:>7} {row.failed:>6} "
+            f"{rate(row):>9}   {row.uncapturable:>7} {row.not_covered:>8} {row.skipped:>7}"
+        )
     return "\n".join(lines)
 
 
@@ -723,8 +758,7 @@ def quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def sweep(ops: Iterable[Any] | None = None, *, progress: Callable[[str], None] | None = None,
-          **options: Any) -> Sweep:
+def sweep(ops: Iterable[Any] | None = None, *, progress: Callable[[str], None] | None = None, **options: Any) -> Sweep:
     """Run the sweep over `ops` (default: all of op_db); options go to Sweep."""
     runner = Sweep(**options)
     with quiet():

@@ -12,6 +12,7 @@ samples after warm-up, in MB per 1,000 calls (a leak shows as a steady slope, no
 Models: torchvision ResNet-18 (random weights, 1x3xIMAGExIMAGE) and a small-config BERT
 (hidden 64, 2 layers, ids (2, 16)), each one engine. See bench/README.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,9 @@ def resnet18(image: int) -> Example:
 def bert(image: int) -> Example:
     import transformers
 
-    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, vocab_size=500)
+    config = transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
+    )
     # Typed as nn.Module: transformers' eval() override is unannotated.
     model: torch.nn.Module = transformers.BertModel(config)
     return model.eval(), [(torch.randint(0, config.vocab_size, (2, 16)),) for _ in range(POOL)]
@@ -60,9 +62,9 @@ class SoakResult:
     calls: int
     every: int
     warmup: int
-    rss_mb: list[float]          # sample k is taken after k * every calls (sample 0: before the first)
-    growth_mb: float             # max sample after warm-up minus the sample at warm-up
-    slope_mb_per_1000: float     # least-squares slope of the samples after warm-up
+    rss_mb: list[float]  # sample k is taken after k * every calls (sample 0: before the first)
+    growth_mb: float  # max sample after warm-up minus the sample at warm-up
+    slope_mb_per_1000: float  # least-squares slope of the samples after warm-up
     bound_mb: float
 
     @property
@@ -70,8 +72,16 @@ class SoakResult:
         return self.growth_mb <= self.bound_mb
 
 
-def soak(name: str, lowered: torch.nn.Module, inputs: list[tuple[torch.Tensor, ...]], *, calls: int, every: int,
-         warmup: int, bound_mb: float) -> SoakResult:
+def soak(
+    name: str,
+    lowered: torch.nn.Module,
+    inputs: list[tuple[torch.Tensor, ...]],
+    *,
+    calls: int,
+    every: int,
+    warmup: int,
+    bound_mb: float,
+) -> SoakResult:
     """Call `lowered` `calls` times cycling through `inputs`, sampling RSS every `every` calls."""
     process = psutil.Process()
     samples = [process.memory_info().rss / MB]
@@ -83,8 +93,16 @@ def soak(name: str, lowered: torch.nn.Module, inputs: list[tuple[torch.Tensor, .
     start = warmup // every
     after = samples[start:]
     slope = float(np.polyfit(np.arange(len(after)) * every / 1000, after, 1)[0]) if len(after) > 1 else 0.0
-    return SoakResult(name, calls, every, warmup, [round(s, 2) for s in samples],
-                      round(max(after) - after[0], 2), round(slope, 3), bound_mb)
+    return SoakResult(
+        name,
+        calls,
+        every,
+        warmup,
+        [round(s, 2) for s in samples],
+        round(max(after) - after[0], 2),
+        round(slope, 3),
+        bound_mb,
+    )
 
 
 def main() -> None:
@@ -107,12 +125,15 @@ def main() -> None:
         lowered = trt_lower.lower_to_trt(model, inputs[0], backend="onnxruntime")
         with torch.inference_mode():
             torch.testing.assert_close(lowered(*inputs[0]), model(*inputs[0]), rtol=1e-3, atol=1e-3)
-        result = soak(name, lowered, inputs, calls=args.calls, every=args.every, warmup=args.warmup,
-                      bound_mb=args.bound_mb)
+        result = soak(
+            name, lowered, inputs, calls=args.calls, every=args.every, warmup=args.warmup, bound_mb=args.bound_mb
+        )
         results.append(result)
-        print(f"{name}: {result.calls} calls, RSS {result.rss_mb[0]:.1f} -> {result.rss_mb[-1]:.1f} MB; "
-              f"growth after {result.warmup} calls {result.growth_mb:+.2f} MB (bound {result.bound_mb} MB), "
-              f"slope {result.slope_mb_per_1000:+.3f} MB/1000 calls: {'PASS' if result.passed else 'FAIL'}")
+        print(
+            f"{name}: {result.calls} calls, RSS {result.rss_mb[0]:.1f} -> {result.rss_mb[-1]:.1f} MB; "
+            f"growth after {result.warmup} calls {result.growth_mb:+.2f} MB (bound {result.bound_mb} MB), "
+            f"slope {result.slope_mb_per_1000:+.3f} MB/1000 calls: {'PASS' if result.passed else 'FAIL'}"
+        )
         print(f"  samples every {result.every} calls (MB): {result.rss_mb}")
     if args.json:
         with open(args.json, "w") as f:

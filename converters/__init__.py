@@ -9,6 +9,7 @@
 The op families register on the first lookup (converters/core/registry.py), so that reading or
 running a segment (a saved model's load) does not import them all.
 """
+
 from converters.core.interpreter import segment_to_onnx
 from converters.core.registry import lookup, supported_ops
 

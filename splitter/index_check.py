@@ -8,6 +8,7 @@ a call of `check_indices` on the test's result: it runs in eager PyTorch, reads 
 raises IndexOutOfRangeError with the message capture wrote. The splitter counts neither the
 test's nodes (marked INDEX_TEST) nor the check as compute (for coverage and min_block_size).
 """
+
 from __future__ import annotations
 
 import torch

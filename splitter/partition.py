@@ -1,4 +1,5 @@
 """Acyclic partitioning of an ATen graph into engine segments, using torch.fx's partitioner."""
+
 from __future__ import annotations
 
 import operator
@@ -42,12 +43,22 @@ ENGINE_PREFIX = "engine_"
 
 
 def is_compute(node: torch.fx.Node) -> bool:
-    return (node.op == "call_function" and node.target not in NON_COMPUTE and not is_size(node) and not is_check(node)
-            and not is_index_test(node))
+    return (
+        node.op == "call_function"
+        and node.target not in NON_COMPUTE
+        and not is_size(node)
+        and not is_check(node)
+        and not is_index_test(node)
+    )
 
 
-def _copy_size(gm: torch.fx.GraphModule, node: torch.fx.Node, inside: Mapping[torch.fx.Node, object],
-               into: Partition | None, before: torch.fx.Node) -> torch.fx.Node:
+def _copy_size(
+    gm: torch.fx.GraphModule,
+    node: torch.fx.Node,
+    inside: Mapping[torch.fx.Node, object],
+    into: Partition | None,
+    before: torch.fx.Node,
+) -> torch.fx.Node:
     """A copy of size node `node` placed inside partition `into` (or outside any, if None), with
     its own size inputs copied along when they sit on the other side of the boundary."""
 
@@ -110,8 +121,12 @@ def _mark_outputs(gm: torch.fx.GraphModule, partitions: list[Partition], names: 
             alias.meta = {"val": node.meta.get("val")}
 
 
-def split(gm: torch.fx.GraphModule, support: ConverterSupport, min_block_size: int,
-          extra_outputs: frozenset[str] = frozenset()) -> Split:
+def split(
+    gm: torch.fx.GraphModule,
+    support: ConverterSupport,
+    min_block_size: int,
+    extra_outputs: frozenset[str] = frozenset(),
+) -> Split:
     """Stage 2. In: the captured graph (partitioned in place), the support oracle,
     min_block_size, and the nodes whose values their engines are to output although only the
     engine reads them (`_mark_outputs`). Out: a Split: the graph with each engine segment fused

@@ -1,4 +1,5 @@
 """The support oracle: for each node, supported inside an engine or a human reason why not."""
+
 from __future__ import annotations
 
 import functools
@@ -10,14 +11,16 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 import converters
 from converters.core.dtypes import CAST_ONLY_DTYPES, ENGINE_DTYPES, FP8, FP8_DTYPES
-from converters.core.target import TrtTarget
 from converters.core.quantized import FP4_DTYPES, INT8_OPS, fp8_dequantizes, fp8_quantizes, nvfp4_reason, quantized_op
+from converters.core.target import TrtTarget
 from splitter.index_check import check_indices
 
 # Slicing clamps its bounds anyway, so 8.6 clamping end=INT64_MAX to int32 changes nothing; the
 # slice_scatter converter clamps start and end itself (or hands them to a Slice).
-_CLAMPED_ARGS: dict[object, tuple[int, ...]] = {torch.ops.aten.slice.Tensor: (2, 3),
-                                                torch.ops.aten.slice_scatter.default: (3, 4)}
+_CLAMPED_ARGS: dict[object, tuple[int, ...]] = {
+    torch.ops.aten.slice.Tensor: (2, 3),
+    torch.ops.aten.slice_scatter.default: (3, 4),
+}
 
 
 def target_label(target: object) -> str:
@@ -42,8 +45,7 @@ _SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 # What torch.export leaves in the graph for `torch._check(n.item() <= 4)` and `_check_is_size`.
-RUNTIME_CHECKS = frozenset({torch.ops.aten._assert_scalar.default,
-                            torch.ops.aten.sym_constrain_range_for_size.default})
+RUNTIME_CHECKS = frozenset({torch.ops.aten._assert_scalar.default, torch.ops.aten.sym_constrain_range_for_size.default})
 
 
 def is_check(node: torch.fx.Node) -> bool:
@@ -53,17 +55,20 @@ def is_check(node: torch.fx.Node) -> bool:
         return False
     if node.target in RUNTIME_CHECKS or node.target is check_indices:
         return True
-    return (isinstance(node.meta.get("val"), _SCALARS) and bool(node.users)
-            and all(is_check(u) for u in node.users))
+    return isinstance(node.meta.get("val"), _SCALARS) and bool(node.users) and all(is_check(u) for u in node.users)
 
 
 def is_size(node: torch.fx.Node) -> bool:
     """A size computed at run time from tensors' shapes (sym_size, int arithmetic on sizes): an
     int, not a tensor, which an engine recomputes from its own inputs' shapes, where a
     converter computes each step (else a Python int that only eager ops take)."""
-    return (node.op == "call_function" and isinstance(node.meta.get("val"), (int, torch.SymInt))
-            and node.target not in DATA_READS and converters.lookup(node.target) is not None
-            and all(is_size(a) for a in node.all_input_nodes if isinstance(a.meta.get("val"), _SCALARS)))
+    return (
+        node.op == "call_function"
+        and isinstance(node.meta.get("val"), (int, torch.SymInt))
+        and node.target not in DATA_READS
+        and converters.lookup(node.target) is not None
+        and all(is_size(a) for a in node.all_input_nodes if isinstance(a.meta.get("val"), _SCALARS))
+    )
 
 
 def _scalar_reason(node: torch.fx.Node) -> Optional[str]:
@@ -119,11 +124,15 @@ def _fp8_reason(node: torch.fx.Node, dtype: torch.dtype, trt_target: TrtTarget) 
     if dtype != FP8:
         return "TensorRT's FP8 is E4M3 (float8_e4m3fn) only"
     if node.target in INT8_OPS:
-        return ("quantized_decomposed's float8 quantize rounds x / scale to an integer before the cast, which "
-                "is not FP8's rounding (no QuantizeLinear does it): quantize with torchao's float8 ops "
-                "(trt_lower.quantization.quantize(dtype='fp8'))")
-    return ("TensorRT reads float8_e4m3fn only as quantized values: made by a quantize (a cast to it, "
-            "torchao's float8 quantize), read by dequantizes")
+        return (
+            "quantized_decomposed's float8 quantize rounds x / scale to an integer before the cast, which "
+            "is not FP8's rounding (no QuantizeLinear does it): quantize with torchao's float8 ops "
+            "(trt_lower.quantization.quantize(dtype='fp8'))"
+        )
+    return (
+        "TensorRT reads float8_e4m3fn only as quantized values: made by a quantize (a cast to it, "
+        "torchao's float8 quantize), read by dequantizes"
+    )
 
 
 def _int32_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
@@ -147,8 +156,9 @@ def _int32_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     return None
 
 
-def unsupported_reason(node: torch.fx.Node, trt_target: TrtTarget, fallback_ops: frozenset[str],
-                       failed: Mapping[str, str] = {}) -> Optional[str]:
+def unsupported_reason(
+    node: torch.fx.Node, trt_target: TrtTarget, fallback_ops: frozenset[str], failed: Mapping[str, str] = {}
+) -> Optional[str]:
     """None if `node` can run inside an engine built for `trt_target`, else why not. `failed` holds
     nodes whose conversion already failed once, by name, with the reason."""
     if node.target is operator.getitem:
@@ -161,8 +171,10 @@ def unsupported_reason(node: torch.fx.Node, trt_target: TrtTarget, fallback_ops:
         return nvfp4_reason(trt_target)  # before the converters: torchao unpacks FP4 with ops that have some
     conv = converters.lookup(node.target)
     if conv is None and isinstance(node.target, torch._ops.OpOverload) and node.target.namespace not in BUILT_IN:
-        return (f"no converter for {target_label(node.target)}: register one with "
-                f"trt_lower.converter(torch.ops.{node.target.overloadpacket}) (docs/custom_converters.md)")
+        return (
+            f"no converter for {target_label(node.target)}: register one with "
+            f"trt_lower.converter(torch.ops.{node.target.overloadpacket}) (docs/custom_converters.md)"
+        )
     if conv is None:
         return f"no converter for {target_label(node.target)}"
     reason = _dtype_reason(node, trt_target) or _scalar_reason(node) or _int32_reason(node, trt_target)

@@ -1,6 +1,7 @@
 """An attacker's edits to a saved artifact: open it, change its manifest or members, write it back
 with checksums that match (whoever writes the file writes its checksums too), stored or, where
 asked, compressed. The tests of the reader's rules read as the attacks they are."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,8 +17,15 @@ from trt_lower.deploy import artifact
 Change = Callable[[dict[str, Any], dict[str, bytes]], None]
 
 
-def tamper(source: Path, target: Path, change: Change, *, checksums: bool = True,
-           compression: int = zipfile.ZIP_STORED, manifest_text: Callable[[str], str] | None = None) -> Path:
+def tamper(
+    source: Path,
+    target: Path,
+    change: Change,
+    *,
+    checksums: bool = True,
+    compression: int = zipfile.ZIP_STORED,
+    manifest_text: Callable[[str], str] | None = None,
+) -> Path:
     """A copy of `source` with `change(manifest, members)` applied; every member's checksum made
     to match its new bytes (unless `checksums` is False: a careless forger, or a damaged file);
     members written with `compression`; the manifest's JSON text passed through `manifest_text`."""
@@ -37,10 +45,12 @@ def tamper(source: Path, target: Path, change: Change, *, checksums: bool = True
 
 def edit_onnx(member: str, edit: Callable[[onnx.ModelProto], None]) -> Change:
     """A change that rewrites the ONNX model in `member`."""
+
     def change(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
         model = onnx.load_from_string(members[member])
         edit(model)
         members[member] = model.SerializeToString()
+
     return change
 
 

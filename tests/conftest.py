@@ -2,14 +2,13 @@ import contextlib
 import os
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
-import zlib
 
 import pytest
 import torch
-
 from support_audit import SupportAudit
 
 # TRT_LOWER_TEST_TENSORRT=double: the whole session runs as on a machine where TensorRT imports
@@ -25,6 +24,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from trt_double import PATH
     from trt_double.device import HostDevice
+
     from trt_lower.values import device
 
     sys.path.insert(0, str(PATH))  # `import tensorrt` finds the double (tests/trt_double/tensorrt)
@@ -43,8 +43,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # transformers (.ci/run): these files whole (models, saved artifacts, the CLI, the engine runtime
 # on ONNX Runtime) and an eighth of the converter tests, picked by a hash of their id, so the same
 # ones whatever else is selected.
-QUICK_FILES = frozenset({"test_models.py", "test_artifact.py", "test_cli.py", "test_engine_runtime.py",
-                         "test_ort_runtime.py"})
+QUICK_FILES = frozenset(
+    {"test_models.py", "test_artifact.py", "test_cli.py", "test_engine_runtime.py", "test_ort_runtime.py"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,14 +61,16 @@ def support_audit() -> Iterator[SupportAudit]:
     TensorRT version it was lowered for; the session fails (at its last teardown) if any broke
     it. Tests that make violations on purpose take theirs back with `audit.take()`."""
     from trt_lower.convert import driver as convert
+
     audit = SupportAudit()
     convert.ON_SEGMENT.append(audit.check)
     try:
         yield audit
     finally:
         convert.ON_SEGMENT.remove(audit.check)
-    assert not audit.found, f"{len(audit.found)} emitted ONNX node(s) break their TensorRT version's table:\n" + \
-        "\n".join(audit.found)
+    assert not audit.found, (
+        f"{len(audit.found)} emitted ONNX node(s) break their TensorRT version's table:\n" + "\n".join(audit.found)
+    )
 
 
 @pytest.fixture(autouse=True)

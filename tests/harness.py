@@ -1,4 +1,5 @@
 """Shared test helpers: lower a callable and prove where its ops ran."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence

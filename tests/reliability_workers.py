@@ -6,6 +6,7 @@ tests/trt_double on PYTHONPATH, so `tensorrt` is the TensorRT double):
 
 Each prints one JSON line as its last line of output.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ import torch
 
 import trt_lower
 from trt_lower.values import device
+
 TESTS = Path(__file__).resolve().parent
 THREADS = 8
 # Batch and image size vary per call, within this range.
@@ -50,8 +52,13 @@ def mixed() -> tuple[torch.nn.Module, list[torch.Tensor]]:
 
 def lower_mixed(model: torch.nn.Module, backend: str, example: torch.Tensor | None = None) -> trt_lower.LoweredModule:
     """Lowered for the whole SPEC range, or for `example`'s shape only (a quicker capture)."""
-    return trt_lower.lower_to_trt(model, (SPEC if example is None else example,), backend=backend,
-                                  min_block_size=1, fallback_ops=["aten.relu.default"])
+    return trt_lower.lower_to_trt(
+        model,
+        (SPEC if example is None else example,),
+        backend=backend,
+        min_block_size=1,
+        fallback_ops=["aten.relu.default"],
+    )
 
 
 def lower_static_and_check(backend: str) -> trt_lower.LoweredModule:
@@ -81,8 +88,10 @@ def hammer(lowered: torch.nn.Module, inputs: list[torch.Tensor], rounds: int = 6
                     got = lowered(inputs[j])
                 torch.testing.assert_close(got, serial[j], rtol=1e-6, atol=1e-6)
             except Exception as e:  # every failure is reported, not just the first
-                problems.append(f"thread {k}, call {i}, shape {tuple(inputs[j].shape)}: {type(e).__name__}: "
-                                f"{str(e).splitlines()[0]}")
+                problems.append(
+                    f"thread {k}, call {i}, shape {tuple(inputs[j].shape)}: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0]}"
+                )
         return problems
 
     with ThreadPoolExecutor(THREADS) as pool:
@@ -125,8 +134,12 @@ def threads_main() -> dict[str, Any]:
         for x in inputs:
             torch.testing.assert_close(lowered(x), model(x), rtol=1e-4, atol=1e-5)
     calls, problems = hammer(lowered, inputs)
-    return {"engines": len(lowered.report.engines), "calls": calls, "problems": problems[:10],
-            "mismatches": len(problems)}
+    return {
+        "engines": len(lowered.report.engines),
+        "calls": calls,
+        "problems": problems[:10],
+        "mismatches": len(problems),
+    }
 
 
 def cache_main(go: Path) -> dict[str, Any]:

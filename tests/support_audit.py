@@ -1,4 +1,5 @@
 """The suite-wide audit of emitted ONNX against converters/passes/trt_support.py (see conftest.py)."""
+
 from __future__ import annotations
 
 import onnx
@@ -17,8 +18,9 @@ class SupportAudit:
 
     def check(self, model: onnx.ModelProto, goal: TrtTarget) -> list[str]:
         self.models += 1
-        problems = [f"{model.graph.name} for TensorRT {goal.version}: {v}"
-                    for v in trt_support.violations(model, goal.version)]
+        problems = [
+            f"{model.graph.name} for TensorRT {goal.version}: {v}" for v in trt_support.violations(model, goal.version)
+        ]
         self.found += problems
         return problems
 

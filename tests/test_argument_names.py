@@ -3,6 +3,7 @@ the names travel into size conditions (runtime/conditions.py), guard errors and 
 Names FX renames (`input` -> `input_1`, `größe` -> `gr__e`), builtins the conditions call (`min`,
 `max`, `abs`, `math`, `torch`), `self` (a name torch's generated code takes for the module) and
 non-ASCII identifiers (`ﬁx`, read as `fix` by Python) are all among those drawn."""
+
 from __future__ import annotations
 
 import keyword
@@ -29,9 +30,12 @@ def scatter_module(a: str, b: str) -> torch.nn.Module:
     """The issue's module, its arguments named `a` and `b`: under SPECS, torch.export captures it
     under the size condition `b.shape[0] <= a.shape[0]`."""
     namespace: dict[str, object] = {"torch": torch}
-    exec(f"class Scatter(torch.nn.Module):\n"
-         f"    def forward(this, {a}, {b}):\n"
-         f"        return {a}.scatter(1, {b}, 1.0) * 2\n", namespace)
+    exec(
+        f"class Scatter(torch.nn.Module):\n"
+        f"    def forward(this, {a}, {b}):\n"
+        f"        return {a}.scatter(1, {b}, 1.0) * 2\n",
+        namespace,
+    )
     module: torch.nn.Module = namespace["Scatter"]()  # type: ignore[operator]
     return module
 
@@ -42,8 +46,29 @@ def _usable(name: str) -> bool:
 
 
 NAMES = st.one_of(
-    st.sampled_from(["input", "len", "max", "min", "abs", "int", "math", "torch", "self", "inputs", "s0", "L",
-                     "inf", "getattr", "größe", "ﬁx", "Δ", "用户", "_"]),
+    st.sampled_from(
+        [
+            "input",
+            "len",
+            "max",
+            "min",
+            "abs",
+            "int",
+            "math",
+            "torch",
+            "self",
+            "inputs",
+            "s0",
+            "L",
+            "inf",
+            "getattr",
+            "größe",
+            "ﬁx",
+            "Δ",
+            "用户",
+            "_",
+        ]
+    ),
     st.from_regex(r"[^\W\d]\w{0,5}", fullmatch=True).filter(_usable),
 )
 
@@ -75,8 +100,13 @@ def test_forward_input_with_a_size_condition(tmp_path: Path) -> None:
     _lowers_saves_and_serves("input", "index", tmp_path)
 
 
-@settings(max_examples=8, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=8,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @example(a="self", b="min")
 @example(a="math", b="torch")
 @example(a="max", b="abs")
@@ -91,8 +121,9 @@ def test_any_argument_names(a: str, b: str, tmp_path_factory: pytest.TempPathFac
 def test_a_condition_reads_a_name_by_its_place() -> None:
     """Inputs named like the functions a condition calls: `min(...)` is the function, `min.shape`
     the input."""
-    function = compile_condition("min(min.shape[0], math.shape[0]) == math.floor(torch.sym_float(ﬁ.shape[0]) / 2)",
-                                 ["min", "math", "fi"])
+    function = compile_condition(
+        "min(min.shape[0], math.shape[0]) == math.floor(torch.sym_float(ﬁ.shape[0]) / 2)", ["min", "math", "fi"]
+    )
     assert function(*(torch.empty(n) for n in (3, 4, 6))) and not function(*(torch.empty(n) for n in (3, 4, 8)))
     with pytest.raises(ValueError, match="'min.__class__' is not allowed"):
         compile_condition("min.__class__ == 1", ["min"])

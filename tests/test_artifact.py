@@ -1,9 +1,9 @@
 """trt_lower.save / trt_lower.load: round trips against eager, TensorRT plans (through the double),
 a process without the model's code, refused files, and the lower/info/run CLI."""
+
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import math
 import os
@@ -14,31 +14,31 @@ import textwrap
 import zipfile
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import onnx
 import pytest
 import torch
 import torchvision
 import transformers
-
-import trt_lower
-from trt_lower.engine import backend
+from artifact_tamper import tamper
+from test_pipeline import Sandwich
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
-from trt_lower.deploy import artifact
-from trt_lower.deploy import graph_json
+
+import trt_lower
 from trt_lower.cli import commands as cli
+from trt_lower.deploy import artifact, graph_json
+from trt_lower.engine import backend
 from trt_lower.values import device
-from test_pipeline import Sandwich
-from artifact_tamper import tamper
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
 
-def _round_trip(model: torch.nn.Module, inputs: tuple[Any, ...], path: Path, calls: list[tuple[torch.Tensor, ...]],
-                **kwargs: Any) -> trt_lower.LoweredModule:
+def _round_trip(
+    model: torch.nn.Module, inputs: tuple[Any, ...], path: Path, calls: list[tuple[torch.Tensor, ...]], **kwargs: Any
+) -> trt_lower.LoweredModule:
     """Lower, save, load; the loaded module matches eager (and the lowered one) on every call."""
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", **kwargs)
     trt_lower.save(lowered, path)
@@ -62,8 +62,9 @@ def test_resnet18(tmp_path: Path) -> None:
 
 
 def _small_bert() -> transformers.BertModel:
-    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, vocab_size=500)
+    config = transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
+    )
     return transformers.BertModel(config).eval()
 
 
@@ -73,8 +74,6 @@ def test_bert_returns_its_model_output(tmp_path: Path) -> None:
     out = loaded(ids)
     assert type(out) is transformers.modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions
     assert list(out.keys()) == ["last_hidden_state", "pooler_output"]
-
-
 
 
 def test_eager_fallback_in_the_middle(tmp_path: Path) -> None:
@@ -109,9 +108,13 @@ def test_weights_members_start_wherever_the_zip_puts_them(tmp_path: Path) -> Non
         loaded = _round_trip(TwoLinears(width).eval(), (x,), path, [(x,)], min_block_size=1)
         assert len(loaded.report.engines) == 2
         with zipfile.ZipFile(path) as z:
-            offsets += [int(e.value) for name in ("engines/engine_0.onnx", "engines/engine_1.onnx")
-                        for t in onnx.load_from_string(z.read(name)).graph.initializer
-                        for e in t.external_data if e.key == "offset"]
+            offsets += [
+                int(e.value)
+                for name in ("engines/engine_0.onnx", "engines/engine_1.onnx")
+                for t in onnx.load_from_string(z.read(name)).graph.initializer
+                for e in t.external_data
+                if e.key == "offset"
+            ]
     assert any(offset % 4 for offset in offsets), offsets
 
 
@@ -131,8 +134,9 @@ class Dynamic(torch.nn.Module):
 def test_dynamic_shapes_dicts_and_namedtuples(tmp_path: Path) -> None:
     specs = (trt_lower.TensorSpec((1, 4), (3, 4), (8, 4)), trt_lower.TensorSpec((1, 4), (3, 4), (8, 4)))
     calls = [(torch.randn(b, 4), torch.rand(b, 4)) for b in (1, 3, 8)]
-    loaded = _round_trip(Dynamic().eval(), specs, tmp_path / "d.trtl", calls, fallback_ops=["aten.tanh.default"],
-                         min_block_size=1)
+    loaded = _round_trip(
+        Dynamic().eval(), specs, tmp_path / "d.trtl", calls, fallback_ops=["aten.tanh.default"], min_block_size=1
+    )
     out = loaded(*calls[1])
     assert type(out["pair"]).__name__ == "Pair" and out["pair"].rows == 6
     with pytest.raises(trt_lower.EngineInputError, match="input 'x' was lowered for the range"):
@@ -171,32 +175,45 @@ class PairsUp(torch.nn.Module):
 
 def test_sizes_rounded_by_math_ceil(tmp_path: Path) -> None:
     spec = trt_lower.TensorSpec((1, 3), (2, 6), (4, 11))
-    loaded = _round_trip(PairsUp(), (spec,), tmp_path / "pairs.trtl", [(torch.randn(b, n),) for b, n in ((1, 3), (4, 11))],
-                         min_block_size=1)
+    loaded = _round_trip(
+        PairsUp(),
+        (spec,),
+        tmp_path / "pairs.trtl",
+        [(torch.randn(b, n),) for b, n in ((1, 3), (4, 11))],
+        min_block_size=1,
+    )
     assert any(n["target"] == "math.ceil" for n in artifact.read(tmp_path / "pairs.trtl").manifest["graph"]["nodes"])
     assert loaded(torch.randn(2, 7)).shape == (2, 4)
 
 
-@pytest.mark.parametrize("condition, message", [
-    ("__import__('os').system('touch {marker}')", "is not allowed in one"),
-    ("x.shape.__class__ == 1", "is not allowed"),
-    ("x.shape[0] >", "is not an expression"),
-])
+@pytest.mark.parametrize(
+    "condition, message",
+    [
+        ("__import__('os').system('touch {marker}')", "is not allowed in one"),
+        ("x.shape.__class__ == 1", "is not allowed"),
+        ("x.shape[0] >", "is not an expression"),
+    ],
+)
 def test_a_planted_size_condition_is_refused_and_never_runs(tmp_path: Path, condition: str, message: str) -> None:
     marker = tmp_path / "pwned"
     spec = trt_lower.TensorSpec((1, 2), (2, 6), (4, 12))
     trt_lower.save(trt_lower.lower_to_trt(EvenBranch(), (spec,), min_block_size=1), tmp_path / "even.trtl")
     planted = condition.format(marker=marker)
-    path = tamper(tmp_path / "even.trtl", tmp_path / "evil.trtl",
-                    lambda manifest, members: manifest.update(conditions=[planted]))
+    path = tamper(
+        tmp_path / "even.trtl", tmp_path / "evil.trtl", lambda manifest, members: manifest.update(conditions=[planted])
+    )
     with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: field 'conditions': .*{message}"):
         trt_lower.load(path)
     assert not marker.exists()
 
 
 def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogCaptureFixture) -> None:
-    stored = {"type": "ModelOutput", "class": "transformers.not_installed.SomeOutput", "keys": ["a", "b"],
-              "children": ["*", "*"]}
+    stored = {
+        "type": "ModelOutput",
+        "class": "transformers.not_installed.SomeOutput",
+        "keys": ["a", "b"],
+        "children": ["*", "*"],
+    }
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         spec = graph_json.spec_from_json(stored)
     assert "transformers.not_installed.SomeOutput is not importable here" in caplog.text
@@ -204,8 +221,15 @@ def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogC
 
 
 def _small_llama() -> Any:
-    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      intermediate_size=128, vocab_size=500, max_position_embeddings=64)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=500,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(config).eval()
 
@@ -237,9 +261,12 @@ def test_causal_lm_with_its_key_value_cache(tmp_path: Path) -> None:
             torch.testing.assert_close(got.keys, want.keys, rtol=1e-3, atol=1e-3)
             torch.testing.assert_close(got.values, want.values, rtol=1e-3, atol=1e-3)
         step = torch.randint(0, 500, (1, 1))
-        torch.testing.assert_close(model(step, past_key_values=out.past_key_values).logits,
-                                   model(step, past_key_values=expected.past_key_values).logits,
-                                   rtol=1e-3, atol=1e-3 * scale)
+        torch.testing.assert_close(
+            model(step, past_key_values=out.past_key_values).logits,
+            model(step, past_key_values=expected.past_key_values).logits,
+            rtol=1e-3,
+            atol=1e-3 * scale,
+        )
 
 
 def test_a_cache_saved_on_a_gpu_names_the_device_it_is_loaded_on(tmp_path: Path) -> None:
@@ -253,6 +280,7 @@ def test_a_cache_saved_on_a_gpu_names_the_device_it_is_loaded_on(tmp_path: Path)
         for layer in stored["context"]["s"]["layers"]:
             assert layer["s"]["device"] == {"_t": "device", "s": "cpu"}
             layer["s"]["device"]["s"] = "cuda:0"
+
     loaded = trt_lower.load(tamper(tmp_path / "llama.trtl", tmp_path / "gpu.trtl", on_gpu), backend="onnxruntime")
     with torch.no_grad():
         layers = loaded(ids).past_key_values.layers
@@ -267,14 +295,21 @@ def test_a_planted_class_in_a_cache_is_refused_and_never_imported(tmp_path: Path
     def plant(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
         (stored,) = _cache_specs(manifest["graph"]["pytree"]["out_spec"])
         stored["context"]["s"]["layers"][0]["p"] = path
+
     planted = tamper(tmp_path / "llama.trtl", tmp_path / "evil.trtl", plant)
-    with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: cache context names '{path}', not a class of transformers"):
+    with pytest.raises(
+        trt_lower.ArtifactError, match=f"evil.trtl: cache context names '{path}', not a class of transformers"
+    ):
         trt_lower.load(planted)
 
 
 def test_cache_without_its_class_comes_back_as_a_list(caplog: pytest.LogCaptureFixture) -> None:
-    stored = {"type": "cache", "class": "transformers.not_installed.SomeCache", "context": {"_t": "obj"},
-              "children": ["*", "*"]}
+    stored = {
+        "type": "cache",
+        "class": "transformers.not_installed.SomeCache",
+        "context": {"_t": "obj"},
+        "children": ["*", "*"],
+    }
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         spec = graph_json.spec_from_json(stored)
     assert "transformers.not_installed.SomeCache is not importable here" in caplog.text
@@ -294,8 +329,9 @@ class ForeignGpu(HostDevice):
         return "Some GPU sm_80"
 
 
-def test_tensorrt_plans_load_without_a_build(trt_double: ModuleType, tmp_path: Path,
-                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_tensorrt_plans_load_without_a_build(
+    trt_double: ModuleType, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     model, x = Sandwich().eval(), torch.randn(2, 3, 8, 8)
     lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
     path = tmp_path / "t.trtl"
@@ -326,8 +362,9 @@ def test_tensorrt_plans_load_without_a_build(trt_double: ModuleType, tmp_path: P
     assert trt_double.state.builds == builds + 2
 
 
-def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tensorrt_file_on_another_tensorrt_version_or_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x = Sandwich().eval(), torch.randn(2, 3, 8, 8)
     path = tmp_path / "t.trtl"
     with use_trt_double("10.4.0", tmp_path / "a"):
@@ -350,7 +387,7 @@ def test_tensorrt_file_on_another_tensorrt_version_or_none(tmp_path: Path, caplo
 
 
 # -- a process without the model's code ---------------------------------------------------------
-MODEL_SOURCE = '''
+MODEL_SOURCE = """
 import torch
 
 class Secret(torch.nn.Module):
@@ -367,16 +404,16 @@ class Secret(torch.nn.Module):
 def make_model():
     torch.manual_seed(0)
     return Secret().eval()
-'''
+"""
 
-LOAD_SCRIPT = '''
+LOAD_SCRIPT = """
 import sys, importlib.util, torch, trt_lower
 from safetensors.torch import load_file, save_file
 assert importlib.util.find_spec("secret_model") is None, "the model's module is still importable"
 loaded = trt_lower.load(sys.argv[1], backend="onnxruntime")  # x is on the CPU
 out = loaded(load_file(sys.argv[2])["x"])
 save_file(out, sys.argv[3])
-'''
+"""
 
 
 def test_fresh_process_without_the_models_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -398,8 +435,20 @@ def test_fresh_process_without_the_models_module(tmp_path: Path, monkeypatch: py
         leftover.unlink()
     save_file({"x": x}, tmp_path / "x.safetensors")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(code)])}
-    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(path), str(tmp_path / "x.safetensors"),
-                           str(tmp_path / "out.safetensors")], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOAD_SCRIPT,
+            str(path),
+            str(tmp_path / "x.safetensors"),
+            str(tmp_path / "out.safetensors"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     with torch.no_grad():
         expected = model(x)
@@ -449,11 +498,14 @@ def test_a_planted_pickle_is_refused_and_never_runs(saved: Path, tmp_path: Path,
     assert marker.exists()
 
 
-@pytest.mark.parametrize("target, message", [
-    ("builtins.eval", "not an operator name"),
-    ("os.system.default", "operator os::system.default, which is not registered"),
-    ("aten.add.__class__", "not registered"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("builtins.eval", "not an operator name"),
+        ("os.system.default", "operator os::system.default, which is not registered"),
+        ("aten.add.__class__", "not registered"),
+    ],
+)
 def test_graph_targets_are_looked_up_not_imported(saved: Path, tmp_path: Path, target: str, message: str) -> None:
     def change(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
         node = next(n for n in manifest["graph"]["nodes"] if n["op"] == "call_function")
@@ -477,15 +529,20 @@ def test_bad_files_are_named(saved: Path, tmp_path: Path) -> None:
     (tmp_path / "flipped.trtl").write_bytes(bytes(flipped))
     with pytest.raises(trt_lower.ArtifactError, match="engines/engine_0.onnx"):
         trt_lower.load(tmp_path / "flipped.trtl")
-    tampered = tamper(saved, tmp_path / "tampered.trtl",
-                      lambda manifest, members: members.update({"weights.safetensors": b"x"}), checksums=False)
+    tampered = tamper(
+        saved,
+        tmp_path / "tampered.trtl",
+        lambda manifest, members: members.update({"weights.safetensors": b"x"}),
+        checksums=False,
+    )
     with pytest.raises(trt_lower.ArtifactError, match="checksum mismatch in member 'weights.safetensors'"):
         trt_lower.load(tampered)
     newer = tamper(saved, tmp_path / "newer.trtl", lambda manifest, members: manifest.update(format_version=4))
     with pytest.raises(trt_lower.ArtifactError, match="format version 4 .* reads up to version 3: upgrade"):
         trt_lower.load(newer)
-    malformed = tamper(saved, tmp_path / "malformed.trtl",
-                         lambda manifest, members: manifest["engines"][0].pop("inputs"))
+    malformed = tamper(
+        saved, tmp_path / "malformed.trtl", lambda manifest, members: manifest["engines"][0].pop("inputs")
+    )
     with pytest.raises(trt_lower.ArtifactError, match=r"malformed.trtl: field 'engines\[0\].inputs' is missing"):
         trt_lower.load(malformed)
     (tmp_path / "text.trtl").write_text("hello")
@@ -512,15 +569,34 @@ def test_an_interrupted_save_leaves_the_old_file(saved: Path, tmp_path: Path, mo
 
 
 # -- CLI ---------------------------------------------------------------------------------------------
-def test_cli_lower_info_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lower_info_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     package = tmp_path / "my_pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "models.py").write_text(textwrap.dedent(MODEL_SOURCE))
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "model.trtl"
-    assert cli.main(["lower", "my_pkg.models:make_model", "--input", "2x3x8x8:float32", "--dynamic", "0.0=1..4",
-                     "--backend", "onnxruntime", "--fallback-op", "aten.addmm.default", "-o", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "lower",
+                "my_pkg.models:make_model",
+                "--input",
+                "2x3x8x8:float32",
+                "--dynamic",
+                "0.0=1..4",
+                "--backend",
+                "onnxruntime",
+                "--fallback-op",
+                "aten.addmm.default",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert cli.main(["info", str(out)]) == 0
     text = capsys.readouterr().out
     assert "saved" in text and "format 3" in text and "checksums verified" in text
@@ -560,8 +636,9 @@ def test_loading_and_calling_imports_neither_dynamo_nor_the_exporter(tmp_path: P
     """The deploy path stays light: in a fresh process, trt_lower.load(f)(x) imports no
     torch._dynamo and no torch.export module beyond those `import torch` imports itself (its
     first dispatch of an eager op went through torch._compile, which imports Dynamo)."""
-    lowered = trt_lower.lower_to_trt(_EagerAndEngine().eval(), (torch.tensor([[1, 9]]),), backend="onnxruntime",
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        _EagerAndEngine().eval(), (torch.tensor([[1, 9]]),), backend="onnxruntime", min_block_size=1
+    )
     assert lowered.report.engines and lowered.report.fallbacks
     trt_lower.save(lowered, tmp_path / "m.trtl")
     script = textwrap.dedent(f"""
@@ -570,7 +647,7 @@ def test_loading_and_calling_imports_neither_dynamo_nor_the_exporter(tmp_path: P
                                                                       ["torch", "_export"])}}
         before = heavy()
         import trt_lower
-        module = trt_lower.load({str(tmp_path / 'm.trtl')!r})
+        module = trt_lower.load({str(tmp_path / "m.trtl")!r})
         module(torch.tensor([[3, 4]]))
         try:
             module(torch.tensor([[3, 10]]))
@@ -578,7 +655,12 @@ def test_loading_and_calling_imports_neither_dynamo_nor_the_exporter(tmp_path: P
             pass
         print(sorted(heavy() - before))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -2,9 +2,9 @@
 them, checksums matching) are refused with an ArtifactError naming the file and the field, and
 nothing from them runs, reads a file, or exhausts memory or time. Each test is an attack a rule of
 the reader (trt_lower/deploy/) stops."""
+
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tracemalloc
@@ -16,11 +16,11 @@ import onnx
 import pytest
 import safetensors.torch
 import torch
+from artifact_tamper import edit_onnx, node, tamper
 from onnx import TensorProto, helper, numpy_helper
+from test_pipeline import Sandwich
 
 import trt_lower
-from artifact_tamper import edit_onnx, node, tamper
-from test_pipeline import Sandwich
 from trt_lower.engine import ort_session
 from trt_lower.runtime.conditions import SizeConditions
 
@@ -41,8 +41,14 @@ class Keyed(torch.nn.Module):
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.Tensor, torch.Tensor]:
     x, scale = torch.randn(2, 8), torch.randn(1)
-    lowered = trt_lower.lower_to_trt(Keyed().eval(), (x,), kwargs={"scale": scale}, backend="onnxruntime",
-                                     fallback_ops=["aten.addmm.default"], min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        Keyed().eval(),
+        (x,),
+        kwargs={"scale": scale},
+        backend="onnxruntime",
+        fallback_ops=["aten.addmm.default"],
+        min_block_size=1,
+    )
     assert lowered.report.engines and any(n.op == "get_attr" for n in lowered.graph.nodes)
     path = tmp_path_factory.mktemp("keyed") / "keyed.trtl"
     trt_lower.save(lowered, path)
@@ -85,21 +91,28 @@ def _rename_engine(manifest: dict[str, Any], members: dict[str, bytes], new: str
 
 PLANTS = {  # where: (the model it is planted in, the change)
     "forward's argument name": ("sandwich_call", lambda m, _: m["graph"]["pytree"]["args"].__setitem__(0, f"x={OPEN}")),
-    "placeholder target": ("sandwich_call", lambda m, _: node(m, "placeholder").update(
-        target=f"self.__dict__[str({OPEN})]")),
-    "keyword name of a node": ("keyed", lambda m, _: node(m, "call_function").update(
-        kwargs={f"out={OPEN} and None, dim": 0})),
+    "placeholder target": (
+        "sandwich_call",
+        lambda m, _: node(m, "placeholder").update(target=f"self.__dict__[str({OPEN})]"),
+    ),
+    "keyword name of a node": (
+        "keyed",
+        lambda m, _: node(m, "call_function").update(kwargs={f"out={OPEN} and None, dim": 0}),
+    ),
     "weight name": ("keyed", lambda m, w: _rename_weight(m, w, f'" + str({QUOTED}) + "')),
     "engine name": ("keyed", lambda m, w: _rename_engine(m, w, f'" + str({QUOTED}) + "')),
-    "keyword key of the input spec": ("keyed", lambda m, _: m["graph"]["pytree"]["in_spec"]["children"][1][
-        "keys"].__setitem__(0, f"scale':{OPEN},'s")),
+    "keyword key of the input spec": (
+        "keyed",
+        lambda m, _: m["graph"]["pytree"]["in_spec"]["children"][1]["keys"].__setitem__(0, f"scale':{OPEN},'s"),
+    ),
     "node name": ("keyed", lambda m, _: node(m, "call_function").update(name=f"a = {OPEN}; b")),
 }
 
 
 @pytest.mark.parametrize("where", list(PLANTS))
-def test_planted_identifiers_are_refused_and_never_run(request: pytest.FixtureRequest, where: str, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_planted_identifiers_are_refused_and_never_run(
+    request: pytest.FixtureRequest, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fixture, change = PLANTS[where]
     path, *args = request.getfixturevalue(fixture)
     monkeypatch.chdir(tmp_path)  # the payload writes ./pwned
@@ -118,8 +131,9 @@ def test_the_keyed_model_loads_untampered(keyed: tuple[Path, torch.Tensor, torch
     model = Keyed().eval()
     with zipfile.ZipFile(path) as z:
         weights = safetensors.torch.load(z.read("weights.safetensors"))
-    model.lin.weight.data, model.lin.bias.data = (next(v for k, v in weights.items() if k.endswith(end))
-                                                  for end in ("weight", "bias"))
+    model.lin.weight.data, model.lin.bias.data = (
+        next(v for k, v in weights.items() if k.endswith(end)) for end in ("weight", "bias")
+    )
     with torch.no_grad():
         torch.testing.assert_close(trt_lower.load(path, backend="onnxruntime")(x, scale=scale), model(x, scale=scale))
 
@@ -128,7 +142,10 @@ def test_the_keyed_model_loads_untampered(keyed: tuple[Path, torch.Tensor, torch
 OPS = {
     "a file-reading op": ("aten.from_file.default", ["/etc/hostname"], {"size": 4, "dtype": {"dtype": "uint8"}}),
     "an unchecked sparse constructor": (
-        "aten._sparse_coo_tensor_with_dims_and_tensors.default", [1, 0, [4], {"node": "x"}, {"node": "x"}], {}),
+        "aten._sparse_coo_tensor_with_dims_and_tensors.default",
+        [1, 0, [4], {"node": "x"}, {"node": "x"}],
+        {},
+    ),
     "an in-place copy": ("aten.copy_.default", [{"node": "x"}, {"node": "x"}], {}),
     "a sparse layout": ("aten.empty.memory_format", [[4]], {"layout": {"layout": "sparse_coo"}}),
     "a C++ op of another library": ("profiler._record_function_enter_new.default", ["name", None], {}),
@@ -179,8 +196,13 @@ def _constant_attribute(model: onnx.ModelProto) -> None:
 
 
 def _subgraph_initializer(model: onnx.ModelProto) -> None:
-    inner = helper.make_graph([], "inner", [], [helper.make_tensor_value_info("leak", TensorProto.FLOAT, [4])],
-                              [numpy_helper.from_array(torch.zeros(4).numpy(), "leak")])
+    inner = helper.make_graph(
+        [],
+        "inner",
+        [],
+        [helper.make_tensor_value_info("leak", TensorProto.FLOAT, [4])],
+        [numpy_helper.from_array(torch.zeros(4).numpy(), "leak")],
+    )
     _external(inner.initializer[0], "secret.bin")
     branch = helper.make_node("If", ["cond"], ["leaked"], then_branch=inner, else_branch=inner)
     model.graph.node.insert(0, branch)
@@ -200,15 +222,19 @@ ROUTES = {
 
 
 @pytest.mark.parametrize("route", list(ROUTES))
-def test_external_data_outside_the_member_is_refused(keyed: tuple[Path, torch.Tensor, torch.Tensor], tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch, route: str) -> None:
+def test_external_data_outside_the_member_is_refused(
+    keyed: tuple[Path, torch.Tensor, torch.Tensor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
     path, x, scale = keyed
     (tmp_path / "secret.bin").write_bytes(b"S" * 16)
     monkeypatch.chdir(tmp_path)
     if route.endswith("another file"):  # this engine needs an external initializer: give it a bigger model's
         path = _big_engine_file(tmp_path)
-    with pytest.raises(trt_lower.ArtifactError, match=r"evil.trtl: member 'engines/engine_0.onnx' (declares|.* names) "
-                                                      r"external data"):
+    with pytest.raises(
+        trt_lower.ArtifactError,
+        match=r"evil.trtl: member 'engines/engine_0.onnx' (declares|.* names) "
+        r"external data",
+    ):
         trt_lower.load(tamper(path, tmp_path / "evil.trtl", ROUTES[route]), backend="onnxruntime")
 
 
@@ -223,6 +249,7 @@ def _big_engine_file(tmp_path: Path) -> Path:
 def _declared(dim: int) -> Any:
     def edit(model: onnx.ModelProto) -> None:
         model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = dim
+
     return edit
 
 
@@ -232,8 +259,9 @@ def _manifest_says(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
 
 
 @pytest.mark.parametrize("change", [edit_onnx("engines/engine_0.onnx", _declared(99)), _manifest_says])
-def test_an_engine_whose_outputs_disagree_with_the_manifest_is_refused(sandwich: Path, tmp_path: Path,
-                                                                       change: Any) -> None:
+def test_an_engine_whose_outputs_disagree_with_the_manifest_is_refused(
+    sandwich: Path, tmp_path: Path, change: Any
+) -> None:
     with pytest.raises(trt_lower.ArtifactError, match=r"evil.trtl: member 'engines/engine_0.onnx' (declares|does not)"):
         trt_lower.load(tamper(sandwich, tmp_path / "evil.trtl", change), backend="onnxruntime")
 
@@ -241,8 +269,13 @@ def test_an_engine_whose_outputs_disagree_with_the_manifest_is_refused(sandwich:
 # -- the container: zip bombs, format versions, deep JSON -----------------------------------------------
 def test_a_compressed_manifest_is_refused_before_it_inflates(sandwich: Path, tmp_path: Path) -> None:
     """A zip bomb: a manifest padded with 256 MiB of spaces deflates to ~256 KB."""
-    bomb = tamper(sandwich, tmp_path / "bomb.trtl", lambda m, w: None, compression=zipfile.ZIP_DEFLATED,
-                  manifest_text=lambda text: text[:-1] + " " * (256 << 20) + "}")
+    bomb = tamper(
+        sandwich,
+        tmp_path / "bomb.trtl",
+        lambda m, w: None,
+        compression=zipfile.ZIP_DEFLATED,
+        manifest_text=lambda text: text[:-1] + " " * (256 << 20) + "}",
+    )
     assert bomb.stat().st_size < 4 << 20
     tracemalloc.start()
     try:
@@ -268,36 +301,49 @@ def test_a_compressed_member_is_refused(sandwich: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", [0, -7, True, "3", 3.0, None, 2**70])
 def test_bad_format_versions_are_refused(sandwich: Path, tmp_path: Path, version: Any) -> None:
     evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, w: m.update(format_version=version))
-    with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: (field 'format_version' must be an int|has artifact "
-                                                      "format version)"):
+    with pytest.raises(
+        trt_lower.ArtifactError, match="evil.trtl: (field 'format_version' must be an int|has artifact format version)"
+    ):
         trt_lower.load(evil, backend="onnxruntime")
 
 
 def test_a_deeply_nested_manifest_is_refused(sandwich: Path, tmp_path: Path) -> None:
     deep = "[" * 200_000 + "]" * 200_000
-    evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, w: None,
-                  manifest_text=lambda text: text[:-1] + f', "deep": {deep}}}')
+    evil = tamper(
+        sandwich,
+        tmp_path / "evil.trtl",
+        lambda m, w: None,
+        manifest_text=lambda text: text[:-1] + f', "deep": {deep}}}',
+    )
     with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: (manifest.json is not JSON|manifest.json nests)"):
         trt_lower.load(evil, backend="onnxruntime")
     shallow = "[" * 100 + "]" * 100  # parses; still deeper than any graph needs
-    evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, w: None,
-                  manifest_text=lambda text: text[:-1] + f', "deep": {shallow}}}')
+    evil = tamper(
+        sandwich,
+        tmp_path / "evil.trtl",
+        lambda m, w: None,
+        manifest_text=lambda text: text[:-1] + f', "deep": {shallow}}}',
+    )
     with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: manifest.json nests deeper than 64 levels"):
         trt_lower.load(evil, backend="onnxruntime")
 
 
 # -- size conditions --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("condition, message", [
-    ("x.shape[0] ** 99 > 0", "an exponent must be a constant"),
-    ("2 ** 2 ** 2 ** 2 ** 2 ** 2 > x.shape[0]", "more than 2 powers"),
-    ("x.shape[0] ** x.shape[1] > 0", "an exponent must be a constant"),
-    ("(" * 300 + "x.shape[0]" + ")" * 300 + " > 0", "not an expression|nests deeper"),
-    ("-" * 1900 + "x.shape[0] > 0", "not an expression|nests deeper"),
-    ("x.shape[0] + " * 500 + "0 > 0", "characters long"),
-    ("x.shape[0] % 2 == 1", "does not hold on the inputs' recorded shapes"),
-])
-def test_explosive_deep_or_false_conditions_are_refused_at_load(sandwich: Path, tmp_path: Path, condition: str,
-                                                                message: str) -> None:
+@pytest.mark.parametrize(
+    "condition, message",
+    [
+        ("x.shape[0] ** 99 > 0", "an exponent must be a constant"),
+        ("2 ** 2 ** 2 ** 2 ** 2 ** 2 > x.shape[0]", "more than 2 powers"),
+        ("x.shape[0] ** x.shape[1] > 0", "an exponent must be a constant"),
+        ("(" * 300 + "x.shape[0]" + ")" * 300 + " > 0", "not an expression|nests deeper"),
+        ("-" * 1900 + "x.shape[0] > 0", "not an expression|nests deeper"),
+        ("x.shape[0] + " * 500 + "0 > 0", "characters long"),
+        ("x.shape[0] % 2 == 1", "does not hold on the inputs' recorded shapes"),
+    ],
+)
+def test_explosive_deep_or_false_conditions_are_refused_at_load(
+    sandwich: Path, tmp_path: Path, condition: str, message: str
+) -> None:
     evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, w: m.update(conditions=[condition]))
     with pytest.raises(trt_lower.ArtifactError, match=f"evil.trtl: field 'conditions'.*({message})"):
         trt_lower.load(evil, backend="onnxruntime")
@@ -314,10 +360,18 @@ def test_size_conditions_refuse_towers_of_powers_directly() -> None:
 @pytest.fixture(scope="module")
 def causal_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import transformers
+
     from trt_lower.llm import lower_causal_lm
 
-    config = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                      intermediate_size=64, vocab_size=64, max_position_embeddings=32)
+    config = transformers.LlamaConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        vocab_size=64,
+        max_position_embeddings=32,
+    )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
     path = tmp_path_factory.mktemp("llm") / "lm.trtl"
@@ -330,16 +384,20 @@ def test_a_causal_lm_loads_untampered(causal_lm: Path) -> None:
     assert type(loaded).__name__ == "LoweredCausalLM" and loaded.max_length == 16
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"model_class": "evil_module.Model"}, "model_class 'evil_module.Model' is not a class of transformers"),
-    ({"model_class": "transformers.configuration_utils.PretrainedConfig"}, "is not a transformers model class"),
-    ({"max_length": 2**40}, "signatures say"),
-    ({"cache": [[2**20, 2**20, 2**20]]}, "signatures say"),
-    ({"max_batch": True}, "max_batch must be an int"),
-    ({"dtype": "int64"}, "not a floating-point torch dtype"),
-])
-def test_causal_lm_metadata_is_checked_before_use(causal_lm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  change: dict[str, Any], message: str) -> None:
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"model_class": "evil_module.Model"}, "model_class 'evil_module.Model' is not a class of transformers"),
+        ({"model_class": "transformers.configuration_utils.PretrainedConfig"}, "is not a transformers model class"),
+        ({"max_length": 2**40}, "signatures say"),
+        ({"cache": [[2**20, 2**20, 2**20]]}, "signatures say"),
+        ({"max_batch": True}, "max_batch must be an int"),
+        ({"dtype": "int64"}, "not a floating-point torch dtype"),
+    ],
+)
+def test_causal_lm_metadata_is_checked_before_use(
+    causal_lm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any], message: str
+) -> None:
     (tmp_path / "evil_module.py").write_text(f"open({str(tmp_path / 'pwned')!r}, 'w')\nclass Model: pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     evil = tamper(causal_lm, tmp_path / "evil.trtl", lambda m, w: m["extra"].update(change))
@@ -359,15 +417,18 @@ def test_causal_lm_cache_bounded_by_memory_when_consistent(causal_lm: Path, tmp_
                 sig["max"][2] = huge
             elif len(sig["max"]) == 2:
                 sig["max"][1] = huge
+
     evil = tamper(causal_lm, tmp_path / "evil.trtl", grow)
-    with pytest.raises(trt_lower.ArtifactError,
-                       match="evil.trtl: field 'extra': the cache would take .* GiB; this machine has"):
+    with pytest.raises(
+        trt_lower.ArtifactError, match="evil.trtl: field 'extra': the cache would take .* GiB; this machine has"
+    ):
         trt_lower.load(evil, backend="onnxruntime")
 
 
 # -- a loaded module does not change with its file (#39) -----------------------------------------------------
-def test_a_loaded_module_keeps_its_weights_when_the_file_is_overwritten(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_loaded_module_keeps_its_weights_when_the_file_is_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # As for a segment past 1 GiB: ONNX Runtime reads the weights where load put them, uncopied.
     monkeypatch.setattr(ort_session, "SHARE_WEIGHTS_MIN_BYTES", 0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
@@ -382,7 +443,7 @@ def test_a_loaded_module_keeps_its_weights_when_the_file_is_overwritten(tmp_path
     torch.testing.assert_close(loaded(x), expected, rtol=0, atol=0)
 
 
-TRUNCATE = '''
+TRUNCATE = """
 import os, sys, torch, trt_lower
 path = sys.argv[1]
 torch.manual_seed(0)
@@ -396,7 +457,7 @@ torch.testing.assert_close(trt_lower.load(path, backend="onnxruntime")(x), expec
 trt_lower.save(trt_lower.load(path, backend="onnxruntime"), path)
 torch.testing.assert_close(trt_lower.load(path, backend="onnxruntime")(x), expected, rtol=0, atol=0)
 print("ok")
-'''
+"""
 
 
 def test_truncating_the_file_or_saving_onto_it_leaves_the_loaded_module_running(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 Tiny models and a handful of calls: what is checked is the shape of the results, never a timing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,19 +18,30 @@ import pytest
 import torch
 
 import trt_lower
-from trt_lower.cli import commands as cli
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.report import draw
-from trt_lower.values import progress
-from trt_lower.benchmarking.measure import Latency, UnstableTimingWarning, benchmark
 from trt_lower.benchmarking.breakdown import breakdown
-from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport
+from trt_lower.benchmarking.measure import Latency, UnstableTimingWarning, benchmark
 from trt_lower.benchmarking.timing import cuda_time
+from trt_lower.cli import commands as cli
+from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport, draw
+from trt_lower.values import progress
 
 INF = float("inf")  # no UnstableTimingWarning: the tests' timings are not what they check
 LATENCY_FIELDS = {"min", "mean", "median", "p90", "p95", "p99", "max"}
-RUN_FIELDS = {"variant", "batch_size", "iterations", "throughput", "latency_ms", "cv", "unstable", "speedup",
-              "gpu_ms", "enqueue_ms", "breakdown", "samples_ms"}
+RUN_FIELDS = {
+    "variant",
+    "batch_size",
+    "iterations",
+    "throughput",
+    "latency_ms",
+    "cv",
+    "unstable",
+    "speedup",
+    "gpu_ms",
+    "enqueue_ms",
+    "breakdown",
+    "samples_ms",
+}
 
 
 class Split(torch.nn.Module):
@@ -61,18 +73,24 @@ def lowered() -> tuple[torch.nn.Module, trt_lower.LoweredModule, tuple[torch.Ten
 @pytest.fixture(scope="module")
 def result(lowered: Any) -> trt_lower.BenchmarkResult:
     model, low, inputs, _ = lowered
-    return benchmark(model, low, inputs, warmup=1, iterations=3, block=2, batch_sizes=[1, 3],
-                     cv_threshold=INF, breakdown_calls=2)
+    return benchmark(
+        model, low, inputs, warmup=1, iterations=3, block=2, batch_sizes=[1, 3], cv_threshold=INF, breakdown_calls=2
+    )
 
 
-def test_json_has_every_field_for_each_variant_and_batch_size(result: trt_lower.BenchmarkResult,
-                                                               tmp_path: Path) -> None:
+def test_json_has_every_field_for_each_variant_and_batch_size(
+    result: trt_lower.BenchmarkResult, tmp_path: Path
+) -> None:
     data = json.loads(result.save_json(tmp_path / "bench.json").read_text())
     assert {"machine", "settings", "runs"} <= set(data)
     assert {"cpu", "cpu_count", "torch_threads", "python", "gpu", "versions"} <= set(data["machine"])
     assert data["machine"]["versions"]["torch"] == torch.__version__.split("+")[0]
     assert sorted((r["variant"], r["batch_size"]) for r in data["runs"]) == [
-        ("eager", 1), ("eager", 3), ("lowered", 1), ("lowered", 3)]
+        ("eager", 1),
+        ("eager", 3),
+        ("lowered", 1),
+        ("lowered", 3),
+    ]
     for run in data["runs"]:
         assert set(run) == RUN_FIELDS
         lat = run["latency_ms"]
@@ -97,8 +115,9 @@ def test_the_breakdown_runs_eager_ops_as_the_forward_does(lowered: Any, monkeypa
     assert "torch.sin(" in low.code  # the forward calls the binding, not the OpOverload
     called: list[object] = []
     real = torch._ops.OpOverload.__call__
-    monkeypatch.setattr(torch._ops.OpOverload, "__call__",
-                        lambda self, *a, **k: (called.append(self), real(self, *a, **k))[1])
+    monkeypatch.setattr(
+        torch._ops.OpOverload, "__call__", lambda self, *a, **k: (called.append(self), real(self, *a, **k))[1]
+    )
     parts = {p.name: p for p in breakdown(low, inputs, calls=1)}
     assert parts["eager_0"].nodes == 1 and called == []
 
@@ -128,8 +147,9 @@ def test_variants_run_interleaved_in_blocks() -> None:
 
 def test_duration_extends_the_run() -> None:
     model = torch.nn.Identity()
-    result = benchmark(model, model, (torch.zeros(1),), warmup=0, iterations=1, block=1, duration=0.05,
-                       cv_threshold=INF)
+    result = benchmark(
+        model, model, (torch.zeros(1),), warmup=0, iterations=1, block=1, duration=0.05, cv_threshold=INF
+    )
     assert all(r.iterations > 1 and sum(r.samples_ms) < 1e3 for r in result.runs)
 
 
@@ -141,8 +161,9 @@ def test_unstable_runs_warn() -> None:
 
 def test_lowered_alone_has_no_speedup(tmp_path: Path) -> None:
     """A saved model (trt-lower bench FILE) has no eager model beside it."""
-    result = benchmark(None, torch.nn.Identity(), (torch.zeros(2),), warmup=0, iterations=2, compare=("lowered",),
-                       cv_threshold=INF)
+    result = benchmark(
+        None, torch.nn.Identity(), (torch.zeros(2),), warmup=0, iterations=2, compare=("lowered",), cv_threshold=INF
+    )
     assert [(r.variant, r.batch_size, r.speedup) for r in result.runs] == [("lowered", 2, None)]
     assert result.summary().splitlines()[2].rstrip().endswith("-")
     assert result.plot(tmp_path / "alone.png").read_bytes().startswith(b"\x89PNG")
@@ -207,8 +228,9 @@ def test_picture_of_the_split(lowered: Any, tmp_path: Path, suffix: str) -> None
     assert all(f.reason in text for f in report.fallbacks) and report.fallbacks
 
 
-def test_drawing_without_graphviz_says_what_is_missing(lowered: Any, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_drawing_without_graphviz_says_what_is_missing(
+    lowered: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(draw.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match=r"Graphviz's `dot` program.*\.html or \.dot"):
         lowered[1].report.draw(tmp_path / "split.svg")
@@ -226,8 +248,10 @@ def test_large_graphs_collapse_but_name_every_reason() -> None:
         if i % 2 == 0:
             fallbacks.append(Fallback(name, "aten.foo.default", f"reason {i % 8}"))
         prev = name
-    nodes += [GraphNode("engine_1", "engine", "engine_1", ((prev, ""),)), GraphNode("output", "output", "output",
-                                                                                    (("engine_1", ""),))]
+    nodes += [
+        GraphNode("engine_1", "engine", "engine_1", ((prev, ""),)),
+        GraphNode("output", "output", "output", (("engine_1", ""),)),
+    ]
     engines = [EngineReport(f"engine_{k}", 3, {"aten.relu.default": 3}, [(1,)], [(1,)], "onnxruntime") for k in (0, 1)]
     report = LoweringReport(0.5, engines, fallbacks, "onnxruntime", graph=nodes)
     dot = draw.to_dot(report)
@@ -250,26 +274,69 @@ def test_progress_bar_only_on_a_terminal(lowered: Any, monkeypatch: pytest.Monke
         assert ("building" in stream.getvalue()) == shown
 
 
-def test_cli_lower_draws_and_bench_runs_the_saved_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lower_draws_and_bench_runs_the_saved_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(demo_models.MODELS, "tiny", lambda batch: (Split().eval(), (torch.randn(batch, 3, 8, 8),)))
     saved, picture = tmp_path / "tiny.trtl", tmp_path / "split.dot"
-    assert cli.main(["lower", "--model", "tiny", "--batch", "2", "--backend", "onnxruntime", "--fallback-op",
-                     "aten.sin", "-o", str(saved), "--draw", str(picture)]) == 0
+    assert (
+        cli.main(
+            [
+                "lower",
+                "--model",
+                "tiny",
+                "--batch",
+                "2",
+                "--backend",
+                "onnxruntime",
+                "--fallback-op",
+                "aten.sin",
+                "-o",
+                str(saved),
+                "--draw",
+                str(picture),
+            ]
+        )
+        == 0
+    )
     assert "forced to eager by fallback_ops" in picture.read_text()
     out = tmp_path / "bench.json"
-    assert cli.main(["bench", str(saved), "--backend", "onnxruntime", "--iterations", "2", "--warmup", "1",
-                     "--json", str(out)]) == 0
+    assert (
+        cli.main(
+            ["bench", str(saved), "--backend", "onnxruntime", "--iterations", "2", "--warmup", "1", "--json", str(out)]
+        )
+        == 0
+    )
     assert [(r["variant"], r["batch_size"], r["speedup"]) for r in json.loads(out.read_text())["runs"]] == [
-        ("lowered", 2, None)]
+        ("lowered", 2, None)
+    ]
     assert "lowered (onnxruntime)" in capsys.readouterr().out
 
 
 def test_cli_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(demo_models.MODELS, "tiny", lambda batch: (Split().eval(), (torch.randn(batch, 3, 8, 8),)))
     out = {k: tmp_path / f"out.{k}" for k in ("json", "png", "html")}
-    code = cli.main(["bench", "--model", "tiny", "--batch", "2", "--backend", "onnxruntime", "--iterations", "2",
-                     "--warmup", "1", "--json", str(out["json"]), "--plot", str(out["png"]), "--draw", str(out["html"])])
+    code = cli.main(
+        [
+            "bench",
+            "--model",
+            "tiny",
+            "--batch",
+            "2",
+            "--backend",
+            "onnxruntime",
+            "--iterations",
+            "2",
+            "--warmup",
+            "1",
+            "--json",
+            str(out["json"]),
+            "--plot",
+            str(out["png"]),
+            "--draw",
+            str(out["html"]),
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
     assert "lowered (onnxruntime)" in text and "vs eager" in text

@@ -2,6 +2,7 @@
 beside the graph, shown on small models with the limit lowered ($TRT_LOWER_PROTOBUF_LIMIT), and
 ONNX Runtime reads a big segment's weights where they are. Each test fails if the weights go back
 into one protobuf message (the segment refuses to make one past the limit)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,8 @@ import torch
 import trt_lower
 from converters.core.segment import ProtobufLimitError
 from converters.passes.transposed_weights import gemm_over_transposed_weights
-from trt_lower.engine import ort_session
 from trt_lower.deploy import artifact
+from trt_lower.engine import ort_session
 from trt_lower.triton import export_model_repository
 
 LIMIT = 4096  # stands for 2 GB: these models' weights are ~50 KB
@@ -59,7 +60,8 @@ def _owned(array: np.ndarray) -> bool:
 
 
 def test_an_artifact_keeps_each_engines_weights_beside_its_graph_and_reads_them_on_load(
-        big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path) -> None:
+    big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path
+) -> None:
     model, x, lowered = big
     trt_lower.save(lowered, tmp_path / "big.trtl")
     with zipfile.ZipFile(tmp_path / "big.trtl") as z:
@@ -78,8 +80,9 @@ def test_an_artifact_keeps_each_engines_weights_beside_its_graph_and_reads_them_
     assert all(a.ctypes.data % 64 == 0 for a in weights.values())
 
 
-def test_a_file_of_format_2_still_loads(big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module],
-                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_of_format_2_still_loads(
+    big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x, lowered = big
     monkeypatch.delenv("TRT_LOWER_PROTOBUF_LIMIT")  # format 2 embedded each engine's weights
     trt_lower.save(lowered, tmp_path / "new.trtl")
@@ -99,18 +102,22 @@ def test_a_file_of_format_2_still_loads(big: tuple[torch.nn.Module, torch.Tensor
     torch.testing.assert_close(trt_lower.load(tmp_path / "old.trtl", backend="onnxruntime")(x), model(x))
 
 
-def test_a_load_in_a_fresh_process_matches(big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module],
-                                           tmp_path: Path) -> None:
+def test_a_load_in_a_fresh_process_matches(
+    big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path
+) -> None:
     model, x, lowered = big
     trt_lower.save(lowered, tmp_path / "big.trtl")
     torch.save({"x": x, "y": model(x)}, tmp_path / "io.pt")
-    code = ("import sys, torch, trt_lower; io = torch.load(sys.argv[2]); "
-            "torch.testing.assert_close(trt_lower.load(sys.argv[1], backend='onnxruntime')(io['x']), io['y'])")
+    code = (
+        "import sys, torch, trt_lower; io = torch.load(sys.argv[2]); "
+        "torch.testing.assert_close(trt_lower.load(sys.argv[1], backend='onnxruntime')(io['x']), io['y'])"
+    )
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "big.trtl"), str(tmp_path / "io.pt")], check=True)
 
 
 def test_triton_onnx_export_writes_the_weights_beside_the_model(
-        big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path) -> None:
+    big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path
+) -> None:
     model, x, lowered = big
     exported = export_model_repository(lowered, tmp_path / "repo", "mlp", platform="onnxruntime_onnx")
     files = exported.path / "1"
@@ -122,7 +129,8 @@ def test_triton_onnx_export_writes_the_weights_beside_the_model(
 
 
 def test_repro_writes_the_weights_beside_the_model(
-        big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path) -> None:
+    big: tuple[torch.nn.Module, torch.Tensor, torch.nn.Module], tmp_path: Path
+) -> None:
     from trt_lower.debug.repro import write_repro
 
     model, x, lowered = big

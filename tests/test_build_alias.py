@@ -1,6 +1,7 @@
 """`trt_lower.build`, the stage's name before it became `trt_lower.engine`, still imports: it warns
 once and hands out the very modules of trt_lower.engine. Run in a fresh interpreter, where nothing
 has imported either name yet."""
+
 from __future__ import annotations
 
 import json

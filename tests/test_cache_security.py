@@ -1,6 +1,7 @@
 """The engine cache against what others may have put in it (TensorRT double): another model's
 engine planted under this model's key, a directory or entry owned by someone else or writable by
 others, a link or a FIFO for an entry, a lock held by a hung process."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,10 @@ from typing import Callable, Iterator
 
 import pytest
 import torch
-
-import trt_lower
 from reliability_workers import SHAPES, Mixed, lower_static_and_check
 from trt_double.activate import trt_double as use_trt_double
+
+import trt_lower
 from trt_lower.engine import cache as engine_cache
 from trt_lower.engine.cache import MAGIC, EngineCache, Key
 
@@ -57,7 +58,7 @@ def cached(trt_double: ModuleType, warm: Path) -> Path:
 def _built_from(entry: Path) -> dict[str, str]:
     data = entry.read_bytes()
     start = len(MAGIC) + 4
-    header = json.loads(data[start:start + int.from_bytes(data[len(MAGIC):start], "big")])
+    header = json.loads(data[start : start + int.from_bytes(data[len(MAGIC) : start], "big")])
     return dict(header["built_from"])
 
 
@@ -67,13 +68,20 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 # -- a planted entry ---------------------------------------------------------------------------------
 def test_another_models_engine_planted_under_this_key_is_rebuilt(
-        cached: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cached: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     # Another model of the same shape (other weights), lowered into another cache: genuine entries
     # whose envelopes agree with themselves, each copied over ours for the same engine (same profiles).
     torch.manual_seed(1)
     theirs = tmp_path / "theirs"
-    trt_lower.lower_to_trt(Mixed().eval(), (torch.randn(SHAPES[2]),), backend="tensorrt", min_block_size=1,
-                           fallback_ops=["aten.relu.default"], cache_dir=theirs)
+    trt_lower.lower_to_trt(
+        Mixed().eval(),
+        (torch.randn(SHAPES[2]),),
+        backend="tensorrt",
+        min_block_size=1,
+        fallback_ops=["aten.relu.default"],
+        cache_dir=theirs,
+    )
     by_build = {_built_from(e)["build"]: e for e in theirs.glob("*.engine")}
     ours = sorted(_cache_dir().glob("*.engine"))
     assert len(ours) == 2 and sorted(by_build) == sorted(_built_from(e)["build"] for e in ours)
@@ -100,14 +108,22 @@ def _chown(path: Path) -> None:
     os.chown(path, OTHER_UID, -1, follow_symlinks=False)
 
 
-@pytest.mark.parametrize("attack, why", [
-    (lambda d: d.chmod(0o777), "writable by others (mode 777)"),
-    (lambda d: d.chmod(0o770), "writable by others (mode 770)"),
-    pytest.param(_chown, f"owned by uid {OTHER_UID}, not by this user",
-                 marks=pytest.mark.skipif(not ROOT, reason="chown needs root")),
-], ids=["world-writable", "group-writable", "foreign owner"])
-def test_a_directory_others_may_write_is_refused(cached: Path, caplog: pytest.LogCaptureFixture,
-                                                 attack: Callable[[Path], None], why: str) -> None:
+@pytest.mark.parametrize(
+    "attack, why",
+    [
+        (lambda d: d.chmod(0o777), "writable by others (mode 777)"),
+        (lambda d: d.chmod(0o770), "writable by others (mode 770)"),
+        pytest.param(
+            _chown,
+            f"owned by uid {OTHER_UID}, not by this user",
+            marks=pytest.mark.skipif(not ROOT, reason="chown needs root"),
+        ),
+    ],
+    ids=["world-writable", "group-writable", "foreign owner"],
+)
+def test_a_directory_others_may_write_is_refused(
+    cached: Path, caplog: pytest.LogCaptureFixture, attack: Callable[[Path], None], why: str
+) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in _cache_dir().iterdir()}
     attack(_cache_dir())
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -117,13 +133,17 @@ def test_a_directory_others_may_write_is_refused(cached: Path, caplog: pytest.Lo
     assert {p.name: p.stat().st_mtime_ns for p in _cache_dir().iterdir()} == before  # nothing written
 
 
-def test_a_directory_of_another_user_is_refused_without_root(cached: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_a_directory_of_another_user_is_refused_without_root(
+    cached: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(os, "getuid", lambda: OTHER_UID)  # this user is someone else than the owner
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         _lower_and_check([False, False])
     (warning,) = _warnings(caplog)
-    assert f"refusing the engine cache {cached} (owned by uid {os.geteuid()}, not by this user (uid {OTHER_UID})" in warning
+    assert (
+        f"refusing the engine cache {cached} (owned by uid {os.geteuid()}, not by this user (uid {OTHER_UID})"
+        in warning
+    )
 
 
 def _symlink_to_a_copy(entry: Path) -> None:
@@ -132,15 +152,23 @@ def _symlink_to_a_copy(entry: Path) -> None:
     entry.symlink_to(elsewhere)
 
 
-@pytest.mark.parametrize("attack, why", [
-    (lambda e: e.chmod(0o666), "writable by others (mode 666)"),
-    (lambda e: e.chmod(0o620), "writable by others (mode 620)"),
-    pytest.param(_chown, f"owned by uid {OTHER_UID}, not by this user",
-                 marks=pytest.mark.skipif(not ROOT, reason="chown needs root")),
-    (_symlink_to_a_copy, "a symbolic link"),
-], ids=["world-writable", "group-writable", "foreign owner", "symlink"])
-def test_an_entry_others_may_have_written_is_refused(cached: Path, caplog: pytest.LogCaptureFixture,
-                                                     attack: Callable[[Path], None], why: str) -> None:
+@pytest.mark.parametrize(
+    "attack, why",
+    [
+        (lambda e: e.chmod(0o666), "writable by others (mode 666)"),
+        (lambda e: e.chmod(0o620), "writable by others (mode 620)"),
+        pytest.param(
+            _chown,
+            f"owned by uid {OTHER_UID}, not by this user",
+            marks=pytest.mark.skipif(not ROOT, reason="chown needs root"),
+        ),
+        (_symlink_to_a_copy, "a symbolic link"),
+    ],
+    ids=["world-writable", "group-writable", "foreign owner", "symlink"],
+)
+def test_an_entry_others_may_have_written_is_refused(
+    cached: Path, caplog: pytest.LogCaptureFixture, attack: Callable[[Path], None], why: str
+) -> None:
     entry = sorted(_cache_dir().glob("*.engine"))[0]
     attack(entry)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -197,8 +225,8 @@ def holder(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
 
 @pytest.mark.skipif(os.name != "posix", reason="the holder takes the lock with fcntl.flock")
 def test_a_lock_held_by_a_hung_process_is_reported_within_seconds(
-        tmp_path: Path, holder: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, holder: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(engine_cache, "LOCK_REPORT_S", 0.5)
     monkeypatch.setattr(engine_cache, "LOCK_TIMEOUT_S", 3.0)
     cache = EngineCache(tmp_path / "engines", "10.13.0", "trt_double host")

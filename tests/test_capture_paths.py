@@ -1,5 +1,6 @@
 """The same small CNN and transformer through every capture path: torch.export, fx
 GraphModule, TorchScript (traced and scripted) and torch.compile."""
+
 from __future__ import annotations
 
 import logging
@@ -10,8 +11,10 @@ import torch
 import torchvision
 
 import trt_lower
-from trt_lower.engine import backend
 from trt_lower import dynamo_backend
+from trt_lower.engine import backend
+
+
 class SmallCNN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -122,8 +125,9 @@ def test_torch_compile_lowers_each_graph_and_does_not_recompile(monkeypatch: pyt
     assert len(recorder.lowered) == count, "a second call with the same shapes recompiled"
 
 
-def test_torch_compile_warns_once_that_tensorrt_is_not_usable(monkeypatch: pytest.MonkeyPatch,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_torch_compile_warns_once_that_tensorrt_is_not_usable(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """backend="auto" without TensorRT: one warning, not one per Dynamo graph."""
     torch._dynamo.reset()
     monkeypatch.setattr(backend, "_warned_unusable", set())
@@ -141,9 +145,11 @@ def test_torch_compile_options_reach_lower_to_trt() -> None:
     torch._dynamo.reset()
     model = SmallCNN().eval()
     x = torch.randn(1, 3, 16, 16)
-    compiled = torch.compile(model, backend="trt_lower",
-                             options={"backend": "onnxruntime", "require_full": True,
-                                      "fallback_ops": ["aten.relu.default"]})
+    compiled = torch.compile(
+        model,
+        backend="trt_lower",
+        options={"backend": "onnxruntime", "require_full": True, "fallback_ops": ["aten.relu.default"]},
+    )
     with pytest.raises(Exception, match="forced to eager by fallback_ops"):
         compiled(x)
 

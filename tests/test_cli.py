@@ -1,5 +1,6 @@
 """The CLI: the demo prints the report, the accuracy and the latency comparison; every failure,
 expected or not, is one line `trt-lower COMMAND: ErrorType: message` and exit status 1."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,23 @@ from trt_lower.cli.dispatch import run_command
 def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str]) -> None:
     # The demo's MobileNetV3 has uncalibrated BatchNorm: outputs around 1e-9, so an absolute
     # tolerance of 1e-3 would pass zeros; compare relative to that scale instead.
-    code = cli.main(["demo", "--model", "mobilenet_v3_small", "--backend", "onnxruntime", "--iters", "2",
-                     "--warmup", "1", "--rtol", "1e-3", "--atol", "1e-12"])
+    code = cli.main(
+        [
+            "demo",
+            "--model",
+            "mobilenet_v3_small",
+            "--backend",
+            "onnxruntime",
+            "--iters",
+            "2",
+            "--warmup",
+            "1",
+            "--rtol",
+            "1e-3",
+            "--atol",
+            "1e-12",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "trt_lower report: backend=onnxruntime" in out
@@ -41,7 +57,10 @@ def fails(argv: list[str], pattern: str) -> None:
 def test_bad_input_is_one_line_naming_the_command_not_a_traceback(tmp_path: Path) -> None:
     missing = f"{tmp_path}/missing.trtl"
     fails(["info", missing], rf"trt-lower info: UsageError: argument file: {missing}: no such file \(see .*\)")
-    fails(["triton", missing, "--repo", f"{tmp_path}/repo", "--name", "m"], r"trt-lower triton: UsageError: .*no such file.*")
+    fails(
+        ["triton", missing, "--repo", f"{tmp_path}/repo", "--name", "m"],
+        r"trt-lower triton: UsageError: .*no such file.*",
+    )
 
 
 def test_usage_errors_are_one_line_with_status_1_too() -> None:
@@ -49,8 +68,11 @@ def test_usage_errors_are_one_line_with_status_1_too() -> None:
     fails(["demo", "--model", "nope"], r"trt-lower demo: UsageError: argument --model: invalid choice: 'nope' .*")
     fails([], r"trt-lower: UsageError: the following arguments are required: command \(see trt-lower --help\)")
     for port in ("70000", "0", "-1", "http"):
-        fails(["serve", ".", "--http-port", port], rf"trt-lower serve: UsageError: argument --http-port: '{port}' is "
-                                                    r"not a port \(1\.\.65535\) .*")
+        fails(
+            ["serve", ".", "--http-port", port],
+            rf"trt-lower serve: UsageError: argument --http-port: '{port}' is "
+            r"not a port \(1\.\.65535\) .*",
+        )
 
 
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
@@ -64,7 +86,7 @@ def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(tmp_path: 
     deep = tmp_path / "deep.trtl"
     with zipfile.ZipFile(deep, "w") as archive:
         archive.writestr("manifest.json", "[" * 100_000 + "]" * 100_000)
-    fails(["info", str(deep)], rf"trt-lower info: \w+Error: .*")
+    fails(["info", str(deep)], r"trt-lower info: \w+Error: .*")
 
 
 def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
@@ -72,29 +94,38 @@ def test_a_taken_port_is_one_line(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        fails(["serve", str(tmp_path), "--http-port", str(port)],
-              rf"trt-lower serve: RuntimeError: cannot serve on 127\.0\.0\.1:{port}: .*another server there.*")
+        fails(
+            ["serve", str(tmp_path), "--http-port", str(port)],
+            rf"trt-lower serve: RuntimeError: cannot serve on 127\.0\.0\.1:{port}: .*another server there.*",
+        )
 
 
 def test_what_is_not_a_regular_file_is_named_as_such(tmp_path: Path) -> None:
     """A directory or a FIFO was reported as "no such file"; opening a FIFO would wait forever."""
     fifo = tmp_path / "fifo.trtl"
     os.mkfifo(fifo)
-    fails(["info", str(tmp_path)], rf"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file .*")
+    fails(
+        ["info", str(tmp_path)], rf"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file .*"
+    )
     fails(["run", str(fifo)], rf"trt-lower run: UsageError: argument file: {fifo} is a FIFO, not a file .*")
-    fails(["lower", "--model", "resnet18", "-o", str(tmp_path)],
-          rf"trt-lower lower: UsageError: argument -o/--output: {tmp_path} is a directory, not a file .*")
+    fails(
+        ["lower", "--model", "resnet18", "-o", str(tmp_path)],
+        rf"trt-lower lower: UsageError: argument -o/--output: {tmp_path} is a directory, not a file .*",
+    )
 
 
 def test_lower_does_not_create_the_output_directory(tmp_path: Path) -> None:
     out = tmp_path / "no" / "such" / "dir" / "m.trtl"
-    fails(["lower", "--model", "resnet18", "-o", str(out)],
-          rf"trt-lower lower: UsageError: argument -o/--output: {out}: the directory {out.parent} does not exist .*")
+    fails(
+        ["lower", "--model", "resnet18", "-o", str(out)],
+        rf"trt-lower lower: UsageError: argument -o/--output: {out}: the directory {out.parent} does not exist .*",
+    )
     assert not (tmp_path / "no").exists()
 
 
 def test_the_dispatcher_gives_any_command_the_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """What a command registered by anyone raises, Ctrl-C included."""
+
     def broken(args: argparse.Namespace) -> int:
         raise RuntimeError("a message\n  of two lines")
 
@@ -108,8 +139,11 @@ def test_the_dispatcher_gives_any_command_the_one_line(capsys: pytest.CaptureFix
 
 
 def test_the_command_exits_with_status_1_and_one_line_on_stderr(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "trt_lower", "info", str(tmp_path)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "trt_lower", "info", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == f"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file " \
-                          "(see trt-lower info --help)\n"
+    assert (
+        done.stderr == f"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file "
+        "(see trt-lower info --help)\n"
+    )

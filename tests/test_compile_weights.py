@@ -6,6 +6,7 @@ first block's weights must not serve the others. Each model here has blocks with
 weights, so a shared engine gives wrong numbers. torch 2.14 always inlines (the flag is deprecated
 and `False` ignored); the tests pass both values for a torch that still honours it, and Dynamo's
 other way of holding weights, as constants of its graph, is taken by a free tensor."""
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,8 @@ from typing import Any, Callable, cast
 import pytest
 import torch
 import transformers
-
 from test_capture_paths import CountingRecorder
+
 from trt_lower import dynamo_backend
 
 ORT: dict[str, Any] = {"backend": "onnxruntime", "min_block_size": 1}
@@ -60,8 +61,13 @@ def assert_engines_ran(recorder: CountingRecorder, lowerings: int, calls: int) -
 
 # torch 2.14 warns that it ignores the flag.
 IGNORED_FLAG = pytest.mark.filterwarnings("ignore:torch._dynamo.config.inline_inbuilt_nn_modules")
-INLINE = pytest.mark.parametrize("inline", [pytest.param(True, id="inline_modules", marks=IGNORED_FLAG),
-                                            pytest.param(False, id="modules_not_inlined", marks=IGNORED_FLAG)])
+INLINE = pytest.mark.parametrize(
+    "inline",
+    [
+        pytest.param(True, id="inline_modules", marks=IGNORED_FLAG),
+        pytest.param(False, id="modules_not_inlined", marks=IGNORED_FLAG),
+    ],
+)
 
 
 @INLINE
@@ -101,10 +107,14 @@ def _optimizer_step(model: Blocks) -> None:
     optimizer.step()
 
 
-@pytest.mark.parametrize("change, rebuilt", [(_copy_into_one_weight, 1), (_replace_one_weight_tensor, 1),
-                                             (_optimizer_step, 6)], ids=["copy_", "data", "optimizer"])
+@pytest.mark.parametrize(
+    "change, rebuilt",
+    [(_copy_into_one_weight, 1), (_replace_one_weight_tensor, 1), (_optimizer_step, 6)],
+    ids=["copy_", "data", "optimizer"],
+)
 def test_weights_changed_between_calls_rebuild_the_engines_that_hold_them(
-        recorder: CountingRecorder, caplog: pytest.LogCaptureFixture, change: Callable[[Blocks], None], rebuilt: int) -> None:
+    recorder: CountingRecorder, caplog: pytest.LogCaptureFixture, change: Callable[[Blocks], None], rebuilt: int
+) -> None:
     model = Blocks().eval()
     x = torch.randn(4, 16)
     compiled = torch.compile(model, backend="trt_lower", options=ORT)
@@ -119,8 +129,9 @@ def test_weights_changed_between_calls_rebuild_the_engines_that_hold_them(
     assert len(warned) == rebuilt
 
 
-def test_a_constant_of_the_graph_changed_in_place_rebuilds(recorder: CountingRecorder,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_a_constant_of_the_graph_changed_in_place_rebuilds(
+    recorder: CountingRecorder, caplog: pytest.LogCaptureFixture
+) -> None:
     """A free tensor becomes a constant of Dynamo's graph (install_free_tensors), as weights do
     where modules are not inlined: a change in place is followed too."""
     weight = torch.randn(16, 16)
@@ -153,8 +164,13 @@ def _break_after(cls: type[torch.nn.Module], monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(cls, "forward", broken)
 
 
-def _check_layers(recorder: CountingRecorder, compiled: Callable[..., Any], eager: Callable[..., Any],
-                  inputs: tuple[Any, ...], layers: int) -> None:
+def _check_layers(
+    recorder: CountingRecorder,
+    compiled: Callable[..., Any],
+    eager: Callable[..., Any],
+    inputs: tuple[Any, ...],
+    layers: int,
+) -> None:
     def result(out: Any) -> torch.Tensor:
         return out.last_hidden_state if hasattr(out, "last_hidden_state") else out.logits
 
@@ -171,12 +187,21 @@ def _check_layers(recorder: CountingRecorder, compiled: Callable[..., Any], eage
     assert recorder.calls == 2 * lowered, "a graph call ran eagerly"
 
 
-def test_vit_tower_with_a_graph_break_in_each_layer(recorder: CountingRecorder, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vit_tower_with_a_graph_break_in_each_layer(
+    recorder: CountingRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from transformers.models.vit import modeling_vit
 
     _break_after(modeling_vit.ViTLayer, monkeypatch)
-    config: dict[str, Any] = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64,
-                                  image_size=32, patch_size=8, attn_implementation="eager")
+    config: dict[str, Any] = dict(
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     model: Any = transformers.ViTModel(transformers.ViTConfig(**config), add_pooling_layer=False)
     model.eval()
@@ -188,9 +213,17 @@ def test_llama_with_a_graph_break_in_each_layer(recorder: CountingRecorder, monk
     from transformers.models.llama import modeling_llama
 
     _break_after(modeling_llama.LlamaDecoderLayer, monkeypatch)
-    config: dict[str, Any] = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                  attn_implementation="eager", use_cache=False)
+    config: dict[str, Any] = dict(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+        use_cache=False,
+    )
     torch.manual_seed(0)
     model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**config))
     model.eval()

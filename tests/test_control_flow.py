@@ -1,4 +1,5 @@
 """torch.cond as an ONNX If inside an engine: both branches in the engine, picked at run time."""
+
 from __future__ import annotations
 
 import logging
@@ -7,11 +8,11 @@ from types import ModuleType
 import onnx
 import pytest
 import torch
+from harness import Fn, lower_and_compare
 from onnx import TensorProto, helper
 
 import trt_lower
 from converters.passes import trt_support
-from harness import Fn, lower_and_compare
 
 
 class Branchy(torch.nn.Module):
@@ -80,13 +81,24 @@ def test_cond_stays_eager_under_fp16(caplog: pytest.LogCaptureFixture) -> None:
 def test_the_support_table_reaches_into_if_branches() -> None:
     det = helper.make_node("Det", ["x"], ["d"], name="c/then/Det")
     then = helper.make_graph([det], "then", [], [helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
-    other = helper.make_graph([helper.make_node("ReduceMax", ["x"], ["e"], name="c/else/ReduceMax", keepdims=0)],
-                              "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [])])
+    other = helper.make_graph(
+        [helper.make_node("ReduceMax", ["x"], ["e"], name="c/else/ReduceMax", keepdims=0)],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [])],
+    )
     node = helper.make_node("If", ["p"], ["y"], name="c/If", then_branch=then, else_branch=other)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("p", TensorProto.BOOL, []),
-                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("p", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     found = [str(v) for v in trt_support.violations(model, "latest")]
-    assert found == ["node 'c/then/Det' (Det): Det is not in the TensorRT support table "
-                     "(converters/passes/trt_support.py)"]
+    assert found == [
+        "node 'c/then/Det' (Det): Det is not in the TensorRT support table (converters/passes/trt_support.py)"
+    ]

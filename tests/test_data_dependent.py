@@ -1,5 +1,6 @@
 """Sizes the data decides (nonzero, x[mask]) inside engines: on ONNX Runtime, and on the TensorRT
 double, where such engine outputs need an IOutputAllocator."""
+
 from __future__ import annotations
 
 import importlib
@@ -9,11 +10,11 @@ from typing import Any, Callable, Sequence
 
 import pytest
 import torch
+from harness import Fn, engine_ops, lower_and_compare
 from onnx import TensorProto, helper
 
 import trt_lower
 from converters.passes import trt_support
-from harness import Fn, engine_ops, lower_and_compare
 
 aten = torch.ops.aten
 X = torch.randn(3, 4)
@@ -34,20 +35,34 @@ def _inner(x: torch.Tensor) -> torch.Tensor:
     return x[x > 0].exp().sum() + torch.nonzero(x).float().mean()
 
 
-@pytest.mark.parametrize(("fn", "inputs", "op"), [
-    (lambda x: torch.nonzero(x), (X,), aten.nonzero.default),
-    (lambda x: torch.nonzero(x > 0), (X,), aten.nonzero.default),
-    (lambda x: torch.nonzero(x), (torch.tensor([0, 3, 0, -2]),), aten.nonzero.default),
-    (lambda x: torch.nonzero(x), (torch.tensor(1.5),), aten.nonzero.default),
-    (_masked, (X, MASK), aten.index.Tensor),
-    (_masked, (X, NONE), aten.index.Tensor),
-    (lambda x, m: x[:, m], (torch.randn(2, 3, 4), MASK), aten.index.Tensor),
-    (lambda x, m: x[m], (torch.randn(3, 4, 2), MASK), aten.index.Tensor),
-    (_inner, (X,), aten.index.Tensor),
-], ids=["nonzero", "nonzero-bool", "nonzero-int", "nonzero-0d", "mask", "mask-all-false", "mask-middle", "mask-leading",
-        "inner"])
-def test_data_dependent_ops_run_in_engines_on_onnxruntime(fn: Callable[..., Any], inputs: Sequence[torch.Tensor],
-                                                         op: Any) -> None:
+@pytest.mark.parametrize(
+    ("fn", "inputs", "op"),
+    [
+        (lambda x: torch.nonzero(x), (X,), aten.nonzero.default),
+        (lambda x: torch.nonzero(x > 0), (X,), aten.nonzero.default),
+        (lambda x: torch.nonzero(x), (torch.tensor([0, 3, 0, -2]),), aten.nonzero.default),
+        (lambda x: torch.nonzero(x), (torch.tensor(1.5),), aten.nonzero.default),
+        (_masked, (X, MASK), aten.index.Tensor),
+        (_masked, (X, NONE), aten.index.Tensor),
+        (lambda x, m: x[:, m], (torch.randn(2, 3, 4), MASK), aten.index.Tensor),
+        (lambda x, m: x[m], (torch.randn(3, 4, 2), MASK), aten.index.Tensor),
+        (_inner, (X,), aten.index.Tensor),
+    ],
+    ids=[
+        "nonzero",
+        "nonzero-bool",
+        "nonzero-int",
+        "nonzero-0d",
+        "mask",
+        "mask-all-false",
+        "mask-middle",
+        "mask-leading",
+        "inner",
+    ],
+)
+def test_data_dependent_ops_run_in_engines_on_onnxruntime(
+    fn: Callable[..., Any], inputs: Sequence[torch.Tensor], op: Any
+) -> None:
     lowered = lower_and_compare(fn, inputs, ops=[op])
     assert len(lowered.report.engines) == 1
 
@@ -64,8 +79,7 @@ def test_a_mask_over_a_dynamic_batch_on_onnxruntime() -> None:
 def _on_double(fn: Callable[..., Any], inputs: Sequence[torch.Tensor], **kwargs: Any) -> trt_lower.LoweredModule:
     model = Fn(fn)
     kwargs.setdefault("verify", False)  # the tests count the calls' own allocator requests
-    lowered = trt_lower.lower_to_trt(model, inputs, backend="tensorrt", require_full=True, min_block_size=1,
-                                     **kwargs)
+    lowered = trt_lower.lower_to_trt(model, inputs, backend="tensorrt", require_full=True, min_block_size=1, **kwargs)
     torch.testing.assert_close(lowered(*inputs), model(*inputs))
     return lowered
 
@@ -88,16 +102,23 @@ def test_data_dependent_outputs_are_served_by_an_output_allocator(trt_double: Mo
     assert state.output_reallocations == 5
 
 
-@pytest.mark.parametrize(("trt_double", "first"), [("8.6.1", "reallocate_output"),
-                                                   ("10.13.0", "reallocate_output_async")], indirect=["trt_double"])
-def test_tensorrt_asks_the_allocator_the_way_its_version_does(trt_double: ModuleType, first: str,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("trt_double", "first"),
+    [("8.6.1", "reallocate_output"), ("10.13.0", "reallocate_output_async")],
+    indirect=["trt_double"],
+)
+def test_tensorrt_asks_the_allocator_the_way_its_version_does(
+    trt_double: ModuleType, first: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     allocator = importlib.import_module("trt_lower.runtime.trt_output_allocator").OutputAllocator
     calls: list[str] = []
     for name in ("reallocate_output", "reallocate_output_async"):
         original = getattr(allocator, name)
-        monkeypatch.setattr(allocator, name, lambda self, *args, _name=name, _original=original:
-                            calls.append(_name) or _original(self, *args))
+        monkeypatch.setattr(
+            allocator,
+            name,
+            lambda self, *args, _name=name, _original=original: calls.append(_name) or _original(self, *args),
+        )
     _on_double(_masked, (X, MASK))
     assert calls[0] == first
 
@@ -108,16 +129,18 @@ def test_data_dependent_sizes_flow_inside_an_engine_and_across_engines(trt_doubl
     assert trt_double.state.output_reallocations == 0  # no engine output is sized by the data
 
     model = Fn(lambda x, m: (x[m].exp() * 2).cos().sum() + x.sum())
-    lowered = trt_lower.lower_to_trt(model, (X, MASK), backend="tensorrt", min_block_size=1,
-                                     fallback_ops=["aten.mul.Tensor"])
+    lowered = trt_lower.lower_to_trt(
+        model, (X, MASK), backend="tensorrt", min_block_size=1, fallback_ops=["aten.mul.Tensor"]
+    )
     assert [e.output_shapes for e in lowered.report.engines] == [[(-1,)], [()]]
     assert lowered.report.engines[1].input_shapes == [(-1,), (3, 4)]
     for mask in (MASK, NONE, ~NONE):
         torch.testing.assert_close(lowered(X, mask), model(X, mask))
 
 
-def test_cuda_graphs_are_not_used_for_data_dependent_outputs(trt_double: ModuleType,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_cuda_graphs_are_not_used_for_data_dependent_outputs(
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         lowered = _on_double(_masked, (X, MASK), cuda_graphs=True)
         torch.testing.assert_close(lowered(X, NONE), _masked(X, NONE))
@@ -161,15 +184,22 @@ def test_the_double_refuses_a_data_dependent_output_without_an_allocator(trt_dou
 def test_nonzero_is_in_every_targets_table_for_floats() -> None:
     node = helper.make_node("NonZero", ["x"], ["y"], name="n/NonZero")
     for elem, accepted in ((TensorProto.FLOAT, True), (TensorProto.FLOAT16, True), (TensorProto.BOOL, False)):
-        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [2, 3])],
-                                  [helper.make_tensor_value_info("y", TensorProto.INT64, [2, None])])
+        graph = helper.make_graph(
+            [node],
+            "g",
+            [helper.make_tensor_value_info("x", elem, [2, 3])],
+            [helper.make_tensor_value_info("y", TensorProto.INT64, [2, None])],
+        )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         for version in ("8.6", "10.4", "latest"):
             assert (trt_support.violations(model, version) == []) == accepted, (elem, version)
 
 
-@pytest.mark.parametrize(("x", "mask"), [(X, MASK), (X, torch.tensor([True, False, False, True])), (X, NONE[0]),
-                                         (torch.tensor(2.0), torch.tensor(True))], ids=["same", "row", "none", "0-d"])
+@pytest.mark.parametrize(
+    ("x", "mask"),
+    [(X, MASK), (X, torch.tensor([True, False, False, True])), (X, NONE[0]), (torch.tensor(2.0), torch.tensor(True))],
+    ids=["same", "row", "none", "0-d"],
+)
 def test_masked_select_runs_in_an_engine(x: torch.Tensor, mask: torch.Tensor) -> None:
     lower_and_compare(torch.masked_select, (x, mask), ops=[aten.masked_select.default])
 

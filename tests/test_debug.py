@@ -1,5 +1,6 @@
 """Accuracy debugging: a planted converter bug is traced to its node, module and source line;
 fp16_sensitive repairs an fp16 overflow; the repro directory runs in ONNX Runtime to its outputs."""
+
 from __future__ import annotations
 
 import inspect
@@ -9,10 +10,10 @@ from typing import Any, Callable
 
 import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto
 import pytest
 import torch
 import torchvision
+from onnx import TensorProto
 from polygraphy.comparator import RunResults
 from polygraphy.json import load_json
 from transformers import BertConfig, BertModel
@@ -74,14 +75,26 @@ def test_resnet_planted_relu_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(AssertionError) as failure:
         assert_lowered_close(model, (x,), lowered=lowered, **TOL)
     message = str(failure.value)
-    for part in ("differs from eager PyTorch in output", "max abs err", "node relu_3", "layer1.1.relu", source,
-                 "relu_3/LeakyRelu"):
+    for part in (
+        "differs from eager PyTorch in output",
+        "max abs err",
+        "node relu_3",
+        "layer1.1.relu",
+        source,
+        "relu_3/LeakyRelu",
+    ):
         assert part in message, part
 
 
 def tiny_bert() -> tuple[BertModel, torch.Tensor]:
-    config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, max_position_embeddings=32)
+    config = BertConfig(
+        vocab_size=100,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=32,
+    )
     return BertModel(config).eval(), torch.randint(0, 100, (2, 16))
 
 
@@ -93,8 +106,11 @@ def test_bert_planted_gelu_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     lowered = trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime", verify=False)
 
     # assert_lowered_close -> check_accuracy(details=True) -> first_divergence
-    with pytest.raises(LoweredMismatch, match=r"(?s)output\['last_hidden_state'\], output\['pooler_output'\]\n.*"
-                                              r"node gelu_1 \(aten\.gelu\.default\).*encoder\.layer\.1\.intermediate") as e:
+    with pytest.raises(
+        LoweredMismatch,
+        match=r"(?s)output\['last_hidden_state'\], output\['pooler_output'\]\n.*"
+        r"node gelu_1 \(aten\.gelu\.default\).*encoder\.layer\.1\.intermediate",
+    ) as e:
         assert_lowered_close(model, (ids,), lowered=lowered, **TOL)
     result = e.value.result
     assert not result.passed and [o.passed for o in result.outputs] == [False, False]
@@ -108,7 +124,7 @@ def test_bert_planted_gelu_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("name", ["resnet18", "bert"])
 def test_correct_model_has_no_divergence(name: str) -> None:
-    model, inputs = (tiny_bert() if name == "bert" else (torchvision.models.resnet18().eval(), torch.randn(1, 3, 32, 32)))
+    model, inputs = tiny_bert() if name == "bert" else (torchvision.models.resnet18().eval(), torch.randn(1, 3, 32, 32))
     lowered = assert_lowered_close(model, (inputs,), backend="onnxruntime", **TOL)
     assert first_divergence(model, lowered, (inputs,), **TOL) is None
     result = trt_lower.check_accuracy(model, lowered, (inputs,), **TOL, details=True)
@@ -131,8 +147,9 @@ def test_first_divergence_on_tensorrt(trt_double: ModuleType, monkeypatch: pytes
     the culprit sits in the second engine, behind an eager node."""
     plant(monkeypatch, aten.mean.dim, "mean", lambda b, x: b.op("ReduceMax", x, axes=[2, 3], keepdims=0, dtype=x.dtype))
     model, x = Block().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", fallback_ops=["aten.mul.Tensor"],
-                                     min_block_size=1, verify=False)
+    lowered = trt_lower.lower_to_trt(
+        model, (x,), backend="tensorrt", fallback_ops=["aten.mul.Tensor"], min_block_size=1, verify=False
+    )
     assert [e.name for e in lowered.report.engines] == ["engine_0", "engine_1"]
     builds = trt_double.state.builds
     found = first_divergence(model, lowered, (x,), **TOL)
@@ -172,8 +189,7 @@ def test_fp16_sensitive_repairs_an_overflow() -> None:
     assert {types[i] for i in mul.input} == {TensorProto.FLOAT}  # kept float32, its constant 1e5 too
     assert TensorProto.FLOAT16 in types.values()  # the rest is still fp16
     # By op: every multiplication float32.
-    by_op = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", precision="fp16",
-                                   keep_fp32=["aten.mul.Tensor"])
+    by_op = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", precision="fp16", keep_fp32=["aten.mul.Tensor"])
     assert trt_lower.check_accuracy(model, by_op, (x,), **tol)
 
 

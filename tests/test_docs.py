@@ -1,6 +1,7 @@
 """The documentation keeps its promises: every public name has a reference entry with an example,
 the examples run, CONTRIBUTING's converter walk-through adds a working converter, and the README
 stays short while linking every page of the site."""
+
 from __future__ import annotations
 
 import importlib
@@ -16,8 +17,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 API = ROOT / "docs" / "api"
 # The modules whose __all__ is the public API, and the pages documenting them.
-PUBLIC_MODULES = ("trt_lower", "trt_lower.debug", "trt_lower.llm", "trt_lower.quantization", "trt_lower.triton",
-                  "trt_lower.testing")
+PUBLIC_MODULES = (
+    "trt_lower",
+    "trt_lower.debug",
+    "trt_lower.llm",
+    "trt_lower.quantization",
+    "trt_lower.triton",
+    "trt_lower.testing",
+)
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
@@ -27,8 +34,11 @@ def _public_names() -> set[str]:
         module = importlib.import_module(module_name)
         exported = getattr(module, "__all__", None)
         if exported is None:  # a package re-exporting with `import x as x`
-            exported = [n for n, v in vars(module).items() if not n.startswith("_")
-                        and getattr(v, "__module__", "").startswith(module_name)]
+            exported = [
+                n
+                for n, v in vars(module).items()
+                if not n.startswith("_") and getattr(v, "__module__", "").startswith(module_name)
+            ]
         names |= {f"{module_name}.{n}" for n in exported}
     return names
 
@@ -93,9 +103,14 @@ def test_contributing_walkthrough_adds_a_working_converter() -> None:
                           ops=[torch.ops.aten.special_xlog1py.default])
         print("converter ran in an engine")
     """)
-    result = subprocess.run([sys.executable, "-c", converter_code.group(1) + check], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"})
+    result = subprocess.run(
+        [sys.executable, "-c", converter_code.group(1) + check],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"},
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "converter ran in an engine" in result.stdout
 
@@ -105,7 +120,10 @@ def test_readme_is_short_and_links_every_guide() -> None:
     assert len(readme.splitlines()) <= 200
     nav = (ROOT / "mkdocs.yml").read_text()
     # The guides and the reference's overview; the overview links each reference page.
-    pages = {p for p in re.findall(r":\s+(\S+\.md)\s*$", nav, flags=re.M)
-             if p != "index.md" and (not p.startswith("api/") or p == "api/index.md")}
+    pages = {
+        p
+        for p in re.findall(r":\s+(\S+\.md)\s*$", nav, flags=re.M)
+        if p != "index.md" and (not p.startswith("api/") or p == "api/index.md")
+    }
     unlinked = sorted(p for p in pages if f"docs/{p}" not in readme)
     assert not unlinked, f"README.md does not link these pages of the site: {unlinked}"

@@ -1,4 +1,5 @@
 """Inputs declared with TensorSpec(min, opt, max): one lowering serves every shape in range."""
+
 from __future__ import annotations
 
 import logging
@@ -8,17 +9,16 @@ import onnx
 import pytest
 import torch
 import torchvision
+from harness import Fn, check_onnx, engine_ops
+from test_pipeline import mystery  # noqa: F401  (registers an op without converter)
 
 import trt_lower
 from trt_lower.capture import conditions as capture_conditions
-from harness import Fn, check_onnx, engine_ops
-from test_pipeline import mystery  # noqa: F401  (registers an op without converter)
 
 aten = torch.ops.aten
 
 
-def _check_sizes(model: torch.nn.Module, lowered: torch.nn.Module, shapes: list[tuple[int, ...]],
-                 make: object) -> None:
+def _check_sizes(model: torch.nn.Module, lowered: torch.nn.Module, shapes: list[tuple[int, ...]], make: object) -> None:
     with torch.no_grad():
         for shape in shapes:
             x = make(shape)  # type: ignore[operator]
@@ -35,10 +35,13 @@ def test_bert_with_dynamic_batch_and_sequence() -> None:
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime")
     assert len(lowered.report.engines) == 1 and lowered.report.coverage >= 0.95, str(lowered.report)
     assert lowered.report.engines[0].input_shapes == [(-1, -1)]
-    _check_sizes(model, lowered, [(1, 4), (4, 16), (16, 32), (3, 7), (16, 5)],
-                 lambda s: torch.randint(0, config.vocab_size, s))
-    with pytest.raises(trt_lower.EngineInputError,
-                       match=r"input 'input_ids' was lowered for the range \(1\.\.16, 4\.\.32\) int64, got \(17, 8\)"):
+    _check_sizes(
+        model, lowered, [(1, 4), (4, 16), (16, 32), (3, 7), (16, 5)], lambda s: torch.randint(0, config.vocab_size, s)
+    )
+    with pytest.raises(
+        trt_lower.EngineInputError,
+        match=r"input 'input_ids' was lowered for the range \(1\.\.16, 4\.\.32\) int64, got \(17, 8\)",
+    ):
         lowered(torch.randint(0, 500, (17, 8)))
     with pytest.raises(trt_lower.EngineInputError, match=r"got \(2, 3\)"):
         lowered(torch.randint(0, 500, (2, 3)))
@@ -133,8 +136,9 @@ def test_rounded_quotients_of_sizes_are_integer_division(trt_version: str) -> No
     assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks, str(lowered.report)
     assert "aten.upsample_bilinear2d.vec" in engine_ops(lowered)
     check_onnx(lowered)
-    _check_sizes(model, lowered, [(1, 3, 9, 9), (2, 3, 48, 48), (1, 3, 30, 33), (2, 3, 23, 10), (1, 3, 13, 41)],
-                 torch.randn)
+    _check_sizes(
+        model, lowered, [(1, 3, 9, 9), (2, 3, 48, 48), (1, 3, 30, 33), (2, 3, 23, 10), (1, 3, 13, 41)], torch.randn
+    )
 
 
 def test_max_and_min_of_sizes_run_in_the_engine() -> None:
@@ -153,6 +157,7 @@ def test_a_size_computed_by_an_op_without_converter_is_eager_with_its_users(monk
     """A size an engine cannot compute is a Python int its users take from outside: they stay
     eager with the reason (such a size was copied into the engine anyway, and lowering raised)."""
     from converters.core import registry
+
     monkeypatch.delitem(registry._REGISTRY, torch.sym_max)
     model = Fn(lambda x, y: (x.new_ones(max(x.shape[0], y.shape[0]), 3) * 2 + 1).sigmoid() * y.sum())
     specs = (trt_lower.TensorSpec((2, 3), (4, 3), (8, 3)), trt_lower.TensorSpec((2,), (5,), (9,)))
@@ -184,8 +189,9 @@ def test_a_dim_that_falls_as_a_size_grows_gets_a_profile_that_holds_it(trt_doubl
     smallest: its TensorRT profile bounds the expression over the whole box of ranges (it was
     evaluated at the min and max corners only, 3..5, and TensorRT refused the valid (8, 1) call
     with 7 rows)."""
+
     def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        z = torch.ops.trt_lower_test.mystery(x[y.shape[0]:] * 2)
+        z = torch.ops.trt_lower_test.mystery(x[y.shape[0] :] * 2)
         return (z.sigmoid() * 3 + 1).sum(-1)
 
     model = Fn(fn)
@@ -216,6 +222,7 @@ def test_as_strided_that_reshapes_a_dynamic_batch() -> None:
     """as_strided reading a contiguous input in order is a reshape, dynamic sizes and all
     (convnext's head: (N, C, 1, 1) viewed with channels-last strides); one that reorders a
     dynamic batch's elements stays eager, saying so."""
+
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         n = x.shape[0]
         pooled = (x * 2).mean((2, 3), keepdim=True)
@@ -224,10 +231,15 @@ def test_as_strided_that_reshapes_a_dynamic_batch() -> None:
         return head, flat, torch.as_strided(x.sigmoid(), (n, 2), (72, 2)) * 3
 
     model = Fn(fn)
-    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 6, 3, 4), (3, 6, 3, 4), (5, 6, 3, 4)),),
-                                     backend="onnxruntime", min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model,
+        (trt_lower.TensorSpec((1, 6, 3, 4), (3, 6, 3, 4), (5, 6, 3, 4)),),
+        backend="onnxruntime",
+        min_block_size=1,
+    )
     assert [(f.op, f.reason) for f in lowered.report.fallbacks] == [
-        ("aten.as_strided.default", "as_strided with a dynamic shape, stride or offset, other than a reshape")]
+        ("aten.as_strided.default", "as_strided with a dynamic shape, stride or offset, other than a reshape")
+    ]
     assert len(lowered.report.engines) == 2, str(lowered.report)
     check_onnx(lowered)
     _check_sizes(model, lowered, [(1, 6, 3, 4), (4, 6, 3, 4), (5, 6, 3, 4)], torch.randn)
@@ -235,6 +247,7 @@ def test_as_strided_that_reshapes_a_dynamic_batch() -> None:
 
 def test_repeat_and_tile_by_a_dynamic_count() -> None:
     """Counts read from a dynamic dim (BLOOM's ALiBi repeated over the batch) run in the engine."""
+
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         row = (x[0] * 2).sigmoid()
         return x + row.repeat(x.shape[0], 1), torch.tile(row, (x.shape[0] // 2, 2)) - 1
@@ -250,12 +263,16 @@ def test_repeat_and_tile_by_a_dynamic_count() -> None:
 def test_resize_to_a_size_known_only_at_run_time() -> None:
     """A segmentation head resized back to the input's dynamic size (DeepLab, LR-ASPP) and an
     upsampling by a scale factor both run in the engine."""
+
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         F = torch.nn.functional
         small = F.avg_pool2d(x.relu(), 2) * 3
         head = F.interpolate(small, size=x.shape[-2:], mode="bilinear", align_corners=False)
-        return head + x, F.interpolate(small, scale_factor=2, mode="nearest") - 1, \
-            F.interpolate(small, size=(x.shape[2] + 1, 5), mode="bicubic", align_corners=True)
+        return (
+            head + x,
+            F.interpolate(small, scale_factor=2, mode="nearest") - 1,
+            F.interpolate(small, size=(x.shape[2] + 1, 5), mode="bicubic", align_corners=True),
+        )
 
     model = Fn(fn)
     spec = trt_lower.TensorSpec((1, 2, 4, 4), (2, 2, 8, 10), (3, 2, 16, 16))
@@ -270,6 +287,7 @@ def test_size_tests_the_model_branches_on_are_kept() -> None:
     dropped with export's own guards, and a call on the other branch got that branch's result.
     Now a test on one size that holds on an interval narrows that size's range, and any other
     is checked on every call, naming it."""
+
     class Branches(torch.nn.Module):
         def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             padded = x.shape[1] + (7 - x.shape[1] % 7) % 7  # swin pads to whole windows
@@ -292,8 +310,11 @@ def test_size_tests_the_model_branches_on_are_kept() -> None:
         for a, b, c in [(4, 10, 5), (6, 8, 9), (2, 20, 7)]:
             x, y = torch.randn(a, b), torch.randn(c)
             torch.testing.assert_close(lowered(x, y), model(x, y))
-        for (a, b, c), broken in [((4, 7, 5), r"range \(1\.\.6, 8\.\.20\)"), ((3, 10, 5), r"% 2\) == 0"),
-                                  ((2, 10, 5), r"x\.shape\[0\]\*y\.shape\[0\] > 12")]:
+        for (a, b, c), broken in [
+            ((4, 7, 5), r"range \(1\.\.6, 8\.\.20\)"),
+            ((3, 10, 5), r"% 2\) == 0"),
+            ((2, 10, 5), r"x\.shape\[0\]\*y\.shape\[0\] > 12"),
+        ]:
             with pytest.raises(trt_lower.EngineInputError, match=broken):
                 lowered(torch.randn(a, b), torch.randn(c))
 
@@ -302,32 +323,36 @@ def test_size_tests_the_model_branches_on_are_kept() -> None:
 def test_padding_to_whole_windows_of_a_dynamic_size(trt_version: str) -> None:
     """swin and twins pad a dynamic map to whole windows: pads computed from sizes run in the
     engine where the target TensorRT takes run-time pads (10.4 on); 8.6 keeps them eager."""
+
     def fn(x: torch.Tensor) -> torch.Tensor:
         right = (4 - x.shape[2] % 4) % 4
         return torch.nn.functional.pad(x.sigmoid() * 2, (0, right, 0, 1)).cumsum(2) + 1
 
     model = Fn(fn)
     spec = trt_lower.TensorSpec((1, 3, 5), (2, 3, 6), (3, 3, 13))
-    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", trt_version=trt_version,
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", trt_version=trt_version, min_block_size=1)
     reasons = {f.op: f.reason for f in lowered.report.fallbacks}
     if trt_version == "8.6":
-        assert reasons == {"aten.constant_pad_nd.default": "pads computed at run time (TensorRT 8.6 takes constant pads only)"}
+        assert reasons == {
+            "aten.constant_pad_nd.default": "pads computed at run time (TensorRT 8.6 takes constant pads only)"
+        }
     else:
         assert not reasons and "aten.constant_pad_nd.default" in engine_ops(lowered), str(lowered.report)
     check_onnx(lowered)
     _check_sizes(model, lowered, [(1, 3, 5), (2, 3, 8), (3, 3, 13)], torch.randn)
 
 
-def test_a_size_test_that_cannot_be_checked_is_noted_and_warned(monkeypatch: pytest.MonkeyPatch,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_a_size_test_that_cannot_be_checked_is_noted_and_warned(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A guard printed with something a condition may not hold is kept out of the input guard,
     said in the report and a warning (not a failed lowering)."""
     monkeypatch.setattr(capture_conditions, "_checkable", lambda expr: False)
     model = Fn(lambda x: x * 2 if x.shape[1] % 2 == 0 else x - 1)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
-        lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 2), (2, 6), (3, 12)),),
-                                         backend="onnxruntime", min_block_size=1)
+        lowered = trt_lower.lower_to_trt(
+            model, (trt_lower.TensorSpec((1, 2), (2, 6), (3, 12)),), backend="onnxruntime", min_block_size=1
+        )
     assert lowered._input_guard.conditions is None
     assert any(n.startswith("not checked: (args_0.shape[1] % 2) == 0") for n in lowered.report.notes)
     assert "cannot be checked per call: (args_0.shape[1] % 2) == 0" in caplog.text
@@ -359,15 +384,25 @@ def test_shape_ops_under_dynamic_dims() -> None:
         lowered(torch.randn(4, 3, 3))
 
 
-@pytest.mark.parametrize("pool", [
-    lambda x: torch.nn.functional.max_pool2d(x, 3, 2, ceil_mode=True),
-    lambda x: torch.nn.functional.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
-    lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True, count_include_pad=False),
-    lambda x: torch.nn.functional.max_pool2d(x, 3, 1, padding=1, ceil_mode=True),
-    lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)),
-    lambda x: torch.nn.functional.adaptive_max_pool2d(x, 7),
-], ids=["max_pool2d", "max_pool2d-padding", "avg_pool2d", "max_pool2d-stride-1", "adaptive_avg_pool2d",
-        "adaptive_max_pool2d"])
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda x: torch.nn.functional.max_pool2d(x, 3, 2, ceil_mode=True),
+        lambda x: torch.nn.functional.max_pool2d(x, 3, 2, padding=1, ceil_mode=True),
+        lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True, count_include_pad=False),
+        lambda x: torch.nn.functional.max_pool2d(x, 3, 1, padding=1, ceil_mode=True),
+        lambda x: torch.nn.functional.adaptive_avg_pool2d(x, (2, 3)),
+        lambda x: torch.nn.functional.adaptive_max_pool2d(x, 7),
+    ],
+    ids=[
+        "max_pool2d",
+        "max_pool2d-padding",
+        "avg_pool2d",
+        "max_pool2d-stride-1",
+        "adaptive_avg_pool2d",
+        "adaptive_max_pool2d",
+    ],
+)
 def test_pooling_over_dynamic_spatial_dims(pool: object) -> None:
     """Where padding + stride <= kernel, ONNX's ceil_mode window count is torch's for every size
     (googlenet's pools); adaptive windows are computed from the run-time size (VGG's 7 x 7 head,
@@ -377,16 +412,22 @@ def test_pooling_over_dynamic_spatial_dims(pool: object) -> None:
     lowered = trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", min_block_size=1)
     assert not lowered.report.fallbacks and len(lowered.report.engines) == 1, str(lowered.report)
     check_onnx(lowered)
-    _check_sizes(model, lowered, [(n, 2, h, w) for n, h, w in ((1, 5, 5), (2, 6, 11), (3, 12, 12), (1, 7, 8))],
-                 torch.randn)
+    _check_sizes(
+        model, lowered, [(n, 2, h, w) for n, h, w in ((1, 5, 5), (2, 6, 11), (3, 12, 12), (1, 7, 8))], torch.randn
+    )
 
 
-@pytest.mark.parametrize("pool", [
-    lambda x: torch.nn.functional.max_pool2d(x, 2, 2, padding=1, ceil_mode=True),
-    lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True),
-], ids=["max_pool2d-ceil", "avg_pool2d-ceil"])
-def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: object,
-                                                                      request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda x: torch.nn.functional.max_pool2d(x, 2, 2, padding=1, ceil_mode=True),
+        lambda x: torch.nn.functional.avg_pool2d(x, 3, 2, ceil_mode=True),
+    ],
+    ids=["max_pool2d-ceil", "avg_pool2d-ceil"],
+)
+def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(
+    pool: object, request: pytest.FixtureRequest
+) -> None:
     """ceil_mode's dropped last window (possible where padding + stride > kernel) and the padding
     an average counts are computed from the spatial sizes."""
     model = Fn(lambda x: torch.relu(pool(x)) + 1)  # type: ignore[operator]
@@ -403,11 +444,14 @@ def test_pooling_that_needs_static_spatial_sizes_refuses_dynamic_ones(pool: obje
             lowered(torch.randn(1, 2, 8, 12))
 
 
-@pytest.mark.parametrize("args, message", [
-    (((1, 2), (2,), (3, 2)), "one rank"),
-    (((4, 2), (2, 2), (8, 2)), "min <= opt <= max"),
-    (((1, 2), (2, 2), (3, 2), "float"), "dtype must be a torch.dtype"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (((1, 2), (2,), (3, 2)), "one rank"),
+        (((4, 2), (2, 2), (8, 2)), "min <= opt <= max"),
+        (((1, 2), (2, 2), (3, 2), "float"), "dtype must be a torch.dtype"),
+    ],
+)
 def test_bad_tensor_spec_is_named(args: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         trt_lower.TensorSpec(*args)
@@ -415,8 +459,11 @@ def test_bad_tensor_spec_is_named(args: tuple, message: str) -> None:
 
 def test_model_that_forces_a_declared_dynamic_dim_static_says_so() -> None:
     model = Fn(lambda x: x.reshape(4, 2) * 2)
-    with pytest.raises(trt_lower.CaptureError, match=r"dim 0: asked for the range 1\.\.8, but torch.export "
-                       r"inferred the static size 4; no range works \(torch.export could not capture"):
+    with pytest.raises(
+        trt_lower.CaptureError,
+        match=r"dim 0: asked for the range 1\.\.8, but torch.export "
+        r"inferred the static size 4; no range works \(torch.export could not capture",
+    ):
         trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 2), (4, 2), (8, 2)),), backend="onnxruntime")
 
 
@@ -424,9 +471,12 @@ def test_a_range_torch_narrows_is_lowered_narrowed_and_reported() -> None:
     """A branch on a size narrows the range the graph is valid for; a size outside it must not
     run the captured branch (that would be a silently wrong answer)."""
     model = Fn(lambda x: torch.relu(x * 2) + 1 if x.shape[0] > 2 else x)
-    lowered = trt_lower.lower_to_trt(model, (trt_lower.TensorSpec((1, 4), (4, 4), (8, 4)),),
-                                     backend="onnxruntime", min_block_size=1)
-    assert any("dim 0: asked for 1..8, torch.export inferred 3..8" in n for n in lowered.report.notes), str(lowered.report)
+    lowered = trt_lower.lower_to_trt(
+        model, (trt_lower.TensorSpec((1, 4), (4, 4), (8, 4)),), backend="onnxruntime", min_block_size=1
+    )
+    assert any("dim 0: asked for 1..8, torch.export inferred 3..8" in n for n in lowered.report.notes), str(
+        lowered.report
+    )
     for n in (3, 8):
         x = torch.randn(n, 4)
         torch.testing.assert_close(lowered(x), model(x))
@@ -458,16 +508,27 @@ def test_dynamic_engine_on_tensorrt_gets_one_profile_per_input(trt_double: objec
         lowered(torch.randn(9, 2, 4))
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: torch.roll(x * 2, 3, 0),
-    lambda x: torch.roll(x * 2, (-1, 2), (0, 1)),
-    lambda x: torch.roll(x * 2, 5),
-    lambda x: torch.slice_scatter(x, x[:, :2] * 2, 1, 1, 3),
-    lambda x: torch.slice_scatter(x, x[1:-1] * 2, 0, 1, -1),
-    lambda x: torch.slice_scatter(x, x[-3:] * 2, 0, -3),
-    lambda x: torch.slice_scatter(x, x[1::2] * 2, 0, 1, None, 2),
-], ids=["roll", "roll-two-dims", "roll-flat", "slice_scatter-static-dim", "slice_scatter-dynamic-dim",
-        "slice_scatter-negative-start", "slice_scatter-step"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: torch.roll(x * 2, 3, 0),
+        lambda x: torch.roll(x * 2, (-1, 2), (0, 1)),
+        lambda x: torch.roll(x * 2, 5),
+        lambda x: torch.slice_scatter(x, x[:, :2] * 2, 1, 1, 3),
+        lambda x: torch.slice_scatter(x, x[1:-1] * 2, 0, 1, -1),
+        lambda x: torch.slice_scatter(x, x[-3:] * 2, 0, -3),
+        lambda x: torch.slice_scatter(x, x[1::2] * 2, 0, 1, None, 2),
+    ],
+    ids=[
+        "roll",
+        "roll-two-dims",
+        "roll-flat",
+        "slice_scatter-static-dim",
+        "slice_scatter-dynamic-dim",
+        "slice_scatter-negative-start",
+        "slice_scatter-step",
+    ],
+)
 def test_roll_and_slice_scatter_over_a_dynamic_dim(fn: object, request: pytest.FixtureRequest) -> None:
     """The split point (roll) and the slice's place (slice_scatter) come from sizes read at run time."""
     model = Fn(fn)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """The TensorRT engine builder's version branches (8.6 / 10.4 / 11.x), driven through the double,
 and the double's own strictness about the API misuse those branches avoid."""
+
 from __future__ import annotations
 
 import importlib
@@ -19,8 +20,10 @@ PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 def _onnx(opset: int = 17) -> bytes:
     """x -> Relu -> Identity, named the way GraphBuilder names nodes after their FX node."""
     graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["relu_relu"], name="relu/Relu"),
-         helper.make_node("Identity", ["relu_relu"], ["relu"], name="relu/output")],
+        [
+            helper.make_node("Relu", ["x"], ["relu_relu"], name="relu/Relu"),
+            helper.make_node("Identity", ["relu_relu"], ["relu"], name="relu/output"),
+        ],
         "engine_0",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("relu", TensorProto.FLOAT, [2, 3])],
@@ -35,8 +38,9 @@ def _builder() -> ModuleType:
     return importlib.import_module("trt_lower.engine.trt_builder")
 
 
-@pytest.mark.parametrize("trt_double, flags", [("8.6.1", 1 << 0), ("10.4.0", 0), ("11.0.0", 0)],
-                         indirect=["trt_double"])
+@pytest.mark.parametrize(
+    "trt_double, flags", [("8.6.1", 1 << 0), ("10.4.0", 0), ("11.0.0", 0)], indirect=["trt_double"]
+)
 def test_network_flags_per_version(trt_double: ModuleType, flags: int) -> None:
     plan, _ = _builder().build_plan(_onnx(), PROFILES, BuildOptions(), b"")
     assert trt_double.state.last_build.network_flags == flags
@@ -44,11 +48,14 @@ def test_network_flags_per_version(trt_double: ModuleType, flags: int) -> None:
     assert trt_double.Runtime(logger).deserialize_cuda_engine(plan) is not None
 
 
-@pytest.mark.parametrize("trt_double, fp16_flag, network_flags",
-                         [("8.6.1", True, 1 << 0), ("10.4.0", False, 1 << 1), ("11.0.0", False, 0)],
-                         indirect=["trt_double"])
-def test_fp16_is_a_builder_flag_on_8_6_and_strong_typing_after(trt_double: ModuleType, fp16_flag: bool,
-                                                               network_flags: int) -> None:
+@pytest.mark.parametrize(
+    "trt_double, fp16_flag, network_flags",
+    [("8.6.1", True, 1 << 0), ("10.4.0", False, 1 << 1), ("11.0.0", False, 0)],
+    indirect=["trt_double"],
+)
+def test_fp16_is_a_builder_flag_on_8_6_and_strong_typing_after(
+    trt_double: ModuleType, fp16_flag: bool, network_flags: int
+) -> None:
     """8.6: EXPLICIT_BATCH network + FP16 flag; 10.x: STRONGLY_TYPED network; 11.x: always strong."""
     _builder().build_plan(_onnx(), PROFILES, BuildOptions(precision="fp16"), b"")
     assert bool(trt_double.state.last_build.builder_flags & 1 << 0) == fp16_flag
@@ -57,10 +64,12 @@ def test_fp16_is_a_builder_flag_on_8_6_and_strong_typing_after(trt_double: Modul
 
 @pytest.mark.parametrize("trt_double", ["8.6.1"], indirect=True)
 def test_a_weakly_typed_fp16_build_with_a_free_float32_layer_fails_on_the_double(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_builder(), "_pin_float32", lambda network: None)
-    with pytest.raises(_builder().BuildFailure,
-                       match=r"weakly typed fp16 build may run layer 'relu/Relu' \(Relu\) in fp16"):
+    with pytest.raises(
+        _builder().BuildFailure, match=r"weakly typed fp16 build may run layer 'relu/Relu' \(Relu\) in fp16"
+    ):
         _builder().build_plan(_onnx(), PROFILES, BuildOptions(precision="fp16"), b"")
 
 
@@ -85,8 +94,9 @@ def test_timing_cache_carries_over_between_builds(trt_double: ModuleType) -> Non
     assert trt_double.state.timing_cache_hits == 2
 
 
-def test_unreadable_timing_cache_is_replaced_with_a_warning(trt_double: ModuleType,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_unreadable_timing_cache_is_replaced_with_a_warning(
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         plan, timing = _builder().build_plan(_onnx(), PROFILES, BuildOptions(), b"garbage")
     assert plan and timing
@@ -99,8 +109,9 @@ def test_parser_error_names_the_onnx_node_and_its_fx_node(trt_double: ModuleType
     with pytest.raises(_builder().BuildFailure) as failure:
         _builder().build_plan(_onnx(), PROFILES, BuildOptions(), b"")
     assert failure.value.fx_node == "relu"
-    assert failure.value.reason == ("its ONNX parser failed: ONNX node 'relu/Relu' (Relu, from FX node 'relu'): "
-                                    "No importer registered for op: Relu")
+    assert failure.value.reason == (
+        "its ONNX parser failed: ONNX node 'relu/Relu' (Relu, from FX node 'relu'): No importer registered for op: Relu"
+    )
 
 
 @pytest.mark.parametrize("trt_double, opset", [("8.6.1", 18), ("10.4.0", 21)], indirect=["trt_double"])

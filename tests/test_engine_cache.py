@@ -1,4 +1,5 @@
 """The on-disk engine cache: where it lives, what its key covers, and how it treats bad entries."""
+
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,8 @@ import onnx
 import pytest
 
 from converters.core.segment import OnnxSegment
-from trt_lower.engine.cache import EngineCache, Key, default_dir
 from trt_lower.engine.build_options import BuildOptions, InputProfile
+from trt_lower.engine.cache import EngineCache, Key, default_dir
 
 PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
 KEY = Key("graph", "weights", "build")
@@ -62,7 +63,8 @@ def test_entries_round_trip_and_leave_no_temporary_files(tmp_path: Path, caplog:
     cache.store_timing_cache(b"timings")
     assert cache.load(KEY) == b"plan bytes" and cache.load_timing_cache() == b"timings"
     assert sorted(p.name for p in (tmp_path / "engines").iterdir()) == sorted(
-        [cache.engine_path(KEY).name, cache.timing_cache_path.name])
+        [cache.engine_path(KEY).name, cache.timing_cache_path.name]
+    )
     assert not caplog.records
 
 
@@ -84,17 +86,20 @@ def test_a_killed_writers_old_temporary_file_is_removed_by_the_next_write(tmp_pa
 
 
 def test_timing_cache_is_per_version_and_device(tmp_path: Path) -> None:
-    paths = {_cache(tmp_path).timing_cache_path, _cache(tmp_path, version="8.6.1").timing_cache_path,
-             _cache(tmp_path, device="NVIDIA H100 sm_90").timing_cache_path}
+    paths = {
+        _cache(tmp_path).timing_cache_path,
+        _cache(tmp_path, version="8.6.1").timing_cache_path,
+        _cache(tmp_path, device="NVIDIA H100 sm_90").timing_cache_path,
+    }
     assert len(paths) == 3
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"", "not a trt_lower cache file"),
-    (b"\x7fELF not ours", "not a trt_lower cache file"),
-])
-def test_foreign_file_is_discarded_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                  content: bytes, why: str) -> None:
+@pytest.mark.parametrize(
+    "content, why", [(b"", "not a trt_lower cache file"), (b"\x7fELF not ours", "not a trt_lower cache file")]
+)
+def test_foreign_file_is_discarded_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, why: str
+) -> None:
     cache = _cache(tmp_path)
     cache.engine_path(KEY).write_bytes(content)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -121,8 +126,9 @@ def test_unwritable_cache_dir_warns_and_goes_on(tmp_path: Path, caplog: pytest.L
     assert "could not write to the engine cache" in caplog.text and "Not a directory" in caplog.text
 
 
-def test_failed_write_leaves_the_old_entry_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_write_leaves_the_old_entry_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = _cache(tmp_path)
     cache.store(KEY, b"old plan")
 

@@ -1,5 +1,6 @@
 """The engine runtime's hot path and its TensorRT correctness rules, against the strict TensorRT
 double: each double rule here is one the old, lenient double did not enforce."""
+
 from __future__ import annotations
 
 import copy
@@ -15,17 +16,17 @@ import pytest
 import torch
 import torch.utils._pytree
 import transformers
+from harness import Fn
 from onnx import TensorProto, helper
+from trt_double.device import HostDevice
 
 import trt_lower
 from converters.core.segment import ProtobufLimitError
-from harness import Fn
-from trt_double.device import HostDevice
 from trt_lower.engine import ort_session
 from trt_lower.runtime import bindings
-from trt_lower.values import device, signature
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.runtime.output import OutputBuilder
+from trt_lower.values import device, signature
 
 
 class ConvHead(torch.nn.Module):
@@ -68,11 +69,11 @@ def test_a_call_with_the_same_shapes_sets_no_input_shape(trt_double: ModuleType)
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
-def test_a_lowered_forward_checks_its_inputs_once(trt_double: ModuleType, backend: str,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lowered_forward_checks_its_inputs_once(
+    trt_double: ModuleType, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend=backend, fallback_ops=["aten.relu.default"],
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend=backend, fallback_ops=["aten.relu.default"], min_block_size=1)
     assert len(lowered.report.engines) == 2
     checks = []
     real = signature.InputCheck.__call__
@@ -88,15 +89,16 @@ def test_a_lowered_forward_checks_its_inputs_once(trt_double: ModuleType, backen
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
 def test_module_calls_skip_nn_module_dispatch_until_a_hook_is_registered(
-        trt_double: ModuleType, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend=backend, fallback_ops=["aten.relu.default"],
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend=backend, fallback_ops=["aten.relu.default"], min_block_size=1)
     expected = model(x)
     dispatched: list[torch.nn.Module] = []
     real = torch.nn.Module._call_impl
-    monkeypatch.setattr(torch.nn.Module, "_call_impl",
-                        lambda self, *a, **k: (dispatched.append(self), real(self, *a, **k))[1])
+    monkeypatch.setattr(
+        torch.nn.Module, "_call_impl", lambda self, *a, **k: (dispatched.append(self), real(self, *a, **k))[1]
+    )
     torch.testing.assert_close(lowered(x), expected)
     assert dispatched == []  # neither the lowered module nor its engines went through nn.Module's dispatch
     # Hooks still run: an engine's (its result replaces the output), the lowered module's, global ones.
@@ -111,10 +113,13 @@ def test_module_calls_skip_nn_module_dispatch_until_a_hook_is_registered(
     assert seen == ["pre", lowered.engine_0, lowered.engine_1, lowered]
 
 
-@pytest.mark.skipif(not ort_session.fast_path_works(),
-                    reason="this ONNX Runtime's private binding does not run the fast path (tests/test_ort_runtime.py)")
+@pytest.mark.skipif(
+    not ort_session.fast_path_works(),
+    reason="this ONNX Runtime's private binding does not run the fast path (tests/test_ort_runtime.py)",
+)
 def test_onnxruntime_engines_take_contiguous_inputs_through_dlpack_and_give_torch_outputs(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def f(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.relu(x) * 2, (x > 0) & mask  # a float and a bool output
 
@@ -176,7 +181,8 @@ class _Tagged(dict):  # type: ignore[type-arg]
 
 
 torch.utils._pytree.register_pytree_node(
-    _Tagged, lambda d: (list(d.values()), list(d)), lambda values, keys: _Tagged(zip(keys, values)))
+    _Tagged, lambda d: (list(d.values()), list(d)), lambda values, keys: _Tagged(zip(keys, values))
+)
 
 
 def test_an_output_builder_keeps_the_constructor_where_a_direct_build_differs() -> None:
@@ -192,36 +198,43 @@ def test_an_output_builder_keeps_the_constructor_where_a_direct_build_differs() 
 
 
 def test_eager_ops_are_called_through_torch_bindings_and_the_graph_keeps_its_overloads(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime",
-                                     fallback_ops=["aten.relu.default", "aten.add.Tensor"], min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model, (x,), backend="onnxruntime", fallback_ops=["aten.relu.default", "aten.add.Tensor"], min_block_size=1
+    )
     eager = [n.target for n in lowered.graph.nodes if n.op == "call_function"]
     assert eager == [torch.ops.aten.relu.default, torch.ops.aten.add.Tensor]  # what report and artifact read
     trt_lower.save(lowered, tmp_path / "m.trtl")
     loaded = trt_lower.load(tmp_path / "m.trtl", backend="onnxruntime")  # its graph carries no example values
     called: list[object] = []
     real = torch._ops.OpOverload.__call__
-    monkeypatch.setattr(torch._ops.OpOverload, "__call__",
-                        lambda self, *a, **k: (called.append(self), real(self, *a, **k))[1])
+    monkeypatch.setattr(
+        torch._ops.OpOverload, "__call__", lambda self, *a, **k: (called.append(self), real(self, *a, **k))[1]
+    )
     for module in (lowered, loaded):
         assert "torch.relu(" in module.code and "torch.add(" in module.code and "torch.ops" not in module.code
         torch.testing.assert_close(module(x), model(x))
     assert called == []
 
 
-@pytest.mark.parametrize("op, args, bound", [
-    (torch.ops.aten.add.Tensor, ("x", "w"), torch.add),
-    (torch.ops.aten.add.Tensor, ("x", 2), torch.add),
-    (torch.ops.aten.cat.default, (["x", "w"], 1), torch.cat),
-    (torch.ops.aten.add.Scalar, ("x", 2), None),  # torch.add(x, 2) dispatches add.Tensor
-    (torch.ops.aten.linear.default, ("x", "w"), None),  # torch's linear dispatches its decomposition
-    (torch.ops.aten.view.default, ("x", [4]), torch.Tensor.view),  # a Tensor method only
-    (torch.ops.aten.slice.Tensor, ("x", 0, 0, 1), None),  # no binding of that name
-    (torch.ops.aten.max.dim, ("x", 0), None),  # two outputs (the binding's is a named tuple)
-])
+@pytest.mark.parametrize(
+    "op, args, bound",
+    [
+        (torch.ops.aten.add.Tensor, ("x", "w"), torch.add),
+        (torch.ops.aten.add.Tensor, ("x", 2), torch.add),
+        (torch.ops.aten.cat.default, (["x", "w"], 1), torch.cat),
+        (torch.ops.aten.add.Scalar, ("x", 2), None),  # torch.add(x, 2) dispatches add.Tensor
+        (torch.ops.aten.linear.default, ("x", "w"), None),  # torch's linear dispatches its decomposition
+        (torch.ops.aten.view.default, ("x", [4]), torch.Tensor.view),  # a Tensor method only
+        (torch.ops.aten.slice.Tensor, ("x", 0, 0, 1), None),  # no binding of that name
+        (torch.ops.aten.max.dim, ("x", 0), None),  # two outputs (the binding's is a named tuple)
+    ],
+)
 def test_an_eager_op_is_bound_only_where_the_binding_dispatches_it_with_the_same_arguments(
-        op: torch._ops.OpOverload, args: tuple[Any, ...], bound: Callable[..., Any] | None) -> None:
+    op: torch._ops.OpOverload, args: tuple[Any, ...], bound: Callable[..., Any] | None
+) -> None:
     graph = torch.fx.Graph()
     values = {name: graph.placeholder(name) for name in ("x", "w")}
     node = graph.call_function(op, torch.fx.node.map_aggregate(args, lambda a: values[a] if isinstance(a, str) else a))
@@ -343,7 +356,6 @@ def test_two_threads_on_one_module_each_get_a_context(trt_double: ModuleType) ->
     assert trt_double.state.contexts_created == 2
 
 
-
 def test_two_caller_streams_on_one_thread_each_get_a_context(trt_double: ModuleType) -> None:
     """The first stream's work has not run when the second stream's call binds its buffers."""
     model, lowered, _ = _lowered(verify=False)  # the contexts counted are the calls' own
@@ -357,6 +369,7 @@ def test_two_caller_streams_on_one_thread_each_get_a_context(trt_double: ModuleT
     for out, x in ((out_first, xs[0]), (out_second, xs[1])):
         torch.testing.assert_close(out, model(x))
     assert trt_double.state.contexts_created == 2
+
 
 def test_plans_are_tied_to_the_compute_capability(trt_double: ModuleType) -> None:
     _, lowered, _ = _lowered()
@@ -378,8 +391,9 @@ def test_data_dependent_output_shapes_are_reported_as_minus_one(trt_double: Modu
     assert tuple(engine.create_execution_context().get_tensor_shape("i")) == (1, -1)
 
 
-def test_execution_context_out_of_memory_falls_back_to_eager(trt_double: ModuleType,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_execution_context_out_of_memory_falls_back_to_eager(
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     trt_double.state.contexts_left = 0
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
         model, lowered, x = _lowered()
@@ -388,8 +402,9 @@ def test_execution_context_out_of_memory_falls_back_to_eager(trt_double: ModuleT
     torch.testing.assert_close(lowered(x), model(x))
 
 
-def test_out_of_memory_keeps_the_cached_plan(trt_double: ModuleType, tmp_path: Path,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_out_of_memory_keeps_the_cached_plan(
+    trt_double: ModuleType, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A full GPU is no bad plan: the entry stays, is not rebuilt, and loads once memory is free."""
     model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
     trt_lower.lower_to_trt(model, (x,), backend="tensorrt")
@@ -417,7 +432,8 @@ def test_out_of_memory_after_a_build_stores_the_plan(trt_double: ModuleType) -> 
 
 
 def test_a_refused_optimization_profile_fails_the_build_with_the_reason(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refuse(config: Any, profile: Any) -> int:
         config._logger.log(trt_double.ILogger.Severity.ERROR, "profile refused: kMIN > kOPT")
         return -1
@@ -425,6 +441,7 @@ def test_a_refused_optimization_profile_fails_the_build_with_the_reason(
     monkeypatch.setattr(trt_double.IBuilderConfig, "add_optimization_profile", refuse)
     with pytest.raises(trt_lower.EngineBuildError, match="could not build engine_0: profile refused"):
         _lowered(require_full=True)
+
 
 def test_fp32_engines_are_built_without_tf32_and_one_logger_serves_all(trt_double: ModuleType) -> None:
     _lowered(fallback_ops=["aten.relu.default"], min_block_size=1)
@@ -451,14 +468,17 @@ class Embed(torch.nn.Module):
 
 def _poisoned(real: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """torch.empty whose memory holds what a fresh GPU buffer may: here, out-of-range indices."""
+
     def empty(*args: Any, **kwargs: Any) -> torch.Tensor:
         t = real(*args, **kwargs)
         return t.fill_(10**6) if t.dtype in (torch.int64, torch.int32) else t
+
     return empty
 
 
 def test_cuda_graph_replays_read_the_current_inputs_and_warm_up_on_real_ones(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, ids = Embed().eval(), torch.randint(0, 50, (2, 5))
     lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt", cuda_graphs=True, min_block_size=1)
     with monkeypatch.context() as patch:
@@ -469,7 +489,6 @@ def test_cuda_graph_replays_read_the_current_inputs_and_warm_up_on_real_ones(
         torch.testing.assert_close(lowered(other), model(other))
     torch.testing.assert_close(first, model(ids))
     assert _host().captures == 1
-
 
 
 def test_a_graph_replays_the_recorded_addresses_on_their_current_contents(trt_double: ModuleType) -> None:
@@ -490,6 +509,7 @@ def test_a_graph_replays_the_recorded_addresses_on_their_current_contents(trt_do
     replay()
     torch.testing.assert_close(out, model(static))
     assert not moved.any()
+
 
 def _graphs_over_a_batch_range() -> tuple[torch.nn.Module, torch.nn.Module]:
     model = ConvHead().eval()
@@ -512,7 +532,8 @@ def test_each_input_shape_replays_its_own_graph_on_its_own_context(trt_double: M
 
 
 def test_the_least_recently_used_graph_is_dropped_past_the_limit(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(importlib.import_module("trt_lower.runtime.trt_module"), "MAX_GRAPHS", 2)
     model, lowered = _graphs_over_a_batch_range()
     for batch in (2, 3, 2, 4, 2, 3):  # 3 is dropped when 4 comes, and captured again
@@ -522,11 +543,13 @@ def test_the_least_recently_used_graph_is_dropped_past_the_limit(
 
 
 def test_no_context_for_a_graph_runs_those_shapes_without_one(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     module = importlib.import_module("trt_lower.runtime.trt_module")
 
     def short(self: Any, binding: Any) -> Any:
         raise RuntimeError("CUDA out of memory")
+
     monkeypatch.setattr(module.TRTEngineModule, "_graph_context", short)
     model, lowered = _graphs_over_a_batch_range()
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -542,16 +565,21 @@ def test_an_engine_whose_static_output_shape_is_not_the_segments_is_refused(trt_
     _, lowered, _ = _lowered()
     engine = lowered.engine_0
     out = engine.outputs[0]
-    wrong = dataclasses.replace(out, min_shape=(1, *out.min_shape[1:]), opt_shape=(1, *out.opt_shape[1:]),
-                                max_shape=(1, *out.max_shape[1:]))
+    wrong = dataclasses.replace(
+        out, min_shape=(1, *out.min_shape[1:]), opt_shape=(1, *out.opt_shape[1:]), max_shape=(1, *out.max_shape[1:])
+    )
     module = importlib.import_module("trt_lower.runtime.trt_module")
-    with pytest.raises(module.PlanLoadError, match=r"engine output '.*' has the shape \(2, 4, 8, 8\), the "
-                                                   r"segment's is \(1, 4, 8, 8\)"):
+    with pytest.raises(
+        module.PlanLoadError,
+        match=r"engine output '.*' has the shape \(2, 4, 8, 8\), the "
+        r"segment's is \(1, 4, 8, 8\)",
+    ):
         module.TRTEngineModule("engine_0", engine.plan, engine.inputs, (wrong,), engine.tuple_output)
 
 
-def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_capture_runs_without_a_graph_and_warns(
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     model, lowered, x = _lowered(cuda_graphs=True, verify=False)  # the first call captures
 
     def fail(run: Any, where: torch.device) -> Any:
@@ -565,9 +593,9 @@ def test_failed_capture_runs_without_a_graph_and_warns(trt_double: ModuleType, m
     assert caplog.text.count("CUDA graph capture failed") == 1
 
 
-
 def test_a_segment_over_the_protobuf_limit_builds_from_its_graph_and_weights_beside_it(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The limit lowered to far below this model's size stands for 2 GB of weights, which are not
     # allocated; the double's parser refuses a message past it, as protobuf does past 2 GB.
     monkeypatch.setenv("TRT_LOWER_PROTOBUF_LIMIT", "4096")
@@ -580,9 +608,13 @@ def test_a_segment_over_the_protobuf_limit_builds_from_its_graph_and_weights_bes
     with pytest.raises(ProtobufLimitError, match="exceeds the limit of one protobuf message"):
         lowered.segments["engine_0"].onnx.to_bytes()
     weight = helper.make_tensor("w", TensorProto.FLOAT, [2048], [0.0] * 2048)
-    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048])], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048])],
+        [weight],
+    )
     parser = trt_double.OnnxParser(trt_double.Builder(_logger()).create_network(0), _logger())
     assert not parser.parse(helper.make_model(graph).SerializeToString())
     assert "over protobuf's limit" in parser.get_error(0).desc()
@@ -609,16 +641,19 @@ def test_onnxruntime_engine_serves_two_threads_at_once() -> None:
     assert not wrong
 
 
-@pytest.mark.parametrize(("fallback_ops", "engines", "spins"), [
-    ([], 1, True),                       # the engine is the whole call
-    (["aten.add.Tensor"], 1, False),      # eager work after it
-    (["aten.relu.default"], 2, False),    # another engine's session (and an eager op) between its runs
-])
+@pytest.mark.parametrize(
+    ("fallback_ops", "engines", "spins"),
+    [
+        ([], 1, True),  # the engine is the whole call
+        (["aten.add.Tensor"], 1, False),  # eager work after it
+        (["aten.relu.default"], 2, False),  # another engine's session (and an eager op) between its runs
+    ],
+)
 def test_onnxruntime_workers_spin_between_runs_only_where_the_engine_is_the_whole_call(
-        fallback_ops: list[str], engines: int, spins: bool, tmp_path: Path) -> None:
+    fallback_ops: list[str], engines: int, spins: bool, tmp_path: Path
+) -> None:
     model, x = ConvHead().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", fallback_ops=fallback_ops,
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", fallback_ops=fallback_ops, min_block_size=1)
     trt_lower.save(lowered, tmp_path / "m.trtl")
     loaded = trt_lower.load(tmp_path / "m.trtl", backend="onnxruntime")
     for module in (lowered, loaded):

@@ -1,5 +1,6 @@
 """backend="tensorrt" end to end — build, cache, deserialize, run, stitch — against the TensorRT
 double (tests/trt_double) with tensors on the CPU, compared with eager PyTorch."""
+
 from __future__ import annotations
 
 import json
@@ -14,16 +15,16 @@ from typing import Any, Callable
 
 import pytest
 import torch
-
-import trt_lower
 from harness import Fn
 from trt_double import PATH as DOUBLE_PATH
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
-from trt_lower.values import device
+from trt_models import MODELS, lower_and_check
+
+import trt_lower
 from trt_lower.engine import backend
 from trt_lower.engine.cache import MAGIC, EngineCache, Key
-from trt_models import MODELS, lower_and_check
+from trt_lower.values import device
 
 TESTS = Path(__file__).resolve().parent
 
@@ -78,14 +79,19 @@ def test_resnet18_and_bert_run_as_tensorrt_engines(cold: tuple[Path, dict[str, t
 
 
 def test_second_lowering_in_a_fresh_process_is_all_cache_hits(
-    cold: tuple[Path, dict[str, trt_lower.LoweredModule], int]
+    cold: tuple[Path, dict[str, trt_lower.LoweredModule], int],
 ) -> None:
     cache, _, _ = cold
     path = [str(DOUBLE_PATH), str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "TRT_DOUBLE_VERSION": "10.4.0",
-           "TRT_LOWER_CACHE_DIR": str(cache)}
-    done = subprocess.run([sys.executable, str(TESTS / "trt_models.py"), *MODELS], env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(path),
+        "TRT_DOUBLE_VERSION": "10.4.0",
+        "TRT_LOWER_CACHE_DIR": str(cache),
+    }
+    done = subprocess.run(
+        [sys.executable, str(TESTS / "trt_models.py"), *MODELS], env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"resnet18": [True], "bert": [True], "builds": 0}
@@ -99,8 +105,7 @@ def test_bert_on_tensorrt_8_6_runs_its_int64_input_as_int32(trt_double: ModuleTy
     assert trt_double.state.last_build.network_flags == 1 << 0  # EXPLICIT_BATCH
 
 
-@pytest.mark.parametrize("trt_double, engine_dtype", [("8.6.1", "INT32"), ("10.4.0", "INT64")],
-                         indirect=["trt_double"])
+@pytest.mark.parametrize("trt_double, engine_dtype", [("8.6.1", "INT32"), ("10.4.0", "INT64")], indirect=["trt_double"])
 def test_int64_io_is_cast_at_the_engine_boundary_per_version(trt_double: ModuleType, engine_dtype: str) -> None:
     model, ids = Fn(lambda x: x * 3 + 1), (torch.arange(12).reshape(3, 4),)
     lowered = _lower(model, ids, min_block_size=1)
@@ -110,8 +115,9 @@ def test_int64_io_is_cast_at_the_engine_boundary_per_version(trt_double: ModuleT
 
 
 # -- engine cache ------------------------------------------------------------------------------
-def test_warm_cache_builds_nothing_and_the_report_says_cache_hit(trt_double: ModuleType,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_warm_cache_builds_nothing_and_the_report_says_cache_hit(
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     model, inputs = _small()
     with caplog.at_level(logging.INFO, logger="trt_lower"):
         cold = _lower(model, inputs, fallback_ops=["aten.relu.default"], min_block_size=1)
@@ -140,17 +146,17 @@ def test_cache_dir_option_wins_over_the_environment(trt_double: ModuleType, tmp_
 def _header(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
     start = len(MAGIC) + 4
-    header: dict[str, Any] = json.loads(data[start:start + int.from_bytes(data[len(MAGIC):start], "big")])
+    header: dict[str, Any] = json.loads(data[start : start + int.from_bytes(data[len(MAGIC) : start], "big")])
     return header
 
 
 def _rewrite_header(path: Path, **changes: object) -> None:
     data = path.read_bytes()
     start = len(MAGIC) + 4
-    length = int.from_bytes(data[len(MAGIC):start], "big")
+    length = int.from_bytes(data[len(MAGIC) : start], "big")
     header = {**_header(path), **changes}
     encoded = json.dumps(header).encode()
-    path.write_bytes(MAGIC + len(encoded).to_bytes(4, "big") + encoded + data[start + length:])
+    path.write_bytes(MAGIC + len(encoded).to_bytes(4, "big") + encoded + data[start + length :])
 
 
 def _truncate(path: Path) -> None:
@@ -169,15 +175,20 @@ def _foreign_version(path: Path) -> None:
 
 def _not_a_plan(path: Path) -> None:
     # A well-formed entry whose payload TensorRT cannot deserialize.
-    EngineCache(path.parent, "10.13.0", HostDevice().identity()).store(Key(**_header(path)["built_from"]), b"not a plan")
+    EngineCache(path.parent, "10.13.0", HostDevice().identity()).store(
+        Key(**_header(path)["built_from"]), b"not a plan"
+    )
 
 
-@pytest.mark.parametrize("damage, why", [
-    (_truncate, "truncated"),
-    (_flip_a_byte, "checksum mismatch"),
-    (_foreign_version, "its tensorrt is '8.6.1', expected '10.13.0'"),
-    (_not_a_plan, "TensorRT could not load it"),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (_truncate, "truncated"),
+        (_flip_a_byte, "checksum mismatch"),
+        (_foreign_version, "its tensorrt is '8.6.1', expected '10.13.0'"),
+        (_not_a_plan, "TensorRT could not load it"),
+    ],
+)
 def test_damaged_cache_entry_is_discarded_and_rebuilt_with_a_warning(
     trt_double: ModuleType, caplog: pytest.LogCaptureFixture, damage: Callable[[Path], None], why: str
 ) -> None:
@@ -194,8 +205,9 @@ def test_damaged_cache_entry_is_discarded_and_rebuilt_with_a_warning(
 
 
 # -- build failures ----------------------------------------------------------------------------
-def test_node_the_parser_rejects_runs_eagerly_with_a_warning(trt_double: ModuleType,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_node_the_parser_rejects_runs_eagerly_with_a_warning(
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     trt_double.state.unsupported_ops = {"Sigmoid"}
     model, inputs = _small()
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -208,8 +220,9 @@ def test_node_the_parser_rejects_runs_eagerly_with_a_warning(trt_double: ModuleT
     assert len(lowered.report.engines) == 2  # what surrounds the sigmoid still runs in engines
 
 
-def test_segment_that_fails_to_build_runs_eagerly_with_a_warning(trt_double: ModuleType,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_segment_that_fails_to_build_runs_eagerly_with_a_warning(
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
     trt_double.state.build_failure = "out of device memory"
     model, inputs = _small()
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -228,7 +241,8 @@ def test_build_failure_raises_under_require_full(trt_double: ModuleType) -> None
 
 
 def test_tensorrt_that_cannot_start_cuda_leaves_auto_on_onnxruntime(
-        trt_double: ModuleType, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    trt_double: ModuleType, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A driver older than the wheel's CUDA: TensorRT imports, its Runtime and Builder do not construct."""
     trt_double.state.cuda_failure = "CUDA initialization failure with error: 35"
     monkeypatch.setattr(backend, "_warned_unusable", set())  # as in a fresh process
@@ -239,15 +253,21 @@ def test_tensorrt_that_cannot_start_cuda_leaves_auto_on_onnxruntime(
             assert lowered.report.backend == "onnxruntime"
             torch.testing.assert_close(lowered(*inputs), model(*inputs))
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "trt_lower"]
-    assert "TensorRT is not usable (TensorRT 10.13.0 imports but cannot start CUDA (CUDA initialization " \
-           "failure with error: 35)" in warning
-    with pytest.raises(RuntimeError, match=r"backend='tensorrt' cannot run here: TensorRT 10.13.0 imports but "
-                                           r"cannot start CUDA \(CUDA initialization failure with error: 35\)"):
+    assert (
+        "TensorRT is not usable (TensorRT 10.13.0 imports but cannot start CUDA (CUDA initialization "
+        "failure with error: 35)" in warning
+    )
+    with pytest.raises(
+        RuntimeError,
+        match=r"backend='tensorrt' cannot run here: TensorRT 10.13.0 imports but "
+        r"cannot start CUDA \(CUDA initialization failure with error: 35\)",
+    ):
         trt_lower.lower_to_trt(model, inputs, backend="tensorrt")
 
 
-def test_a_builder_that_cannot_be_created_leaves_the_segment_eager(trt_double: ModuleType,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_builder_that_cannot_be_created_leaves_the_segment_eager(
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def null_builder(logger: Any) -> None:
         logger.log(trt_double.ILogger.Severity.ERROR, "Unable to load library: libnvinfer_builder_resource.so")
         raise TypeError("pybind11::init(): factory function returned nullptr")
@@ -256,12 +276,12 @@ def test_a_builder_that_cannot_be_created_leaves_the_segment_eager(trt_double: M
     model, inputs = _small()
     lowered = _lower(model, inputs)
     assert lowered.report.engines == [] and lowered.report.fallbacks
-    assert all("its Builder could not be created (Unable to load library" in f.reason
-               for f in lowered.report.fallbacks)
+    assert all("its Builder could not be created (Unable to load library" in f.reason for f in lowered.report.fallbacks)
 
 
-def test_a_runtime_that_comes_back_empty_is_no_tensorrt(trt_double: ModuleType,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runtime_that_comes_back_empty_is_no_tensorrt(
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(trt_double, "Runtime", lambda logger: None)
     model, inputs = _small()
     with pytest.raises(RuntimeError, match="cannot start CUDA \\(its Runtime came back empty\\)"):
@@ -272,8 +292,10 @@ def test_a_runtime_that_comes_back_empty_is_no_tensorrt(trt_double: ModuleType,
 def test_engine_called_alone_names_input_shape_and_range(trt_double: ModuleType) -> None:
     model, inputs = _small()
     lowered = _lower(model, inputs)
-    with pytest.raises(trt_lower.EngineInputError,
-                       match=r"engine_0: input '\w+' was lowered for \(2, 3, 8, 8\) float32, got \(1, 3, 8, 8\)"):
+    with pytest.raises(
+        trt_lower.EngineInputError,
+        match=r"engine_0: input '\w+' was lowered for \(2, 3, 8, 8\) float32, got \(1, 3, 8, 8\)",
+    ):
         lowered.engine_0(torch.randn(1, 3, 8, 8))
 
 
@@ -315,10 +337,13 @@ def test_tensorrt_backend_without_tensorrt_names_module_and_install(monkeypatch:
         trt_lower.lower_to_trt(*_small(), backend="tensorrt")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"cache_dir": 3}, "cache_dir must be a path or None, got int"),
-    ({"cuda_graphs": "yes"}, "cuda_graphs must be True or False, got 'yes'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"cache_dir": 3}, "cache_dir must be a path or None, got int"),
+        ({"cuda_graphs": "yes"}, "cuda_graphs must be True or False, got 'yes'"),
+    ],
+)
 def test_bad_engine_options_are_named(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), backend="onnxruntime", **kwargs)

@@ -2,6 +2,7 @@
 torchao's float8 quantize/dequantize, trt_lower.quantization.quantize(dtype="fp8")) runs as
 opset-19 QuantizeLinear/DequantizeLinear inside an engine on target "latest" and matches eager;
 targets, formats and places TensorRT has no FP8 for are refused with the reason."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -66,12 +67,12 @@ def _fp8_initializers(lowered: trt_lower.LoweredModule) -> list[str]:
     return [i.name for i in graph.initializer if i.data_type == TensorProto.FLOAT8E4M3FN]
 
 
-@pytest.mark.parametrize("make, ops", [
-    (CastLinear, ["aten._to_copy.default"]),
-    (TorchaoLinear, [str(QUANTIZE), str(DEQUANTIZE)]),
-], ids=["casts", "torchao"])
-def test_each_fp8_form_runs_in_an_engine_and_matches_eager(make: Callable[[], torch.nn.Module],
-                                                           ops: list[str]) -> None:
+@pytest.mark.parametrize(
+    "make, ops",
+    [(CastLinear, ["aten._to_copy.default"]), (TorchaoLinear, [str(QUANTIZE), str(DEQUANTIZE)])],
+    ids=["casts", "torchao"],
+)
+def test_each_fp8_form_runs_in_an_engine_and_matches_eager(make: Callable[[], torch.nn.Module], ops: list[str]) -> None:
     inputs = (torch.randn(4, 16) * 4,)
     lowered = lower_and_compare(make().eval(), inputs, ops=ops, trt_version="latest")
     graph = onnx.load_from_string(lowered.engine_0.onnx_bytes).graph
@@ -85,20 +86,26 @@ def test_a_cast_to_fp8_saturates_and_rounds_as_torch_does(dtype: torch.dtype) ->
     """Beyond +-448 (and infinities) the cast saturates; in range it rounds to nearest even:
     QuantizeLinear (saturate=1) does both as torch's cast does, from float16 too."""
     x = torch.tensor([[1000.0, -1000.0, float("inf"), 17.0, 19.0, 0.3, -5e-4, 464.0]])
-    lower_and_compare(lambda t: (t.to(dtype) * 1).to(FP8).to(dtype), (x,), ops=["aten._to_copy.default"],
-                      trt_version="latest")
+    lower_and_compare(
+        lambda t: (t.to(dtype) * 1).to(FP8).to(dtype), (x,), ops=["aten._to_copy.default"], trt_version="latest"
+    )
 
 
-@pytest.mark.parametrize("version, reason", [
-    ("8.6", "TensorRT 8.6 has no FP8"),
-    ("10.4", "V100 (Volta) GPUs, which have no FP8"),
-    ("10.12", "FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset 17"),
-])
+@pytest.mark.parametrize(
+    "version, reason",
+    [
+        ("8.6", "TensorRT 8.6 has no FP8"),
+        ("10.4", "V100 (Volta) GPUs, which have no FP8"),
+        ("10.12", "FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset 17"),
+    ],
+)
 @pytest.mark.parametrize("make", [CastLinear, TorchaoLinear], ids=["casts", "torchao"])
 def test_fp8_is_refused_on_targets_without_it(version: str, reason: str, make: Callable[[], torch.nn.Module]) -> None:
     model, inputs = make().eval(), (torch.randn(4, 16),)
     lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, trt_version=version)
-    reasons = {f.reason.split(": ", 1)[-1] for f in lowered.report.fallbacks if "float8" in f.reason or "FP8" in f.reason}
+    reasons = {
+        f.reason.split(": ", 1)[-1] for f in lowered.report.fallbacks if "float8" in f.reason or "FP8" in f.reason
+    }
     assert reasons and all(reason in r for r in reasons), lowered.report
     with torch.no_grad():
         torch.testing.assert_close(lowered(*inputs), model(*inputs))
@@ -113,15 +120,25 @@ def _decomposed_fp8(x: torch.Tensor) -> torch.Tensor:
     return qd.dequantize_per_tensor.default(q, 0.05, 0, -448, 448, FP8)
 
 
-@pytest.mark.parametrize("fn, reason", [
-    (lambda x: (x * 2).to(torch.float8_e5m2).to(torch.float32), "TensorRT's FP8 is E4M3 (float8_e4m3fn) only"),
-    (_decomposed_fp8, "rounds x / scale to an integer before the cast"),
-    (lambda x: (x * 2).to(FP8), "its float8_e4m3fn result is read by output, not only by dequantizes"),
-    (lambda x: DEQUANTIZE(QUANTIZE(x + 1, torch.full((1, 16), 0.1), FP8), torch.full((1, 16), 0.1), torch.float32),
-     "per-channel quantization of an activation"),
-    (lambda x: F.linear(x, DEQUANTIZE(QUANTIZE(BLOCK_W, BLOCK_S, FP8), BLOCK_S, torch.float32)),
-     "TensorRT takes one scale per tensor or per output channel"),
-], ids=["e5m2", "quantized_decomposed", "fp8-output", "per-channel-activation", "block-scales"])
+@pytest.mark.parametrize(
+    "fn, reason",
+    [
+        (lambda x: (x * 2).to(torch.float8_e5m2).to(torch.float32), "TensorRT's FP8 is E4M3 (float8_e4m3fn) only"),
+        (_decomposed_fp8, "rounds x / scale to an integer before the cast"),
+        (lambda x: (x * 2).to(FP8), "its float8_e4m3fn result is read by output, not only by dequantizes"),
+        (
+            lambda x: DEQUANTIZE(
+                QUANTIZE(x + 1, torch.full((1, 16), 0.1), FP8), torch.full((1, 16), 0.1), torch.float32
+            ),
+            "per-channel quantization of an activation",
+        ),
+        (
+            lambda x: F.linear(x, DEQUANTIZE(QUANTIZE(BLOCK_W, BLOCK_S, FP8), BLOCK_S, torch.float32)),
+            "TensorRT takes one scale per tensor or per output channel",
+        ),
+    ],
+    ids=["e5m2", "quantized_decomposed", "fp8-output", "per-channel-activation", "block-scales"],
+)
 def test_what_tensorrt_cannot_take_of_fp8_is_refused(fn: Callable[..., Any], reason: str) -> None:
     inputs = (torch.randn(4, 16),)
     lowered = trt_lower.lower_to_trt(Fn(fn), inputs, backend="onnxruntime", min_block_size=1, trt_version="latest")
@@ -133,7 +150,9 @@ def test_what_tensorrt_cannot_take_of_fp8_is_refused(fn: Callable[..., Any], rea
 
 @pytest.mark.parametrize("trt_double", ["10.15.0", "11.0.0"], indirect=True)
 @pytest.mark.parametrize("make", [CastLinear, TorchaoLinear], ids=["casts", "torchao"])
-def test_tensorrt_builds_fp8_engines_strongly_typed(trt_double: ModuleType, make: Callable[[], torch.nn.Module]) -> None:
+def test_tensorrt_builds_fp8_engines_strongly_typed(
+    trt_double: ModuleType, make: Callable[[], torch.nn.Module]
+) -> None:
     """TensorRT takes FP8's types from the Q/DQ in a strongly typed network (10.x's FP8 flag is
     gone in 11)."""
     model, inputs = make().eval(), (torch.randn(4, 16),)
@@ -147,8 +166,9 @@ def test_tensorrt_builds_fp8_engines_strongly_typed(trt_double: ModuleType, make
 
 
 # -- trt_lower.quantization.quantize(dtype="fp8") ----------------------------------------------
-def _quantize_fp8(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...],
-                  batches: list[tuple[torch.Tensor, ...]]) -> torch.fx.GraphModule:
+def _quantize_fp8(
+    model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], batches: list[tuple[torch.Tensor, ...]]
+) -> torch.fx.GraphModule:
     from trt_lower.quantization import quantize
 
     return quantize(model.eval(), inputs, batches, dtype="fp8")
@@ -158,8 +178,9 @@ def _activation_quantizes(quantized: torch.fx.GraphModule) -> int:
     return sum(n.target is QUANTIZE for n in quantized.graph.nodes)
 
 
-def _assert_fp8_layers_match(quantized: torch.fx.GraphModule, lowered: torch.nn.Module,
-                             inputs: tuple[torch.Tensor, ...]) -> None:
+def _assert_fp8_layers_match(
+    quantized: torch.fx.GraphModule, lowered: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
+) -> None:
     """Each quantize node, its layer fed eager inputs: every FP8 value eager's or its neighbour
     (one FP8 step), and few neighbours."""
     from trt_lower.debug import quantized_layers
@@ -178,7 +199,8 @@ def fp8_net() -> tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]:
 
 
 def test_a_conv_net_quantized_to_fp8_is_one_engine_agreeing_per_layer(
-        fp8_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]) -> None:
+    fp8_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]],
+) -> None:
     quantized, inputs = fp8_net
     assert _activation_quantizes(quantized) == 4, "the stem, the conv, the residual add and the head"
     lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", require_full=True, trt_version="latest")
@@ -209,7 +231,8 @@ def test_an_encoder_quantized_to_fp8_is_one_engine_agreeing_per_layer() -> None:
 
 
 def test_quantized_layers_finds_an_fp8_dequantize_off_by_a_percent(
-        fp8_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    fp8_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from converters.core import registry
     from trt_lower.debug import quantized_layers
 
@@ -235,11 +258,11 @@ def test_quantize_refuses_an_unknown_dtype() -> None:
 
 
 def test_an_fp8_model_on_a_target_without_fp8_runs_its_qdq_eagerly(
-        fp8_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]) -> None:
+    fp8_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]],
+) -> None:
     quantized, inputs = fp8_net
     lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime", trt_version="10.4")
     refused = {f.op for f in lowered.report.fallbacks if "no FP8" in f.reason}
     assert refused == {str(QUANTIZE), str(DEQUANTIZE)}, lowered.report
     with torch.no_grad():
         torch.testing.assert_close(lowered(*inputs), quantized(*inputs))
-

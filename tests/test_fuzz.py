@@ -24,6 +24,7 @@ Profiles (hypothesis settings): `ci` (the default: derandomized, 300 examples) a
 runs a sixth as many examples, of six graphs each (300 graphs in CI). A failure prints the
 program's code and the seed of its inputs; `reproduce(code, shapes, seed)` reruns it.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,15 +38,31 @@ from hypothesis import strategies as st
 
 import trt_lower
 
-settings.register_profile("ci", derandomize=True, max_examples=300, deadline=None, print_blob=True,
-                          database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("local", max_examples=3000, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=300,
+    deadline=None,
+    print_blob=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "local",
+    max_examples=3000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 PROFILE = settings.get_profile(os.environ.get("TRT_LOWER_FUZZ", "ci"))
 
 DTYPES = [torch.float32, torch.float32, torch.float32, torch.int64, torch.int32, torch.bool]
-DTYPE_NAMES = {torch.float32: "torch.float32", torch.int64: "torch.int64", torch.int32: "torch.int32",
-               torch.bool: "torch.bool"}
+DTYPE_NAMES = {
+    torch.float32: "torch.float32",
+    torch.int64: "torch.int64",
+    torch.int32: "torch.int32",
+    torch.bool: "torch.bool",
+}
 MAX_LINES = 8
 NAN, INF = float("nan"), float("inf")
 
@@ -85,8 +102,10 @@ class Program:
 
     def describe(self) -> str:
         shapes = ", ".join(f"{s} {DTYPE_NAMES[d]}" for s, d in zip(self.shapes, self.dtypes))
-        return f"{self.code}inputs: {shapes}; seed={self.seed}\n" \
-               f"rerun: reproduce({self.code!r}, {self.shapes!r}, {[DTYPE_NAMES[d] for d in self.dtypes]}, {self.seed})"
+        return (
+            f"{self.code}inputs: {shapes}; seed={self.seed}\n"
+            f"rerun: reproduce({self.code!r}, {self.shapes!r}, {[DTYPE_NAMES[d] for d in self.dtypes]}, {self.seed})"
+        )
 
 
 def compile_program(code: str) -> Callable[..., Any]:
@@ -129,8 +148,28 @@ def _as_float(name: str, t: torch.Tensor) -> str:
 def unary(draw: Draw, v: Values) -> str | None:
     a = _pick(draw, v)
     assert a is not None
-    op = draw(st.sampled_from(["relu", "sigmoid", "tanh", "exp", "neg", "abs", "sin", "floor", "sqrt", "sign",
-                               "reciprocal", "square", "erf", "log1p", "ceil", "round"]))
+    op = draw(
+        st.sampled_from(
+            [
+                "relu",
+                "sigmoid",
+                "tanh",
+                "exp",
+                "neg",
+                "abs",
+                "sin",
+                "floor",
+                "sqrt",
+                "sign",
+                "reciprocal",
+                "square",
+                "erf",
+                "log1p",
+                "ceil",
+                "round",
+            ]
+        )
+    )
     if op in ("neg", "abs", "square") and v[a].dtype != torch.bool:
         return f"torch.{op}({a})"
     return f"torch.{op}({_as_float(a, v[a])})"
@@ -142,17 +181,34 @@ def binary(draw: Draw, v: Values) -> str | None:
         return None
     b = _pick(draw, v, lambda t: t.dtype != torch.bool)
     assert b is not None  # a is one
-    op = draw(st.sampled_from(["+", "-", "*", "/", "torch.maximum", "torch.minimum", "torch.atan2", "torch.hypot",
-                               "torch.fmod", "torch.remainder", "//", "torch.pow", "torch.clamp"]))
+    op = draw(
+        st.sampled_from(
+            [
+                "+",
+                "-",
+                "*",
+                "/",
+                "torch.maximum",
+                "torch.minimum",
+                "torch.atan2",
+                "torch.hypot",
+                "torch.fmod",
+                "torch.remainder",
+                "//",
+                "torch.pow",
+                "torch.clamp",
+            ]
+        )
+    )
     if op in ("torch.atan2", "torch.hypot"):
         return f"{op}({_as_float(a, v[a])}, {_as_float(b, v[b])})"
     if op in ("torch.fmod", "torch.remainder", "//"):  # by a nonzero constant: integer x % 0 is an error
-        by = draw(st.sampled_from(['3', '-2', '1.5']))
+        by = draw(st.sampled_from(["3", "-2", "1.5"]))
         return f"({a} // {by})" if op == "//" else f"{op}({a}, {by})"
     if op == "torch.pow":
         return f"torch.pow({a}, {draw(st.sampled_from(['2', '3', '0.5', '-1']))})"
     if op == "torch.clamp":
-        low, high = draw(st.sampled_from(['-1', '0', 'None'])), draw(st.sampled_from(['2', '0.5']))
+        low, high = draw(st.sampled_from(["-1", "0", "None"])), draw(st.sampled_from(["2", "0.5"]))
         return f"torch.clamp({a}, min={low}, max={high})"
     return f"({a} {op} {b})" if len(op) == 1 else f"{op}({a}, {b})"
 
@@ -213,8 +269,26 @@ def reduce(draw: Draw, v: Values) -> str | None:
         return None
     t, keep = v[a], draw(st.booleans())
     d = _dim(draw, t)
-    op = draw(st.sampled_from(["sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "log_softmax",
-                               "cumsum", "all", "any", "logsumexp", "norm"]))
+    op = draw(
+        st.sampled_from(
+            [
+                "sum",
+                "mean",
+                "amax",
+                "amin",
+                "prod",
+                "argmax",
+                "argmin",
+                "softmax",
+                "log_softmax",
+                "cumsum",
+                "all",
+                "any",
+                "logsumexp",
+                "norm",
+            ]
+        )
+    )
     if op in ("mean", "softmax", "log_softmax", "logsumexp", "norm"):
         x = _as_float(a, t)
         if op in ("softmax", "log_softmax"):
@@ -250,10 +324,10 @@ def view(draw: Draw, v: Values) -> str | None:
         shape = list(t.shape)
         if r >= 2 and draw(st.booleans()):
             i = draw(st.integers(0, r - 2))
-            shape[i:i + 2] = [shape[i] * shape[i + 1]]
+            shape[i : i + 2] = [shape[i] * shape[i + 1]]
         else:
             i = draw(st.integers(0, max(r - 1, 0)))
-            shape[i:i + 1] = [1, shape[i]] if r else [1]
+            shape[i : i + 1] = [1, shape[i]] if r else [1]
         if shape and draw(st.booleans()):
             shape[draw(st.integers(0, len(shape) - 1))] = -1
         return f"{a}.reshape({tuple(shape)})"
@@ -331,13 +405,31 @@ def nn(draw: Draw, v: Values) -> str | None:
     if a is None:
         return None
     t = v[a]
-    op = draw(st.sampled_from(["gelu", "layer_norm", "pad", "hardswish", "leaky_relu", "elu", "silu", "softplus",
-                               "pool", "conv1d", "interpolate", "normalize"]))
+    op = draw(
+        st.sampled_from(
+            [
+                "gelu",
+                "layer_norm",
+                "pad",
+                "hardswish",
+                "leaky_relu",
+                "elu",
+                "silu",
+                "softplus",
+                "pool",
+                "conv1d",
+                "interpolate",
+                "normalize",
+            ]
+        )
+    )
     if op == "layer_norm":
         return f"torch.nn.functional.layer_norm({a}, ({t.shape[-1]},))"
     if op == "pad":
-        return f"torch.nn.functional.pad({a}, {tuple(draw(st.lists(st.integers(0, 2), min_size=2, max_size=2)))}, " \
-               f"value={draw(st.sampled_from(['0.0', '-1.5']))})"
+        return (
+            f"torch.nn.functional.pad({a}, {tuple(draw(st.lists(st.integers(0, 2), min_size=2, max_size=2)))}, "
+            f"value={draw(st.sampled_from(['0.0', '-1.5']))})"
+        )
     if op == "normalize":
         return f"torch.nn.functional.normalize({a}, dim={_dim(draw, t)})"
     if op in ("pool", "conv1d", "interpolate") and t.dim() != 3:
@@ -352,7 +444,7 @@ def nn(draw: Draw, v: Values) -> str | None:
         w = [[[(i + 2 * j + 3 * m) % 5 / 4 - 0.5 for m in range(k)] for j in range(t.shape[1])] for i in range(out)]
         return f"torch.nn.functional.conv1d({a}, torch.tensor({w}), padding={draw(st.integers(0, k - 1))})"
     if op == "interpolate":
-        mode = draw(st.sampled_from(['nearest', 'linear']))
+        mode = draw(st.sampled_from(["nearest", "linear"]))
         return f"torch.nn.functional.interpolate({a}, scale_factor=2, mode={mode!r})"
     return f"torch.nn.functional.{op}({a})"
 
@@ -384,8 +476,9 @@ def programs(draw: Draw) -> Program:
     shapes = []
     for _ in range(draw(st.integers(1, 3))):  # each broadcasts to `base`
         drop = draw(st.integers(0, rank))
-        shapes.append(tuple(d if draw(st.booleans()) else 1 for d in base[drop:]) if draw(st.booleans())
-                      else tuple(base))
+        shapes.append(
+            tuple(d if draw(st.booleans()) else 1 for d in base[drop:]) if draw(st.booleans()) else tuple(base)
+        )
     dtypes = [draw(st.sampled_from(DTYPES)) for _ in shapes]
     program = Program(shapes, dtypes, draw(st.integers(0, 2**31 - 1)))
     values: Values = {f"x{i}": t for i, t in enumerate(program.inputs())}
@@ -407,8 +500,11 @@ def programs(draw: Draw) -> Program:
 
 def broken(report: trt_lower.LoweringReport) -> list[str]:
     """The eager fallbacks a converter or an engine build failed into (bugs, not refusals)."""
-    return [f"{f.node}: {f.reason}" for f in report.fallbacks
-            if "could not build" in f.reason or re.match(r"converter for \S+ failed", f.reason)]
+    return [
+        f"{f.node}: {f.reason}"
+        for f in report.fallbacks
+        if "could not build" in f.reason or re.match(r"converter for \S+ failed", f.reason)
+    ]
 
 
 def check(code: str, inputs: tuple[torch.Tensor, ...], description: str) -> None:
@@ -444,6 +540,7 @@ def test_random_programs_lower_to_what_eager_computes(program: Program) -> None:
 # arithmetic over float inputs, returning random intermediates, views of them, inputs and the
 # same value twice, in tuples, lists and dicts nested up to two deep.
 
+
 def _weights(rows: int, cols: int, salt: int) -> list[list[float]]:
     """Multiples of 1/8 in [-1, 1): with inputs in multiples of 1/8, sums of products stay exact."""
     return [[((i * 7 + j * 3 + salt) % 16 - 8) / 8 for j in range(cols)] for i in range(rows)]
@@ -469,8 +566,10 @@ def conv(draw: Draw, v: Values) -> str | None:
     if a is None:
         return None
     out, k = draw(st.integers(1, 4)), draw(st.sampled_from([1, 3]))
-    w = [[[[(i + 2 * j + 3 * m + n) % 5 / 4 - 0.5 for n in range(k)] for m in range(k)]
-          for j in range(v[a].shape[1])] for i in range(out)]
+    w = [
+        [[[(i + 2 * j + 3 * m + n) % 5 / 4 - 0.5 for n in range(k)] for m in range(k)] for j in range(v[a].shape[1])]
+        for i in range(out)
+    ]
     return f"torch.nn.functional.conv2d({a}, torch.tensor({w}), padding={k // 2})"
 
 
@@ -479,8 +578,18 @@ def head(draw: Draw, v: Values) -> str | None:
     a = _latest(draw, v, lambda t: _float(t) and t.dim() == 4)
     if a is None:
         return None
-    return str(draw(st.sampled_from([f"torch.flatten(torch.nn.functional.adaptive_avg_pool2d({a}, 1), 1)",
-                                     f"{a}.mean((2, 3))", f"{a}.flatten(1)", f"torch.nn.functional.max_pool2d({a}, 2)"])))
+    return str(
+        draw(
+            st.sampled_from(
+                [
+                    f"torch.flatten(torch.nn.functional.adaptive_avg_pool2d({a}, 1), 1)",
+                    f"{a}.mean((2, 3))",
+                    f"{a}.flatten(1)",
+                    f"torch.nn.functional.max_pool2d({a}, 2)",
+                ]
+            )
+        )
+    )
 
 
 def alias(draw: Draw, v: Values) -> str | None:
@@ -518,8 +627,10 @@ def _returned(draw: Draw, values: Values, read: list[str], depth: int) -> str:
 
 @st.composite
 def structured_programs(draw: Draw) -> Program:
-    shapes = [tuple(draw(st.integers(1, 4)) for _ in range(draw(st.sampled_from([2, 4, 3]))))
-              for _ in range(draw(st.integers(1, 2)))]
+    shapes = [
+        tuple(draw(st.integers(1, 4)) for _ in range(draw(st.sampled_from([2, 4, 3]))))
+        for _ in range(draw(st.integers(1, 2)))
+    ]
     program = Program(shapes, [torch.float32] * len(shapes), draw(st.integers(0, 2**31 - 1)))
     values: Values = {f"x{i}": t for i, t in enumerate(program.inputs())}
     for k in range(draw(st.integers(3, MAX_LINES))):
@@ -545,7 +656,9 @@ def together(programs: list[Program]) -> Program:
         first = len(whole.shapes)
 
         def rename(text: str) -> str:
-            return re.sub(r"\b([xv])(\d+)\b", lambda m: f"x{int(m[2]) + first}" if m[1] == "x" else f"v{j}_{m[2]}", text)
+            return re.sub(
+                r"\b([xv])(\d+)\b", lambda m: f"x{int(m[2]) + first}" if m[1] == "x" else f"v{j}_{m[2]}", text
+            )
 
         whole.shapes += program.shapes
         whole.dtypes += program.dtypes

@@ -3,6 +3,7 @@ exercises on CPU, now on the hardware, and the paths only a GPU reaches (fp16 an
 output allocators, CUDA graphs, profiles, several GPUs, out of memory, the real ONNX parser).
 Skipped where CUDA or a real TensorRT is missing (the double of TRT_LOWER_TEST_TENSORRT=double
 included). The command that installs TensorRT and runs them: README, "what is verified where"."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,14 +13,14 @@ from typing import Any, Iterator
 
 import pytest
 import torch
+from harness import Fn
 from onnx import TensorProto, helper
+from trt_double import PATH as DOUBLE_PATH
+from trt_models import MODELS
 
 import trt_lower
-from harness import Fn
-from trt_double import PATH as DOUBLE_PATH
 from trt_lower.engine import tensorrt as trt_engine
 from trt_lower.engine.build_options import BuildOptions, InputProfile
-from trt_models import MODELS
 
 
 def _missing() -> str | None:
@@ -107,8 +108,9 @@ def test_cuda_graphs_with_index_inputs_replay_current_inputs(tmp_path: Path) -> 
     # Garbage indices in the warm-up before capture would be an illegal memory access.
     model = _Embed().eval().cuda()
     ids = torch.randint(0, 1000, (2, 16), device="cuda")
-    lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt", cache_dir=tmp_path, cuda_graphs=True,
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model, (ids,), backend="tensorrt", cache_dir=tmp_path, cuda_graphs=True, min_block_size=1
+    )
     with torch.no_grad():
         for _ in range(3):
             other = torch.randint(0, 1000, (2, 16), device="cuda")
@@ -195,8 +197,9 @@ def test_bf16_build_matches_bf16_eager(tmp_path: Path) -> None:
 def test_data_dependent_outputs_through_the_output_allocator(tmp_path: Path) -> None:
     model = Fn(lambda x, m: (x[m].exp() * 2, torch.nonzero(x > 0)))
     x = torch.randn(64, device="cuda")
-    lowered = trt_lower.lower_to_trt(model, (x, x > 0.5), backend="tensorrt", cache_dir=tmp_path,
-                                     require_full=True, min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model, (x, x > 0.5), backend="tensorrt", cache_dir=tmp_path, require_full=True, min_block_size=1
+    )
     with torch.no_grad():
         for threshold in (0.5, 10.0, -10.0):  # some, none, all of it
             mask = x > threshold
@@ -208,8 +211,9 @@ def test_cuda_graphs_over_several_shapes(tmp_path: Path) -> None:
     """One graph per input shape, each on its own execution context, sharing activation memory."""
     model = Fn(lambda x: torch.softmax(torch.relu(x @ x.transpose(-1, -2)) * 2, -1).sum(-1))
     spec = trt_lower.TensorSpec((1, 8, 16), (4, 8, 16), (8, 8, 16))
-    lowered = trt_lower.lower_to_trt(model, (spec,), backend="tensorrt", cache_dir=tmp_path, cuda_graphs=True,
-                                     require_full=True, min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model, (spec,), backend="tensorrt", cache_dir=tmp_path, cuda_graphs=True, require_full=True, min_block_size=1
+    )
     with torch.no_grad():
         for _ in range(2):  # captures, then replays
             for batch in (1, 3, 8):
@@ -224,8 +228,9 @@ def test_cuda_graphs_over_several_shapes(tmp_path: Path) -> None:
 def test_dynamic_profile_takes_its_range_and_refuses_beyond(tmp_path: Path) -> None:
     model = Fn(lambda x: torch.relu(x * 2) + x.mean(-1, keepdim=True))
     spec = trt_lower.TensorSpec((1, 4), (4, 32), (8, 64))
-    lowered = trt_lower.lower_to_trt(model, (spec,), backend="tensorrt", cache_dir=tmp_path, require_full=True,
-                                     min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model, (spec,), backend="tensorrt", cache_dir=tmp_path, require_full=True, min_block_size=1
+    )
     with torch.no_grad():
         for shape in ((1, 4), (5, 17), (8, 64)):
             x = torch.randn(shape, device="cuda")
@@ -267,10 +272,15 @@ def test_out_of_memory_runs_eagerly_and_keeps_the_cached_plan(tmp_path: Path) ->
 def test_the_real_parser_names_the_node_it_rejects() -> None:
     from trt_lower.engine.trt_builder import BuildFailure, build_plan
 
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu/Relu"),
-                               helper.make_node("NoSuchOp", ["r"], ["y"], name="nope/NoSuchOp")], "engine_0",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu/Relu"),
+            helper.make_node("NoSuchOp", ["r"], ["y"], name="nope/NoSuchOp"),
+        ],
+        "engine_0",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     with pytest.raises(BuildFailure) as failure:
         build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildOptions(), b"")
@@ -284,16 +294,28 @@ def test_causal_lm_generates_on_tensorrt_as_eager(tmp_path: Path) -> None:
     from trt_lower.llm import lower_causal_lm
 
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2)).cuda().eval()
+    model = (
+        transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(
+                vocab_size=96,
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+            )
+        )
+        .cuda()
+        .eval()
+    )
     gen = lower_causal_lm(model, max_batch=2, max_length=48, backend="tensorrt", cache_dir=tmp_path)
     assert gen.report.backend == "tensorrt" and gen.report.coverage >= 0.99 and not gen.report.fallbacks
     ids = torch.randint(3, 96, (2, 8), device="cuda")
     mask = torch.ones_like(ids)
     ids[1, :3], mask[1, :3] = 0, 0
-    options: dict[str, Any] = dict(max_new_tokens=32, do_sample=False, pad_token_id=0, output_logits=True,
-                                   return_dict_in_generate=True)
+    options: dict[str, Any] = dict(
+        max_new_tokens=32, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True
+    )
     with torch.no_grad():
         expected = model.generate(ids, attention_mask=mask, **options)
     got = gen.generate(ids, attention_mask=mask, **options)

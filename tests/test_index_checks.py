@@ -1,6 +1,7 @@
 """Ops that read or write at indices from data raise where eager PyTorch raises (an index out of
 range, negative ones where eager refuses them), naming the op and the index, on ONNX Runtime and
 on TensorRT (the double), with the indices tested inside the engine (capture/index_checks.py)."""
+
 from __future__ import annotations
 
 import operator
@@ -12,9 +13,9 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import Fn, engine_ops, lower_and_compare
 
 import trt_lower
-from harness import Fn, engine_ops, lower_and_compare
 from splitter.index_check import IndexOutOfRangeError, check_indices
 
 aten = torch.ops.aten
@@ -29,25 +30,63 @@ def _ids(*values: int) -> torch.Tensor:
 
 # Fn calls its inputs args_0, args_1, ...
 # name -> (function, in-range inputs, the op under test, (bad inputs, what the error names)...)
-CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], Any, list[tuple[tuple[torch.Tensor, ...], str]]]] = {
-    "embedding": (lambda i: F.embedding(i, TABLE), (_ids(0, 9, 3),), aten.embedding.default,
-                  [((_ids(0, 10, 3),), "input 'args_0'"), ((_ids(0, -1, 3),), "outside [0, 10)")]),
-    "embedding_bag": (lambda i, o: F.embedding_bag(i, TABLE, o, mode="sum"), (_ids(1, 9, 2, 0), _ids(0, 2)),
-                      aten.embedding_bag.padding_idx, [((_ids(1, 9, 12, 0), _ids(0, 2)), "input 'args_0'")]),
-    "index_select": (lambda x, j: x.index_select(1, j), (X, _ids(4, 0)), aten.index_select.default,
-                     [((X, _ids(5, 0)), "input 'args_1'"), ((X, _ids(-1, 0)), "outside [0, 5)")]),
-    "gather": (lambda x, j: torch.gather(x, 1, j), (X, torch.tensor([[4], [0], [2]])), aten.gather.default,
-               [((X, torch.tensor([[4], [5], [2]])), "input 'args_1'"), ((X, torch.tensor([[4], [-1], [2]])), "[0, 5)")]),
-    "index": (lambda x, i, j: x[i, j], (X, _ids(2, -3), _ids(-5, 4)), aten.index.Tensor,
-              [((X, _ids(2, 3), _ids(0, 4)), "input 'args_1'"), ((X, _ids(2, 0), _ids(-6, 4)), "outside [-5, 5)")]),
-    "index_put": (lambda x, i, v: x.index_put((i,), v), (X, _ids(2, -1), torch.ones(2, 5)), aten.index_put.default,
-                  [((X, _ids(3, 0), torch.ones(2, 5)), "input 'args_1'")]),
-    "scatter": (lambda x, j: x.scatter(1, j, 7.0), (X, torch.tensor([[4], [0], [2]])), aten.scatter.value,
-                [((X, torch.tensor([[4], [0], [5]])), "input 'args_1'")]),
-    "index_copy": (lambda x, i, s: x.index_copy(0, i, s), (X, _ids(2, 0), torch.ones(2, 5)), aten.index_copy.default,
-                   [((X, _ids(2, 3), torch.ones(2, 5)), "input 'args_1'")]),
-    "index_fill": (lambda x, j: x.index_fill(1, j, 2.0), (X, _ids(-5, 4)), aten.index_fill.int_Scalar,
-                   [((X, _ids(-6, 4)), "input 'args_1'")]),
+CASES: dict[
+    str, tuple[Callable[..., Any], tuple[torch.Tensor, ...], Any, list[tuple[tuple[torch.Tensor, ...], str]]]
+] = {
+    "embedding": (
+        lambda i: F.embedding(i, TABLE),
+        (_ids(0, 9, 3),),
+        aten.embedding.default,
+        [((_ids(0, 10, 3),), "input 'args_0'"), ((_ids(0, -1, 3),), "outside [0, 10)")],
+    ),
+    "embedding_bag": (
+        lambda i, o: F.embedding_bag(i, TABLE, o, mode="sum"),
+        (_ids(1, 9, 2, 0), _ids(0, 2)),
+        aten.embedding_bag.padding_idx,
+        [((_ids(1, 9, 12, 0), _ids(0, 2)), "input 'args_0'")],
+    ),
+    "index_select": (
+        lambda x, j: x.index_select(1, j),
+        (X, _ids(4, 0)),
+        aten.index_select.default,
+        [((X, _ids(5, 0)), "input 'args_1'"), ((X, _ids(-1, 0)), "outside [0, 5)")],
+    ),
+    "gather": (
+        lambda x, j: torch.gather(x, 1, j),
+        (X, torch.tensor([[4], [0], [2]])),
+        aten.gather.default,
+        [((X, torch.tensor([[4], [5], [2]])), "input 'args_1'"), ((X, torch.tensor([[4], [-1], [2]])), "[0, 5)")],
+    ),
+    "index": (
+        lambda x, i, j: x[i, j],
+        (X, _ids(2, -3), _ids(-5, 4)),
+        aten.index.Tensor,
+        [((X, _ids(2, 3), _ids(0, 4)), "input 'args_1'"), ((X, _ids(2, 0), _ids(-6, 4)), "outside [-5, 5)")],
+    ),
+    "index_put": (
+        lambda x, i, v: x.index_put((i,), v),
+        (X, _ids(2, -1), torch.ones(2, 5)),
+        aten.index_put.default,
+        [((X, _ids(3, 0), torch.ones(2, 5)), "input 'args_1'")],
+    ),
+    "scatter": (
+        lambda x, j: x.scatter(1, j, 7.0),
+        (X, torch.tensor([[4], [0], [2]])),
+        aten.scatter.value,
+        [((X, torch.tensor([[4], [0], [5]])), "input 'args_1'")],
+    ),
+    "index_copy": (
+        lambda x, i, s: x.index_copy(0, i, s),
+        (X, _ids(2, 0), torch.ones(2, 5)),
+        aten.index_copy.default,
+        [((X, _ids(2, 3), torch.ones(2, 5)), "input 'args_1'")],
+    ),
+    "index_fill": (
+        lambda x, j: x.index_fill(1, j, 2.0),
+        (X, _ids(-5, 4)),
+        aten.index_fill.int_Scalar,
+        [((X, _ids(-6, 4)), "input 'args_1'")],
+    ),
 }
 
 

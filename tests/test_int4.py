@@ -1,6 +1,7 @@
 """INT4 weight-only, group-wise: torchao's int4 weights and PT2E's per-channel-group dequantize
 lowered to opset-21 INT4 DequantizeLinear with block_size (converters/ops/int4.py), on ONNX
 Runtime; what TensorRT cannot take refused with the reason."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -9,11 +10,11 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from harness import Fn, check_onnx, lower_and_compare
 from onnx import TensorProto, helper, numpy_helper
 
 import trt_lower
 from converters.passes import trt_support
-from harness import Fn, check_onnx, lower_and_compare
 
 pytest.importorskip("torchao")
 from torchao.quantization import IntxWeightOnlyConfig, MappingType, quantize_  # noqa: E402
@@ -35,8 +36,15 @@ def _mlp(k: int = 256) -> torch.nn.Module:
 class GroupDequantized(torch.nn.Module):
     """x @ W.T with W dequantized by PT2E's per-channel-group op from int8-held codes."""
 
-    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, group: int, low: int = -8, high: int = 7,
-                 zeros: torch.Tensor | None = None) -> None:
+    def __init__(
+        self,
+        codes: torch.Tensor,
+        scales: torch.Tensor,
+        group: int,
+        low: int = -8,
+        high: int = 7,
+        zeros: torch.Tensor | None = None,
+    ) -> None:
         super().__init__()
         self.register_buffer("codes", codes)
         self.register_buffer("scales", scales)
@@ -44,30 +52,37 @@ class GroupDequantized(torch.nn.Module):
         self.group, self.low, self.high = group, low, high
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = qd.dequantize_per_channel_group(self.codes, self.scales, self.zeros, self.low, self.high, torch.int8,
-                                            self.group, torch.float32)
+        w = qd.dequantize_per_channel_group(
+            self.codes, self.scales, self.zeros, self.low, self.high, torch.int8, self.group, torch.float32
+        )
         return x @ w.t()
 
 
 def _group_dequantized(k: int = 256, group: int = 128, **kwargs: Any) -> GroupDequantized:
     torch.manual_seed(0)
-    return GroupDequantized(torch.randint(-8, 8, (48, k), dtype=torch.int8), torch.rand(48, k // group) / 8 + 0.01,
-                            group, **kwargs)
+    return GroupDequantized(
+        torch.randint(-8, 8, (48, k), dtype=torch.int8), torch.rand(48, k // group) / 8 + 0.01, group, **kwargs
+    )
 
 
 def _int4_initializers(lowered: trt_lower.LoweredModule) -> list[onnx.TensorProto]:
     found = []
     for name, module in lowered.named_children():
         if name.startswith("engine_"):
-            found += [t for t in onnx.load_from_string(module.onnx_bytes).graph.initializer
-                      if t.data_type == TensorProto.INT4]
+            found += [
+                t for t in onnx.load_from_string(module.onnx_bytes).graph.initializer if t.data_type == TensorProto.INT4
+            ]
     return found
 
 
-@pytest.mark.parametrize("make, op", [
-    (lambda: quantize(_mlp(), dtype="int4_weight_only", group_size=64), AFFINE),
-    (lambda: _group_dequantized(), GROUP),
-], ids=["torchao", "pt2e"])
+@pytest.mark.parametrize(
+    "make, op",
+    [
+        (lambda: quantize(_mlp(), dtype="int4_weight_only", group_size=64), AFFINE),
+        (lambda: _group_dequantized(), GROUP),
+    ],
+    ids=["torchao", "pt2e"],
+)
 def test_int4_weights_dequantize_in_the_engine_as_eager(make: Callable[[], torch.nn.Module], op: str) -> None:
     model = make()
     lowered = lower_and_compare(model, (torch.randn(3, 256),), ops=[op], trt_version="latest", rtol=1e-5, atol=1e-5)
@@ -84,8 +99,9 @@ def test_fp16_engines_dequantize_int4_weights_with_float32_scales() -> None:
     """The fp16 rewrite leaves the INT4 weights and their float32 scales alone (DequantizeLinear's
     output type is its scale's); the dequantized weight is cast to fp16 for the layer."""
     model = quantize(_mlp(), dtype="int4_weight_only", group_size=64)
-    lowered = lower_and_compare(model, (torch.randn(3, 256),), ops=[AFFINE], trt_version="latest", precision="fp16",
-                                rtol=1e-2, atol=1e-2)
+    lowered = lower_and_compare(
+        model, (torch.randn(3, 256),), ops=[AFFINE], trt_version="latest", precision="fp16", rtol=1e-2, atol=1e-2
+    )
     (engine,) = [m for n, m in lowered.named_children() if n.startswith("engine_")]
     graph = onnx.load_from_string(engine.onnx_bytes).graph
     types = {t.name: t.data_type for t in graph.initializer}
@@ -109,19 +125,25 @@ def test_int4_is_refused_below_opset_21(version: str) -> None:
     assert "need ONNX opset 21" in _reason(model, AFFINE, version)
 
 
-def _torchao(group: int, mapping: MappingType = MappingType.SYMMETRIC, dtype: torch.dtype = torch.int4) -> torch.nn.Module:
+def _torchao(
+    group: int, mapping: MappingType = MappingType.SYMMETRIC, dtype: torch.dtype = torch.int4
+) -> torch.nn.Module:
     model = _mlp()
     quantize_(model, IntxWeightOnlyConfig(weight_dtype=dtype, granularity=PerGroup(group), mapping_type=mapping))
     return model
 
 
-@pytest.mark.parametrize("make, op, reason", [
-    (lambda: _torchao(64, MappingType.ASYMMETRIC), AFFINE, "asymmetric quantization (zero point"),
-    (lambda: _group_dequantized(zeros=torch.ones(48, 2, dtype=torch.int8)), GROUP, "asymmetric quantization"),
-    (lambda: _torchao(32), AFFINE, "group of 1x32 elements"),
-    (lambda: _group_dequantized(group=256 // 8), GROUP, "group of 1x32 elements"),
-    (lambda: _torchao(64, dtype=torch.int8), AFFINE, "block quantization is INT4"),
-], ids=["torchao-asymmetric", "pt2e-asymmetric", "torchao-group-32", "pt2e-group-32", "int8-groups"])
+@pytest.mark.parametrize(
+    "make, op, reason",
+    [
+        (lambda: _torchao(64, MappingType.ASYMMETRIC), AFFINE, "asymmetric quantization (zero point"),
+        (lambda: _group_dequantized(zeros=torch.ones(48, 2, dtype=torch.int8)), GROUP, "asymmetric quantization"),
+        (lambda: _torchao(32), AFFINE, "group of 1x32 elements"),
+        (lambda: _group_dequantized(group=256 // 8), GROUP, "group of 1x32 elements"),
+        (lambda: _torchao(64, dtype=torch.int8), AFFINE, "block quantization is INT4"),
+    ],
+    ids=["torchao-asymmetric", "pt2e-asymmetric", "torchao-group-32", "pt2e-group-32", "int8-groups"],
+)
 def test_what_tensorrt_cannot_take_is_refused(make: Callable[[], torch.nn.Module], op: str, reason: str) -> None:
     assert reason in _reason(make(), op)
 
@@ -137,10 +159,13 @@ def test_an_activation_dequantized_group_wise_is_refused() -> None:
     assert "a constant 2-D weight only" in next(f.reason for f in lowered.report.fallbacks if f.op == GROUP)
 
 
-@pytest.mark.parametrize("version, reason", [
-    ("latest", "ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel"),
-    ("10.4", "needs FLOAT4E2M1 DequantizeLinear (ONNX opset 23)"),
-])
+@pytest.mark.parametrize(
+    "version, reason",
+    [
+        ("latest", "ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel"),
+        ("10.4", "needs FLOAT4E2M1 DequantizeLinear (ONNX opset 23)"),
+    ],
+)
 def test_nvfp4_weights_are_refused_with_the_reason(version: str, reason: str) -> None:
     class Fp4Weight(torch.nn.Module):  # FP4 E2M1 codes two a byte, unpacked (scales left out)
         def __init__(self) -> None:
@@ -176,8 +201,11 @@ def _int4_dq(block: int = 64, zero: int | None = None, opset: int = 21, k: int =
 def test_support_table_takes_int4_dequantize_on_latest_only() -> None:
     assert trt_support.violations(_int4_dq(), "latest") == []
     assert trt_support.violations(_int4_dq(zero=0), "latest") == []
-    for model, rule in ((_int4_dq(block=32), "blocks of 32"), (_int4_dq(zero=1), "zero point must be 0"),
-                        (_int4_dq(block=128, k=192), "dividing it")):
+    for model, rule in (
+        (_int4_dq(block=32), "blocks of 32"),
+        (_int4_dq(zero=1), "zero point must be 0"),
+        (_int4_dq(block=128, k=192), "dividing it"),
+    ):
         assert any(rule in v.rule for v in trt_support.violations(model, "latest")), rule
     for version in BELOW_OPSET_21:
         assert any("needs opset 21" in v.rule for v in trt_support.violations(_int4_dq(), version))
@@ -207,12 +235,17 @@ def test_quantized_layers_reads_int4_weights_in_codes_and_finds_a_wrong_one(monk
     lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", trt_version="latest", require_full=True)
     assert trt_lower.check_accuracy(model, lowered, (x,), rtol=1e-5, atol=1e-5)
     layers = quantized_layers(model, lowered, (x,))
-    assert [(r.node, r.flipped, r.total) for r in layers] == [("dequantize_affine", 0, 64 * 256),
-                                                              ("dequantize_affine_1", 0, 32 * 64)]
+    assert [(r.node, r.flipped, r.total) for r in layers] == [
+        ("dequantize_affine", 0, 64 * 256),
+        ("dequantize_affine_1", 0, 32 * 64),
+    ]
     # A converter that swaps each byte's two codes (the packing's nibble order) is caught.
     packed = int4.GraphBuilder.packed_initializer
-    monkeypatch.setattr(int4.GraphBuilder, "packed_initializer", lambda b, name, array, dtype: packed(
-        b, name, array.reshape(-1, 2)[:, ::-1].reshape(array.shape), dtype))
+    monkeypatch.setattr(
+        int4.GraphBuilder,
+        "packed_initializer",
+        lambda b, name, array, dtype: packed(b, name, array.reshape(-1, 2)[:, ::-1].reshape(array.shape), dtype),
+    )
     layers = quantized_layers(model, lowered, (x,))
     assert all(r.flipped > r.total // 2 and r.max_diff >= 1 for r in layers), layers
 
@@ -234,9 +267,16 @@ def _llama() -> torch.nn.Module:
     """A Llama whose linear weights dominate its size (a vocabulary of 96, hidden size 256)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=96, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2)).eval()
+    return transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=96,
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
 
 
 def test_an_int4_llama_is_one_engine_generating_the_eager_quantized_tokens(tmp_path: Any) -> None:
@@ -261,8 +301,10 @@ def test_an_int4_llama_is_one_engine_generating_the_eager_quantized_tokens(tmp_p
         torch.testing.assert_close(a, e, rtol=1e-3, atol=1e-4, msg=lambda m: f"step {step}: {m}")
 
     sizes = {}
-    for name, step_module in (("int4", lowered.lowered_module),
-                              ("fp32", lower_causal_lm(model, **options).lowered_module)):
+    for name, step_module in (
+        ("int4", lowered.lowered_module),
+        ("fp32", lower_causal_lm(model, **options).lowered_module),
+    ):
         trt_lower.save(step_module, tmp_path / f"{name}.trt")
         sizes[name] = (tmp_path / f"{name}.trt").stat().st_size
     assert sizes["int4"] <= 0.25 * sizes["fp32"], sizes

@@ -14,6 +14,7 @@ The rules (README, "How it works"):
 - no circles among modules.
 Each rule is also shown to catch a breach of it, on a small tree written for the purpose.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,15 +29,27 @@ OURS = ("trt_lower", "converters", "splitter")
 # lower layers (and within itself). `trt_lower` itself is the package's __init__, the public face.
 RANK = {
     "values": 0,
-    "runtime": 1, "report": 1,
-    "capture": 2, "convert": 2, "engine": 2,
+    "runtime": 1,
+    "report": 1,
+    "capture": 2,
+    "convert": 2,
+    "engine": 2,
     # build: the deprecated alias of engine/ (trt_lower/build/__init__.py), which nothing of ours imports.
-    "stitch": 3, "lowering_options": 3, "verify": 3, "build": 3,
+    "stitch": 3,
+    "lowering_options": 3,
+    "verify": 3,
+    "build": 3,
     "api": 4,
-    "deploy": 5, "benchmarking": 5,
-    "debug": 6, "dynamo_backend": 6, "llm": 6, "quantization": 6,
-    "trt_lower": 7, "refit": 7,
-    "testing": 8, "triton": 8,
+    "deploy": 5,
+    "benchmarking": 5,
+    "debug": 6,
+    "dynamo_backend": 6,
+    "llm": 6,
+    "quantization": 6,
+    "trt_lower": 7,
+    "refit": 7,
+    "testing": 8,
+    "triton": 8,
     "cli": 9,
     "__main__": 10,
 }
@@ -44,7 +57,13 @@ RANK = {
 # versions settings are checked against.
 VALUES_FROM_CONVERTERS = ("converters.core.segment", "converters.core.target")
 RUNTIME_MUST_NOT_REACH = (
-    "trt_lower.engine", "trt_lower.build", "trt_lower.convert", "trt_lower.capture", "converters", "splitter")
+    "trt_lower.engine",
+    "trt_lower.build",
+    "trt_lower.convert",
+    "trt_lower.capture",
+    "converters",
+    "splitter",
+)
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -137,8 +156,10 @@ def breaches(tree: Tree) -> list[str]:
             if top in ("converters", "splitter") and target.split(".")[0] == "trt_lower":
                 wrong.append(f"{module} imports {target}: converters/ and splitter/ know nothing of trt_lower")
             if here is not None and there is not None and here != there and RANK[there] >= RANK[here]:
-                wrong.append(f"{module} imports {target}: {here} (layer {RANK[here]}) may only import "
-                             f"lower layers, {there} is layer {RANK[there]}")
+                wrong.append(
+                    f"{module} imports {target}: {here} (layer {RANK[here]}) may only import "
+                    f"lower layers, {there} is layer {RANK[there]}"
+                )
             if here == "values" and target.startswith("converters") and not target.startswith(VALUES_FROM_CONVERTERS):
                 wrong.append(f"{module} imports {target}: values/ takes only {VALUES_FROM_CONVERTERS} from converters/")
             if here == "stitch" and (there == "convert" or target.startswith("converters")):
@@ -146,8 +167,11 @@ def breaches(tree: Tree) -> list[str]:
             if name.startswith("_") and f"{mod}.{name}" not in tree.files and mod.split(".")[0] in OURS:
                 wrong.append(f"{module} imports {mod}.{name}: another module's private name")
         if here == "runtime":
-            wrong.extend(f"{module} reaches {r}: the runtime knows nothing of building or converting"
-                         for r in sorted(tree.reach(module)) if r.startswith(RUNTIME_MUST_NOT_REACH))
+            wrong.extend(
+                f"{module} reaches {r}: the runtime knows nothing of building or converting"
+                for r in sorted(tree.reach(module))
+                if r.startswith(RUNTIME_MUST_NOT_REACH)
+            )
     return wrong
 
 
@@ -211,7 +235,9 @@ BREACHES = {
     "converters import trt_lower": ("converters/ops/bad.py", "import trt_lower.values.signature\n"),
     "a private name": ("trt_lower/deploy/bad.py", "from trt_lower.engine.backend import _warned_unusable\n"),
     "an import up the layers inside a function": (
-        "trt_lower/engine/bad.py", "def f():\n    from trt_lower.debug import accuracy\n"),
+        "trt_lower/engine/bad.py",
+        "def f():\n    from trt_lower.debug import accuracy\n",
+    ),
 }
 
 
@@ -232,9 +258,12 @@ def test_each_rule_catches_its_breach(tmp_path: Path, case: str) -> None:
 
 
 def test_a_circle_closed_inside_a_function_is_found(tmp_path: Path) -> None:
-    tree = _tree_with(tmp_path, "trt_lower/debug/compare.py",
-                      (ROOT / "trt_lower/debug/compare.py").read_text()
-                      + "\n\ndef _late():\n    from trt_lower.debug import accuracy\n")
+    tree = _tree_with(
+        tmp_path,
+        "trt_lower/debug/compare.py",
+        (ROOT / "trt_lower/debug/compare.py").read_text()
+        + "\n\ndef _late():\n    from trt_lower.debug import accuracy\n",
+    )
     assert any("trt_lower.debug.compare" in c and "trt_lower.debug.accuracy" in c for c in circles(tree))
 
 

@@ -1,5 +1,6 @@
 """trt_lower.llm: causal LMs (tiny configs, random weights) generate through one lowered step
 with a preallocated key/value cache, as transformers' generate() on the eager model does."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -23,26 +24,49 @@ MAX_LENGTH = 80  # prompts of 8 and 64 new tokens
 
 
 def _llama() -> Any:
-    return transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2))
+    return transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    )
 
 
 def _mistral() -> Any:  # GQA, rotary, a sliding window the 72 positions go past
-    return transformers.MistralForCausalLM(transformers.MistralConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=1, sliding_window=16))
+    return transformers.MistralForCausalLM(
+        transformers.MistralConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            sliding_window=16,
+        )
+    )
 
 
 def _qwen2() -> Any:  # GQA with biased projections
-    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2))
+    return transformers.Qwen2ForCausalLM(
+        transformers.Qwen2Config(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    )
 
 
 def _gpt2() -> Any:  # learned positions, fused qkv, no GQA
-    return transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=128))
+    return transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=128)
+    )
 
 
 _cache: dict[str, tuple[Any, LoweredCausalLM]] = {}
@@ -106,18 +130,18 @@ def test_eos_stops_a_sequence_and_pads_it_as_eager() -> None:
         expected = model.generate(ids, attention_mask=mask, **options)
     got = gen.generate(ids, attention_mask=mask, **options)
     assert torch.equal(got, expected)
-    assert (got[0, 8 + 4:] == 0).all() or got.shape[1] < free.shape[1]  # padded (or stopped) after eos
+    assert (got[0, 8 + 4 :] == 0).all() or got.shape[1] < free.shape[1]  # padded (or stopped) after eos
 
 
 def test_the_cache_is_written_in_place() -> None:
     """No allocation per token beyond the step's own: the buffers keep their addresses, and hold
     the generated positions afterwards."""
     _, gen = lowered(_llama)
-    (keys, values, _), = gen._buffers.free
+    ((keys, values, _),) = gen._buffers.free
     addresses = [t.data_ptr() for t in (*keys, *values)]
     before = keys[0].clone()
     gen.generate(torch.randint(3, VOCAB, (1, 6)), max_new_tokens=10, do_sample=False, pad_token_id=0)
-    (keys, values, _), = gen._buffers.free  # a serial call takes the one set and gives it back
+    ((keys, values, _),) = gen._buffers.free  # a serial call takes the one set and gives it back
     assert [t.data_ptr() for t in (*keys, *values)] == addresses
     assert not torch.equal(keys[0][:1, :, :15], before[:1, :, :15])
 
@@ -154,8 +178,10 @@ def test_token_ids_outside_the_vocabulary_raise_as_in_eager() -> None:
             model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
         with pytest.raises(IndexError, match=rf"input 'input_ids' holds an index outside \[0, {VOCAB}\)"):
             gen.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
-    assert torch.equal(gen.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0),
-                       model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0))
+    assert torch.equal(
+        gen.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0),
+        model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False, pad_token_id=0),
+    )
 
 
 def test_limits_are_refused_naming_them() -> None:
@@ -181,14 +207,19 @@ def test_save_load_generates_the_same_tokens_in_a_fresh_process(tmp_path: Path) 
     script = textwrap.dedent(f"""
         import torch, trt_lower
         from trt_lower.llm import LoweredCausalLM
-        gen = trt_lower.load({str(tmp_path / 'llama.trtl')!r})
+        gen = trt_lower.load({str(tmp_path / "llama.trtl")!r})
         assert isinstance(gen, LoweredCausalLM), type(gen)
-        ids, mask, expected = torch.load({str(tmp_path / 'call.pt')!r})
+        ids, mask, expected = torch.load({str(tmp_path / "call.pt")!r})
         got = gen.generate(ids, attention_mask=mask, max_new_tokens=32, do_sample=False, pad_token_id=0)
         assert torch.equal(got, expected), (got, expected)
         print("same tokens")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "same tokens" in done.stdout

@@ -1,12 +1,13 @@
 """Real architectures (small inputs/configs) lower to one engine and match eager."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import torchvision
+from harness import check_onnx
 
 import trt_lower
-from harness import check_onnx
 
 
 def _assert_matches(actual: torch.Tensor, expected: torch.Tensor) -> None:
@@ -98,8 +99,15 @@ def test_causal_lm_with_its_key_value_cache() -> None:
     torch.export flattens once transformers' cache types are registered as pytree nodes."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      intermediate_size=128, vocab_size=500, max_position_embeddings=64)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=500,
+        max_position_embeddings=64,
+    )
     model = transformers.LlamaForCausalLM(config).eval()
     ids = torch.randint(0, 500, (1, 8))
     lowered = _lower_whole(model, (ids,))
@@ -124,12 +132,17 @@ def test_roberta() -> None:
     _coverage_one_engine(transformers.RobertaModel(config).eval(), ids)
 
 
-@pytest.mark.parametrize("name, config", [
-    # Slim depths and widths; the blocks (and the as_strided in ConvNeXt's head) are the real ones.
-    ("convnext_tiny", dict(depths=(1, 1, 1, 1), dims=(16, 32, 64, 128))),
-    ("swin_tiny_patch4_window7_224",
-     dict(img_size=64, window_size=4, embed_dim=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8))),
-])
+@pytest.mark.parametrize(
+    "name, config",
+    [
+        # Slim depths and widths; the blocks (and the as_strided in ConvNeXt's head) are the real ones.
+        ("convnext_tiny", dict(depths=(1, 1, 1, 1), dims=(16, 32, 64, 128))),
+        (
+            "swin_tiny_patch4_window7_224",
+            dict(img_size=64, window_size=4, embed_dim=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8)),
+        ),
+    ],
+)
 def test_timm_coverage(name: str, config: dict[str, object]) -> None:
     timm = pytest.importorskip("timm")
     model, x = timm.create_model(name, pretrained=False, num_classes=10, **config).eval(), torch.randn(1, 3, 64, 64)

@@ -1,6 +1,7 @@
 """ONNX opset 23's fused ops for target "latest" (TensorRT 10.15+): attention -> Attention, RMS norm
 -> RMSNormalization, rotary embeddings -> RotaryEmbedding, each run on ONNX Runtime inside an
 engine and compared with eager PyTorch; the older targets keep the decomposed forms."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -17,8 +18,8 @@ from converters.ops import rotary  # noqa: F401  (registers trt_lower::rotary_em
 from converters.passes import trt_support
 
 transformers = pytest.importorskip("transformers")
-from transformers.models.gptj import modeling_gptj
-from transformers.models.llama import modeling_llama
+from transformers.models.gptj import modeling_gptj  # noqa: E402
+from transformers.models.llama import modeling_llama  # noqa: E402
 
 aten = torch.ops.aten
 SDPA = aten.scaled_dot_product_attention.default
@@ -33,8 +34,12 @@ def r(*shape: int) -> torch.Tensor:
 
 def onnx_ops(lowered: trt_lower.LoweredModule) -> Counter[str]:
     """The ONNX op types of every engine."""
-    return Counter(node.op_type for name, engine in lowered.named_children() if name.startswith("engine_")
-                   for node in onnx.load_from_string(engine.onnx_bytes).graph.node)
+    return Counter(
+        node.op_type
+        for name, engine in lowered.named_children()
+        if name.startswith("engine_")
+        for node in onnx.load_from_string(engine.onnx_bytes).graph.node
+    )
 
 
 def latest(fn: Any, inputs: tuple[torch.Tensor, ...], **kwargs: Any) -> Counter[str]:
@@ -49,28 +54,52 @@ def blind_rows_mask() -> torch.Tensor:
     return mask
 
 
-@pytest.mark.parametrize("fn, inputs", [
-    (F.scaled_dot_product_attention, lambda: (r(2, 4, 5, 8), r(2, 4, 7, 8), r(2, 4, 7, 6))),
-    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda: (r(1, 2, 6, 8),) * 3),
-    (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
-     lambda: (r(2, 4, 5, 8), r(2, 4, 7, 8), r(2, 4, 7, 8), blind_rows_mask())),
-    (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-     lambda: (r(2, 4, 5, 8), r(2, 4, 7, 8), r(2, 4, 7, 8), r(2, 4, 5, 7))),
-    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
-     lambda: (r(1, 8, 6, 16), r(1, 2, 6, 16), r(1, 2, 6, 16))),
-    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), lambda: (r(2, 4, 5, 8), r(2, 1, 7, 8), r(2, 1, 7, 8))),
-], ids=["plain", "causal", "bool-mask-blind-row-scale", "float-mask", "gqa-causal", "one-kv-head"])
+@pytest.mark.parametrize(
+    "fn, inputs",
+    [
+        (F.scaled_dot_product_attention, lambda: (r(2, 4, 5, 8), r(2, 4, 7, 8), r(2, 4, 7, 6))),
+        (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda: (r(1, 2, 6, 8),) * 3),
+        (
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
+            lambda: (r(2, 4, 5, 8), r(2, 4, 7, 8), r(2, 4, 7, 8), blind_rows_mask()),
+        ),
+        (
+            lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+            lambda: (r(2, 4, 5, 8), r(2, 4, 7, 8), r(2, 4, 7, 8), r(2, 4, 5, 7)),
+        ),
+        (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+            lambda: (r(1, 8, 6, 16), r(1, 2, 6, 16), r(1, 2, 6, 16)),
+        ),
+        (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+            lambda: (r(2, 4, 5, 8), r(2, 1, 7, 8), r(2, 1, 7, 8)),
+        ),
+    ],
+    ids=["plain", "causal", "bool-mask-blind-row-scale", "float-mask", "gqa-causal", "one-kv-head"],
+)
 def test_attention(fn: Any, inputs: Any) -> None:
     ops = latest(fn, inputs(), ops=[SDPA])
     assert ops["Attention"] == 1 and ops["Softmax"] == 0
 
 
-@pytest.mark.parametrize("fn, inputs, why", [
-    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), lambda: (r(1, 2, 4, 8), r(1, 2, 6, 8), r(1, 2, 6, 8)),
-     "causal masks of queries and keys of different lengths are aligned otherwise"),
-    (F.scaled_dot_product_attention, lambda: (r(3, 5, 8), r(3, 7, 8), r(3, 7, 8)), "Attention takes 4-D only"),
-    (F.scaled_dot_product_attention, lambda: (r(2, 4, 5, 8), r(1, 4, 7, 8), r(1, 4, 7, 8)), "torch broadcasts the batch"),
-], ids=["causal-unequal-lengths", "3d", "broadcast-batch"])
+@pytest.mark.parametrize(
+    "fn, inputs, why",
+    [
+        (
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            lambda: (r(1, 2, 4, 8), r(1, 2, 6, 8), r(1, 2, 6, 8)),
+            "causal masks of queries and keys of different lengths are aligned otherwise",
+        ),
+        (F.scaled_dot_product_attention, lambda: (r(3, 5, 8), r(3, 7, 8), r(3, 7, 8)), "Attention takes 4-D only"),
+        (
+            F.scaled_dot_product_attention,
+            lambda: (r(2, 4, 5, 8), r(1, 4, 7, 8), r(1, 4, 7, 8)),
+            "torch broadcasts the batch",
+        ),
+    ],
+    ids=["causal-unequal-lengths", "3d", "broadcast-batch"],
+)
 def test_attention_that_attention_23_does_not_compute_is_decomposed(fn: Any, inputs: Any, why: str) -> None:
     ops = latest(fn, inputs(), ops=[SDPA])
     assert ops["Attention"] == 0 and ops["Softmax"] == 1, why
@@ -86,8 +115,11 @@ def test_grouped_query_attention_is_refused_below_opset_23() -> None:
 
 
 # -- RMS norm ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("fn", [lambda x, w: F.rms_norm(x, (8,), w, 1e-5), lambda x, w: w * F.rms_norm(x, (8,))],
-                         ids=["weight", "weight-after"])
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x, w: F.rms_norm(x, (8,), w, 1e-5), lambda x, w: w * F.rms_norm(x, (8,))],
+    ids=["weight", "weight-after"],
+)
 def test_aten_rms_norm(fn: Any) -> None:
     ops = latest(fn, (r(2, 3, 8), r(8)), ops=[aten.rms_norm.default])
     assert ops["RMSNormalization"] == 1 and ops["ReduceMean"] == 0 and ops["Mul"] == 0
@@ -143,15 +175,20 @@ def test_llama_rotate_half_is_rotary_embedding() -> None:
 
 def test_gptj_rotate_every_two_is_interleaved_rotary_embedding() -> None:
     ids = torch.tensor([[0, 1, 2, 3, 4], [3, 4, 5, 6, 7]])
-    lowered = lower_and_compare(GptjRope(), (r(2, 5, 4, 16), ids), trt_version="latest",
-                                ops=[ROTARY])
-    (node,) = [n for name, e in lowered.named_children() if name.startswith("engine_")
-               for n in onnx.load_from_string(e.onnx_bytes).graph.node if n.op_type == "RotaryEmbedding"]
+    lowered = lower_and_compare(GptjRope(), (r(2, 5, 4, 16), ids), trt_version="latest", ops=[ROTARY])
+    (node,) = [
+        n
+        for name, e in lowered.named_children()
+        if name.startswith("engine_")
+        for n in onnx.load_from_string(e.onnx_bytes).graph.node
+        if n.op_type == "RotaryEmbedding"
+    ]
     assert onnx.helper.get_attribute_value(node.attribute[0]) == 1  # interleaved
 
 
 def test_rotate_half_with_unlike_halves_of_cos_is_not_rewritten() -> None:
     """RotaryEmbedding takes one cosine per pair: caches whose halves may differ (inputs) stay math."""
+
     def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         return modeling_llama.apply_rotary_pos_emb(x, x, cos, sin)[0]
 
@@ -163,8 +200,16 @@ def test_rotate_half_with_unlike_halves_of_cos_is_not_rewritten() -> None:
 @pytest.fixture(scope="module")
 def llama() -> tuple[torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-                                      intermediate_size=128, vocab_size=100, max_position_embeddings=64, use_cache=False)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=100,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
     return transformers.LlamaForCausalLM(config).eval(), torch.randint(0, 100, (2, 8))
 
 
@@ -213,8 +258,9 @@ def test_fused_ops_are_refused_by_older_targets_support_tables(version: str) -> 
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])
     scale = onnx.numpy_helper.from_array(torch.ones(8).numpy(), "scale")
     node = onnx.helper.make_node("RMSNormalization", ["x", "scale"], ["y"], name="n/RMSNormalization")
-    graph = onnx.helper.make_graph([node], "g", [x], [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])],
-                                   [scale])
+    graph = onnx.helper.make_graph(
+        [node], "g", [x], [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])], [scale]
+    )
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 23)], ir_version=10)
     assert not trt_support.violations(model, "latest")
     assert any("RMSNormalization needs TensorRT latest+" in str(v) for v in trt_support.violations(model, version))

@@ -5,21 +5,22 @@ int64) are lowered with require_full=True, run on ONNX Runtime and compared with
 "covered", "refused" and the tolerances mean is in bench/opinfo_corpus.py, shared with
 bench/opinfo_sweep.py (the per-op table, a full run: --full).
 """
+
 from __future__ import annotations
 
 import math
 import os
 from typing import Any
 
+import opinfo_corpus as corpus
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-
-import opinfo_corpus as corpus
-import trt_lower
 from harness import Fn, check_onnx
 from support_audit import SupportAudit
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import trt_lower
 from trt_lower.runtime import bindings
 
 MAX_SAMPLES = int(os.environ.get("TRT_LOWER_OPINFO_SAMPLES", "8")) or None
@@ -66,8 +67,12 @@ def test_no_sample_crashes(sweep: corpus.Sweep) -> None:
     assert all(r.outcome in corpus.OUTCOMES for r in sweep.results)
     crashes = [r for r in sweep.results if r.outcome == "failed" and r.kind == "crash"]
     violations = sweep.violations  # type: ignore[attr-defined]
-    assert not crashes and not violations, f"{len(crashes)} sample(s) crashed:\n" + _listing(crashes) + \
-        "\nemitted ONNX the targeted TensorRT would reject:\n" + "\n".join(violations)
+    assert not crashes and not violations, (
+        f"{len(crashes)} sample(s) crashed:\n"
+        + _listing(crashes)
+        + "\nemitted ONNX the targeted TensorRT would reject:\n"
+        + "\n".join(violations)
+    )
 
 
 def test_refusals_give_reasons(sweep: corpus.Sweep) -> None:
@@ -84,17 +89,22 @@ def test_sweep_reaches_the_converters(sweep: corpus.Sweep) -> None:
 # Samples the sweep found converters getting wrong (some beyond the CI cap of 8 per OpInfo).
 aten = torch.ops.aten
 REGRESSIONS = {
-    "addmm-empty-inner-dim": (lambda b, x, y: torch.addmm(b, x, y, beta=0.2, alpha=0.6),
-                              lambda: (torch.randn(5, 10), torch.randn(5, 0), torch.randn(0, 10))),
+    "addmm-empty-inner-dim": (
+        lambda b, x, y: torch.addmm(b, x, y, beta=0.2, alpha=0.6),
+        lambda: (torch.randn(5, 10), torch.randn(5, 0), torch.randn(0, 10)),
+    ),
     "softmax-0d": (lambda x: torch.softmax(x, 0), lambda: (torch.tensor(1.5),)),
     "log-softmax-0d": (lambda x: torch.log_softmax(x, 0), lambda: (torch.tensor(1.5),)),
     "conv-transpose-output-padding-past-stride": (
-        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=(3, 2), padding=(1, 2), output_padding=(2, 3),
-                                           groups=2, dilation=(4, 4)),
-        lambda: (torch.randn(2, 2, 4, 4), torch.randn(2, 2, 4, 5), torch.randn(4))),
+        lambda x, w, b: F.conv_transpose2d(
+            x, w, b, stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4)
+        ),
+        lambda: (torch.randn(2, 2, 4, 4), torch.randn(2, 2, 4, 5), torch.randn(4)),
+    ),
     "conv-transpose-output-padding-within-padding": (
         lambda x, w: F.conv_transpose1d(x, w, stride=1, padding=3, output_padding=2, dilation=3),
-        lambda: (torch.randn(1, 2, 6), torch.randn(2, 3, 3))),
+        lambda: (torch.randn(1, 2, 6), torch.randn(2, 3, 3)),
+    ),
     "gather-from-0d": (lambda x, i: torch.gather(x, 0, i), lambda: (torch.tensor(2.0), torch.tensor([0, 0]))),
     "index-select-from-0d": (lambda x, i: torch.index_select(x, 0, i), lambda: (torch.tensor(2.0), torch.tensor([0]))),
     "mean-of-nothing": (lambda x: x.mean(0), lambda: (torch.randn(0, 5),)),
@@ -109,17 +119,27 @@ REGRESSIONS = {
     "cat-all-empty": (lambda x, y: torch.cat([x, y]), lambda: (torch.randn(0), torch.randn(0))),
     "cat-skips-legacy-empty": (lambda x, y: torch.cat([x, y], 1), lambda: (torch.randn(0), torch.randn(2, 3))),
     # From the full sweep (beyond the CI cap): overflow-free hypot, NaN as the argmax/argmin.
-    "hypot-extremes": (torch.hypot, lambda: (torch.tensor([3.4e38, 1.0, 3.4e38, -3.4e38, 1.0, math.inf, -math.inf, 0.0, 3.0]),
-                                             torch.tensor([1.0, 3.4e38, 3.4e38, 1.0, -3.4e38, math.nan, math.nan, 0.0, 4.0]))),
-    "argmax-nan": (lambda x: (x.argmax(0, keepdim=True), x.argmax(-1), x.argmax()),
-                   lambda: (torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.nan, math.nan], [0.0, 5.0, -1.0]]),)),
-    "argmin-nan": (lambda x: (x.argmin(0), x.argmin(-1, keepdim=True), x.argmin()),
-                   lambda: (torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.nan, math.nan], [0.0, 5.0, -1.0]]),)),
+    "hypot-extremes": (
+        torch.hypot,
+        lambda: (
+            torch.tensor([3.4e38, 1.0, 3.4e38, -3.4e38, 1.0, math.inf, -math.inf, 0.0, 3.0]),
+            torch.tensor([1.0, 3.4e38, 3.4e38, 1.0, -3.4e38, math.nan, math.nan, 0.0, 4.0]),
+        ),
+    ),
+    "argmax-nan": (
+        lambda x: (x.argmax(0, keepdim=True), x.argmax(-1), x.argmax()),
+        lambda: (torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.nan, math.nan], [0.0, 5.0, -1.0]]),),
+    ),
+    "argmin-nan": (
+        lambda x: (x.argmin(0), x.argmin(-1, keepdim=True), x.argmin()),
+        lambda: (torch.tensor([[math.nan, 1.0, 2.0], [3.0, math.nan, math.nan], [0.0, 5.0, -1.0]]),),
+    ),
     # ONNX Runtime's MaxPool kernel drops a ceil_mode window in the padding, its shape inference
     # keeps it: with another pool's buffer to reuse, the run failed.
     "max-pool3d-ceil-window-in-padding-beside-another-pool": (
         lambda x, y: (F.max_pool3d(x, (3, 2, 3), 2, 1), F.max_pool3d(y, (3, 2, 3), None, 1, ceil_mode=True)),
-        lambda: (torch.randn(2, 3, 6, 5), torch.randn(2, 3, 6, 5))),
+        lambda: (torch.randn(2, 3, 6, 5), torch.randn(2, 3, 6, 5)),
+    ),
     # Were refused as float-only; rounding an integer is the identity, clamping one is Max/Min.
     "floor-int": (torch.floor, lambda: (torch.randint(-9, 9, (5,)),)),
     "round-int": (torch.round, lambda: (torch.randint(-9, 9, (5,)),)),

@@ -1,6 +1,7 @@
 """The ONNX forms that make ONNX Runtime run our engines as cheaply as the exporter's whole graph
 (bench/onnx_opdiff.py prints the op-type difference per real model). Untimed: they pin the
 structure, and compare with eager like every converter test."""
+
 from __future__ import annotations
 
 import collections
@@ -13,10 +14,9 @@ import onnxruntime as ort
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import Fn, lower_and_compare
 
 import trt_lower
-
-from harness import Fn, lower_and_compare
 
 
 def _raw_ops(lowered: trt_lower.LoweredModule) -> collections.Counter[str]:
@@ -83,13 +83,18 @@ def _first_row_blind(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 # (mask built in forward from constants, the ops the converter must have left out / kept)
-@pytest.mark.parametrize(("mask", "absent", "present"), [
-    (_ones, {"Where", "ReduceMax"}, set()),  # transformers' mask of torch.ones: no masking at all
-    (_causal, {"ReduceMax"}, {"Where"}),  # every query sees a key: no fully-masked-row guard
-    (_first_row_blind, set(), {"Where", "ReduceMax"}),  # a query sees nothing: eager gives zeros
-], ids=["all-true", "causal", "blind-row"])
-def test_constant_attention_mask_costs_only_what_it_can_change(mask: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                                                                 absent: set[str], present: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("mask", "absent", "present"),
+    [
+        (_ones, {"Where", "ReduceMax"}, set()),  # transformers' mask of torch.ones: no masking at all
+        (_causal, {"ReduceMax"}, {"Where"}),  # every query sees a key: no fully-masked-row guard
+        (_first_row_blind, set(), {"Where", "ReduceMax"}),  # a query sees nothing: eager gives zeros
+    ],
+    ids=["all-true", "causal", "blind-row"],
+)
+def test_constant_attention_mask_costs_only_what_it_can_change(
+    mask: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], absent: set[str], present: set[str]
+) -> None:
     def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask(q, k))
 
@@ -107,15 +112,19 @@ def test_a_constant_boolean_mask_is_added_as_a_bias_onnx_runtime_folds(causal: s
         return F.scaled_dot_product_attention(q, k, v, attn_mask=_causal(q, k))
 
     q, k, v = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8)
-    ops = _optimized_ops(lower_and_compare(attend, (q, k, v), ops=[torch.ops.aten.scaled_dot_product_attention.default]))
+    ops = _optimized_ops(
+        lower_and_compare(attend, (q, k, v), ops=[torch.ops.aten.scaled_dot_product_attention.default])
+    )
     assert not ops["Where"] and ops["Add"] == 1, ops
 
 
 def test_attention_mask_from_an_input_keeps_the_blind_row_guard() -> None:
     mask = torch.ones(4, 5, dtype=torch.bool)
     mask[2] = False
-    lowered = lower_and_compare(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-                                (torch.randn(1, 4, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8), mask))
+    lowered = lower_and_compare(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        (torch.randn(1, 4, 8), torch.randn(1, 5, 8), torch.randn(1, 5, 8), mask),
+    )
     assert _raw_ops(lowered)["ReduceMax"] == 1
 
 
@@ -144,11 +153,15 @@ def test_max_pool_with_nan_windows_stays_in_the_blocked_layout() -> None:
         torch.testing.assert_close(lowered(x), stem(x), equal_nan=True)
 
 
-@pytest.mark.parametrize("pool", [
-    lambda t: F.max_pool2d(t, 2),
-    lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=True),
-    lambda t: F.max_pool2d(t, 3, 1, 1),
-], ids=["k2", "k3s2p1_ceil", "k3s1p1"])
+@pytest.mark.parametrize(
+    "pool",
+    [
+        lambda t: F.max_pool2d(t, 2),
+        lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=True),
+        lambda t: F.max_pool2d(t, 3, 1, 1),
+    ],
+    ids=["k2", "k3s2p1_ceil", "k3s1p1"],
+)
 def test_max_pool_gives_nan_inf_and_negative_zero_as_eager(pool: Callable[[torch.Tensor], torch.Tensor]) -> None:
     nan, inf = float("nan"), float("inf")
     x = torch.randn(1, 16, 8, 8)
@@ -163,15 +176,20 @@ def test_max_pool_gives_nan_inf_and_negative_zero_as_eager(pool: Callable[[torch
     assert torch.equal(actual.signbit() & ~actual.isnan(), expected.signbit() & ~expected.isnan())
 
 
-@pytest.mark.parametrize("pool, after_relu", [
-    (lambda t: F.max_pool2d(torch.relu(t), 2), True),
-    (lambda t: F.max_pool2d(torch.relu(t), 3, 2, 1, ceil_mode=True), True),
-    (lambda t: F.adaptive_max_pool2d(torch.relu(t), 1), True),
-    (lambda t: F.max_pool2d(torch.cat([torch.relu(t[:, :4]), torch.relu(t[:, 4:])], 1), 2), True),
-    (lambda t: F.max_pool2d(torch.cat([torch.relu(t[:, :4]), t[:, 4:]], 1), 2), False),
-], ids=["k2", "k3s2p1_ceil", "global", "cat_of_relus", "cat_with_a_plain_input"])
+@pytest.mark.parametrize(
+    "pool, after_relu",
+    [
+        (lambda t: F.max_pool2d(torch.relu(t), 2), True),
+        (lambda t: F.max_pool2d(torch.relu(t), 3, 2, 1, ceil_mode=True), True),
+        (lambda t: F.adaptive_max_pool2d(torch.relu(t), 1), True),
+        (lambda t: F.max_pool2d(torch.cat([torch.relu(t[:, :4]), torch.relu(t[:, 4:])], 1), 2), True),
+        (lambda t: F.max_pool2d(torch.cat([torch.relu(t[:, :4]), t[:, 4:]], 1), 2), False),
+    ],
+    ids=["k2", "k3s2p1_ceil", "global", "cat_of_relus", "cat_with_a_plain_input"],
+)
 def test_max_pool_of_relu_outputs_takes_tanh_of_the_pooled_mean_and_gives_eager_nan_windows(
-        pool: Callable[[torch.Tensor], torch.Tensor], after_relu: bool) -> None:
+    pool: Callable[[torch.Tensor], torch.Tensor], after_relu: bool
+) -> None:
     nan, inf = float("nan"), float("inf")
     x = torch.randn(1, 8, 8, 8)
     x[0, 0, 0, :2] = torch.tensor([nan, inf])  # NaN beside +inf: NaN

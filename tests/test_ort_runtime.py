@@ -1,19 +1,20 @@
 """ONNX Runtime as trt_lower meets it in other environments: its fast path against the public one,
 another release's private binding, two builds installed at once, none installed."""
+
 from __future__ import annotations
 
 import importlib.util
-from importlib import metadata
 import sys
-from typing import Any, Iterator
 import warnings
+from importlib import metadata
+from typing import Any, Iterator
 
 import pytest
 import torch
+from harness import Fn
 from onnxruntime.capi import _pybind_state as binding
 
 import trt_lower
-from harness import Fn
 from trt_lower.engine import engines, ort_session
 from trt_lower.runtime.ort_module import OrtEngineModule
 
@@ -77,7 +78,8 @@ class _Wrong(binding.OrtValueVector):  # type: ignore[misc]
 
 @pytest.mark.parametrize("vector", [_Refusing, _Wrong], ids=["raises", "differs"])
 def test_a_fast_path_that_fails_here_leaves_the_public_path(
-        vector: type, monkeypatch: pytest.MonkeyPatch, probe_again: None) -> None:
+    vector: type, monkeypatch: pytest.MonkeyPatch, probe_again: None
+) -> None:
     monkeypatch.setattr(binding, "OrtValueVector", vector)
     assert not ort_session.fast_path_works()
     lowered = _lower()
@@ -91,14 +93,17 @@ def _versions(installed: dict[str, str]) -> Any:
         if name not in installed:
             raise metadata.PackageNotFoundError(name)
         return installed[name]
+
     return version
 
 
 def test_two_onnxruntime_builds_installed_together_are_named_in_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metadata, "version",
-                        _versions({"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.0"}))
-    with pytest.warns(UserWarning, match=r"onnxruntime 1\.31\.1 and onnxruntime-gpu 1\.31\.0 are installed together.*"
-                                         r"pip uninstall -y onnxruntime onnxruntime-gpu"):
+    monkeypatch.setattr(metadata, "version", _versions({"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.0"}))
+    with pytest.warns(
+        UserWarning,
+        match=r"onnxruntime 1\.31\.1 and onnxruntime-gpu 1\.31\.0 are installed together.*"
+        r"pip uninstall -y onnxruntime onnxruntime-gpu",
+    ):
         ort_session.warn_if_several_installed()
     monkeypatch.setattr(metadata, "version", _versions({"onnxruntime-gpu": "1.31.0"}))
     with warnings.catch_warnings():

@@ -1,4 +1,5 @@
 """Splitting, fallbacks, options and errors of lower_to_trt."""
+
 from __future__ import annotations
 
 import logging
@@ -6,11 +7,11 @@ import logging
 import onnx
 import pytest
 import torch
+from harness import Fn, engine_ops
 
 import converters
 import trt_lower
 from trt_lower.engine import backend
-from harness import Fn, engine_ops
 from trt_lower.values import device
 
 
@@ -94,16 +95,18 @@ def test_float64_runs_as_float32_with_a_note() -> None:
     torch.testing.assert_close((first, second), model(*inputs), rtol=1e-6, atol=1e-6)
 
 
-def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_converter_failure_falls_back_with_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     entry = converters.lookup(torch.ops.aten.sigmoid.default)
     assert entry is not None
 
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("simulated converter bug")
 
-    monkeypatch.setitem(converters.core.registry._REGISTRY, entry.target,
-                        converters.core.registry.Converter(entry.target, broken, None))
+    monkeypatch.setitem(
+        converters.core.registry._REGISTRY, entry.target, converters.core.registry.Converter(entry.target, broken, None)
+    )
     model = Fn(lambda x: torch.sigmoid(x * 2 + 1) - 3)
     inputs = (torch.randn(4),)
     with caplog.at_level(logging.WARNING, logger="trt_lower"):
@@ -116,8 +119,9 @@ def test_converter_failure_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
         trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
 
 
-def test_onnx_that_onnx_runtime_refuses_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_onnx_that_onnx_runtime_refuses_falls_back_with_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """An engine ONNX Runtime cannot load (here: fp16 IsInf, which opset 17 does not define, as
     the precision pass once wrote it) runs eagerly with a warning instead of failing lowering."""
     from converters.passes import precision
@@ -198,11 +202,14 @@ def test_model_must_be_a_module() -> None:
         trt_lower.lower_to_trt(lambda x: x, (torch.ones(1),))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"backend": "cuda"}, "backend must be one of"),
-    ({"precision": "int4"}, "precision must be one of"),
-    ({"min_block_size": 0}, "min_block_size must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"backend": "cuda"}, "backend must be one of"),
+        ({"precision": "int4"}, "precision must be one of"),
+        ({"min_block_size": 0}, "min_block_size must be a positive int"),
+    ],
+)
 def test_bad_options_are_named(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), **kwargs)
@@ -211,7 +218,10 @@ def test_bad_options_are_named(kwargs: dict, message: str) -> None:
 def test_call_with_other_shape_names_input_and_shapes() -> None:
     model = Sandwich().eval()
     lowered = trt_lower.lower_to_trt(model, _inputs(), backend="onnxruntime")
-    with pytest.raises(trt_lower.EngineInputError, match=r"input 'x' was lowered for \(2, 3, 8, 8\) float32, got \(1, 3, 8, 8\) float32"):
+    with pytest.raises(
+        trt_lower.EngineInputError,
+        match=r"input 'x' was lowered for \(2, 3, 8, 8\) float32, got \(1, 3, 8, 8\) float32",
+    ):
         lowered(torch.randn(1, 3, 8, 8))
     with pytest.raises(trt_lower.EngineInputError, match=r"got \(2, 3, 8, 8\) float64"):
         lowered(torch.randn(2, 3, 8, 8, dtype=torch.float64))
@@ -229,14 +239,18 @@ def test_uncapturable_model_says_so() -> None:
 def test_a_data_dependent_capture_error_names_the_torch_compile_route() -> None:
     """A detector's `if boxes.numel() == 0` on a nonzero's result: torch.export refuses it; the
     error says, before torch's long message, how to lower it instead, and that route works."""
+
     class EmptyCheck(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             boxes = (x > 0).nonzero()
             return x * 2 if boxes.numel() == 0 else x + boxes.shape[0]
 
     model, x = EmptyCheck(), torch.randn(3, 4)
-    with pytest.raises(trt_lower.CaptureError, match=r"^torch.export could not capture EmptyCheck \(its Python code "
-                       r"depends on values in tensor data.*torch.compile\(model, backend=\"trt_lower\"\)"):
+    with pytest.raises(
+        trt_lower.CaptureError,
+        match=r"^torch.export could not capture EmptyCheck \(its Python code "
+        r"depends on values in tensor data.*torch.compile\(model, backend=\"trt_lower\"\)",
+    ):
         trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
     compiled = torch.compile(model, backend="trt_lower", options={"backend": "onnxruntime", "min_block_size": 1})
     torch.testing.assert_close(compiled(x), model(x))
@@ -260,13 +274,16 @@ def test_tensorrt_backend_without_tensorrt_names_what_is_missing() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: covered by the GPU suite")
     # torch's CUDA, whichever device the session's engines run on (TRT_LOWER_TEST_TENSORRT=double: the host).
-    with device.using(device.CudaDevice()), \
-            pytest.raises(RuntimeError, match="backend='tensorrt' cannot run here: no CUDA device"):
+    with (
+        device.using(device.CudaDevice()),
+        pytest.raises(RuntimeError, match="backend='tensorrt' cannot run here: no CUDA device"),
+    ):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), backend="tensorrt")
 
 
-def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(caplog: pytest.LogCaptureFixture,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_backend_falls_back_to_onnxruntime_with_one_warning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present: auto may pick TensorRT")
     monkeypatch.setattr(backend, "_warned_unusable", set())  # as in a fresh process

@@ -4,6 +4,7 @@ fp16 tolerances, measured on ONNX Runtime CPU against eager fp32 (seed 0): resne
 1x3x64x64 max |err| 1.2e-3 (outputs up to 2.8); BERT (hidden 64, 2 layers) at (2, 16) max |err|
 1.4e-3 (outputs up to 3.2). The tests assert atol = rtol = 5e-3.
 """
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -12,13 +13,13 @@ import onnx
 import pytest
 import torch
 import torchvision
+from harness import Fn, check_onnx
 from onnx import TensorProto
+from trt_models import bert
 
 import trt_lower
 from converters.passes.onnx_types import elem_types
 from converters.passes.precision import KEEP_FP32
-from harness import Fn, check_onnx
-from trt_models import bert
 
 FP16_TOL = {"rtol": 5e-3, "atol": 5e-3}
 
@@ -34,8 +35,9 @@ def _input_types(model: onnx.ModelProto, op_type: str) -> set[int]:
 
 
 def _lower_fp16(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> trt_lower.LoweredModule:
-    lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", precision="fp16",
-                                     require_full=True, min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        model, inputs, backend="onnxruntime", precision="fp16", require_full=True, min_block_size=1
+    )
     check_onnx(lowered)
     assert lowered.report.precision == "fp16"
     return lowered
@@ -92,6 +94,7 @@ def test_fp16_shares_constants_and_casts_correctly() -> None:
     """A constant read by a kept-fp32 op (Pow's exponent) and an fp16 op (Mul) gets one copy per
     precision; Cast(int -> float) makes fp16; integer and bool tensors are untouched; a float32
     result feeding only float32 consumers (Exp -> ReduceSum) is not round-tripped through fp16."""
+
     def fn(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         y = torch.pow(x.abs(), 0.5) + x * 0.5 + i.float()
         return y, x.exp().sum(-1), (i * 3 > 4)
@@ -114,12 +117,14 @@ def test_fp16_ops_without_a_float16_form_run_in_fp32() -> None:
     """IsInf (a vector norm's test for an inf in the slice) and a float Range take no float16 at
     opset 17: they run in float32 (the segments failed ONNX type inference: XCiT, EdgeNeXt,
     wav2vec2's weight norm)."""
+
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.linalg.vector_norm(x * 2, dim=-1), x[0] * torch.arange(0.5, x.shape[1], 0.5)[::2] + 1
 
     spec = trt_lower.TensorSpec((3, 2), (3, 4), (3, 8))  # a size known at run time: a Range, not a constant
-    lowered = trt_lower.lower_to_trt(Fn(fn), (spec,), backend="onnxruntime", precision="fp16",
-                                     require_full=True, min_block_size=1)
+    lowered = trt_lower.lower_to_trt(
+        Fn(fn), (spec,), backend="onnxruntime", precision="fp16", require_full=True, min_block_size=1
+    )
     check_onnx(lowered)
     onnx_model = _engine_onnx(lowered)
     assert _input_types(onnx_model, "IsInf") == {TensorProto.FLOAT}
@@ -177,11 +182,14 @@ def test_float64_constant_beyond_float32_is_narrowed_to_inf() -> None:
     torch.testing.assert_close(lowered(x), model(x))
 
 
-@pytest.mark.parametrize("dtype, reason", [
-    (torch.bfloat16, "dtype bfloat16 unsupported"),
-    (torch.int8, "dtype int8 unsupported"),
-    (torch.int16, "dtype int16 unsupported"),
-])
+@pytest.mark.parametrize(
+    "dtype, reason",
+    [
+        (torch.bfloat16, "dtype bfloat16 unsupported"),
+        (torch.int8, "dtype int8 unsupported"),
+        (torch.int16, "dtype int16 unsupported"),
+    ],
+)
 def test_dtypes_engines_do_not_carry_fall_back(dtype: torch.dtype, reason: str) -> None:
     """On 10.4 (bfloat16 engines need "latest": tests/test_bfloat16.py), whichever TensorRT is installed."""
     model, x = Fn(lambda x: (x + x) * 2), torch.ones(4, dtype=dtype)

@@ -1,6 +1,7 @@
 """Quantized models (int8 Q/DQ): what TensorRT cannot take is refused with its reason (and runs
 eagerly, still right), the TensorRT double refuses it as TensorRT does, and the engines a
 quantized model lowers to are audited and built as explicit quantization."""
+
 from __future__ import annotations
 
 import math
@@ -11,12 +12,12 @@ import onnx
 import pytest
 import torch
 import torch.nn.functional as F
+from harness import Fn, check_onnx
 from onnx import TensorProto, helper
 
 import converters.ops.quantize  # noqa: F401  (quantized_decomposed)
 import trt_lower
 from converters.passes import trt_support
-from harness import Fn, check_onnx
 
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
@@ -25,8 +26,9 @@ W = torch.randn(4, 2, 3, 3)
 W_SCALES, W_ZEROS = torch.full((4,), 2.0**-5), torch.zeros(4, dtype=torch.int32)
 
 
-def _qdq(x: torch.Tensor, zero_point: int = 0, low: int = -128, high: int = 127,
-         dtype: torch.dtype = torch.int8) -> torch.Tensor:
+def _qdq(
+    x: torch.Tensor, zero_point: int = 0, low: int = -128, high: int = 127, dtype: torch.dtype = torch.int8
+) -> torch.Tensor:
     q = qd.quantize_per_tensor.default(x, S, zero_point, low, high, dtype)
     return qd.dequantize_per_tensor.default(q, S, zero_point, low, high, dtype)
 
@@ -40,36 +42,70 @@ def _eager_reason(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...], op: 
     return reasons[0]
 
 
-@pytest.mark.parametrize("fn, op, reason", [
-    (lambda x: _qdq(x + 1, zero_point=3), "quantized_decomposed.quantize_per_tensor.default",
-     "asymmetric quantization (zero point 3"),
-    (lambda x: _qdq(x + 1, zero_point=128, low=0, high=255, dtype=torch.uint8),
-     "quantized_decomposed.quantize_per_tensor.default", "uint8 quantization"),
-    (lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 5, -128, 127),
-     "aten.fake_quantize_per_tensor_affine_cachemask.default", "asymmetric quantization (zero point 5"),
-    (lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 128, 0, 255),
-     "aten.fake_quantize_per_tensor_affine_cachemask.default", "uint8 quantization"),
-    (lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 0, -127, 127),
-     "aten.fake_quantize_per_tensor_affine_cachemask.default", "range [-127, 127] on an activation"),
-    (lambda x: F.conv2d(x, torch.fake_quantize_per_channel_affine(W, torch.full((3,), S), torch.zeros(3, dtype=torch.int32),
-                                                                  2, -128, 127)),
-     "aten.fake_quantize_per_channel_affine_cachemask.default", "per-channel axis 2"),
-    (lambda x: torch.fake_quantize_per_channel_affine(x + 1, torch.full((2,), S), torch.zeros(2, dtype=torch.int32),
-                                                      1, -128, 127),
-     "aten.fake_quantize_per_channel_affine_cachemask.default", "per-channel quantization of an activation"),
-], ids=["asymmetric", "uint8", "fake-asymmetric", "fake-uint8", "fake-narrow-activation", "axis", "activation"])
+@pytest.mark.parametrize(
+    "fn, op, reason",
+    [
+        (
+            lambda x: _qdq(x + 1, zero_point=3),
+            "quantized_decomposed.quantize_per_tensor.default",
+            "asymmetric quantization (zero point 3",
+        ),
+        (
+            lambda x: _qdq(x + 1, zero_point=128, low=0, high=255, dtype=torch.uint8),
+            "quantized_decomposed.quantize_per_tensor.default",
+            "uint8 quantization",
+        ),
+        (
+            lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 5, -128, 127),
+            "aten.fake_quantize_per_tensor_affine_cachemask.default",
+            "asymmetric quantization (zero point 5",
+        ),
+        (
+            lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 128, 0, 255),
+            "aten.fake_quantize_per_tensor_affine_cachemask.default",
+            "uint8 quantization",
+        ),
+        (
+            lambda x: torch.fake_quantize_per_tensor_affine(x + 1, S, 0, -127, 127),
+            "aten.fake_quantize_per_tensor_affine_cachemask.default",
+            "range [-127, 127] on an activation",
+        ),
+        (
+            lambda x: F.conv2d(
+                x,
+                torch.fake_quantize_per_channel_affine(
+                    W, torch.full((3,), S), torch.zeros(3, dtype=torch.int32), 2, -128, 127
+                ),
+            ),
+            "aten.fake_quantize_per_channel_affine_cachemask.default",
+            "per-channel axis 2",
+        ),
+        (
+            lambda x: torch.fake_quantize_per_channel_affine(
+                x + 1, torch.full((2,), S), torch.zeros(2, dtype=torch.int32), 1, -128, 127
+            ),
+            "aten.fake_quantize_per_channel_affine_cachemask.default",
+            "per-channel quantization of an activation",
+        ),
+    ],
+    ids=["asymmetric", "uint8", "fake-asymmetric", "fake-uint8", "fake-narrow-activation", "axis", "activation"],
+)
 def test_what_tensorrt_cannot_quantize_is_refused(fn: Callable[..., Any], op: str, reason: str) -> None:
     assert reason in _eager_reason(fn, (torch.randn(1, 2, 5, 5),), op)
 
 
 def test_int8_crosses_no_engine_boundary() -> None:
     """An int8 model input to dequantize, and a quantized result the model returns, stay eager."""
+
     def fn(q: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return qd.dequantize_per_tensor.default(q, S, 0, -128, 127, torch.int8) + 1, \
-            qd.quantize_per_tensor.default(x * 2, S, 0, -128, 127, torch.int8)
+        return qd.dequantize_per_tensor.default(q, S, 0, -128, 127, torch.int8) + 1, qd.quantize_per_tensor.default(
+            x * 2, S, 0, -128, 127, torch.int8
+        )
 
     inputs = (torch.randint(-128, 128, (4,), dtype=torch.int8), torch.randn(4))
-    assert "neither a weight nor quantized" in _eager_reason(fn, inputs, "quantized_decomposed.dequantize_per_tensor.default")
+    assert "neither a weight nor quantized" in _eager_reason(
+        fn, inputs, "quantized_decomposed.dequantize_per_tensor.default"
+    )
     assert "not only by dequantizes" in _eager_reason(fn, inputs, "quantized_decomposed.quantize_per_tensor.default")
 
 
@@ -78,11 +114,15 @@ def _qdq_onnx(zero_point: float, zero_type: int = TensorProto.INT8) -> onnx.Mode
     opset 19, which brought its types."""
     opset = 17 if zero_type == TensorProto.INT8 else 19
     graph = helper.make_graph(
-        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q/QuantizeLinear"),
-         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq/DequantizeLinear")],
-        "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [
+            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q/QuantizeLinear"),
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq/DequantizeLinear"),
+        ],
+        "qdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", zero_type, [], [zero_point])])
+        [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", zero_type, [], [zero_point])],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8 if opset == 17 else 9)
 
 
@@ -90,24 +130,31 @@ def _qdq_onnx(zero_point: float, zero_type: int = TensorProto.INT8) -> onnx.Mode
 def test_support_table_takes_symmetric_int8_qdq_only(version: str) -> None:
     assert trt_support.violations(_qdq_onnx(0), version) == []
     rules = {v.rule for v in trt_support.violations(_qdq_onnx(3), version)}
-    assert rules == {"QuantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
-                     "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)"}
+    assert rules == {
+        "QuantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
+        "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
+    }
 
 
 def test_support_table_takes_symmetric_fp8_qdq_on_latest_only() -> None:
     fp8 = TensorProto.FLOAT8E4M3FN
     assert trt_support.violations(_qdq_onnx(0, fp8), "latest") == []
     rules = {v.rule for v in trt_support.violations(_qdq_onnx(2, fp8), "latest")}
-    assert rules == {"QuantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
-                     "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)"}
+    assert rules == {
+        "QuantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
+        "DequantizeLinear's zero point must be 0 (TensorRT quantizes symmetrically)",
+    }
     for version in ("8.6", "10.4", "10.12"):
         rules = {v.rule for v in trt_support.violations(_qdq_onnx(0, fp8), version)}
         assert any(r.startswith("QuantizeLinear with FP8: ") for r in rules), (version, rules)
 
 
-@pytest.mark.parametrize("trt_double, zero_type", [("10.4.0", TensorProto.INT8),
-                                                   ("10.15.0", TensorProto.FLOAT8E4M3FN)],
-                         indirect=["trt_double"], ids=["int8", "fp8"])
+@pytest.mark.parametrize(
+    "trt_double, zero_type",
+    [("10.4.0", TensorProto.INT8), ("10.15.0", TensorProto.FLOAT8E4M3FN)],
+    indirect=["trt_double"],
+    ids=["int8", "fp8"],
+)
 def test_tensorrt_double_refuses_a_non_zero_zero_point(trt_double: ModuleType, zero_type: int) -> None:
     from trt_lower.runtime.trt_logger import LOGGER
 
@@ -206,8 +253,9 @@ def _assert_within_one_step(actual: torch.Tensor, expected: torch.Tensor, step: 
     assert error.max() <= step, f"max error {error.max()} above one quantization step {step}"
 
 
-def _assert_layers_match(quantized: torch.fx.GraphModule, lowered: torch.nn.Module,
-                         inputs: tuple[torch.Tensor, ...]) -> None:
+def _assert_layers_match(
+    quantized: torch.fx.GraphModule, lowered: torch.nn.Module, inputs: tuple[torch.Tensor, ...]
+) -> None:
     """Each quantize node, its layer fed eager inputs: every int8 code eager's or a neighbour (a
     value on a rounding boundary), and few neighbours (BERT-base: 3e-6 of its codes)."""
     from trt_lower.debug import quantized_layers
@@ -225,18 +273,28 @@ class Encoder(torch.nn.Module):
         super().__init__()
         from transformers import BertConfig, BertModel
 
-        self.bert = BertModel(BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                         intermediate_size=64, max_position_embeddings=16))
+        self.bert = BertModel(
+            BertConfig(
+                vocab_size=64,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=64,
+                max_position_embeddings=16,
+            )
+        )
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         hidden: torch.Tensor = self.bert(ids).last_hidden_state
         return hidden
 
 
-@pytest.mark.parametrize("make, shape", [(ResidualNet, (2, 3, 8, 8)), (Attention, (2, 6, 16))],
-                         ids=["residual-convnet", "attention"])
-def test_quantize_gives_one_int8_engine_matching_the_quantized_model(make: Callable[[], torch.nn.Module],
-                                                                      shape: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    "make, shape", [(ResidualNet, (2, 3, 8, 8)), (Attention, (2, 6, 16))], ids=["residual-convnet", "attention"]
+)
+def test_quantize_gives_one_int8_engine_matching_the_quantized_model(
+    make: Callable[[], torch.nn.Module], shape: tuple[int, ...]
+) -> None:
     from trt_lower.quantization import quantize
 
     model = make().eval()
@@ -344,7 +402,8 @@ def quantized_net() -> tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]:
 
 
 def test_report_names_the_layers_computing_in_int8(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]) -> None:
+    quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]],
+) -> None:
     quantized, inputs = quantized_net
     lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
     (engine,) = lowered.report.engines
@@ -356,7 +415,8 @@ def test_report_names_the_layers_computing_in_int8(
 
 
 def test_check_accuracy_and_first_divergence_on_a_quantized_graph(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from converters.core import registry
     from trt_lower.debug import first_divergence
 
@@ -393,7 +453,8 @@ def _plant_dequantize_scale(monkeypatch: pytest.MonkeyPatch, factor: float) -> N
 
 
 def test_verification_repairs_a_wrong_dequantize(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The dequantize converter doubling its scale: verification keeps what it breaks out of the
     engines (never splitting at an int8 value), and the module agrees with eager again."""
     quantized, inputs = quantized_net
@@ -404,7 +465,8 @@ def test_verification_repairs_a_wrong_dequantize(
 
 
 def test_quantized_layers_finds_a_dequantize_off_by_a_percent(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
+    quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trt_lower.debug import quantized_layers
 
     quantized, inputs = quantized_net
@@ -419,6 +481,7 @@ def test_onnx_runtime_runs_quantized_engines_as_float_math(monkeypatch: pytest.M
     fusions make QLinearMatMul and MatMulIntegerToFloat): they would compute in int8 what the Q/DQ
     leave float, and requantize in between."""
     import onnxruntime as ort
+
     from trt_lower.quantization import quantize
 
     optimized: list[onnx.ModelProto] = []
@@ -437,16 +500,17 @@ def test_onnx_runtime_runs_quantized_engines_as_float_math(monkeypatch: pytest.M
     lowered = trt_lower.lower_to_trt(quantized, inputs, backend="onnxruntime")
     monkeypatch.undo()
     ops = {n.op_type for m in optimized for n in m.graph.node}
-    assert "QuantizeLinear" in ops and not {o for o in ops if "Integer" in o or o.startswith("QLinear")
-                                                                 or o.startswith("Dynamic") or o == "QGemm"}, ops
+    assert "QuantizeLinear" in ops and not {
+        o for o in ops if "Integer" in o or o.startswith("QLinear") or o.startswith("Dynamic") or o == "QGemm"
+    }, ops
     with torch.no_grad():
         torch.testing.assert_close(lowered(*inputs), quantized(*inputs))
 
 
 @pytest.mark.parametrize("dtype, version", [("int8", "10.4"), ("fp8", "latest")])
 def test_artifact_of_a_quantized_model_stores_its_weights_quantized(
-        quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any, dtype: str,
-        version: str) -> None:
+    quantized_net: tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]], tmp_path: Any, dtype: str, version: str
+) -> None:
     quantized, inputs = quantized_net
     wide = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3)).eval()
     from trt_lower.quantization import quantize

@@ -1,5 +1,6 @@
 """LoweredModule.update_weights: new weights without building engines again, on ONNX Runtime and
 on the TensorRT double; every refusal and failed check leaves the module with its old weights."""
+
 from __future__ import annotations
 
 import copy
@@ -60,8 +61,9 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def _lower(model: torch.nn.Module, x: torch.Tensor, backend: str, **kwargs: Any) -> trt_lower.LoweredModule:
     extra = {"refittable": True} if backend == "tensorrt" else {}
-    return trt_lower.lower_to_trt(model, (x,), backend=backend, fallback_ops=EAGER_LINEAR, min_block_size=1,
-                                  **{**extra, **kwargs})
+    return trt_lower.lower_to_trt(
+        model, (x,), backend=backend, fallback_ops=EAGER_LINEAR, min_block_size=1, **{**extra, **kwargs}
+    )
 
 
 def _builds() -> int:
@@ -106,8 +108,7 @@ def test_update_from_a_state_dict_and_back(backend: str) -> None:
     torch.testing.assert_close(_outputs(lowered, x), _outputs(model, x), rtol=1e-4, atol=1e-4)
 
 
-def _refused(lowered: trt_lower.LoweredModule, source: Any, x: torch.Tensor, before: torch.Tensor,
-             match: str) -> None:
+def _refused(lowered: trt_lower.LoweredModule, source: Any, x: torch.Tensor, before: torch.Tensor, match: str) -> None:
     with pytest.raises(WeightUpdateError, match=match):
         lowered.update_weights(source)
     torch.testing.assert_close(_outputs(lowered, x), before, rtol=0, atol=0)
@@ -119,11 +120,17 @@ def test_refusals_name_the_weight_and_keep_the_old_ones(backend: str) -> None:
     before = _outputs(lowered, x)
     state = finetuned(model).state_dict()
 
-    _refused(lowered, {**state, "conv.weight": torch.zeros(8, 3, 5, 5)}, x, before,
-             r"'conv\.weight' is torch\.float32 \(8, 3, 5, 5\); the model was lowered with torch\.float32 \(8, 3, 3, 3\)")
+    _refused(
+        lowered,
+        {**state, "conv.weight": torch.zeros(8, 3, 5, 5)},
+        x,
+        before,
+        r"'conv\.weight' is torch\.float32 \(8, 3, 5, 5\); the model was lowered with torch\.float32 \(8, 3, 3, 3\)",
+    )
     _refused(lowered, {**state, "fc.bias": state["fc.bias"].double()}, x, before, r"'fc\.bias' is torch\.float64")
-    _refused(lowered, {k: v for k, v in state.items() if k != "bn.running_var"}, x, before,
-             r"missing 'bn\.running_var'")
+    _refused(
+        lowered, {k: v for k, v in state.items() if k != "bn.running_var"}, x, before, r"missing 'bn\.running_var'"
+    )
     _refused(lowered, {**state, "extra.weight": torch.zeros(1)}, x, before, r"unexpected 'extra\.weight'")
     _refused(lowered, {**state, "head.weight": [[0.0]]}, x, before, r"'head\.weight' is a list, not a tensor")
     _refused(lowered, "weights.pt", x, before, "takes a model or a state dict, got str")
@@ -168,8 +175,14 @@ def test_a_weight_built_into_the_graph_is_refused() -> None:
     lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
     before = _outputs(lowered, x)
     state = {**model.state_dict(), "index": torch.tensor([1, 3, 5])}
-    _refused(lowered, state, x, before, r"engine_0 cannot take the new weights: initializer '\w+' \(INT64\) is derived "
-                                        "from the weights but is not a weight TensorRT refits")
+    _refused(
+        lowered,
+        state,
+        x,
+        before,
+        r"engine_0 cannot take the new weights: initializer '\w+' \(INT64\) is derived "
+        "from the weights but is not a weight TensorRT refits",
+    )
     # New float weights with the same indices are fine.
     new = finetuned(model)
     lowered.update_weights(new)
@@ -192,8 +205,9 @@ def test_an_engine_built_without_refittable_is_refused(trt_double: ModuleType) -
     assert trt_double.state.last_build is not None and not trt_double.state.last_build.builder_flags & (1 << 4)
 
 
-def test_a_refit_failing_on_one_engine_leaves_every_engine_as_it_was(trt_double: ModuleType,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refit_failing_on_one_engine_leaves_every_engine_as_it_was(
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x = ConvBnNet().eval(), torch.randn(2, 3, 8, 8)
     lowered = _lower(model, x, "tensorrt")
     before = _outputs(lowered, x)
@@ -208,7 +222,9 @@ def test_a_refit_failing_on_one_engine_leaves_every_engine_as_it_was(trt_double:
         return bool(refit(self))
 
     monkeypatch.setattr(trt_double.Refitter, "refit_cuda_engine", second_fails)
-    _refused(lowered, finetuned(model), x, before, r"could not refit engine_\d: IRefitter::refitCudaEngine: out of device")
+    _refused(
+        lowered, finetuned(model), x, before, r"could not refit engine_\d: IRefitter::refitCudaEngine: out of device"
+    )
     assert len(calls) == 2
 
 
@@ -226,10 +242,16 @@ def _plan(trt: ModuleType, refit: bool) -> bytes:
     from onnx import TensorProto, helper, numpy_helper
 
     w, b = numpy_helper.from_array(torch.ones(4, 4).numpy(), "W"), numpy_helper.from_array(torch.zeros(4).numpy(), "b")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm/MatMul"),
-                               helper.make_node("Add", ["xw", "b"], ["y"], name="add/Add")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w, b])
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm/MatMul"),
+            helper.make_node("Add", ["xw", "b"], ["y"], name="add/Add"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [w, b],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     logger = _Logger(trt)
     builder = trt.Builder(logger)
@@ -299,8 +321,9 @@ def test_the_doubles_onnx_refitter_needs_every_weight(trt_double: ModuleType) ->
     trt, logger = trt_double, _Logger(trt_double)
     engine = trt.Runtime(logger).deserialize_cuda_engine(_plan(trt, refit=True))
     parser = trt.OnnxParserRefitter(trt.Refitter(engine, logger), logger)
-    partial = helper.make_model(helper.make_graph([], "g", [], [], [numpy_helper.from_array(
-        torch.zeros(4, 4).numpy(), "W")]), ir_version=8)
+    partial = helper.make_model(
+        helper.make_graph([], "g", [], [], [numpy_helper.from_array(torch.zeros(4, 4).numpy(), "W")]), ir_version=8
+    )
     assert not parser.refit_from_bytes(partial.SerializeToString())
     assert parser.num_errors == 1 and "['b']" in parser.get_error(0).desc()
 

@@ -1,6 +1,7 @@
 """Weight-stripped artifacts: save(..., weights="separate") and load(path, weights=...): one code
 artifact, several weight files, each loading into a module that matches its own model; a weight
 file is untrusted input (names, shapes, dtypes and the architecture it was saved for checked)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,10 +10,10 @@ from types import ModuleType
 import pytest
 import safetensors.torch
 import torch
+from test_refit import EAGER_LINEAR, ConvBnNet, finetuned
 
 import trt_lower
 import trt_lower.deploy.artifact
-from test_refit import ConvBnNet, EAGER_LINEAR, finetuned
 from trt_lower.deploy.artifact import ArtifactError
 
 
@@ -59,7 +60,8 @@ def test_one_code_artifact_two_weight_files(saved: tuple[torch.nn.Module, torch.
 
 
 def test_a_state_dict_of_the_files_keys_serves_too(
-        saved: tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path]) -> None:
+    saved: tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path],
+) -> None:
     _, b, x, tmp = saved
     tensors = safetensors.torch.load_file(tmp / "b.safetensors")
     assert any(k.startswith("eager/") for k in tensors) and any(k.startswith("engine_") for k in tensors)
@@ -103,8 +105,9 @@ def test_weight_files_are_checked(saved: tuple[torch.nn.Module, torch.nn.Module,
 
 
 @pytest.mark.parametrize("refittable", [True, False], ids=["stripped-plan", "no-plan"])
-def test_a_separate_weights_artifact_on_the_tensorrt_double(trt_double: ModuleType, tmp_path: Path,
-                                                            refittable: bool) -> None:
+def test_a_separate_weights_artifact_on_the_tensorrt_double(
+    trt_double: ModuleType, tmp_path: Path, refittable: bool
+) -> None:
     """A refittable engine's plan is stored without its weights and refitted from the weight file
     on load (no build); another engine's is left out (built on load, or found in the cache)."""
     model, x = ConvBnNet().eval(), torch.randn(2, 3, 8, 8)

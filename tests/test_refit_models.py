@@ -1,6 +1,7 @@
 """update_weights on real architectures: a fine-tuned copy of a CNN with batch norm, BERT and a
 small Llama (tied embeddings), and LoRA adapters (peft) swapped in and out, merged and unmerged,
 each swap matching its own eager model and no other (no blending)."""
+
 from __future__ import annotations
 
 import copy
@@ -8,9 +9,9 @@ from typing import Any
 
 import pytest
 import torch
+from test_refit import finetuned
 
 import trt_lower
-from test_refit import finetuned
 from trt_lower.refit.errors import WeightUpdateError
 
 transformers = pytest.importorskip("transformers")
@@ -46,15 +47,24 @@ def test_resnet18() -> None:
 
 
 def test_bert() -> None:
-    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, vocab_size=500)
+    config = transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
+    )
     _check_update(transformers.BertModel(config).eval(), (torch.randint(0, 500, (2, 16)),))
 
 
 def _llama() -> torch.nn.Module:
-    config = transformers.LlamaConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                      intermediate_size=128, vocab_size=500, max_position_embeddings=64,
-                                      use_cache=False, tie_word_embeddings=True)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=500,
+        max_position_embeddings=64,
+        use_cache=False,
+        tie_word_embeddings=True,
+    )
     return transformers.LlamaForCausalLM(config).eval()
 
 
@@ -66,8 +76,10 @@ def _adapter(base: torch.nn.Module, seed: int, merged: bool) -> torch.nn.Module:
     """`base` with a LoRA adapter on its attention's q/v projections, of weights drawn from `seed`
     (merged into the base weights, or kept as its own layers)."""
     peft = pytest.importorskip("peft")
-    model = peft.get_peft_model(copy.deepcopy(base), peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                                     init_lora_weights=False))
+    model = peft.get_peft_model(
+        copy.deepcopy(base),
+        peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    )
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():

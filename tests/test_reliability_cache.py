@@ -1,5 +1,6 @@
 """The engine cache under concurrency and faults (TensorRT double): processes lowering the same
 model into one cache_dir at once, a read-only or full directory, a writer killed mid-write."""
+
 from __future__ import annotations
 
 import errno
@@ -15,9 +16,9 @@ from types import ModuleType
 from typing import Any, Callable, Iterator
 
 import pytest
-
 from reliability_workers import lower_static_and_check, worker, worker_env
 from trt_double.device import HostDevice
+
 from trt_lower.engine.cache import EngineCache, Key
 
 PROCESSES = 4
@@ -44,11 +45,19 @@ def started(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def test_four_processes_lowering_into_one_cache_build_each_engine_once(
-        tmp_path: Path, started: list[subprocess.Popen[str]]) -> None:
+    tmp_path: Path, started: list[subprocess.Popen[str]]
+) -> None:
     go, cache = tmp_path / "go", tmp_path / "engines"
     for _ in range(PROCESSES):
-        started.append(subprocess.Popen(worker("cache", str(go)), env=worker_env(cache), text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        started.append(
+            subprocess.Popen(
+                worker("cache", str(go)),
+                env=worker_env(cache),
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
     _wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == PROCESSES, "the workers to start")
     go.touch()
     outs = [p.communicate(timeout=240) for p in started]
@@ -97,14 +106,22 @@ def _lower_and_check(expect_hits: list[bool]) -> None:
     assert [e.cache_hit for e in lower_static_and_check("tensorrt").report.engines] == expect_hits
 
 
-@pytest.mark.parametrize("code, writes, sync", [
-    (errno.EROFS, True, False),    # read-only mount
-    (errno.EACCES, True, False),   # a directory we may not write to
-    (errno.ENOSPC, False, True),   # disk full
-])
+@pytest.mark.parametrize(
+    "code, writes, sync",
+    [
+        (errno.EROFS, True, False),  # read-only mount
+        (errno.EACCES, True, False),  # a directory we may not write to
+        (errno.ENOSPC, False, True),  # disk full
+    ],
+)
 def test_unwritable_cache_dir_warns_and_lowering_goes_on_without_caching(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-        code: int, writes: bool, sync: bool) -> None:
+    trt_double: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    code: int,
+    writes: bool,
+    sync: bool,
+) -> None:
     cache = Path(os.environ["TRT_LOWER_CACHE_DIR"])
     cache.mkdir()
     _fail_under(monkeypatch, cache, code, writes=writes, sync=sync)
@@ -119,7 +136,8 @@ def test_unwritable_cache_dir_warns_and_lowering_goes_on_without_caching(
 
 
 def test_damaged_entry_in_a_read_only_cache_dir_is_skipped_and_rebuilt(
-        trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = Path(os.environ["TRT_LOWER_CACHE_DIR"])
     _lower_and_check([False, False])
     entry = sorted(cache.glob("*.engine"))[0]
@@ -176,11 +194,17 @@ EngineCache(Path(sys.argv[1]), "10.13.0", "trt_double host").store(Key("graph", 
 """
 
 
-def test_a_writer_killed_mid_write_leaves_no_entry(tmp_path: Path, started: list[subprocess.Popen[str]],
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_a_writer_killed_mid_write_leaves_no_entry(
+    tmp_path: Path, started: list[subprocess.Popen[str]], caplog: pytest.LogCaptureFixture
+) -> None:
     marker = tmp_path / "writing"
-    started.append(subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(tmp_path / "engines"), str(marker)],
-                                    env=worker_env(tmp_path / "engines"), text=True))
+    started.append(
+        subprocess.Popen(
+            [sys.executable, "-c", _KILLED_WRITER, str(tmp_path / "engines"), str(marker)],
+            env=worker_env(tmp_path / "engines"),
+            text=True,
+        )
+    )
     _wait_for(marker.exists, "the writer to write")
     started[0].send_signal(signal.SIGKILL)
     started[0].wait(timeout=30)

@@ -2,6 +2,7 @@
 
 NaN and Inf values, non-contiguous and channels-last tensors, zero-size dims inside a range,
 inputs that require grad, the three grad modes, and tensors on a device the engine is not on."""
+
 from __future__ import annotations
 
 import warnings
@@ -11,12 +12,12 @@ from typing import Any, Callable
 import pytest
 import torch
 import torch.nn.functional as F
-
-import trt_lower
 from harness import Fn, engine_ops
 from trt_double.device import HostDevice
-from trt_lower.values import device
+
+import trt_lower
 from trt_lower import EngineInputError
+from trt_lower.values import device
 from trt_lower.values.signature import InputCheck, TensorSig
 
 NAN, INF = float("nan"), float("inf")
@@ -65,13 +66,20 @@ NAN_AND_INF = torch.tensor([[NAN, INF, 1.0, -INF, INF], [INF, NAN, NAN, 0.0, -2.
 SPECIAL_PAIRS: dict[str, tuple[Callable[..., Any], str, tuple[torch.Tensor, ...]]] = {
     # All three were found by tests/test_fuzz.py and fixed.
     "atan2": (torch.atan2, "aten.atan2.default", (PAIR_Y, PAIR_X)),  # was NaN for two infinities, ignored -0.0
-    "normalize": (lambda x: F.normalize(x, dim=-1), "aten.clamp_min.default", (NAN_AND_INF.nan_to_num(0.0, INF, -INF),)),  # was ±Inf/0: Clip made Inf FLT_MAX
+    "normalize": (
+        lambda x: F.normalize(x, dim=-1),
+        "aten.clamp_min.default",
+        (NAN_AND_INF.nan_to_num(0.0, INF, -INF),),
+    ),  # was ±Inf/0: Clip made Inf FLT_MAX
     "sort": (lambda x: torch.sort(x, -1).values, "aten.sort.default", (NAN_AND_INF,)),  # NaN was below +Inf
     "sort_descending": (lambda x: torch.sort(x, 0, descending=True).values, "aten.sort.default", (NAN_AND_INF,)),
     "topk": (lambda x: torch.topk(x, 2).values, "aten.topk.default", (NAN_AND_INF,)),
     "topk_smallest": (lambda x: torch.topk(x, 4, largest=False).values, "aten.topk.default", (NAN_AND_INF,)),
-    "sort_indices": (lambda x: x.gather(-1, torch.sort(x, -1, descending=True).indices), "aten.sort.default",
-                     (NAN_AND_INF,)),
+    "sort_indices": (
+        lambda x: x.gather(-1, torch.sort(x, -1, descending=True).indices),
+        "aten.sort.default",
+        (NAN_AND_INF,),
+    ),
 }
 
 
@@ -111,14 +119,15 @@ def test_floored_division_of_floats_starts_from_fmod_as_torch_does(name: str) ->
 # Found by a sweep of special values, each fixed: a NaN `threshold` gave its value, a NaN clamp
 # bound was ignored, x ** 0.5 / x ** -0.5 followed C's pow (inf at -inf, +inf at -0.0) where torch
 # takes sqrt / rsqrt, and log1p / expm1 lost all precision near 0 (19 % off at 1e-7, 0 below 6e-8).
-SWEPT = torch.tensor([0.0, -0.0, 1e-7, -1e-7, 1e-10, -1e-30, 0.25, -0.5, 1.0, -1.0, 4.0, 88.0, 89.0, 1e30,
-                      -2.0, INF, -INF, NAN])
+SWEPT = torch.tensor(
+    [0.0, -0.0, 1e-7, -1e-7, 1e-10, -1e-30, 0.25, -0.5, 1.0, -1.0, 4.0, 88.0, 89.0, 1e30, -2.0, INF, -INF, NAN]
+)
 SWEPT_CASES: dict[str, tuple[Callable[..., Any], str]] = {
     "threshold": (lambda x: F.threshold(x, 0.5, -9.0), "aten.threshold.default"),
     "clamp_nan_min": (lambda x: torch.clamp(x, min=NAN), "aten.clamp.default"),
     "clamp_nan_max": (lambda x: torch.clamp(x, max=NAN), "aten.clamp.default"),
-    "sqrt_pow": (lambda x: x ** 0.5, "aten.pow.Tensor_Scalar"),
-    "rsqrt_pow": (lambda x: x ** -0.5, "aten.pow.Tensor_Scalar"),
+    "sqrt_pow": (lambda x: x**0.5, "aten.pow.Tensor_Scalar"),
+    "rsqrt_pow": (lambda x: x**-0.5, "aten.pow.Tensor_Scalar"),
     "log1p": (torch.log1p, "aten.log1p.default"),
     "expm1": (torch.expm1, "aten.expm1.default"),
 }
@@ -189,8 +198,9 @@ def convnet() -> tuple[torch.nn.Module, trt_lower.LoweredModule]:
 
 
 @pytest.mark.parametrize("layout", ["channels_last", "permuted", "strided", "expanded"])
-def test_non_contiguous_inputs_give_eager_results(convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
-                                                  layout: str) -> None:
+def test_non_contiguous_inputs_give_eager_results(
+    convnet: tuple[torch.nn.Module, trt_lower.LoweredModule], layout: str
+) -> None:
     model, lowered = convnet
     x = {
         "channels_last": lambda: torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last),
@@ -204,20 +214,25 @@ def test_non_contiguous_inputs_give_eager_results(convnet: tuple[torch.nn.Module
 
 
 @pytest.mark.parametrize("view", ["imaginary part of a conjugate", "contiguous"])
-def test_a_lazily_negated_input_gives_eager_results(convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
-                                                    view: str) -> None:
+def test_a_lazily_negated_input_gives_eager_results(
+    convnet: tuple[torch.nn.Module, trt_lower.LoweredModule], view: str
+) -> None:
     model, lowered = convnet
     # torch negates these views lazily: their memory holds the values' negatives.
-    x = (torch.randn(2, 3, 8, 8, dtype=torch.complex64).conj().imag if view != "contiguous"
-         else torch._neg_view(torch.randn(2, 3, 8, 8)))
+    x = (
+        torch.randn(2, 3, 8, 8, dtype=torch.complex64).conj().imag
+        if view != "contiguous"
+        else torch._neg_view(torch.randn(2, 3, 8, 8))
+    )
     assert x.is_neg() and x.is_contiguous() == (view == "contiguous")
     with torch.no_grad():
         torch.testing.assert_close(lowered(x), model(x))
 
 
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode", "neither"])
-def test_every_grad_mode_gives_eager_results(convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
-                                             mode: str) -> None:
+def test_every_grad_mode_gives_eager_results(
+    convnet: tuple[torch.nn.Module, trt_lower.LoweredModule], mode: str
+) -> None:
     model, lowered = convnet
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
@@ -257,7 +272,8 @@ def test_a_mean_over_a_dim_that_may_be_empty_is_nan_where_it_is() -> None:
 
 
 def test_input_requiring_grad_runs_and_its_result_carries_no_graph(
-        convnet: tuple[torch.nn.Module, trt_lower.LoweredModule]) -> None:
+    convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
+) -> None:
     model, lowered = convnet
     x = torch.randn(2, 3, 8, 8, requires_grad=True)
     actual = lowered(x)
@@ -269,13 +285,15 @@ def test_eager_weights_before_an_engine_outside_no_grad() -> None:
     # The eager convolution's weights require grad, so its output, the engine's input, does too.
     torch.manual_seed(0)
     model, x = Convnet().eval(), torch.randn(2, 3, 8, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1,
-                                     fallback_ops=["aten.convolution.default"])
+    lowered = trt_lower.lower_to_trt(
+        model, (x,), backend="onnxruntime", min_block_size=1, fallback_ops=["aten.convolution.default"]
+    )
     torch.testing.assert_close(lowered(x), model(x).detach())
 
 
 def test_a_tensor_on_another_device_is_refused_naming_both_devices(
-        convnet: tuple[torch.nn.Module, trt_lower.LoweredModule]) -> None:
+    convnet: tuple[torch.nn.Module, trt_lower.LoweredModule],
+) -> None:
     # A CUDA tensor where there is one; 'meta' stands in for any non-CPU device elsewhere.
     other = "cuda" if torch.cuda.is_available() else "meta"
     with pytest.raises(EngineInputError, match=rf"input '\w+' is on {other}(:0)?, the engine runs on cpu"):
@@ -313,8 +331,12 @@ def test_a_cpu_tensor_given_to_a_tensorrt_engine_is_refused_naming_both_devices(
     # The double runs on the host; an engine whose device is 'meta' stands in for one on a GPU.
     with device.using(HostDevice("meta")):
         # verify=False: a 'meta' engine computes nothing to verify.
-        lowered = trt_lower.lower_to_trt(Convnet().eval(), (torch.randn(2, 3, 8, 8),), backend="tensorrt",
-                                         min_block_size=1, verify=False)
-        with pytest.raises(EngineInputError, match=r"input '\w+' is on cpu, the engine runs on meta; "
-                                                   r"move the model and its inputs there \(.to\('meta'\)\)"):
+        lowered = trt_lower.lower_to_trt(
+            Convnet().eval(), (torch.randn(2, 3, 8, 8),), backend="tensorrt", min_block_size=1, verify=False
+        )
+        with pytest.raises(
+            EngineInputError,
+            match=r"input '\w+' is on cpu, the engine runs on meta; "
+            r"move the model and its inputs there \(.to\('meta'\)\)",
+        ):
             lowered(torch.randn(2, 3, 8, 8))

@@ -1,6 +1,7 @@
 """The CI variant of bench/soak.py: 1,000 calls each of a lowered ResNet-18 (small image) and a
 small BERT (ONNX Runtime), resident memory sampled every 100 calls, a loose bound on its growth
 after warm-up (the 20,000-call run with its 5 MB bound is `python bench/soak.py`)."""
+
 from __future__ import annotations
 
 import sys

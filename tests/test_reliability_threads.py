@@ -1,6 +1,7 @@
 """One lowered module called from 8 threads at once, with shapes mixed within a TensorSpec range:
 every call returns what a serial call returns (ONNX Runtime in process; the TensorRT double in a
 fresh process, where a crash of a shared context cannot take pytest down with it)."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import torch
-
 from reliability_workers import THREADS, hammer, lower_mixed, mixed, worker, worker_env
 
 

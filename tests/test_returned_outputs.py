@@ -4,13 +4,13 @@ tensor twice, an input, nested tuples and dicts. Each lowers whole (require_full
 The first cases made invalid ONNX Runtime graphs (`Node input 'relu_relu' is not a graph input`,
 the segment then ran eagerly): an engine output that a Gemm over a transposed weight also read,
 taken apart by ONNX Runtime's own graph optimizers."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import pytest
 import torch
-
 from harness import lower_and_compare
 
 
@@ -76,6 +76,7 @@ class PooledHead(torch.nn.Module):
 
 
 def test_a_pooled_head_returning_its_features_lowers_whole() -> None:
-    lowered = lower_and_compare(PooledHead().eval(), (torch.randn(2, 3, 16, 16),), min_block_size=3,
-                                require_full=False, atol=1e-5, rtol=1e-5)
+    lowered = lower_and_compare(
+        PooledHead().eval(), (torch.randn(2, 3, 16, 16),), min_block_size=3, require_full=False, atol=1e-5, rtol=1e-5
+    )
     assert lowered.report.coverage == 1.0 and len(lowered.report.engines) == 1, str(lowered.report)

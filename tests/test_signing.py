@@ -1,6 +1,7 @@
 """Signed artifacts: a file signed by a trusted key loads; a one-byte change anywhere, a file
 re-signed by another key and an unsigned file are refused under trusted keys, before anything in
 the file is parsed; the keygen/sign/info commands."""
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,11 @@ import torch
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from test_pipeline import Sandwich
 
 import trt_lower
 from trt_lower.cli import commands as cli
 from trt_lower.deploy import artifact, signing
-from test_pipeline import Sandwich
 
 X = torch.randn(2, 3, 8, 8)
 
@@ -40,8 +41,9 @@ def files(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Ed25519Priva
 
 
 def _public_pem(key: Ed25519PrivateKey, path: Path) -> Path:
-    path.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
+    path.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return path
 
 
@@ -65,11 +67,15 @@ def _no_trusted_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- the happy path ----------------------------------------------------------------------------------
-def test_a_signed_file_loads_under_its_key(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey],
-                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_signed_file_loads_under_its_key(
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _matches_eager(_load(files["signed"], trusted_keys=[keys["ours"].public_key()]))
     # The keys as PEM files, in $TRT_LOWER_TRUSTED_KEYS (one of several).
-    pems = [_public_pem(keys["theirs"], tmp_path / "theirs.pub.pem"), _public_pem(keys["ours"], tmp_path / "ours.pub.pem")]
+    pems = [
+        _public_pem(keys["theirs"], tmp_path / "theirs.pub.pem"),
+        _public_pem(keys["ours"], tmp_path / "ours.pub.pem"),
+    ]
     monkeypatch.setenv(signing.ENV_VAR, os.pathsep.join(map(str, pems)))
     _matches_eager(_load(files["signed"]))
     # Without trusted keys, signed and unsigned files load as before.
@@ -106,10 +112,12 @@ def _positions(data: bytes) -> dict[str, int]:
     }
 
 
-@pytest.mark.parametrize("part", ["first local header", "weights", "middle", "manifest", "central directory",
-                                  "comment length", "signature"])
-def test_a_one_byte_change_anywhere_is_refused(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey],
-                                               tmp_path: Path, part: str) -> None:
+@pytest.mark.parametrize(
+    "part", ["first local header", "weights", "middle", "manifest", "central directory", "comment length", "signature"]
+)
+def test_a_one_byte_change_anywhere_is_refused(
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path, part: str
+) -> None:
     data = bytearray(files["signed"].read_bytes())
     at = _positions(bytes(data))[part]
     data[at] = ord("0") if data[at] != ord("0") else ord("1")  # a hex digit stays one in the signature
@@ -120,8 +128,9 @@ def test_a_one_byte_change_anywhere_is_refused(files: dict[str, Path], keys: dic
         _load(tampered, trusted_keys=[keys["ours"].public_key()])
 
 
-def test_a_file_re_signed_by_another_key_is_refused(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey],
-                                                    tmp_path: Path) -> None:
+def test_a_file_re_signed_by_another_key_is_refused(
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path
+) -> None:
     resigned = tmp_path / "resigned.trtl"
     signing.sign_file(files["signed"], resigned, keys["theirs"])
     theirs = signing.fingerprint(keys["theirs"].public_key())
@@ -130,15 +139,17 @@ def test_a_file_re_signed_by_another_key_is_refused(files: dict[str, Path], keys
     _matches_eager(_load(resigned, trusted_keys=[keys["theirs"].public_key()]))  # a valid signature, untrusted key
 
 
-def test_an_unsigned_file_is_refused(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey],
-                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unsigned_file_is_refused(
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(signing.ENV_VAR, str(_public_pem(keys["ours"], tmp_path / "ours.pub.pem")))
     with pytest.raises(artifact.ArtifactError, match="is not signed, and only files signed by a trusted key"):
         _load(files["plain"])
 
 
 def test_nothing_in_the_file_is_parsed_before_the_signature_is_checked(
-        files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], monkeypatch: pytest.MonkeyPatch) -> None:
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def parse(path: Any) -> None:
         raise AssertionError("the file was parsed before its signature was checked")
 
@@ -169,12 +180,18 @@ def test_a_fifo_or_a_directory_is_refused_not_waited_on(keys: dict[str, Ed25519P
 
 
 # -- keys that cannot be used ------------------------------------------------------------------------
-def test_keys_that_cannot_be_used_are_named(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey],
-                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_keys_that_cannot_be_used_are_named(
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rsa_key = tmp_path / "rsa.pub.pem"
-    rsa_key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    with pytest.raises(ValueError, match=f"{re.escape(str(rsa_key))}: a RSAPublicKey; trt_lower signatures use Ed25519"):
+    rsa_key.write_bytes(
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    with pytest.raises(
+        ValueError, match=f"{re.escape(str(rsa_key))}: a RSAPublicKey; trt_lower signatures use Ed25519"
+    ):
         _load(files["signed"], trusted_keys=[rsa_key])
     with pytest.raises(ValueError, match="trusted_keys is empty"):
         _load(files["signed"], trusted_keys=[])
@@ -188,8 +205,9 @@ def test_keys_that_cannot_be_used_are_named(files: dict[str, Path], keys: dict[s
 
 
 # -- the CLI -----------------------------------------------------------------------------------------
-def test_info_shows_the_signer(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_shows_the_signer(
+    files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fingerprint = signing.fingerprint(keys["ours"].public_key())
     assert cli.main(["info", str(files["signed"])]) == 0
     assert f"signature: Ed25519 key {fingerprint} (valid)" in capsys.readouterr().out
@@ -206,5 +224,7 @@ def test_cli_refuses_to_overwrite_a_key_or_sign_a_non_artifact(files: dict[str, 
         cli.main(["sign", str(tmp_path / "notes.txt"), "--key", str(tmp_path / "k.pem")])
     assert (tmp_path / "notes.txt").read_text() == "not an artifact"
     with pytest.raises(SystemExit, match="trt-lower sign: FileNotFoundError: -o .*: no such directory: .*typo"):
-        cli.main(["sign", str(files["plain"]), "--key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "typo" / "x.trtl")])
+        cli.main(
+            ["sign", str(files["plain"]), "--key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "typo" / "x.trtl")]
+        )
     assert not (tmp_path / "typo").exists()

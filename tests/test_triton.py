@@ -1,5 +1,6 @@
 """Triton Inference Server: model repositories written by trt_lower, served by a real
 tritonserver (from nvidia-pytriton) on 127.0.0.1 and queried with tritonclient."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -19,24 +20,23 @@ import onnxruntime
 import pytest
 import torch
 import torchvision
+import trt_models
 from google.protobuf import text_format
+from harness import Fn
 
 import trt_lower
-import trt_models
-from harness import Fn
 from trt_lower.cli import commands as cli
 from trt_lower.triton import TritonServer, export_model_repository
-from trt_lower.triton.server import free_ports
 from trt_lower.triton.backend import Runner
 from trt_lower.triton.front import HttpFront, Refused, declared_bytes
+from trt_lower.triton.server import free_ports
 
 pytest.importorskip("tritonclient.http")
 pytest.importorskip("tritonclient.grpc")
 import grpc  # noqa: E402
+from triton_serving import INVALID, TIMEOUT_S, client, infer, serving  # noqa: E402
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
-
-from triton_serving import INVALID, TIMEOUT_S, client, infer, serving  # noqa: E402
 
 pytestmark = pytest.mark.serving
 
@@ -78,8 +78,9 @@ def server(resnet: Served, bert: Served, tmp_path_factory: pytest.TempPathFactor
     """One server for the module, both models on the python backend with dynamic batching."""
     root = tmp_path_factory.mktemp("triton")
     for served in (resnet, bert):
-        model = export_model_repository(served.lowered, root / "repo", served.name, max_batch_size=BATCH,
-                                        platform="python")
+        model = export_model_repository(
+            served.lowered, root / "repo", served.name, max_batch_size=BATCH, platform="python"
+        )
         assert model.platform == "python"
     with serving(root / "repo", root / "tritonserver.log") as server:
         yield server
@@ -130,24 +131,36 @@ def test_concurrent_clients_with_dynamic_batching(server: TritonServer, resnet: 
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_malformed_requests_get_an_error_and_the_server_keeps_serving(server: TritonServer, bert: Served,
-                                                                      protocol: str) -> None:
+def test_malformed_requests_get_an_error_and_the_server_keeps_serving(
+    server: TritonServer, bert: Served, protocol: str
+) -> None:
     ids = torch.randint(0, 500, (2, 8)).numpy()
     with client(server, protocol) as c:
         bad: list[tuple[str, Callable[[], object]]] = [
-            ("unexpected shape for input 'x'",
-             lambda: infer(c, protocol, "resnet18", {"x": np.zeros((1, 3, 32, 32), np.float32)})),
-            ("data-type is 'FP32', but model 'bert' expects 'INT64'",
-             lambda: infer(c, protocol, "bert", {"input_ids": ids.astype(np.float32)})),
+            (
+                "unexpected shape for input 'x'",
+                lambda: infer(c, protocol, "resnet18", {"x": np.zeros((1, 3, 32, 32), np.float32)}),
+            ),
+            (
+                "data-type is 'FP32', but model 'bert' expects 'INT64'",
+                lambda: infer(c, protocol, "bert", {"input_ids": ids.astype(np.float32)}),
+            ),
             ("missing required input(s) ['input_ids']", lambda: infer(c, protocol, "bert", {})),
             # Within Triton's dims (-1) but beyond the lowered range: trt_lower's error, as the reply.
-            ("input 'input_ids' was lowered for the range (1..8, 4..32) int64, got (1, 40)",
-             lambda: infer(c, protocol, "bert", {"input_ids": np.zeros((1, 40), np.int64)})),
+            (
+                "input 'input_ids' was lowered for the range (1..8, 4..32) int64, got (1, 40)",
+                lambda: infer(c, protocol, "bert", {"input_ids": np.zeros((1, 40), np.int64)}),
+            ),
             # A token id outside the vocabulary: the embedding's index check, as the reply.
-            ("IndexOutOfRangeError: aten.embedding.default 'embedding': input 'input_ids' holds an index outside "
-             "[0, 500)", lambda: infer(c, protocol, "bert", {"input_ids": np.full((1, 8), -1, np.int64)})),
-            ("input 'input_ids' holds an index outside [0, 500)",
-             lambda: infer(c, protocol, "bert", {"input_ids": np.full((2, 8), 500, np.int64)})),
+            (
+                "IndexOutOfRangeError: aten.embedding.default 'embedding': input 'input_ids' holds an index outside "
+                "[0, 500)",
+                lambda: infer(c, protocol, "bert", {"input_ids": np.full((1, 8), -1, np.int64)}),
+            ),
+            (
+                "input 'input_ids' holds an index outside [0, 500)",
+                lambda: infer(c, protocol, "bert", {"input_ids": np.full((2, 8), 500, np.int64)}),
+            ),
         ]
         for message, call in bad:
             with pytest.raises(InferenceServerException) as error:
@@ -173,8 +186,9 @@ def post(host: str, port: int, path: str, body: bytes, headers: dict[str, str] |
 HUGE = 2**40
 
 
-def test_a_request_declaring_a_huge_input_is_refused_and_the_server_answers_the_next(server: TritonServer,
-                                                                                   bert: Served) -> None:
+def test_a_request_declaring_a_huge_input_is_refused_and_the_server_answers_the_next(
+    server: TritonServer, bert: Served
+) -> None:
     """The front refuses it, compressed or not, as it refuses shapes not of the protocol; the
     server's own HTTP port answers only the front; the server keeps serving."""
     huge = json.dumps({"inputs": [{"name": "input_ids", "shape": [1, HUGE], "datatype": "INT64", "data": [1, 2]}]})
@@ -250,8 +264,10 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
     assert post("127.0.0.1", port, infer_path, fits, {"trt-lower-front": "forged"}) == (200, fits.decode())
     ((path, headers, body),) = Upstream.seen
     assert (path, body) == (infer_path, fits)
-    assert f"--http-restricted-api=health,metadata,inference,shared-memory,model-config,model-repository,statistics," \
-           f"trace,logging:trt-lower-front={headers['trt-lower-front']}" in guard.server_args()
+    assert (
+        f"--http-restricted-api=health,metadata,inference,shared-memory,model-config,model-repository,statistics,"
+        f"trace,logging:trt-lower-front={headers['trt-lower-front']}" in guard.server_args()
+    )
     assert headers["trt-lower-front"] != "forged"
     declared = json.dumps({"inputs": [{"name": "x", "shape": [2, 126], "datatype": "FP32"}]}).encode()
     bomb = gzip.compress(b" " * 5000 + fits)
@@ -271,20 +287,32 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
     for target in ("http://127.0.0.1/v2/models/m/infer", "/v2/models/m/infer?x=1", "/v2/models/m/versions/1/infer"):
         got, text = post("127.0.0.1", port, target, declared)
         assert got == 400 and "declare 1008 bytes" in text, (target, text)
-    for headers, status in [("Transfer-Encoding: chunked\r\n", 411),  # its headers only
-                            (f"Content-Length: {len(fits)}\r\nInference-Header-Content-Length: {len(fits)}\r\n"
-                             "Inference-Header-Content-Length: 9\r\n", 400)]:
+    for headers, status in [
+        ("Transfer-Encoding: chunked\r\n", 411),  # its headers only
+        (
+            f"Content-Length: {len(fits)}\r\nInference-Header-Content-Length: {len(fits)}\r\n"
+            "Inference-Header-Content-Length: 9\r\n",
+            400,
+        ),
+    ]:
         with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as raw:
             raw.sendall(f"POST {infer_path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + fits)
             assert raw.recv(4096).startswith(f"HTTP/1.1 {status} ".encode()), headers
     assert len(Upstream.seen) == 1  # none of them reached the server
 
 
-@pytest.mark.parametrize("header", [
-    [], {"inputs": {}}, {"inputs": [7]}, {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, -1]}]},
-    {"inputs": [{"name": "x", "datatype": "FP32", "shape": [True]}]}, {"inputs": [{"name": "x", "shape": [1]}]},
-    {"inputs": [{"datatype": "FP32", "shape": [1.0]}]},
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        [],
+        {"inputs": {}},
+        {"inputs": [7]},
+        {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, -1]}]},
+        {"inputs": [{"name": "x", "datatype": "FP32", "shape": [True]}]},
+        {"inputs": [{"name": "x", "shape": [1]}]},
+        {"inputs": [{"datatype": "FP32", "shape": [1.0]}]},
+    ],
+)
 def test_an_inference_header_not_of_the_protocol_is_refused(header: object) -> None:
     with pytest.raises(Refused):
         declared_bytes(header)
@@ -309,8 +337,13 @@ def test_runner_merges_requests_and_blames_only_the_bad_one(bert: Served) -> Non
         calls.append(args[0].shape)
         return bert.lowered(*args)
 
-    runner = Runner(counted, ["input_ids"], ["last_hidden_state", "pooler_output"],  # type: ignore[arg-type]
-                    torch.device("cpu"), batching=True)
+    runner = Runner(
+        counted,
+        ["input_ids"],
+        ["last_hidden_state", "pooler_output"],  # type: ignore[arg-type]
+        torch.device("cpu"),
+        batching=True,
+    )
     ids = [torch.randint(0, 500, s) for s in [(1, 8), (2, 8), (1, 12), (1, 99), (3, 8)]]
     replies = runner.run([{"input_ids": t} for t in ids])
     assert isinstance(replies[3], trt_lower.EngineInputError)
@@ -325,8 +358,13 @@ class MLP(torch.nn.Module):
 
     def __init__(self, width: int = 8) -> None:
         super().__init__()
-        self.layers = torch.nn.Sequential(torch.nn.Linear(width, 16), torch.nn.ReLU(), torch.nn.Linear(16, width),
-                                          torch.nn.Sigmoid(), torch.nn.Linear(width, 4))
+        self.layers = torch.nn.Sequential(
+            torch.nn.Linear(width, 16),
+            torch.nn.ReLU(),
+            torch.nn.Linear(16, width),
+            torch.nn.Sigmoid(),
+            torch.nn.Linear(width, 4),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(x)
@@ -341,7 +379,9 @@ def test_whole_onnxruntime_model_becomes_an_onnxruntime_onnx_model(resnet: Serve
     assert model.platform == "onnxruntime_onnx", model.reason
     config = parse_config(model.path)
     assert config.platform == "onnxruntime_onnx" and config.max_batch_size == 4
-    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [("x", model_config_pb2.TYPE_FP32, [3, 64, 64])]
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
+        ("x", model_config_pb2.TYPE_FP32, [3, 64, 64])
+    ]
     assert [(t.name, list(t.dims)) for t in config.output] == [("output", [1000])]
     assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
     assert config.instance_group[0].count == 2
@@ -353,8 +393,9 @@ def test_whole_onnxruntime_model_becomes_an_onnxruntime_onnx_model(resnet: Serve
     torch.testing.assert_close(torch.from_numpy(y), resnet.expected(x)["output"], **TOL)
 
 
-def test_whole_tensorrt_model_becomes_a_tensorrt_plan_model(trt_double: Any, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_whole_tensorrt_model_becomes_a_tensorrt_plan_model(
+    trt_double: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from trt_double.device import HostDevice
 
     monkeypatch.setattr(HostDevice, "identity", lambda self: "NVIDIA H100 sm_90")
@@ -379,8 +420,13 @@ def test_whole_tensorrt_model_becomes_a_tensorrt_plan_model(trt_double: Any, tmp
 
 
 def test_partly_lowered_model_becomes_a_python_model(tmp_path: Path) -> None:
-    lowered = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime", min_block_size=1,
-                                     fallback_ops=["aten.sigmoid.default"])
+    lowered = trt_lower.lower_to_trt(
+        MLP().eval(),
+        (torch.randn(2, 8),),
+        backend="onnxruntime",
+        min_block_size=1,
+        fallback_ops=["aten.sigmoid.default"],
+    )
     exported = export_model_repository(lowered, tmp_path, "mlp")
     assert exported.platform == "python" and "fallback" in exported.reason
     config = parse_config(exported.path)
@@ -402,11 +448,17 @@ def test_a_model_under_size_conditions_is_served_by_its_guard(tmp_path: Path) ->
     assert len(lowered.report.engines) == 1 and not lowered.report.fallbacks
     exported = export_model_repository(lowered, tmp_path, "even")
     assert exported.platform == "python" and "(args_0.shape[0] % 2) == 0" in exported.reason
-    with pytest.raises(ValueError, match=r"platform='onnxruntime_onnx' needs the whole model in one engine .* "
-                                         r"size conditions"):
+    with pytest.raises(
+        ValueError,
+        match=r"platform='onnxruntime_onnx' needs the whole model in one engine .* "
+        r"size conditions",
+    ):
         export_model_repository(lowered, tmp_path, "even", platform="onnxruntime_onnx")
-    with pytest.raises(ValueError, match=r"max_batch_size=4: Triton may send a batch of 1, and input shapes "
-                                         r"args_0 \(1, 8\) break a condition"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_batch_size=4: Triton may send a batch of 1, and input shapes "
+        r"args_0 \(1, 8\) break a condition",
+    ):
         export_model_repository(lowered, tmp_path, "even", max_batch_size=4)
 
 
@@ -432,8 +484,9 @@ def test_scalars_of_a_model_without_a_batch_dim_travel_as_one_element(tmp_path: 
     assert "reshape" not in text
     config = parse_config(exported.path)
     assert [list(t.dims) for t in (*config.input, *config.output)] == [[2, 3], [1], [1], [2, 3]]
-    runner = Runner(lowered, [t.name for t in config.input], [t.name for t in config.output], torch.device("cpu"),
-                    batching=False)
+    runner = Runner(
+        lowered, [t.name for t in config.input], [t.name for t in config.output], torch.device("cpu"), batching=False
+    )
     (reply,) = runner.run([dict(zip(runner.inputs, (x, s.reshape(1))))])
     assert not isinstance(reply, Exception), reply
     expected = model(x, s)
@@ -458,18 +511,26 @@ def test_a_dim_0_whose_items_mix_is_no_batch_dim(tmp_path: Path) -> None:
     wrong answers. Export refuses it as a batch dim, saying why."""
     spec = trt_lower.TensorSpec((1, 2, 8), (4, 2, 8), (8, 2, 8))
     lowered = trt_lower.lower_to_trt(SequenceFirst().eval(), (spec,), backend="onnxruntime")
-    with pytest.raises(ValueError, match=r"max_batch_size=4 needs a batch dim, but output 'output' of the first item "
-                                         r"along dim 0 changes with the other items"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_batch_size=4 needs a batch dim, but output 'output' of the first item "
+        r"along dim 0 changes with the other items",
+    ):
         export_model_repository(lowered, tmp_path, "seq_first", max_batch_size=4)
     assert export_model_repository(lowered, tmp_path, "seq_first").platform == "onnxruntime_onnx"
 
 
 def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> None:
     static = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime")
-    with pytest.raises(ValueError, match=r"max_batch_size=4 needs a batch dim, but input 'x' was lowered for "
-                                         r"\(2, 8\) float32, without a varying dim 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_batch_size=4 needs a batch dim, but input 'x' was lowered for "
+        r"\(2, 8\) float32, without a varying dim 0",
+    ):
         export_model_repository(static, tmp_path, "linear", max_batch_size=4)
-    with pytest.raises(ValueError, match=r"Triton sends batches of 1..16, but the model was lowered for batch sizes 1..8"):
+    with pytest.raises(
+        ValueError, match=r"Triton sends batches of 1..16, but the model was lowered for batch sizes 1..8"
+    ):
         export_model_repository(resnet.lowered, tmp_path, "resnet18", max_batch_size=16)
     with pytest.raises(ValueError, match=r"platform='tensorrt_plan' needs a model lowered with backend='tensorrt'"):
         export_model_repository(resnet.lowered, tmp_path, "resnet18", platform="tensorrt_plan")
@@ -483,8 +544,20 @@ def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> N
 
 def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trt_lower.save(resnet.lowered, tmp_path / "resnet18.trtl")
-    code = cli.main(["triton", str(tmp_path / "resnet18.trtl"), "--repo", str(tmp_path / "repo"), "--name", "r18",
-                     "--max-batch", "4", "--platform", "python"])
+    code = cli.main(
+        [
+            "triton",
+            str(tmp_path / "resnet18.trtl"),
+            "--repo",
+            str(tmp_path / "repo"),
+            "--name",
+            "r18",
+            "--max-batch",
+            "4",
+            "--platform",
+            "python",
+        ]
+    )
     assert code == 0
     assert "platform python" in capsys.readouterr().out
     config = parse_config(tmp_path / "repo" / "r18")
@@ -494,22 +567,32 @@ def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.
 def test_a_model_that_fails_to_load_stops_the_server_with_an_error(tmp_path: Path) -> None:
     model = tmp_path / "repo" / "broken"
     (model / "1").mkdir(parents=True)
-    (model / "config.pbtxt").write_text('backend: "python"\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
-                                        'output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n')
-    (model / "1" / "model.py").write_text("class TritonPythonModel:\n    def initialize(self, args):\n"
-                                          "        raise RuntimeError('no model here')\n")
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+    )
+    (model / "1" / "model.py").write_text(
+        "class TritonPythonModel:\n    def initialize(self, args):\n        raise RuntimeError('no model here')\n"
+    )
     ports = free_ports(3)
     with open(tmp_path / "log", "wb") as log:
-        server = TritonServer(tmp_path / "repo", http_port=ports[0], grpc_port=ports[1], metrics_port=ports[2], log=log,
-                              ready_timeout=TIMEOUT_S)
+        server = TritonServer(
+            tmp_path / "repo",
+            http_port=ports[0],
+            grpc_port=ports[1],
+            metrics_port=ports[2],
+            log=log,
+            ready_timeout=TIMEOUT_S,
+        )
         with pytest.raises(RuntimeError, match="tritonserver exited with status 1 before it was ready"):
             server.__enter__()
     assert server.process is None
     assert "failed to load 'broken'" in (tmp_path / "log").read_text()
 
 
-def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_serve_starts_the_server_on_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`trt-lower serve` wiring (the server itself is the `server` fixture's TritonServer): it
     serves until a SIGTERM, and reports a server that dies in one line."""
     started = []
@@ -522,15 +605,38 @@ def test_cli_serve_starts_the_server_on_the_repository(tmp_path: Path, monkeypat
             return self
 
     monkeypatch.setattr("trt_lower.triton.TritonServer", Recorder)
-    assert cli.main(["serve", str(tmp_path), "--http-port", "9100", "--grpc-port", "9101", "--metrics-port", "9102",
-                     "--max-input-size", "4096"]) == 0
+    assert (
+        cli.main(
+            [
+                "serve",
+                str(tmp_path),
+                "--http-port",
+                "9100",
+                "--grpc-port",
+                "9101",
+                "--metrics-port",
+                "9102",
+                "--max-input-size",
+                "4096",
+            ]
+        )
+        == 0
+    )
     (server,) = started
     assert (server.repo, server.http_url, server.grpc_url, server.metrics_port, server.max_input_size) == (
-        tmp_path, "127.0.0.1:9100", "127.0.0.1:9101", 9102, 4096)
+        tmp_path,
+        "127.0.0.1:9100",
+        "127.0.0.1:9101",
+        9102,
+        4096,
+    )
     assert "serving" in capsys.readouterr().out
     behaviour[0] = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"  # as the huge request ended it
-    with pytest.raises(SystemExit, match=rf"^trt-lower serve: RuntimeError: tritonserver was killed by SIGABRT while "
-                                         rf"serving {tmp_path} \(its log above says why\)$"):
+    with pytest.raises(
+        SystemExit,
+        match=rf"^trt-lower serve: RuntimeError: tritonserver was killed by SIGABRT while "
+        rf"serving {tmp_path} \(its log above says why\)$",
+    ):
         cli.main(["serve", str(tmp_path)])
     with pytest.raises(SystemExit, match="^trt-lower serve: ValueError: model repository .* is not a directory"):
         cli.main(["serve", str(tmp_path / "missing")])
@@ -580,16 +686,20 @@ def test_an_ipv6_host_is_bracketed_in_the_urls(tmp_path: Path) -> None:
     assert "--grpc-address=::1" in server.command(tmp_path, [])
 
 
-def test_stop_ends_the_server_even_when_its_wait_is_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_ends_the_server_even_when_its_wait_is_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second Ctrl-C during stop()'s wait left the server (in its own session, out of reach of
     the terminal) running with its ports."""
     server = TritonServer(tmp_path)
-    server.process = process = subprocess.Popen([sys.executable, "-c", "import signal, time; "
-                                                 "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"],
-                                                start_new_session=True)
+    server.process = process = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"],
+        start_new_session=True,
+    )
 
     def interrupted(pid: int, timeout: float) -> None:
         raise KeyboardInterrupt
+
     monkeypatch.setattr("trt_lower.triton.server._wait_unreaped", interrupted)
     with pytest.raises(KeyboardInterrupt):
         server.stop()

@@ -1,6 +1,7 @@
 """Triton serving a causal LM lowered for generation: one request = a prompt plus options ->
 generate()'s tokens, served by a real tritonserver (from nvidia-pytriton) on 127.0.0.1 and queried
 with tritonclient. One server for the module."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,11 +18,11 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tritonclient.http")
 pytest.importorskip("tritonclient.grpc")
 from google.protobuf import text_format  # noqa: E402
+from triton_serving import INVALID, client, infer, serving  # noqa: E402
 from tritonclient.grpc import model_config_pb2  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from trt_lower.llm import LoweredCausalLM, lower_causal_lm  # noqa: E402
-from triton_serving import INVALID, client, infer, serving  # noqa: E402
 
 pytestmark = pytest.mark.serving
 
@@ -41,9 +42,16 @@ class Served:
 def llama() -> tuple[Any, LoweredCausalLM]:
     """A tiny Llama (random weights) and its lowering for generation."""
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2)).eval()
+    model = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+    ).eval()
     # The server here has no GPU: a TensorRT engine (the double's too) would make a KIND_GPU model.
     return model, lower_causal_lm(model, max_batch=MAX_BATCH, max_length=MAX_LENGTH, backend="onnxruntime")
 
@@ -60,14 +68,23 @@ def served(llama: tuple[Any, LoweredCausalLM], tmp_path_factory: pytest.TempPath
         yield Served(model, gen, server)
 
 
-def generate(server: TritonServer, protocol: str, ids: torch.Tensor, mask: torch.Tensor | None = None,
-             **options: Any) -> torch.Tensor:
+def generate(
+    server: TritonServer, protocol: str, ids: torch.Tensor, mask: torch.Tensor | None = None, **options: Any
+) -> torch.Tensor:
     """The served model's output_ids for the prompt `ids` (and `mask`), each option a [1] input of
     its OPTIONS dtype."""
-    dtypes = {"max_new_tokens": np.int32, "top_k": np.int32, "do_sample": np.bool_, "temperature": np.float32,
-              "top_p": np.float32}
-    arrays = {"input_ids": ids.numpy(), **({} if mask is None else {"attention_mask": mask.numpy()}),
-              **{k: np.array([v], dtypes.get(k, np.int64)) for k, v in options.items()}}
+    dtypes = {
+        "max_new_tokens": np.int32,
+        "top_k": np.int32,
+        "do_sample": np.bool_,
+        "temperature": np.float32,
+        "top_p": np.float32,
+    }
+    arrays = {
+        "input_ids": ids.numpy(),
+        **({} if mask is None else {"attention_mask": mask.numpy()}),
+        **{k: np.array([v], dtypes.get(k, np.int64)) for k, v in options.items()},
+    }
     with client(server, protocol) as c:
         reply = infer(c, protocol, NAME, arrays)
     return torch.tensor(reply.as_numpy("output_ids"))
@@ -110,11 +127,19 @@ def test_requests_beyond_the_limits_get_an_error_and_the_server_keeps_serving(se
     with torch.no_grad():
         expected = served.model.generate(ids, attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
     bad: list[tuple[str, torch.Tensor, torch.Tensor | None, dict[str, Any]]] = [
-        (f"GenerationLimitError: the prompt's 40 tokens exceed max_length={MAX_LENGTH}",
-         torch.ones(1, 40, dtype=torch.int64), None, {}),
+        (
+            f"GenerationLimitError: the prompt's 40 tokens exceed max_length={MAX_LENGTH}",
+            torch.ones(1, 40, dtype=torch.int64),
+            None,
+            {},
+        ),
         (f"GenerationLimitError: batch 3 exceeds max_batch={MAX_BATCH}", torch.ones(3, 4, dtype=torch.int64), None, {}),
-        (f"GenerationLimitError: the prompt's 20 tokens and 16 new ones exceed max_length={MAX_LENGTH}",
-         torch.ones(1, 20, dtype=torch.int64), None, {"max_new_tokens": 16}),
+        (
+            f"GenerationLimitError: the prompt's 20 tokens and 16 new ones exceed max_length={MAX_LENGTH}",
+            torch.ones(1, 20, dtype=torch.int64),
+            None,
+            {"max_new_tokens": 16},
+        ),
         ("ValueError: attention_mask has shape (2, 5), input_ids (2, 8)", ids, mask[:, 3:], {}),
     ]
     for message, prompt, prompt_mask, options in bad:
@@ -126,22 +151,30 @@ def test_requests_beyond_the_limits_get_an_error_and_the_server_keeps_serving(se
         assert torch.equal(got, expected)
 
 
-def test_a_causal_lm_is_a_python_model_without_triton_batching(llama: tuple[Any, LoweredCausalLM],
-                                                               tmp_path: Path) -> None:
+def test_a_causal_lm_is_a_python_model_without_triton_batching(
+    llama: tuple[Any, LoweredCausalLM], tmp_path: Path
+) -> None:
     _, gen = llama
     exported = export_model_repository(gen, tmp_path, NAME)
     config = text_format.Parse((exported.path / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     assert config.backend == "python" and config.max_batch_size == 0
     assert config.parameters["kind"].string_value == "causal_lm"
     assert [(t.name, list(t.dims), t.optional) for t in config.input][:3] == [
-        ("input_ids", [-1, -1], False), ("attention_mask", [-1, -1], True), ("max_new_tokens", [1], True)]
+        ("input_ids", [-1, -1], False),
+        ("attention_mask", [-1, -1], True),
+        ("max_new_tokens", [1], True),
+    ]
     assert [(t.name, list(t.dims)) for t in config.output] == [("output_ids", [-1, -1])]
     # Its artifact, as `trt-lower triton FILE` exports it, and its step alone are the same model.
     trt_lower.save(gen, tmp_path / "llama.trtl")
     from_file = export_model_repository(tmp_path / "llama.trtl", tmp_path / "file", NAME)
     assert from_file.platform == "python" and (from_file.path / "1" / "model.trtl").is_file()
-    assert text_format.Parse((from_file.path / "config.pbtxt").read_text(),
-                             model_config_pb2.ModelConfig()).parameters["kind"].string_value == "causal_lm"
+    assert (
+        text_format.Parse((from_file.path / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+        .parameters["kind"]
+        .string_value
+        == "causal_lm"
+    )
     step = export_model_repository(gen.step, tmp_path / "step", NAME)
     assert (step.path / "config.pbtxt").read_text() == (exported.path / "config.pbtxt").read_text()
     with pytest.raises(ValueError, match="max_batch_size=2: a causal LM is served with max_batch_size=0"):

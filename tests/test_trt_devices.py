@@ -2,6 +2,7 @@
 on two modelled GPUs: tests/trt_double/torch_cuda.py stands in for torch.cuda, and the TensorRT
 double refuses an enqueue under another device than its engine's or on another device's stream.
 The engines here read and write host buffers bound the way TRTEngineModule binds them."""
+
 from __future__ import annotations
 
 import importlib
@@ -11,8 +12,8 @@ from typing import Iterator
 import pytest
 import torch
 from onnx import TensorProto, helper
-
 from trt_double.torch_cuda import TorchCuda
+
 from trt_lower.values import device as devices
 from trt_lower.values.device import CudaDevice
 
@@ -70,7 +71,8 @@ class Engine:
 
 
 def test_double_binds_an_engine_to_the_device_current_when_deserialized(
-        trt_double: ModuleType, cuda: TorchCuda) -> None:
+    trt_double: ModuleType, cuda: TorchCuda
+) -> None:
     engine = Engine(trt_double, cuda, 1)
     with pytest.raises(RuntimeError, match="bound to device 1 but the current device is 0"):
         engine.run(cuda.Stream(1).cuda_stream)
@@ -152,7 +154,8 @@ class _Output:
 
 
 def test_outputs_made_on_the_side_stream_are_recorded_on_the_default_stream(
-        trt_double: ModuleType, cuda: TorchCuda) -> None:
+    trt_double: ModuleType, cuda: TorchCuda
+) -> None:
     """From the default stream the engine runs on a side stream, whose memory pool its outputs
     come from, and the caller uses them on the default stream: recorded there, another thread's
     call cannot reuse their memory before that work has run. On the caller's own stream there

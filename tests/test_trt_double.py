@@ -1,5 +1,6 @@
 """The TensorRT double against TensorRT itself: its enums carry the values of NVIDIA's bindings
 (from tensorrt-stubs), and its ONNX parser refuses what the real parser of its version refuses."""
+
 from __future__ import annotations
 
 import importlib
@@ -11,14 +12,21 @@ from typing import Any
 
 import pytest
 from onnx import TensorProto, helper
-
 from trt_double import double
 
 # `    TF32: typing.ClassVar[BuilderFlag]  # value = <BuilderFlag.TF32: 6>`
 _MEMBER = re.compile(r"^\s+(\w+): typing\.ClassVar\[([\w.]+)\]  # value = <[\w.]+: (-?\d+)>", re.MULTILINE)
-ENUMS = (double.DataType, double.TensorIOMode, double.MemoryPoolType, double.BuilderFlag, double.PreviewFeature,
-         double.ExecutionContextAllocationStrategy, double.NetworkDefinitionCreationFlag, double.ILogger.Severity,
-         double.SerializationFlag)
+ENUMS = (
+    double.DataType,
+    double.TensorIOMode,
+    double.MemoryPoolType,
+    double.BuilderFlag,
+    double.PreviewFeature,
+    double.ExecutionContextAllocationStrategy,
+    double.NetworkDefinitionCreationFlag,
+    double.ILogger.Severity,
+    double.SerializationFlag,
+)
 
 
 def _stub_values() -> dict[str, dict[str, int]]:
@@ -43,15 +51,19 @@ def test_enum_values_are_tensorrts(enum: type[double._Enum]) -> None:
 
 def _int_relu() -> bytes:
     """Relu on int32: ONNX Runtime runs it; TensorRT's parser takes integer Relu only lately."""
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu/Relu")], "engine_0",
-                              [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu/Relu")],
+        "engine_0",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [4])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     return bytes(model.SerializeToString())
 
 
-@pytest.mark.parametrize("trt_double, refused", [("8.6.1", True), ("10.4.0", True), ("10.13.0", False)],
-                         indirect=["trt_double"])
+@pytest.mark.parametrize(
+    "trt_double, refused", [("8.6.1", True), ("10.4.0", True), ("10.13.0", False)], indirect=["trt_double"]
+)
 def test_the_parser_refuses_what_its_versions_table_refuses(trt_double: ModuleType, refused: bool) -> None:
     builder = trt_double.Builder(_logger())
     parser = trt_double.OnnxParser(builder.create_network(_flags(trt_double)), _logger())

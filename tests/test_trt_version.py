@@ -1,5 +1,6 @@
 """trt_version: the setting, the per-version ONNX support table and its checker, and what the same
 model lowers to for each version."""
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -9,15 +10,15 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from harness import Fn, check_onnx, engine_ops
 from onnx import TensorProto, helper, numpy_helper
+from support_audit import SupportAudit
 
 import converters
 import trt_lower
-from converters.core.target import VERSIONS, TrtTarget
 from converters.core.builder import OPSET, ir_version
+from converters.core.target import VERSIONS, TrtTarget
 from converters.passes import trt_support
-from harness import Fn, check_onnx, engine_ops
-from support_audit import SupportAudit
 from trt_lower.engine.tensorrt import installed_version
 from trt_lower.lowering_options import default_trt_version
 
@@ -40,10 +41,20 @@ def test_default_without_tensorrt_is_10_4() -> None:
     assert "trt_version=10.4" in str(lowered.report)
 
 
-@pytest.mark.parametrize("trt_double, expected", [
-    ("8.6.1", "8.6"), ("10.0.1", "10.4"), ("10.4.0", "10.4"), ("10.11.0", "10.4"), ("10.13.0", "10.12"),
-    ("10.14.1", "10.12"), ("10.15.0", "latest"), ("11.0.0", "latest"),
-], indirect=["trt_double"])
+@pytest.mark.parametrize(
+    "trt_double, expected",
+    [
+        ("8.6.1", "8.6"),
+        ("10.0.1", "10.4"),
+        ("10.4.0", "10.4"),
+        ("10.11.0", "10.4"),
+        ("10.13.0", "10.12"),
+        ("10.14.1", "10.12"),
+        ("10.15.0", "latest"),
+        ("11.0.0", "latest"),
+    ],
+    indirect=["trt_double"],
+)
 def test_default_follows_the_installed_tensorrt(trt_double: ModuleType, expected: str) -> None:
     assert default_trt_version() == expected
 
@@ -73,10 +84,20 @@ def test_capability_checks_are_given_the_target() -> None:
 Tensor = tuple[str, int, Sequence[int] | None]
 
 
-def _model(nodes: list[onnx.NodeProto], inputs: list[Tensor], outputs: list[Tensor],
-           initializers: Sequence[onnx.TensorProto] = (), opset: int = OPSET) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info(*i) for i in inputs],
-                              [helper.make_tensor_value_info(*o) for o in outputs], list(initializers))
+def _model(
+    nodes: list[onnx.NodeProto],
+    inputs: list[Tensor],
+    outputs: list[Tensor],
+    initializers: Sequence[onnx.TensorProto] = (),
+    opset: int = OPSET,
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "bad",
+        [helper.make_tensor_value_info(*i) for i in inputs],
+        [helper.make_tensor_value_info(*o) for o in outputs],
+        list(initializers),
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version(opset))
 
 
@@ -88,41 +109,64 @@ FX, I64, I32, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, Tenso
 X = ("x", FX, [1, 2, 8, 8])
 
 
-def _quantize_linear(scale: np.ndarray[Any, Any] | np.generic, zero_point: np.ndarray[Any, Any] | np.generic | None,
-                     out_type: int = TensorProto.INT8, **attrs: Any) -> onnx.ModelProto:
+def _quantize_linear(
+    scale: np.ndarray[Any, Any] | np.generic,
+    zero_point: np.ndarray[Any, Any] | np.generic | None,
+    out_type: int = TensorProto.INT8,
+    **attrs: Any,
+) -> onnx.ModelProto:
     operands = [numpy_helper.from_array(np.asarray(scale), "s")]
     if zero_point is not None:
         operands.append(numpy_helper.from_array(np.asarray(zero_point), "z"))
-    node = helper.make_node("QuantizeLinear", ["x", "s", "z" if zero_point is not None else ""][:len(operands) + 1],
-                            ["y"], name="q/QuantizeLinear", **attrs)
+    node = helper.make_node(
+        "QuantizeLinear",
+        ["x", "s", "z" if zero_point is not None else ""][: len(operands) + 1],
+        ["y"],
+        name="q/QuantizeLinear",
+        **attrs,
+    )
     return _model([node], [("x", FX, [2, 2])], [("y", out_type, [2, 2])], operands)
 
 
-def _unary(op: str, in_type: int = FX, out_type: int | None = None, shape: Sequence[int] = (2, 3),
-           **attrs: Any) -> onnx.ModelProto:
-    return _model([helper.make_node(op, ["x"], ["y"], name=f"n/{op}", **attrs)],
-                  [("x", in_type, shape)], [("y", out_type or in_type, shape)])
+def _unary(
+    op: str, in_type: int = FX, out_type: int | None = None, shape: Sequence[int] = (2, 3), **attrs: Any
+) -> onnx.ModelProto:
+    return _model(
+        [helper.make_node(op, ["x"], ["y"], name=f"n/{op}", **attrs)],
+        [("x", in_type, shape)],
+        [("y", out_type or in_type, shape)],
+    )
 
 
 def _pool(**attrs: Any) -> onnx.ModelProto:
     outputs = attrs.pop("outputs", ["y"])
     kernel = attrs.pop("kernel_shape", [2, 2])
     shape = [1, 2] + [8] * len(kernel)
-    return _model([helper.make_node("MaxPool", ["x"], outputs, name="pool/MaxPool", kernel_shape=kernel, **attrs)],
-                  [("x", FX, shape)], [(o, FX if o == "y" else I64, None) for o in outputs])
+    return _model(
+        [helper.make_node("MaxPool", ["x"], outputs, name="pool/MaxPool", kernel_shape=kernel, **attrs)],
+        [("x", FX, shape)],
+        [(o, FX if o == "y" else I64, None) for o in outputs],
+    )
 
 
 def _topk(k: int, k_input: bool = False, **attrs: Any) -> onnx.ModelProto:
     inputs: list[Tensor] = [("x", FX, [5000])] + ([("k", I64, [1])] if k_input else [])
-    return _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk/TopK", **attrs)], inputs,
-                  [("v", FX, None), ("i", I64, None)], [] if k_input else [_ints("k", [k])])
+    return _model(
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="topk/TopK", **attrs)],
+        inputs,
+        [("v", FX, None), ("i", I64, None)],
+        [] if k_input else [_ints("k", [k])],
+    )
 
 
 def _scatter(op: str, **attrs: Any) -> onnx.ModelProto:
     index_shape = [2, 1] if op == "ScatterND" else [2, 3]
     update_shape = [2, 3] if op == "ScatterND" else [2, 3]
-    return _model([helper.make_node(op, ["x", "i", "u"], ["y"], name=f"s/{op}", **attrs)],
-                  [("x", FX, [4, 3]), ("i", I64, index_shape), ("u", FX, update_shape)], [("y", FX, [4, 3])])
+    return _model(
+        [helper.make_node(op, ["x", "i", "u"], ["y"], name=f"s/{op}", **attrs)],
+        [("x", FX, [4, 3]), ("i", I64, index_shape), ("u", FX, update_shape)],
+        [("y", FX, [4, 3])],
+    )
 
 
 def _axes_input(op: str) -> onnx.ModelProto:
@@ -144,8 +188,9 @@ def _int64_constant(consumer: str) -> onnx.ModelProto:
 
 def _resize(mode: str, coordinates: str) -> onnx.ModelProto:
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "scales")
-    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up/Resize", mode=mode,
-                            coordinate_transformation_mode=coordinates)
+    node = helper.make_node(
+        "Resize", ["x", "", "scales"], ["y"], name="up/Resize", mode=mode, coordinate_transformation_mode=coordinates
+    )
     return _model([node], [X], [("y", FX, [1, 2, 16, 16])], [scales])
 
 
@@ -170,20 +215,36 @@ BAD = {
     # op / dtype limits
     "integer MatMul": (_binary("MatMul", I64, I64), VERSIONS, "runs MatMul on FLOAT/FLOAT16"),
     "integer Clip": (_unary("Clip", I32), VERSIONS, "runs Clip on FLOAT/FLOAT16"),
-    "Pad on bools": (_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="p/Pad")], [("x", B, [2])],
-                            [("y", B, [4])], [_ints("pads", [1, 1])]),
-                     VERSIONS, "runs Pad on FLOAT/FLOAT16/INT32/INT64"),
+    "Pad on bools": (
+        _model(
+            [helper.make_node("Pad", ["x", "pads"], ["y"], name="p/Pad")],
+            [("x", B, [2])],
+            [("y", B, [4])],
+            [_ints("pads", [1, 1])],
+        ),
+        VERSIONS,
+        "runs Pad on FLOAT/FLOAT16/INT32/INT64",
+    ),
     "Equal on bools": (_binary("Equal", B, B), VERSIONS, "runs Equal on FLOAT/FLOAT16/INT32/INT64"),
     "integer Relu before 10.12": (_unary("Relu", I32), ("8.6", "10.4"), "runs Relu on FLOAT/FLOAT16 only"),
     "float64": (_unary("Abs", TensorProto.DOUBLE), VERSIONS, "is DOUBLE, which TensorRT engines do not compute in"),
-    "bf16 before 10.12": (_unary("Cast", FX, TensorProto.BFLOAT16, to=TensorProto.BFLOAT16), ("8.6", "10.4"),
-                           "is BFLOAT16"),
+    "bf16 before 10.12": (
+        _unary("Cast", FX, TensorProto.BFLOAT16, to=TensorProto.BFLOAT16),
+        ("8.6", "10.4"),
+        "is BFLOAT16",
+    ),
     "bf16 NonZero": (_unary("NonZero", TensorProto.BFLOAT16, out_type=I64), VERSIONS, "is BFLOAT16"),
     "int8": (_unary("Cast", FX, TensorProto.INT8, to=TensorProto.INT8), VERSIONS, "is INT8"),
-    "uint8 arithmetic": (_binary("Add", TensorProto.UINT8, TensorProto.UINT8), VERSIONS,
-                         "is UINT8: TensorRT takes it only as engine I/O"),
-    "no importer": (_model([helper.make_node("Det", ["x"], ["y"], name="n/Det")], [("x", FX, [3, 3])],
-                           [("y", FX, [])]), VERSIONS, "Det is not in the TensorRT support table"),
+    "uint8 arithmetic": (
+        _binary("Add", TensorProto.UINT8, TensorProto.UINT8),
+        VERSIONS,
+        "is UINT8: TensorRT takes it only as engine I/O",
+    ),
+    "no importer": (
+        _model([helper.make_node("Det", ["x"], ["y"], name="n/Det")], [("x", FX, [3, 3])], [("y", FX, [])]),
+        VERSIONS,
+        "Det is not in the TensorRT support table",
+    ),
     "Hardmax on 8.6": (_unary("Hardmax"), ("8.6",), "Hardmax needs TensorRT 10.4+"),
     "NonZero on ints": (_unary("NonZero", I64, out_type=I64), VERSIONS, "runs NonZero on FLOAT/FLOAT16 only"),
     # operands that must be initializers
@@ -198,40 +259,83 @@ BAD = {
     "TopK unsorted": (_topk(5, sorted=0), VERSIONS, "TopK needs sorted=1"),
     "TopK large K": (_topk(4000), VERSIONS, "TopK's K must be below 3840"),
     "ScatterND add": (_scatter("ScatterND", reduction="add"), VERSIONS, "ScatterND reduction 'add'"),
-    "ScatterElements add on 8.6": (_scatter("ScatterElements", axis=0, reduction="add"), ("8.6",),
-                                   "ScatterElements reduction 'add' needs TensorRT 10.0+"),
+    "ScatterElements add on 8.6": (
+        _scatter("ScatterElements", axis=0, reduction="add"),
+        ("8.6",),
+        "ScatterElements reduction 'add' needs TensorRT 10.0+",
+    ),
     "Resize crop": (_resize("linear", "tf_crop_and_resize"), VERSIONS, "coordinate_transformation_mode"),
-    "Einsum ellipsis before 10.12": (_einsum("...ij,...jk->...ik", [[2, 3, 4], [2, 4, 5]]), ("8.6", "10.4"),
-                                     "Einsum ellipsis"),
+    "Einsum ellipsis before 10.12": (
+        _einsum("...ij,...jk->...ik", [[2, 3, 4], [2, 4, 5]]),
+        ("8.6", "10.4"),
+        "Einsum ellipsis",
+    ),
     "Einsum diagonal before 10.12": (_einsum("ii->i", [[3, 3]]), ("8.6", "10.4"), "Einsum diagonal"),
     "LayerNormalization Mean": (_layer_norm_with_mean(), VERSIONS, "only output Y is supported"),
-    "InstanceNormalization scale on 8.6": (_model(
-        [helper.make_node("InstanceNormalization", ["x", "scale", "b"], ["y"], name="in/InstanceNormalization")],
-        [X, ("scale", FX, [2])], [("y", FX, [1, 2, 8, 8])],
-        [numpy_helper.from_array(np.zeros(2, dtype=np.float32), "b")]), ("8.6",), "scale and B must be initializers"),
+    "InstanceNormalization scale on 8.6": (
+        _model(
+            [helper.make_node("InstanceNormalization", ["x", "scale", "b"], ["y"], name="in/InstanceNormalization")],
+            [X, ("scale", FX, [2])],
+            [("y", FX, [1, 2, 8, 8])],
+            [numpy_helper.from_array(np.zeros(2, dtype=np.float32), "b")],
+        ),
+        ("8.6",),
+        "scale and B must be initializers",
+    ),
     # int64 on 8.6, the model itself
     "int64 beyond int32 on 8.6": (_int64_constant("Add"), ("8.6",), "does not fit int32"),
-    "opset 18 on 8.6": (_model([helper.make_node("Abs", ["x"], ["y"], name="n/Abs")], [("x", FX, [2])],
-                               [("y", FX, [2])], opset=18), ("8.6",), "opset 18 is above 17"),
+    "opset 18 on 8.6": (
+        _model([helper.make_node("Abs", ["x"], ["y"], name="n/Abs")], [("x", FX, [2])], [("y", FX, [2])], opset=18),
+        ("8.6",),
+        "opset 18 is above 17",
+    ),
     # opset 18's Reduce* take their axes as an input, which TensorRT wants as an initializer
-    "runtime reduction axes": (_model([helper.make_node("ReduceMax", ["x", "axes"], ["y"], name="r/ReduceMax")],
-                                      [("x", FX, [2, 3]), ("axes", I64, [1])], [("y", FX, None)], opset=23),
-                               VERSIONS, "input 1 ('axes') must be an initializer"),
+    "runtime reduction axes": (
+        _model(
+            [helper.make_node("ReduceMax", ["x", "axes"], ["y"], name="r/ReduceMax")],
+            [("x", FX, [2, 3]), ("axes", I64, [1])],
+            [("y", FX, None)],
+            opset=23,
+        ),
+        VERSIONS,
+        "input 1 ('axes') must be an initializer",
+    ),
     # explicit quantization: symmetric int8, per channel on weights only
-    "asymmetric QuantizeLinear": (_quantize_linear(np.float32(0.1), np.int8(3)), VERSIONS,
-                                  "zero point must be 0 (TensorRT quantizes symmetrically)"),
-    "uint8 QuantizeLinear": (_quantize_linear(np.float32(0.1), np.uint8(0), out_type=TensorProto.UINT8), VERSIONS,
-                             "zero point must be an int8 or FP8 (E4M3) initializer"),
-    "QuantizeLinear without zero point": (_quantize_linear(np.float32(0.1), None, out_type=TensorProto.UINT8),
-                                          VERSIONS, "needs an explicit int8 zero point"),
+    "asymmetric QuantizeLinear": (
+        _quantize_linear(np.float32(0.1), np.int8(3)),
+        VERSIONS,
+        "zero point must be 0 (TensorRT quantizes symmetrically)",
+    ),
+    "uint8 QuantizeLinear": (
+        _quantize_linear(np.float32(0.1), np.uint8(0), out_type=TensorProto.UINT8),
+        VERSIONS,
+        "zero point must be an int8 or FP8 (E4M3) initializer",
+    ),
+    "QuantizeLinear without zero point": (
+        _quantize_linear(np.float32(0.1), None, out_type=TensorProto.UINT8),
+        VERSIONS,
+        "needs an explicit int8 zero point",
+    ),
     "negative scale": (_quantize_linear(np.float32(-0.1), np.int8(0)), VERSIONS, "scale must be a positive"),
-    "asymmetric DequantizeLinear": (_model(
-        [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["y"], name="dq/DequantizeLinear")], [],
-        [("y", FX, [2])], [numpy_helper.from_array(np.array([3, -5], np.int8), "w"),
-                           numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int8(3), "z")]),
-        VERSIONS, "zero point must be 0 (TensorRT quantizes symmetrically)"),
-    "per-channel activation": (_quantize_linear(np.full(2, 0.1, np.float32), np.zeros(2, np.int8), axis=1),
-                               VERSIONS, "per-channel QuantizeLinear of an activation"),
+    "asymmetric DequantizeLinear": (
+        _model(
+            [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["y"], name="dq/DequantizeLinear")],
+            [],
+            [("y", FX, [2])],
+            [
+                numpy_helper.from_array(np.array([3, -5], np.int8), "w"),
+                numpy_helper.from_array(np.float32(0.1), "s"),
+                numpy_helper.from_array(np.int8(3), "z"),
+            ],
+        ),
+        VERSIONS,
+        "zero point must be 0 (TensorRT quantizes symmetrically)",
+    ),
+    "per-channel activation": (
+        _quantize_linear(np.full(2, 0.1, np.float32), np.zeros(2, np.int8), axis=1),
+        VERSIONS,
+        "per-channel QuantizeLinear of an activation",
+    ),
 }
 
 
@@ -247,15 +351,19 @@ def test_checker_names_node_op_and_rule(case: str) -> None:
             assert not found, f"{version} should accept {case}: {found}"
 
 
-@pytest.mark.parametrize("model", [
-    _scatter("ScatterElements", axis=0, reduction="add"),
-    _unary("Hardmax"),
-    _int64_constant("Slice"),  # Slice bounds clamp anyway: exempt from the int32 rule on 8.6
-    _resize("cubic", "align_corners"),
-    _einsum("ij,jk->ik", [[2, 3], [3, 4]]),
-    _topk(3839),
-    _unary("Relu", I32),
-], ids=["scatter-add", "hardmax", "slice-int64-max", "resize-cubic", "einsum", "topk-3839", "int-relu"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        _scatter("ScatterElements", axis=0, reduction="add"),
+        _unary("Hardmax"),
+        _int64_constant("Slice"),  # Slice bounds clamp anyway: exempt from the int32 rule on 8.6
+        _resize("cubic", "align_corners"),
+        _einsum("ij,jk->ik", [[2, 3], [3, 4]]),
+        _topk(3839),
+        _unary("Relu", I32),
+    ],
+    ids=["scatter-add", "hardmax", "slice-int64-max", "resize-cubic", "einsum", "topk-3839", "int-relu"],
+)
 def test_checker_accepts_on_the_newest_version(model: onnx.ModelProto) -> None:
     assert trt_support.violations(model, "latest") == []
 
@@ -263,8 +371,12 @@ def test_checker_accepts_on_the_newest_version(model: onnx.ModelProto) -> None:
 def test_every_attribute_rule_has_a_bad_case() -> None:
     """Each attribute/operand check of the table is broken by a model in BAD (no untested rule)."""
     checks = {rule.check for rule in trt_support.TABLE.values() if rule.check is not None}
-    broken = {rule.check for model, _, _ in BAD.values() for n in model.graph.node
-              if (rule := trt_support.TABLE.get(n.op_type)) is not None}
+    broken = {
+        rule.check
+        for model, _, _ in BAD.values()
+        for n in model.graph.node
+        if (rule := trt_support.TABLE.get(n.op_type)) is not None
+    }
     assert checks <= broken
 
 
@@ -278,11 +390,17 @@ def test_audit_flags_a_converter_that_emits_what_tensorrt_rejects(support_audit:
     inputs = (torch.arange(6).reshape(2, 3), torch.arange(6).reshape(3, 2))
     models_before = support_audit.models
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(converters.core.registry._REGISTRY, entry.target,
-                      converters.core.registry.Converter(entry.target, entry.fn, None))
-        with pytest.raises(converters.core.interpreter.ConversionError, match=r"would reject node 'mm/MatMul' \(MatMul\)"):
-            trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, require_full=True,
-                                   trt_version="10.4")
+        patch.setitem(
+            converters.core.registry._REGISTRY,
+            entry.target,
+            converters.core.registry.Converter(entry.target, entry.fn, None),
+        )
+        with pytest.raises(
+            converters.core.interpreter.ConversionError, match=r"would reject node 'mm/MatMul' \(MatMul\)"
+        ):
+            trt_lower.lower_to_trt(
+                model, inputs, backend="onnxruntime", min_block_size=1, require_full=True, trt_version="10.4"
+            )
         lowered = trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", min_block_size=1, trt_version="10.4")
     taken = support_audit.take()
     assert support_audit.models > models_before
@@ -294,8 +412,9 @@ def test_audit_flags_a_converter_that_emits_what_tensorrt_rejects(support_audit:
 
 # -- the same model for each version -----------------------------------------------------------
 def _lower(fn: Any, inputs: tuple[torch.Tensor, ...], version: str, **kwargs: Any) -> trt_lower.LoweredModule:
-    lowered = trt_lower.lower_to_trt(Fn(fn), inputs, backend="onnxruntime", min_block_size=1,
-                                     trt_version=version, **kwargs)
+    lowered = trt_lower.lower_to_trt(
+        Fn(fn), inputs, backend="onnxruntime", min_block_size=1, trt_version=version, **kwargs
+    )
     check_onnx(lowered)
     torch.testing.assert_close(lowered(*inputs), Fn(fn)(*inputs))
     return lowered
@@ -333,6 +452,7 @@ def test_int64_beyond_int32_is_refused_on_8_6_only() -> None:
     # Slicing to the end (end = INT64_MAX) is exempt: Slice clamps its bounds anyway.
     sliced = _lower(lambda x: x[1:] * 2, (x,), "8.6", require_full=True)
     assert "Slice" in {n.op_type for n in onnx.load_from_string(sliced.engine_0.onnx_bytes).graph.node}
+
     # So is a slice_scatter to the end (swin_t's shifted-window mask, `mask[-3:] = 1`, exports as
     # one with end = INT64_MAX).
     def fill_tail(x: torch.Tensor) -> torch.Tensor:
@@ -364,7 +484,8 @@ def test_int64_input_beyond_int32_is_refused_by_a_tensorrt_8_6_engine(trt_double
 # -- the opset each target emits ----------------------------------------------------------------
 def _reduce_and_sample(x: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x.amax(dim=1) + x.mean(dim=(1, 2)).unsqueeze(-1), torch.nn.functional.grid_sample(
-        x[:, None], grid, align_corners=False)
+        x[:, None], grid, align_corners=False
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)

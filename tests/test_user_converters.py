@@ -1,6 +1,7 @@
 """trt_lower.converter: a user's converter for their own torch.library op runs inside an engine; a
 TensorRT plugin converter stays eager on ONNX Runtime; artifacts name user converters, which
 must be registered again before load."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any, Callable, Iterator, Optional
 import onnx
 import pytest
 import torch
+from harness import Fn, check_onnx
 
 import converters
 import trt_lower
@@ -16,7 +18,6 @@ from converters.core import registry
 from converters.core.builder import PLUGIN_DOMAIN
 from converters.core.target import VERSIONS
 from converters.passes import trt_support
-from harness import Fn, check_onnx
 
 
 @torch.library.custom_op("trt_lower_test::scaled_tanh", mutates_args=())
@@ -105,7 +106,10 @@ def test_a_plugin_converter_emits_a_node_tensorrt_parses_for_every_target() -> N
     (node,) = [n for n in model.graph.node if n.domain == PLUGIN_DOMAIN]
     assert node.op_type == "ScaledTanh"
     assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute} == {
-        "plugin_version": b"1", "plugin_namespace": b"", "scale": 3.0}
+        "plugin_version": b"1",
+        "plugin_namespace": b"",
+        "scale": 3.0,
+    }
     assert PLUGIN_DOMAIN in {o.domain for o in model.opset_import}
     onnx.checker.check_model(model)
     for version in VERSIONS:
@@ -118,8 +122,11 @@ def test_an_artifact_needs_its_user_converters_registered_again_before_load(tmp_
     path = tmp_path / "custom.trtl"
     trt_lower.save(lowered, path)
     registry._REGISTRY.pop(OP)
-    with pytest.raises(trt_lower.ArtifactError, match=r"trt_lower_test.scaled_tanh.default, converted by .*"
-                                                      r"trt_lower.converter; import the code"):
+    with pytest.raises(
+        trt_lower.ArtifactError,
+        match=r"trt_lower_test.scaled_tanh.default, converted by .*"
+        r"trt_lower.converter; import the code",
+    ):
         trt_lower.load(path, backend="onnxruntime")
     _register()
     torch.testing.assert_close(trt_lower.load(path, backend="onnxruntime")(X), MODEL(X))

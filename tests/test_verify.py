@@ -1,6 +1,7 @@
 """Build-time verification: planted miscompiles of each kind, on the TensorRT double and on ONNX
 Runtime, are found, traced to their node and source line, and repaired so that the lowered module
 matches eager PyTorch; with verify=False the same lowering is wrong."""
+
 from __future__ import annotations
 
 import inspect
@@ -10,9 +11,9 @@ from typing import Any
 
 import pytest
 import torch
+from trt_double import miscompile
 
 import trt_lower
-from trt_double import miscompile
 from splitter.index_check import IndexOutOfRangeError
 from trt_lower.capture.aten_graph import CapturedGraph
 from trt_lower.verify.stage import VerificationError
@@ -62,8 +63,9 @@ CASES = {
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_planted_miscompile_is_found_and_repaired(backend: str, case: str, double: ModuleType | None,
-                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_planted_miscompile_is_found_and_repaired(
+    backend: str, case: str, double: ModuleType | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     plant, precision, culprit, text, action = CASES[case]
     torch.manual_seed(0)
     model, x = Block().eval(), torch.randn(8, 16)
@@ -86,15 +88,17 @@ def test_a_planted_miscompile_is_found_and_repaired(backend: str, case: str, dou
     trt_lower.save(lowered, tmp_path / "repaired.trtl")  # the report's repairs travel with it
     assert trt_lower.load(tmp_path / "repaired.trtl", backend=backend).report.repairs == lowered.report.repairs
 
-    unverified = trt_lower.lower_to_trt(model, (x,), backend=backend, precision=precision, min_block_size=1,
-                                        verify=False)
+    unverified = trt_lower.lower_to_trt(
+        model, (x,), backend=backend, precision=precision, min_block_size=1, verify=False
+    )
     with pytest.raises(AssertionError):
         torch.testing.assert_close(unverified(x), expected, **tol)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_require_full_raises_with_the_evidence(backend: str, double: ModuleType | None,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_require_full_raises_with_the_evidence(
+    backend: str, double: ModuleType | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, x = Block().eval(), torch.randn(8, 16)
     _plant(backend, monkeypatch, double, miscompile.NaN("relu"))
     with pytest.raises(VerificationError, match=r"culprit relu \(aten.relu.default\) in <model> at .*test_verify.py"):
@@ -167,8 +171,9 @@ class TwoCumsums(torch.nn.Module):
 
 
 @pytest.mark.parametrize(("version", "eager"), [("8.6", []), ("10.4", ["cumsum_1"]), ("latest", ["cumsum_1"])])
-def test_several_cumsum_axes_stay_out_of_engines_where_tensorrt_miscompiles_them(version: str,
-                                                                                  eager: list[str]) -> None:
+def test_several_cumsum_axes_stay_out_of_engines_where_tensorrt_miscompiles_them(
+    version: str, eager: list[str]
+) -> None:
     """TensorRT 10.8+ (so the 10.4 target, which stands for 10.0-10.11, too) computes several
     CumSum layers over different axes wrongly: only the first axis's go into an engine."""
     x = torch.randn(4, 5)
@@ -186,11 +191,18 @@ def test_the_support_table_flags_several_cumsum_axes_in_one_onnx() -> None:
     from converters.passes import trt_support
 
     axis = [helper.make_tensor(f"axis{i}", TensorProto.INT64, [], [i]) for i in (0, 1)]
-    nodes = [helper.make_node("CumSum", ["x", "axis0"], ["a"], name="first"),
-             helper.make_node("CumSum", ["a", "axis1"], ["b"], name="second"),
-             helper.make_node("CumSum", ["b", "axis0"], ["c"], name="third", reverse=1)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 3])], axis)
+    nodes = [
+        helper.make_node("CumSum", ["x", "axis0"], ["a"], name="first"),
+        helper.make_node("CumSum", ["a", "axis1"], ["b"], name="second"),
+        helper.make_node("CumSum", ["b", "axis0"], ["c"], name="third", reverse=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 3])],
+        axis,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     assert {v.node for v in trt_support.violations(model, "latest")} == {"second", "third"}
     assert not trt_support.violations(model, "8.6")

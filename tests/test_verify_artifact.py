@@ -1,6 +1,7 @@
 """A saved model carries a probe (example inputs, eager outputs, latency at save); `trt-lower
 verify` is the upgrade gate that checks a load against it, and a load that builds engines again
 checks them itself."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ from types import ModuleType
 
 import pytest
 import torch
-
-import trt_lower
 from test_verify import Block
 from trt_double import miscompile
+
+import trt_lower
 from trt_lower.cli.commands import main
 from trt_lower.deploy import probe as artifact_probe
 
@@ -38,8 +39,12 @@ def test_verify_passes_on_a_good_artifact(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_verify_fails_naming_the_output_where_a_rebuilt_engine_disagrees(
-        trt_double: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    trt_double: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     path = _saved(tmp_path, "tensorrt")
     assert main(["verify", str(path), "--backend", "tensorrt"]) == 0  # its own plan, this "TensorRT"
     capsys.readouterr()
@@ -55,8 +60,9 @@ def test_verify_fails_naming_the_output_where_a_rebuilt_engine_disagrees(
     assert "ms here" in out and "ms at save" in out
 
 
-def test_a_probe_over_the_cap_is_left_out_and_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_probe_over_the_cap_is_left_out_and_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(artifact_probe, "CAP_BYTES", 100)
     path = _saved(tmp_path, "onnxruntime")
     with zipfile.ZipFile(path) as z:
@@ -66,16 +72,23 @@ def test_a_probe_over_the_cap_is_left_out_and_said_so(tmp_path: Path, monkeypatc
     assert "holds no probe" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    # The reader's member check refuses it first: the probe's member is named by no field.
-    ({"member": "weights.safetensors", "inputs": 1, "outputs": 1}, "'probe.safetensors' is listed in 'sha256' but no"),
-    ({"member": "probe.safetensors", "inputs": 2, "outputs": 1}, "not the 2 inputs and 1 outputs"),
-    ({"member": "probe.safetensors", "inputs": 1, "outputs": 1, "latency_s": "fast"}, "'probe.latency_s'"),
-])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # The reader's member check refuses it first: the probe's member is named by no field.
+        (
+            {"member": "weights.safetensors", "inputs": 1, "outputs": 1},
+            "'probe.safetensors' is listed in 'sha256' but no",
+        ),
+        ({"member": "probe.safetensors", "inputs": 2, "outputs": 1}, "not the 2 inputs and 1 outputs"),
+        ({"member": "probe.safetensors", "inputs": 1, "outputs": 1, "latency_s": "fast"}, "'probe.latency_s'"),
+    ],
+)
 def test_a_malformed_probe_is_refused_naming_the_field(tmp_path: Path, entry: dict[str, object], message: str) -> None:
     from artifact_tamper import tamper
 
-    path = tamper(_saved(tmp_path, "onnxruntime"), tmp_path / "bad.trtl",
-                  lambda manifest, members: manifest.update(probe=entry))
+    path = tamper(
+        _saved(tmp_path, "onnxruntime"), tmp_path / "bad.trtl", lambda manifest, members: manifest.update(probe=entry)
+    )
     with pytest.raises(trt_lower.ArtifactError, match=message):
         trt_lower.load(path, backend="onnxruntime")

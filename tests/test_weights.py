@@ -1,5 +1,6 @@
 """Large weights travel beside an engine's ONNX (converters/core/segment.py), and `onnx_bytes` is the
 self-contained model: both must compute what the model computes."""
+
 from __future__ import annotations
 
 import numpy as np

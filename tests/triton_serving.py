@@ -1,6 +1,7 @@
 """What the tests that run a real tritonserver share: the server on a repository (127.0.0.1, free
 ports, stopped however the test ends, its log in the error when it does not come up), clients
 whose requests are bounded by TIMEOUT_S, and a request from numpy arrays."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,8 +27,9 @@ def serving(repo: Path, log_path: Path) -> Iterator[TritonServer]:
     """A tritonserver on `repo`, ready; its log written to `log_path`."""
     http_port, grpc_port, metrics_port = free_ports(3)
     with open(log_path, "wb") as log:
-        server = TritonServer(repo, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
-                              log=log, ready_timeout=180)
+        server = TritonServer(
+            repo, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port, log=log, ready_timeout=180
+        )
         try:
             server.start()
             server.wait_ready(server.ready_timeout)
@@ -40,8 +42,11 @@ def serving(repo: Path, log_path: Path) -> Iterator[TritonServer]:
 
 @contextlib.contextmanager
 def client(server: TritonServer, protocol: str) -> Iterator[Any]:
-    c = (http.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S) if protocol == "http"
-         else grpc.InferenceServerClient(server.grpc_url))
+    c = (
+        http.InferenceServerClient(server.http_url, network_timeout=TIMEOUT_S)
+        if protocol == "http"
+        else grpc.InferenceServerClient(server.grpc_url)
+    )
     try:
         yield c
     finally:

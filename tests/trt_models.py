@@ -5,6 +5,7 @@ processes they start: same seed, same weights, same ONNX, so the same engine cac
 the double) lowers the named models with backend="tensorrt", checks them against eager and prints
 {"NAME": [cache hit per engine], ..., "builds": engines the double built} as JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ import transformers
 
 import trt_lower
 from trt_lower.values import device
+
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
 

@@ -9,6 +9,7 @@ benchmarking/ and cli/ are the uses.
 
 Each public name is imported on first use (PEP 562): `import trt_lower` alone loads none of them.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -40,18 +41,24 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
-    from converters.core.builder import GraphBuilder as GraphBuilder, Value as Value
+    from converters.core.builder import GraphBuilder as GraphBuilder
+    from converters.core.builder import Value as Value
     from converters.core.user import converter as converter
-    from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError, lower_to_trt as lower_to_trt
-    from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult, benchmark as benchmark
-    from trt_lower.engine.errors import EngineBuildError as EngineBuildError
+    from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError
+    from trt_lower.api import lower_to_trt as lower_to_trt
+    from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult
+    from trt_lower.benchmarking.measure import benchmark as benchmark
     from trt_lower.capture.aten_graph import CaptureError as CaptureError
-    from trt_lower.debug.accuracy import AccuracyResult as AccuracyResult, check_accuracy as check_accuracy
-    from trt_lower.deploy.artifact import ArtifactError as ArtifactError, load as load, save as save
+    from trt_lower.debug.accuracy import AccuracyResult as AccuracyResult
+    from trt_lower.debug.accuracy import check_accuracy as check_accuracy
+    from trt_lower.deploy.artifact import ArtifactError as ArtifactError
+    from trt_lower.deploy.artifact import load as load
+    from trt_lower.deploy.artifact import save as save
+    from trt_lower.engine.errors import EngineBuildError as EngineBuildError
+    from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError
     from trt_lower.report.report import LoweringReport as LoweringReport
     from trt_lower.stitch.lowered import LoweredModule as LoweredModule
     from trt_lower.values.signature import EngineInputError as EngineInputError
-    from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError
     from trt_lower.values.spec import TensorSpec as TensorSpec
 
 

@@ -1,11 +1,12 @@
 """lower_to_trt: the one call users make, and the pipeline it runs:
 capture -> split -> convert -> build -> verify -> stitch."""
+
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
@@ -16,17 +17,16 @@ from converters.core.interpreter import ConversionError
 from converters.core.target import TrtTarget
 from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
-from trt_lower.engine.engines import build, engine_is_whole_call
+from trt_lower import lowering_options
 from trt_lower.capture.aten_graph import CapturedGraph, capture, check_inputs, example_call
 from trt_lower.convert.driver import convert
 from trt_lower.engine.backend import check_target, resolve_backend
+from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
-from trt_lower.values.segment import ConvertedSegment
-from trt_lower import lowering_options
-from trt_lower.values.settings import LoweringSettings
-from trt_lower.values.spec import TensorSpec
 from trt_lower.stitch.swap import stitch
+from trt_lower.values.segment import ConvertedSegment
+from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.samples import reference_inputs
 from trt_lower.verify.stage import RepairPlan, Verifier
 
@@ -51,13 +51,19 @@ class Lowering:
 
     def split(self, gm: torch.fx.GraphModule) -> Split:
         """`gm` (one of captured.graph_module()'s) split as lower_to_trt splits it."""
-        support = ConverterSupport(TrtTarget(self.settings.trt_version), self.settings.fallback_ops,
-                                   {**self.failed, **self.plan.eager})
+        support = ConverterSupport(
+            TrtTarget(self.settings.trt_version), self.settings.fallback_ops, {**self.failed, **self.plan.eager}
+        )
         return split(gm, support, self.settings.min_block_size, frozenset(self.plan.breakers))
 
     def convert(self, parts: Split) -> list[ConvertedSegment]:
-        return convert(parts, TrtTarget(self.settings.trt_version), self.settings.precision, self.captured.symbols,
-                       self.settings.keep_fp32 | self.plan.fp32)
+        return convert(
+            parts,
+            TrtTarget(self.settings.trt_version),
+            self.settings.precision,
+            self.captured.symbols,
+            self.settings.keep_fp32 | self.plan.fp32,
+        )
 
 
 def lower_to_trt(
@@ -110,9 +116,16 @@ def lower_to_trt(
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     settings = lowering_options.create(
-        backend=backend, precision=precision, min_block_size=min_block_size,
-        fallback_ops=fallback_ops, require_full=require_full, cache_dir=cache_dir, cuda_graphs=cuda_graphs,
-        trt_version=trt_version, keep_fp32=keep_fp32, refittable=refittable,
+        backend=backend,
+        precision=precision,
+        min_block_size=min_block_size,
+        fallback_ops=fallback_ops,
+        require_full=require_full,
+        cache_dir=cache_dir,
+        cuda_graphs=cuda_graphs,
+        trt_version=trt_version,
+        keep_fp32=keep_fp32,
+        refittable=refittable,
     )
     specs = check_inputs(model, inputs, kwargs)
     resolved = resolve_backend(settings.backend)
@@ -125,8 +138,9 @@ def lower_to_trt(
     with _timed(timings, "capture"):
         captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version))
     settings.check_keep_fp32(captured.program.graph)
-    sample, skipped = (reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify
-                       else (None, None))
+    sample, skipped = (
+        reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify else (None, None)
+    )
     verifier = None if sample is None else Verifier(captured, sample, resolved)
     # Nodes kept eager with the reason: those a try failed to convert or build, and from the start
     # those whose user converter emits a TensorRT plugin when the engines run elsewhere.
@@ -150,8 +164,9 @@ def lower_to_trt(
                 if verifier is not None and not verifier.passes(parts, engines, run_settings):
                     continue  # repair planned: split, convert and build again
             with _timed(timings, "stitch"):
-                lowered = stitch(parts, engines, captured.symbols, resolved, run_settings,
-                                 captured.conditions_over(parts.gm))
+                lowered = stitch(
+                    parts, engines, captured.symbols, resolved, run_settings, captured.conditions_over(parts.gm)
+                )
             break
         except (ConversionError, EngineBuildError) as e:
             eager = _keep_eager(e, settings)
@@ -182,9 +197,7 @@ def _timed(timings: dict[str, float], phase: str) -> Iterator[None]:
 def _require_full(fallbacks: dict[torch.fx.Node, str], settings: LoweringSettings) -> None:
     if settings.require_full and fallbacks:
         listing = "\n".join(f"  {n.name} ({n.target}): {r}" for n, r in fallbacks.items())
-        raise UnsupportedOpsError(
-            f"require_full=True but {len(fallbacks)} node(s) cannot run in an engine:\n{listing}"
-        )
+        raise UnsupportedOpsError(f"require_full=True but {len(fallbacks)} node(s) cannot run in an engine:\n{listing}")
 
 
 def _keep_eager(error: ConversionError | EngineBuildError, settings: LoweringSettings) -> dict[str, str]:

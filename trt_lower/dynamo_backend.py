@@ -6,6 +6,7 @@ compiled function drops them from each call. The same graph serves every module 
 shares its code, each with its own weights, so the engines are built per set of weight tensors
 and rebuilt when a weight changes in place (_EnginesPerWeights).
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,8 +20,8 @@ from torch._dynamo import register_backend
 from trt_lower.api import lower_to_trt
 from trt_lower.capture.aten_graph import CaptureError
 from trt_lower.stitch.lowered import LoweredModule
-from trt_lower.values.spec import TensorSpec
 from trt_lower.values.ranges import int_bound
+from trt_lower.values.spec import TensorSpec
 
 log = logging.getLogger("trt_lower")
 
@@ -113,9 +114,16 @@ def _prepare(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> _Prepar
             return f"input {node.name} is a {type(example).__name__}, not a tensor or a size"
     for node in sizes:  # a size input is the size of some tensor input's dim
         symbol = _example(node).node.expr
-        source = next(((p, k) for p in placeholders if p in env and env[p].op == "placeholder"
-                       for k, d in enumerate(_example(p).shape)
-                       if isinstance(d, torch.SymInt) and d.node.expr == symbol), None)
+        source = next(
+            (
+                (p, k)
+                for p in placeholders
+                if p in env and env[p].op == "placeholder"
+                for k, d in enumerate(_example(p).shape)
+                if isinstance(d, torch.SymInt) and d.node.expr == symbol
+            ),
+            None,
+        )
         if source is None:
             return f"size input {node.name} ({symbol}) is no tensor input's dim"
         env[node] = graph.call_function(torch.ops.aten.sym_size.int, (env[source[0]], source[1]))
@@ -154,11 +162,15 @@ class _EnginesPerWeights:
         self.prepared = prepared
         self.options = options
         gm = prepared.gm
-        self.constants = [t for node in gm.graph.find_nodes(op="get_attr")
-                          if isinstance(t := functools.reduce(getattr, str(node.target).split("."), gm), torch.Tensor)]
+        self.constants = [
+            t
+            for node in gm.graph.find_nodes(op="get_attr")
+            if isinstance(t := functools.reduce(getattr, str(node.target).split("."), gm), torch.Tensor)
+        ]
         # by the ids of the weight tensors: (those tensors, the weights' states, the lowering or None: eager)
-        self.entries: dict[tuple[int, ...], tuple[list[torch.Tensor], tuple[tuple[int, int], ...],
-                                                  LoweredModule | None]] = {}
+        self.entries: dict[
+            tuple[int, ...], tuple[list[torch.Tensor], tuple[tuple[int, int], ...], LoweredModule | None]
+        ] = {}
 
     def lowering(self, args: Sequence[Any]) -> LoweredModule | None:
         """The lowering for the weights in `args` (Dynamo's arguments); None: run eagerly."""
@@ -169,8 +181,10 @@ class _EnginesPerWeights:
         if entry is not None and entry[1] == state:
             return entry[2]
         if entry is not None:
-            log.warning("trt_lower: weights of a compiled graph changed in place since its engines were built; "
-                        "rebuilding its engines")
+            log.warning(
+                "trt_lower: weights of a compiled graph changed in place since its engines were built; "
+                "rebuilding its engines"
+            )
         lowered = self._lower(args)
         self.entries[key] = (weights, state, lowered)
         return lowered
@@ -185,13 +199,15 @@ class _EnginesPerWeights:
             log.warning("trt_lower: a Dynamo graph stays eager: %s", e)
             return None
         ranges = [f"{i.describe()}" for i in inputs if isinstance(i, TensorSpec)]
-        log.info("trt_lower: compiled a Dynamo graph%s\n%s", f" for input ranges {ranges}" if ranges else "",
-                 lowered.report)
+        log.info(
+            "trt_lower: compiled a Dynamo graph%s\n%s", f" for input ranges {ranges}" if ranges else "", lowered.report
+        )
         return lowered
 
 
-def trt_lower_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                      options: dict[str, Any] | None = None) -> Callable[..., Any]:
+def trt_lower_backend(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict[str, Any] | None = None
+) -> Callable[..., Any]:
     """Options are lower_to_trt's keyword arguments: `options={"backend": "onnxruntime"}`.
 
     A graph with symbolic sizes (torch.compile's default `dynamic=None` after a shape changed)
@@ -211,8 +227,11 @@ def trt_lower_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     def run(*args: Any) -> Any:
         tensors = [args[i] for i in runtime]
         if not all(_fits(spec, x) for spec, x in zip(inputs, tensors)):
-            log.warning("trt_lower: input shapes %s are outside the engines' ranges %s; this call runs eagerly",
-                        [tuple(x.shape) for x in tensors], [i.describe() for i in inputs if isinstance(i, TensorSpec)])
+            log.warning(
+                "trt_lower: input shapes %s are outside the engines' ranges %s; this call runs eagerly",
+                [tuple(x.shape) for x in tensors],
+                [i.describe() for i in inputs if isinstance(i, TensorSpec)],
+            )
             return gm.forward(*args)
         lowered = engines.lowering(args)
         return gm.forward(*args) if lowered is None else lowered(*tensors)

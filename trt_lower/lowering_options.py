@@ -1,4 +1,5 @@
 """lower_to_trt's keyword options, checked once into the LoweringSettings every stage receives."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,19 @@ def default_trt_version() -> str:
     return installed_target() or target.DEFAULT
 
 
-def create(*, backend: str, precision: str, min_block_size: int, fallback_ops: Iterable[Any],
-           require_full: bool, cache_dir: str | os.PathLike[str] | None = None,
-           cuda_graphs: bool = False, trt_version: str | None = None,
-           keep_fp32: Iterable[Any] = (), refittable: bool = False) -> LoweringSettings:
+def create(
+    *,
+    backend: str,
+    precision: str,
+    min_block_size: int,
+    fallback_ops: Iterable[Any],
+    require_full: bool,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cuda_graphs: bool = False,
+    trt_version: str | None = None,
+    keep_fp32: Iterable[Any] = (),
+    refittable: bool = False,
+) -> LoweringSettings:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if precision not in PRECISIONS:
@@ -34,13 +44,23 @@ def create(*, backend: str, precision: str, min_block_size: int, fallback_ops: I
     if not isinstance(refittable, bool):
         raise ValueError(f"refittable must be True or False, got {refittable!r}")
     if trt_version is not None and trt_version not in TRT_VERSIONS:
-        raise ValueError(f"trt_version must be one of {TRT_VERSIONS} or None (the installed TensorRT's), "
-                         f"got {trt_version!r}")
+        raise ValueError(
+            f"trt_version must be one of {TRT_VERSIONS} or None (the installed TensorRT's), got {trt_version!r}"
+        )
     if isinstance(fallback_ops, str):
         fallback_ops = [fallback_ops]
     keep = frozenset(op_name(op) for op in ([keep_fp32] if isinstance(keep_fp32, str) else keep_fp32))
     if keep and precision != "fp16":
         raise ValueError(f"keep_fp32 applies to precision='fp16' only, got precision={precision!r}")
-    return LoweringSettings(backend, precision, min_block_size, frozenset(op_name(op) for op in fallback_ops),
-                            require_full, None if cache_dir is None else Path(cache_dir).expanduser(), cuda_graphs,
-                            default_trt_version() if trt_version is None else trt_version, keep, refittable)
+    return LoweringSettings(
+        backend,
+        precision,
+        min_block_size,
+        frozenset(op_name(op) for op in fallback_ops),
+        require_full,
+        None if cache_dir is None else Path(cache_dir).expanduser(),
+        cuda_graphs,
+        default_trt_version() if trt_version is None else trt_version,
+        keep,
+        refittable,
+    )

@@ -1,12 +1,13 @@
 """assert_lowered_close: the accuracy check for CI, failing with the node that caused it."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import torch
 
-from trt_lower.debug.accuracy import AccuracyResult, check_accuracy
 from trt_lower.api import lower_to_trt
+from trt_lower.debug.accuracy import AccuracyResult, check_accuracy
 from trt_lower.stitch.lowered import LoweredModule
 
 
@@ -18,8 +19,15 @@ class LoweredMismatch(AssertionError):
         self.result = result
 
 
-def assert_lowered_close(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, rtol: float, atol: float,
-                         lowered: LoweredModule | None = None, **lower_kwargs: Any) -> LoweredModule:
+def assert_lowered_close(
+    model: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    *,
+    rtol: float,
+    atol: float,
+    lowered: LoweredModule | None = None,
+    **lower_kwargs: Any,
+) -> LoweredModule:
     """Lower `model` (unless `lowered` is given) and compare every output with eager PyTorch.
 
     Raises AssertionError (LoweredMismatch) naming each failing output with its max abs/rel error and, computed
@@ -33,8 +41,13 @@ def assert_lowered_close(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
     result = check_accuracy(model, lowered, inputs, rtol=rtol, atol=atol, details=True)
     if not result.passed:
         failing = ", ".join(f"output{o.path}" for o in result.outputs if not o.passed)
-        found = "" if result.divergence is not None else (
-            "\nfirst divergence: none (every engine matches eager when fed eager inputs; the error adds up "
-            "across engines or comes from eager nodes)")
+        found = (
+            ""
+            if result.divergence is not None
+            else (
+                "\nfirst divergence: none (every engine matches eager when fed eager inputs; the error adds up "
+                "across engines or comes from eager nodes)"
+            )
+        )
         raise LoweredMismatch(f"lowered model differs from eager PyTorch in {failing}\n{result}{found}", result)
     return lowered

@@ -1,17 +1,20 @@
 """The one object converters write ONNX through: names, constants, initializers, opset."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence, TypeGuard, Union, overload
 
 import numpy as np
-from numpy.typing import NDArray
 import onnx
 import torch
+from numpy.typing import NDArray
 from onnx import helper, numpy_helper
 
 # Converters use these from here.
-from converters.core.dtypes import numpy_type as numpy_type, numpy_view as numpy_view, onnx_type as onnx_type
+from converters.core.dtypes import numpy_type as numpy_type
+from converters.core.dtypes import numpy_view as numpy_view
+from converters.core.dtypes import onnx_type as onnx_type
 from converters.core.opset_forms import rewrite
 from converters.core.segment import OnnxSegment, initializer
 
@@ -205,34 +208,53 @@ class GraphBuilder:
 
     # -- nodes -------------------------------------------------------------------------------
     @overload
-    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype, shape: tuple[ShapeDim, ...],
-           **attrs: Any) -> Value: ...
+    def op(
+        self, op_type: str, *inputs: Ref | None, dtype: torch.dtype, shape: tuple[ShapeDim, ...], **attrs: Any
+    ) -> Value: ...
 
     @overload
-    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None, shape: None = None,
-           **attrs: Any) -> Ref: ...
+    def op(
+        self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None, shape: None = None, **attrs: Any
+    ) -> Ref: ...
 
-    def op(self, op_type: str, *inputs: Ref | None, dtype: torch.dtype | None = None,
-           shape: tuple[ShapeDim, ...] | None = None, **attrs: Any) -> Ref:
+    def op(
+        self,
+        op_type: str,
+        *inputs: Ref | None,
+        dtype: torch.dtype | None = None,
+        shape: tuple[ShapeDim, ...] | None = None,
+        **attrs: Any,
+    ) -> Ref:
         """Emit one ONNX node of one output; `dtype`/`shape` annotate it for later converters
         that need them (both given: a `Value`)."""
         (name,) = self._emit(op_type, inputs, 1, attrs)
         return Value(name, dtype, shape) if dtype is not None and shape is not None else Ref(name, dtype, shape)
 
-    def op_outputs(self, op_type: str, *inputs: Ref | None, outputs: int, dtype: torch.dtype | None = None,
-                   **attrs: Any) -> tuple[Ref, ...]:
+    def op_outputs(
+        self, op_type: str, *inputs: Ref | None, outputs: int, dtype: torch.dtype | None = None, **attrs: Any
+    ) -> tuple[Ref, ...]:
         """Emit one ONNX node of `outputs` outputs."""
         return tuple(Ref(name, dtype) for name in self._emit(op_type, inputs, outputs, attrs))
 
-    def plugin(self, name: str, *inputs: Ref, outputs: int = 1, version: str = "1", namespace: str = "",
-               **attrs: Any) -> tuple[Ref, ...]:
+    def plugin(
+        self, name: str, *inputs: Ref, outputs: int = 1, version: str = "1", namespace: str = "", **attrs: Any
+    ) -> tuple[Ref, ...]:
         """Emit a node of the TensorRT plugin registered as `name` (`version`, `namespace`), its
         other attributes the plugin's fields. Only TensorRT runs it (see `PLUGIN_DOMAIN`)."""
-        return tuple(Ref(n) for n in self._emit(name, inputs, outputs, {
-            "plugin_version": version, "plugin_namespace": namespace, **attrs}, domain=PLUGIN_DOMAIN))
+        return tuple(
+            Ref(n)
+            for n in self._emit(
+                name,
+                inputs,
+                outputs,
+                {"plugin_version": version, "plugin_namespace": namespace, **attrs},
+                domain=PLUGIN_DOMAIN,
+            )
+        )
 
-    def _emit(self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any],
-              domain: str = "") -> list[str]:
+    def _emit(
+        self, op_type: str, inputs: Sequence[Ref | None], outputs: int, attrs: dict[str, Any], domain: str = ""
+    ) -> list[str]:
         prefix = self.scope + (self.node.name if self.node is not None else self.graph_name)
         # Absent trailing optional inputs are left out rather than named "": ONNX Runtime's
         # fusions (Conv+BatchNormalization+Relu) only match the short form.
@@ -271,13 +293,12 @@ class GraphBuilder:
         # A weight a converter replaced (a quantized one folded to int8) is read by no node.
         read = {name for node in _all_nodes(self.nodes) for name in node.input}
         initializers = [i for i in self.initializers if i.name in read]
-        graph = helper.make_graph(
-            self.nodes, self.graph_name, self.inputs, self.outputs, initializers
-        )
+        graph = helper.make_graph(self.nodes, self.graph_name, self.inputs, self.outputs, initializers)
         plugins = any(node.domain == PLUGIN_DOMAIN for node in _all_nodes(self.nodes))
         model = helper.make_model(
             graph,
-            opset_imports=[helper.make_opsetid("", self.opset)] + ([helper.make_opsetid(PLUGIN_DOMAIN, 1)] if plugins else []),
+            opset_imports=[helper.make_opsetid("", self.opset)]
+            + ([helper.make_opsetid(PLUGIN_DOMAIN, 1)] if plugins else []),
             ir_version=ir_version(self.opset),
             producer_name="trt_lower",
         )

@@ -1,4 +1,5 @@
 """Small helpers shared by converter families: operand promotion and capability checks."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -33,8 +34,16 @@ def normalize_dim(dim: int, rank: int) -> int:
     return dim + rank if dim < 0 else dim
 
 
-def nan_propagated(b: GraphBuilder, x: Ref, reduced: Ref, axes: Sequence[int], keepdim: bool, *,
-                   test: str = "IsNaN", value: float = float("nan")) -> Ref:
+def nan_propagated(
+    b: GraphBuilder,
+    x: Ref,
+    reduced: Ref,
+    axes: Sequence[int],
+    keepdim: bool,
+    *,
+    test: str = "IsNaN",
+    value: float = float("nan"),
+) -> Ref:
     """A float ReduceMax/ReduceMin result as torch computes it: NaN wherever the reduced slice
     holds a NaN (ONNX leaves that open; ONNX Runtime's answer depends on where the NaN sits).
     With test="IsInf", value=inf: inf wherever the slice holds an infinity (a 2-norm). `x` must

@@ -3,6 +3,7 @@ and the FX-node argument lookups capability checks share.
 
 Dims may be torch.SymInt (dynamic); they are compared only after `isinstance(d, int)`.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence, TypeGuard, TypeVar

@@ -1,6 +1,7 @@
 """The converters' dtype tables: torch dtypes as ONNX element types and numpy types, and which
 dtypes an engine may carry (docs/tensorrt.md). The executors' names for dtypes are
 trt_lower/values/dtypes.py's."""
+
 from __future__ import annotations
 
 from typing import Any

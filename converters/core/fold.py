@@ -4,13 +4,14 @@ Converters use it to leave out work whose effect they can tell in advance: an at
 transformers builds from `torch.ones` and `arange` at every call is all True, so the masking and
 the fully-masked-row guard it would need can go (converters/ops/attention.py).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 import onnx
+from numpy.typing import NDArray
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -55,9 +56,10 @@ def _evaluate(b: GraphBuilder, value: Ref) -> NDArray[Any] | None:
             return None  # a graph input: known only at run time
     order = {node.name: i for i, node in enumerate(b.nodes)}
     nodes = sorted(needed.values(), key=lambda n: order[n.name])
-    graph = helper.make_graph(nodes, "fold", [], [helper.make_empty_tensor_value_info(value.name)], list(leaves.values()))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)],
-                             ir_version=ir_version(b.opset))
+    graph = helper.make_graph(
+        nodes, "fold", [], [helper.make_empty_tensor_value_info(value.name)], list(leaves.values())
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", b.opset)], ir_version=ir_version(b.opset))
     try:
         (array,) = ReferenceEvaluator(model).run(None, {})
     except Exception:  # an op the reference evaluator lacks: the value stays unknown

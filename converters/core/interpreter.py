@@ -1,4 +1,5 @@
 """Turn one engine segment (an FX GraphModule of ATen ops) into an ONNX ModelProto."""
+
 from __future__ import annotations
 
 import operator
@@ -33,9 +34,7 @@ def _described(name: str, meta: Any) -> Ref:
 
 def _wrap(result: Any, meta: Any) -> Any:
     if isinstance(result, (tuple, list)):
-        return tuple(
-            None if r is None else _described(r.name, m) for r, m in zip(result, meta)
-        )
+        return tuple(None if r is None else _described(r.name, m) for r, m in zip(result, meta))
     return _described(result.name, meta)
 
 

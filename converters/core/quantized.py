@@ -1,5 +1,6 @@
 """The quantized ops as sets: what the splitter, the converters and the report need to know of
 them, without importing the op families."""
+
 from __future__ import annotations
 
 import functools
@@ -16,15 +17,16 @@ qd = torch.ops.quantized_decomposed
 # A computed scale or zero point is per tensor or per channel, made in a few ops.
 _MAX_PARAMS, _MAX_NODES = 1 << 16, 16
 
-DEQUANTIZE = frozenset({qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor,
-                         qd.dequantize_per_channel.default})
+DEQUANTIZE = frozenset(
+    {qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor, qd.dequantize_per_channel.default}
+)
 # The ops whose inputs or outputs may be int8 (the splitter allows int8 nowhere else).
-INT8_OPS = DEQUANTIZE | {qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor,
-                          qd.quantize_per_channel.default}
+INT8_OPS = DEQUANTIZE | {qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor, qd.quantize_per_channel.default}
 # Group-wise dequantizes of INT4 weights held in int8 (converters/ops/int4.py), by name: torchao's
 # op exists only where torchao is loaded. The layers reading them compute in float on INT4 weights.
-INT4_DEQUANTIZE = frozenset({"quantized_decomposed.dequantize_per_channel_group.default",
-                             "torchao.dequantize_affine.default"})
+INT4_DEQUANTIZE = frozenset(
+    {"quantized_decomposed.dequantize_per_channel_group.default", "torchao.dequantize_affine.default"}
+)
 # TensorRT's INT4 block quantization: groups of these many input channels (its quantized-types
 # documentation), in ONNX from this opset (INT4, DequantizeLinear's block_size).
 INT4_BLOCK_SIZES, INT4_OPSET = (64, 128), 21
@@ -34,9 +36,11 @@ FP4_OPSET = 23
 FP4_DTYPES = frozenset({torch.float4_e2m1fn_x2})
 # Ops whose result is dequantized int8: TensorRT fuses the DequantizeLinear into the layer reading
 # it, which then computes in int8 (the report names those layers).
-DEQUANTIZED = DEQUANTIZE | {aten.fake_quantize_per_tensor_affine_cachemask.default,
-                             aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
-                             aten.fake_quantize_per_channel_affine_cachemask.default}
+DEQUANTIZED = DEQUANTIZE | {
+    aten.fake_quantize_per_tensor_affine_cachemask.default,
+    aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
+    aten.fake_quantize_per_channel_affine_cachemask.default,
+}
 
 
 def quantized_op(target: object) -> bool:
@@ -50,10 +54,14 @@ def nvfp4_reason(trt_target: TrtTarget) -> str:
     opset 23) from 10.8 on Blackwell GPUs, but ONNX Runtime has no FLOAT4E2M1 DequantizeLinear
     kernel, so trt_lower could not check such an engine against eager on any machine."""
     if trt_target.opset < FP4_OPSET:
-        return (f"NVFP4 (float4_e2m1fn_x2) needs FLOAT4E2M1 DequantizeLinear (ONNX opset {FP4_OPSET}), and "
-                f"trt_lower writes opset {trt_target.opset} for {trt_target.label}")
-    return ("NVFP4 (float4_e2m1fn_x2): ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel, so trt_lower "
-            "cannot check an NVFP4 engine against eager and keeps it eager")
+        return (
+            f"NVFP4 (float4_e2m1fn_x2) needs FLOAT4E2M1 DequantizeLinear (ONNX opset {FP4_OPSET}), and "
+            f"trt_lower writes opset {trt_target.opset} for {trt_target.label}"
+        )
+    return (
+        "NVFP4 (float4_e2m1fn_x2): ONNX Runtime has no FLOAT4E2M1 DequantizeLinear kernel, so trt_lower "
+        "cannot check an NVFP4 engine against eager and keeps it eager"
+    )
 
 
 def constant_of(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
@@ -69,9 +77,14 @@ def constant_of(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
         if n in seen or n.op == "get_attr":
             continue
         val = n.meta.get("val")
-        if (n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload)
-                or torch.Tag.nondeterministic_seeded in n.target.tags or len(seen) == _MAX_NODES
-                or not isinstance(val, torch.Tensor) or val.numel() > _MAX_PARAMS):
+        if (
+            n.op != "call_function"
+            or not isinstance(n.target, torch._ops.OpOverload)
+            or torch.Tag.nondeterministic_seeded in n.target.tags
+            or len(seen) == _MAX_NODES
+            or not isinstance(val, torch.Tensor)
+            or val.numel() > _MAX_PARAMS
+        ):
             return None
         seen.add(n)
         pending.extend(n.all_input_nodes)
@@ -105,12 +118,14 @@ def _dtype(node: Any) -> torch.dtype | None:
 def fp8_quantizes(node: torch.fx.Node) -> bool:
     """Whether `node` makes float8_e4m3fn values of float ones: torchao's float8 quantize, or a
     cast to float8_e4m3fn (ModelOpt-style fake quantization, with the scales around it)."""
-    return str(node.target) == FP8_QUANTIZE_OP or (node.target is aten._to_copy.default
-                                                   and _dtype(node) == torch.float8_e4m3fn)
+    return str(node.target) == FP8_QUANTIZE_OP or (
+        node.target is aten._to_copy.default and _dtype(node) == torch.float8_e4m3fn
+    )
 
 
 def fp8_dequantizes(node: torch.fx.Node) -> bool:
     """Whether `node` reads float8_e4m3fn values back as floats: torchao's float8 dequantize, or a
     cast from float8_e4m3fn."""
-    return str(node.target) == FP8_DEQUANTIZE_OP or (node.target is aten._to_copy.default and bool(node.args)
-                                                     and _dtype(node.args[0]) == torch.float8_e4m3fn)
+    return str(node.target) == FP8_DEQUANTIZE_OP or (
+        node.target is aten._to_copy.default and bool(node.args) and _dtype(node.args[0]) == torch.float8_e4m3fn
+    )

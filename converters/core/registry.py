@@ -9,6 +9,7 @@ An op of a library that may not be loaded (transformers' `grouped_mm_fallback`) 
 its name, `"transformers.grouped_mm_fallback.default"` (str() of its OpOverload), so that importing
 the converters does not import the library.
 """
+
 from __future__ import annotations
 
 import functools

@@ -11,6 +11,7 @@ with `write_weights()` are the graph and its weights as ONNX external data (any 
 Why: serializing a model's weights into protobuf only for ONNX Runtime to parse them out again
 is a full copy of every weight, twice, for nothing; and one protobuf message cannot exceed 2 GB.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 import onnx
+from numpy.typing import NDArray
 from onnx import TensorProto, numpy_helper
 
 from converters.core.dtypes import FLOAT_WEIGHTS
@@ -42,8 +43,9 @@ def _kept_apart(array: NDArray[Any]) -> bool:
 
 def _declare(name: str, array: NDArray[Any]) -> TensorProto:
     """An initializer that only names its type and dims; the values are `array`, kept apart."""
-    tensor = TensorProto(name=name, data_type=FLOAT_WEIGHTS[array.dtype], dims=array.shape,
-                         data_location=TensorProto.EXTERNAL)
+    tensor = TensorProto(
+        name=name, data_type=FLOAT_WEIGHTS[array.dtype], dims=array.shape, data_location=TensorProto.EXTERNAL
+    )
     tensor.external_data.add(key="location", value=_LOCATION)
     return tensor
 
@@ -169,7 +171,8 @@ class OnnxSegment:
             raise ProtobufLimitError(
                 f"the model with its weights ({self.weight_bytes / 2**30:.2f} GiB of them) exceeds the limit of one "
                 f"protobuf message ({protobuf_limit() / 2**30:.2f} GiB): write it with its weights beside it "
-                "(OnnxSegment.save) instead")
+                "(OnnxSegment.save) instead"
+            )
         if not self.weights:
             return bytes(self.model.SerializeToString())
         full = onnx.ModelProto()

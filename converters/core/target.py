@@ -4,6 +4,7 @@ version maps to one, and what each allows (docs/tensorrt.md has the facts behind
 lower_to_trt makes the target from the `trt_version` setting and passes it to splitting and
 conversion; every capability check is given it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,11 @@ _OPSET = {"8.6": 17, "10.4": 17, "10.12": 17, "latest": 23}
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 # The TensorRT releases each target stands for: [first, first of the next target).
 _SPANS: dict[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
-    "8.6": ((8, 6), (10, 0)), "10.4": ((10, 0), (10, 12)), "10.12": ((10, 12), (10, 15)), "latest": ((10, 15), None)}
+    "8.6": ((8, 6), (10, 0)),
+    "10.4": ((10, 0), (10, 12)),
+    "10.12": ((10, 12), (10, 15)),
+    "latest": ((10, 15), None),
+}
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,9 @@ class TrtTarget:
 
     @property
     def label(self) -> str:
-        return {"10.12": "TensorRT 10.12-10.14", "latest": "TensorRT 10.15+"}.get(self.version, f"TensorRT {self.version}")
+        return {"10.12": "TensorRT 10.12-10.14", "latest": "TensorRT 10.15+"}.get(
+            self.version, f"TensorRT {self.version}"
+        )
 
     def at_least(self, version: str) -> bool:
         return VERSIONS.index(self.version) >= VERSIONS.index(version)
@@ -79,8 +86,10 @@ class TrtTarget:
         if self.version == "10.4":
             return "target TensorRT 10.4 stands for V100 (Volta) GPUs, which have no FP8 (Ada/Hopper and newer)"
         if self.opset < 19:
-            return (f"FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset {self.opset} "
-                    f"for {self.label}")
+            return (
+                f"FP8 QuantizeLinear/DequantizeLinear need ONNX opset 19, and trt_lower emits opset {self.opset} "
+                f"for {self.label}"
+            )
         return None
 
     def int32_reason(self, what: str, low: int, high: int) -> str | None:

@@ -3,6 +3,7 @@ the public `trt_lower.converter`. A user's converter writes ONNX through the Gra
 built-in ones use (docs/custom_converters.md), or names a TensorRT plugin (`plugin=`), which only
 TensorRT runs: on ONNX Runtime such an op stays eager, with the reason.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional, TypeVar
@@ -22,12 +23,12 @@ def _overloads(op: Any) -> list[OpOverload]:
         return [op]
     if isinstance(op, OpOverloadPacket):
         return [getattr(op, name) for name in op.overloads()]  # type: ignore[no-untyped-call]
-    raise TypeError(f"trt_lower.converter takes an op (torch.ops.mylib.op or one of its overloads), "
-                    f"got {type(op).__name__} {op!r}")
+    raise TypeError(
+        f"trt_lower.converter takes an op (torch.ops.mylib.op or one of its overloads), got {type(op).__name__} {op!r}"
+    )
 
 
-def converter(op: Any, *, capability: UserCapability | None = None,
-              plugin: str | None = None) -> Callable[[Fn], Fn]:
+def converter(op: Any, *, capability: UserCapability | None = None, plugin: str | None = None) -> Callable[[Fn], Fn]:
     """Register the decorated function as the converter of `op` (every overload of a packet).
 
     The function is called as `fn(builder, *args, **kwargs)` with the op's arguments, tensors as
@@ -48,8 +49,9 @@ def converter(op: Any, *, capability: UserCapability | None = None,
         for overload in overloads:
             known = registry.lookup(overload)
             if known is not None and not known.user:
-                raise ValueError(f"{overload} has a built-in converter; trt_lower.converter registers ops "
-                                 "that have none")
+                raise ValueError(
+                    f"{overload} has a built-in converter; trt_lower.converter registers ops that have none"
+                )
             registry.set_converter(registry.Converter(overload, fn, check, user=True, plugin=plugin))
         return fn
 
@@ -70,6 +72,8 @@ def plugin_refusals(gm: torch.fx.GraphModule, backend: str) -> dict[str, str]:
     for node in gm.graph.nodes:
         found = registry.lookup(node.target) if isinstance(node.target, OpOverload) else None
         if found is not None and found.plugin is not None:
-            refused[node.name] = (f"its converter emits TensorRT plugin '{found.plugin}' (trt_lower.converter(..., "
-                                  f"plugin=)), which only TensorRT runs, not {backend}")
+            refused[node.name] = (
+                f"its converter emits TensorRT plugin '{found.plugin}' (trt_lower.converter(..., "
+                f"plugin=)), which only TensorRT runs, not {backend}"
+            )
     return refused

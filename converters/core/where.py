@@ -1,4 +1,5 @@
 """Where that also selects bools: ONNX Runtime has no bool Where kernel, so bools pass as int32."""
+
 from __future__ import annotations
 
 import torch

@@ -2,6 +2,7 @@
 
 Importing this package registers every family.
 """
+
 from converters.ops import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,

@@ -3,6 +3,7 @@
 Composite activations (log_sigmoid, prelu, relu6, celu, rrelu, …) stay whole at capture because
 they have a converter here (see trt_lower/capture/decompositions.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -105,8 +106,14 @@ def _eval_mode(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
 
 
 @converter(aten.rrelu.default, capability=all_of(float_inputs, _eval_mode))
-def rrelu(b: GraphBuilder, x: Value, lower: float = 1 / 8, upper: float = 1 / 3, training: bool = False,
-          generator: object = None) -> Ref:
+def rrelu(
+    b: GraphBuilder,
+    x: Value,
+    lower: float = 1 / 8,
+    upper: float = 1 / 3,
+    training: bool = False,
+    generator: object = None,
+) -> Ref:
     """rrelu(Tensor self, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False,
     Generator? generator=None) -> Tensor  (in eval: leaky_relu with the mean slope)"""
     return leaky_relu(b, x, (lower + upper) / 2)

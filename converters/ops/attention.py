@@ -5,14 +5,15 @@ MatMul/Softmax/MatMul is the pattern TensorRT fuses into its attention kernels. 
 opset 23 get ONNX Attention instead, which TensorRT (10.14+) maps to its own attention layer,
 wherever Attention-23 computes what torch does (`_attention_23_reason`).
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 import torch
+from numpy.typing import NDArray
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.dims import arg_val, dim_size_scalar, input_val, node_arg
@@ -36,8 +37,10 @@ def _sdpa_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str
     if mask is not None and mask.dtype not in (torch.bool, q.dtype):
         return f"a {mask.dtype} attention mask for {q.dtype} queries"
     gqa = node.kwargs.get("enable_gqa") and q.shape[-3] != k.shape[-3]
-    if gqa and (trt_target.opset < FUSED_OPSET or _attention_23_reason(q.shape, k.shape, input_val(node, 2).shape,
-                                                                   bool(node_arg(node, 5, "is_causal")))):
+    if gqa and (
+        trt_target.opset < FUSED_OPSET
+        or _attention_23_reason(q.shape, k.shape, input_val(node, 2).shape, bool(node_arg(node, 5, "is_causal")))
+    ):
         return "grouped-query attention (heads of key/value shared by several query heads) without ONNX Attention"
     return None
 
@@ -65,9 +68,18 @@ def _attention_23_reason(q: Sequence[object], k: Sequence[object], v: Sequence[o
 
 
 @converter(aten.scaled_dot_product_attention.default, capability=_sdpa_capability)
-def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask: Value | None = None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Ref:
+def scaled_dot_product_attention(
+    b: GraphBuilder,
+    q: Value,
+    k: Value,
+    v: Value,
+    attn_mask: Value | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Ref:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None,
     float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
     if b.opset >= FUSED_OPSET and _attention_23_reason(q.shape, k.shape, v.shape, is_causal) is None:
@@ -110,22 +122,35 @@ def scaled_dot_product_attention(b: GraphBuilder, q: Value, k: Value, v: Value, 
     return b.op("MatMul", probs, v, dtype=dtype)
 
 
-def _attention_23(b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask: Value | None, is_causal: bool,
-                  scale: float | None) -> Ref:
+def _attention_23(
+    b: GraphBuilder, q: Value, k: Value, v: Value, attn_mask: Value | None, is_causal: bool, scale: float | None
+) -> Ref:
     """ONNX Attention; GQA as torch's enable_gqa (each key/value head serves consecutive query
     heads). Without `scale`, Attention's default is torch's: 1/sqrt(head_dim)."""
     known = None if attn_mask is None else constant_value(b, attn_mask)
     if known is not None and _masks_nothing(known):
         attn_mask = None
-    out = b.op("Attention", q, k, v, attn_mask, is_causal=int(is_causal),
-               scale=None if scale is None else float(scale), dtype=q.dtype)
+    out = b.op(
+        "Attention",
+        q,
+        k,
+        v,
+        attn_mask,
+        is_causal=int(is_causal),
+        scale=None if scale is None else float(scale),
+        dtype=q.dtype,
+    )
     if attn_mask is None or (known is not None and not _masks_a_row(known)):
         return out
     # A query that sees no key gets zeros, as from torch's math path: ONNX says so since an
     # erratum that TensorRT's attention layer may predate.
     if attn_mask.dtype == torch.bool:
-        blind = b.op("Not", b.op("Cast", b.op("ReduceMax", b.cast(attn_mask, q.dtype), axes=[-1], keepdims=1),
-                                 to=onnx_type(torch.bool)))
+        blind = b.op(
+            "Not",
+            b.op(
+                "Cast", b.op("ReduceMax", b.cast(attn_mask, q.dtype), axes=[-1], keepdims=1), to=onnx_type(torch.bool)
+            ),
+        )
     else:
         blind = b.op("Equal", b.op("ReduceMax", attn_mask, axes=[-1], keepdims=1), b.const(-math.inf, q.dtype))
     return b.op("Where", blind, b.const(0, q.dtype), out, dtype=q.dtype)

@@ -5,6 +5,7 @@ unsigned types only) and TensorRT's parser supports none of them, so and/or/xor/
 tensors (masks) only, as And/Or/Xor/Not. Shifts by a constant are multiplications and floor
 divisions by a power of two on int32/int64.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -23,7 +24,9 @@ Operand = Value | int | bool
 def _bools_only(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     for arg in node.all_input_nodes:
         if arg.meta["val"].dtype != torch.bool:
-            return f"{node.target} on {arg.meta['val'].dtype}: ONNX opset 17 and TensorRT have bitwise ops for bool only"
+            return (
+                f"{node.target} on {arg.meta['val'].dtype}: ONNX opset 17 and TensorRT have bitwise ops for bool only"
+            )
     scalars = [a for a in node.args if not isinstance(a, torch.fx.Node)]
     if any(not isinstance(s, bool) for s in scalars):
         return f"{node.target} with a non-bool scalar"

@@ -5,6 +5,7 @@ broadcastable shapes and distinct names, which torch.cond's equal branch outputs
 names give). A branch is a subgraph that reads the cond's operands from the enclosing graph (ONNX's
 outer scope); its constants are initializers of the enclosing graph.
 """
+
 from __future__ import annotations
 
 import operator
@@ -75,10 +76,20 @@ def _graph(b: GraphBuilder, gm: torch.fx.GraphModule, name: str, operands: Seque
 
 
 @converter(cond_op, capability=_capability)
-def cond(b: GraphBuilder, pred: Value, true_graph: torch.fx.GraphModule, false_graph: torch.fx.GraphModule,
-         operands: Sequence[Any]) -> tuple[Ref, ...]:
+def cond(
+    b: GraphBuilder,
+    pred: Value,
+    true_graph: torch.fx.GraphModule,
+    false_graph: torch.fx.GraphModule,
+    operands: Sequence[Any],
+) -> tuple[Ref, ...]:
     """cond(Tensor pred, GraphModule true_fn, GraphModule false_fn, operands) -> Tensor[]"""
     flag = b.op("Reshape", b.cast(pred, torch.bool), b.ints([]), dtype=torch.bool, shape=())
     outputs = len(b.out)
-    return b.op_outputs("If", flag, outputs=outputs, then_branch=_graph(b, true_graph, "then", operands),
-                        else_branch=_graph(b, false_graph, "else", operands))
+    return b.op_outputs(
+        "If",
+        flag,
+        outputs=outputs,
+        then_branch=_graph(b, true_graph, "then", operands),
+        else_branch=_graph(b, false_graph, "else", operands),
+    )

@@ -1,4 +1,5 @@
 """Convolution (1d/2d/3d, grouped, dilated, transposed)."""
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -51,8 +52,9 @@ def convolution(
     return conv
 
 
-def _conv_transpose(b: GraphBuilder, x: Value, weight: Value, bias: Value | None, output_padding: list[int],
-                    attrs: dict[str, Any]) -> Ref:
+def _conv_transpose(
+    b: GraphBuilder, x: Value, weight: Value, bias: Value | None, output_padding: list[int], attrs: dict[str, Any]
+) -> Ref:
     """ConvTranspose. torch allows output_padding < max(stride, dilation), ONNX Runtime only
     < stride. Output padding only lengthens the output at the end of each dim, so past that
     limit crop less at the end instead (asymmetric pads); where that is not enough, the positions

@@ -5,6 +5,7 @@ as a constant (TensorRT folds it further). Ops shaped like another tensor, or si
 known only at run time, use Expand over that shape. The new_* ops expand a scalar over their
 static size, so no initializer is as large as the tensor.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -78,8 +79,12 @@ def _linspace_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional
     return None
 
 
-@converter(aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor,
-           capability=_linspace_capability)
+@converter(
+    aten.linspace.Tensor_Tensor,
+    aten.linspace.Tensor_Scalar,
+    aten.linspace.Scalar_Tensor,
+    capability=_linspace_capability,
+)
 def linspace_tensor(b: GraphBuilder, start: Value | float, end: Value | float, steps: int, **kwargs: Any) -> Ref:
     """linspace.Tensor_Tensor(Tensor start, Tensor end, int steps, *, ScalarType? dtype=None, ...) -> Tensor
     (and the .Tensor_Scalar / .Scalar_Tensor mixes: 0-d bounds known at run time)

@@ -3,6 +3,7 @@
 Math functions (exp/log, trigonometry, rounding, float predicates, atan2, lerp, fmax, …) are in
 math_functions.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -98,8 +99,9 @@ def _fmod_moved(b: GraphBuilder, x: Ref, y: Ref, dtype: torch.dtype) -> tuple[Re
     what tests/test_fuzz.py's exact inputs could not)."""
     mod = b.op("Mod", x, y, fmod=1, dtype=dtype)
     zero = b.const(0, dtype)
-    moved = b.op("And", b.op("Not", b.op("Equal", mod, zero)),
-                 b.op("Xor", b.op("Less", y, zero), b.op("Less", mod, zero)))
+    moved = b.op(
+        "And", b.op("Not", b.op("Equal", mod, zero)), b.op("Xor", b.op("Less", y, zero), b.op("Less", mod, zero))
+    )
     return mod, moved
 
 
@@ -299,8 +301,13 @@ def clamp_between(b: GraphBuilder, x: Value, low: Operand | None, high: Operand 
     if dtype.is_floating_point and not isinstance(low, Ref) and not isinstance(high, Ref):
         # A missing bound is given as an infinity: ONNX Runtime and TensorRT's parser take it as
         # the largest finite float, which would clamp an infinite input to ±FLT_MAX.
-        return b.op("Clip", out, b.const(-math.inf if low is None else low, dtype),
-                    b.const(math.inf if high is None else high, dtype), dtype=dtype)
+        return b.op(
+            "Clip",
+            out,
+            b.const(-math.inf if low is None else low, dtype),
+            b.const(math.inf if high is None else high, dtype),
+            dtype=dtype,
+        )
     if low is not None:
         out = b.op("Max", out, as_operand(b, low, dtype), dtype=dtype)
     if high is not None:

@@ -13,6 +13,7 @@ A quantized constant (a weight) is folded into an FP8 initializer, computed by t
 itself. FP8 values live only between a quantize and its dequantizes, or are weights: no engine
 takes or gives them.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,13 +24,7 @@ import torch
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.dtypes import FP8
 from converters.core.fold import constant_value
-from converters.core.quantized import (
-    FP8_DEQUANTIZE_OP,
-    FP8_QUANTIZE_OP,
-    constant_of,
-    fp8_dequantizes,
-    fp8_quantizes,
-)
+from converters.core.quantized import FP8_DEQUANTIZE_OP, FP8_QUANTIZE_OP, constant_of, fp8_dequantizes, fp8_quantizes
 from converters.core.registry import converter
 from converters.core.target import TrtTarget
 
@@ -53,8 +48,10 @@ def _dtype_reason(node: torch.fx.Node) -> str | None:
     x, out = node.args[0], node.meta["val"]
     other = out if fp8_dequantizes(node) else x.meta["val"] if isinstance(x, torch.fx.Node) else None
     if isinstance(other, torch.Tensor) and other.dtype not in _FLOATS:
-        return (f"a cast between float8_e4m3fn and {str(other.dtype).removeprefix('torch.')}: TensorRT "
-                "quantizes float32/float16/bfloat16 only")
+        return (
+            f"a cast between float8_e4m3fn and {str(other.dtype).removeprefix('torch.')}: TensorRT "
+            "quantizes float32/float16/bfloat16 only"
+        )
     return None
 
 
@@ -71,8 +68,10 @@ def _scale_reason(node: torch.fx.Node) -> str | None:
     if constant_of(node, x) is None and not fp8_dequantizes(node):
         return "per-channel quantization of an activation: TensorRT quantizes activations per tensor"
     if _channel_axis(node.meta["val"].shape, scales.shape) is None:
-        return (f"FP8 scales of shape {tuple(scales.shape)} for a tensor of shape {tuple(node.meta['val'].shape)}: "
-                "TensorRT takes one scale per tensor or per output channel (axis 0)")
+        return (
+            f"FP8 scales of shape {tuple(scales.shape)} for a tensor of shape {tuple(node.meta['val'].shape)}: "
+            "TensorRT takes one scale per tensor or per output channel (axis 0)"
+        )
     return None
 
 
@@ -97,8 +96,10 @@ def _channel_axis(shape: Any, scale_shape: Any) -> int | None:
 # -- emitting ----------------------------------------------------------------------------------
 def _check_opset(b: GraphBuilder) -> None:
     if b.opset < FP8_OPSET:  # the capability refuses this on every such target
-        raise ValueError(f"{b.converting.name}: FP8 QuantizeLinear/DequantizeLinear need opset {FP8_OPSET}, "
-                         f"the graph is opset {b.opset}")
+        raise ValueError(
+            f"{b.converting.name}: FP8 QuantizeLinear/DequantizeLinear need opset {FP8_OPSET}, "
+            f"the graph is opset {b.opset}"
+        )
 
 
 def _qparams(b: GraphBuilder, scale: torch.Tensor, shape: Any) -> tuple[Value, Value, int | None]:
@@ -151,8 +152,7 @@ def quantize_affine_float8(b: GraphBuilder, x: Value, scale: Value, float8_dtype
 
 
 @converter(FP8_DEQUANTIZE_OP, capability=fp8_capability)
-def dequantize_affine_float8(b: GraphBuilder, x: Value, scale: Value,
-                             output_dtype: torch.dtype = torch.float32) -> Ref:
+def dequantize_affine_float8(b: GraphBuilder, x: Value, scale: Value, output_dtype: torch.dtype = torch.float32) -> Ref:
     """torchao::dequantize_affine_float8_non_decomposed(Tensor tensor, Tensor scale,
     ScalarType output_dtype=float32) -> Tensor"""
     return _dequantize(b, x, _scales(b, scale), output_dtype)

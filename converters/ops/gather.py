@@ -1,5 +1,6 @@
 """Gathers: embedding, embedding_bag, gather, index_select, diagonal, as_strided (a gather at positions its
 strides name)."""
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,14 @@ aten = torch.ops.aten
 
 
 @converter(aten.embedding.default)
-def embedding(b: GraphBuilder, weight: Value, indices: Value, padding_idx: int = -1,
-              scale_grad_by_freq: bool = False, sparse: bool = False) -> Ref:
+def embedding(
+    b: GraphBuilder,
+    weight: Value,
+    indices: Value,
+    padding_idx: int = -1,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Ref:
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False,
     bool sparse=False) -> Tensor"""
     return b.op("Gather", weight, indices, axis=0, dtype=weight.dtype)
@@ -108,8 +115,12 @@ def _reads_in_order(node: torch.fx.Node) -> bool:
     size = [value_of(d) for d in node_arg(node, 1, "size")]
     stride = [value_of(d) for d in node_arg(node, 2, "stride")]
     offset = value_of(node_arg(node, 3, "storage_offset"))
-    return (offset is None or _known_equal(offset, x.storage_offset())) and _row_major(x.shape, x.stride()) \
-        and _row_major(size, stride) and _known_equal(math.prod(size), x.numel())  # type: ignore[arg-type]
+    return (
+        (offset is None or _known_equal(offset, x.storage_offset()))
+        and _row_major(x.shape, x.stride())
+        and _row_major(size, stride)
+        and _known_equal(math.prod(size), x.numel())  # type: ignore[arg-type]
+    )
 
 
 def _gather_strides(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
@@ -118,8 +129,9 @@ def _gather_strides(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]
 
 
 @converter(aten.as_strided.default, capability=_gather_strides)
-def as_strided(b: GraphBuilder, x: Value, size: Sequence[int], stride: Sequence[int],
-               storage_offset: int | None = None) -> Ref:
+def as_strided(
+    b: GraphBuilder, x: Value, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+) -> Ref:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)
 
     A gather of the flattened input at constant positions (a reshape where they are in order).
@@ -202,11 +214,24 @@ def _bag_bounds(b: GraphBuilder, offsets: Value, indices: Value, include_last_of
     return b.op("Unsqueeze", starts, one), b.op("Unsqueeze", ends, one)
 
 
-@converter(aten.embedding_bag.padding_idx, aten._embedding_bag.default, aten._embedding_bag_forward_only.default,
-           capability=_bag_capability)
-def embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Value, scale_grad_by_freq: bool = False,
-                  mode: int = 0, sparse: bool = False, per_sample_weights: Value | None = None,
-                  include_last_offset: bool = False, padding_idx: int | None = -1) -> tuple[Ref, None, None, None]:
+@converter(
+    aten.embedding_bag.padding_idx,
+    aten._embedding_bag.default,
+    aten._embedding_bag_forward_only.default,
+    capability=_bag_capability,
+)
+def embedding_bag(
+    b: GraphBuilder,
+    weight: Value,
+    indices: Value,
+    offsets: Value,
+    scale_grad_by_freq: bool = False,
+    mode: int = 0,
+    sparse: bool = False,
+    per_sample_weights: Value | None = None,
+    include_last_offset: bool = False,
+    padding_idx: int | None = -1,
+) -> tuple[Ref, None, None, None]:
     """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode,
     bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor,
     Tensor); _embedding_bag and _embedding_bag_forward_only: the same with int padding_idx=-1 (negative: none)
@@ -229,8 +254,12 @@ def embedding_bag(b: GraphBuilder, weight: Value, indices: Value, offsets: Value
     weights = b.cast(member, dtype)
     counts = b.op("ReduceSum", weights, b.ints([1]), keepdims=1)  # (B, 1)
     if _BAG_MODES[mode] == "max":
-        candidates = b.op("Where", b.op("Unsqueeze", member, b.ints([2])), b.op("Unsqueeze", rows, b.ints([0])),
-                          b.const(-math.inf, dtype))
+        candidates = b.op(
+            "Where",
+            b.op("Unsqueeze", member, b.ints([2])),
+            b.op("Unsqueeze", rows, b.ints([0])),
+            b.const(-math.inf, dtype),
+        )
         largest = b.op("ReduceMax", candidates, axes=[1], keepdims=0)
         bags = b.op("Where", b.op("Greater", counts, b.const(0, dtype)), largest, b.const(0, dtype), dtype=dtype)
     elif _BAG_MODES[mode] == "sum":

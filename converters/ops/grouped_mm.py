@@ -10,6 +10,7 @@ gathered and one batched MatMul. On ONNX Runtime (bench/bench_grouped_mm.py) the
 faster with 8 experts, the second 1.3x faster with 64 (top-8). Rows past the last offset belong
 to no group: 0, as the fallback op leaves them (aten._grouped_mm leaves them uninitialized).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -51,8 +52,9 @@ def grouped(b: GraphBuilder, x: Value, weight: Value, offs: Value) -> Ref:
     groups = static(weight.shape[0], "the number of groups")
     rows = b.op("Range", b.const(0, torch.int64), dim_size_scalar(b, x, 0), b.const(1, torch.int64))
     # A row's group: how many offsets are at or below its index (G for rows past the last).
-    passed = b.op("LessOrEqual", b.op("Unsqueeze", b.cast(offs, torch.int64), b.ints([0])),
-                  b.op("Unsqueeze", rows, b.ints([1])))
+    passed = b.op(
+        "LessOrEqual", b.op("Unsqueeze", b.cast(offs, torch.int64), b.ints([0])), b.op("Unsqueeze", rows, b.ints([1]))
+    )
     group = b.op("ReduceSum", b.op("Cast", passed, to=onnx_type(torch.int64)), b.ints([1]), keepdims=0)
     form = gathered_rows if groups <= ROWS_UP_TO_GROUPS else gathered_weights
     out = form(b, x, weight, b.op("Min", group, b.const(groups - 1, torch.int64)), rows)
@@ -64,8 +66,10 @@ def _rows_by_groups(x: torch.Tensor, weight: torch.Tensor | None, offs: torch.Te
     if offs is None:
         return "grouped matmul without offsets (a batch of equal groups): no converter"
     if x.dim() != 2 or weight is None or weight.dim() != 3 or offs.dim() != 1:
-        return (f"grouped matmul of a {x.dim()}-D input and a {None if weight is None else weight.dim()}-D weight: "
-                f"only rows (2-D) times stacked group weights (3-D) have a converter")
+        return (
+            f"grouped matmul of a {x.dim()}-D input and a {None if weight is None else weight.dim()}-D weight: "
+            f"only rows (2-D) times stacked group weights (3-D) have a converter"
+        )
     if not isinstance(weight.shape[0], int):
         return "grouped matmul with a number of groups known only at run time: no converter"
     if not x.dtype.is_floating_point:
@@ -93,8 +97,14 @@ def _grouped_mm_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Option
 
 
 @converter(aten._grouped_mm.default, capability=_grouped_mm_capability)
-def grouped_mm(b: GraphBuilder, x: Value, weight: Value, offs: Value | None = None, bias: Value | None = None,
-               out_dtype: torch.dtype | None = None) -> Ref:
+def grouped_mm(
+    b: GraphBuilder,
+    x: Value,
+    weight: Value,
+    offs: Value | None = None,
+    bias: Value | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> Ref:
     """_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None)
     -> Tensor"""
     assert offs is not None  # the capability check refuses a call without offsets

@@ -8,6 +8,7 @@ indices are made positive first (torch allows them; TensorRT's gathers expect th
 One boolean mask (x[mask], x[:, mask]) selects a data-dependent number of elements: a GatherND
 at the mask's NonZero coordinates (nonzero.py). x[mask] = scalar is a Where.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,15 @@ from typing import Optional, Sequence
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value
-from converters.core.dims import INT64_MAX, dim_size_scalar, input_val, node_arg, same_static_shape, static, static_numel
+from converters.core.dims import (
+    INT64_MAX,
+    dim_size_scalar,
+    input_val,
+    node_arg,
+    same_static_shape,
+    static,
+    static_numel,
+)
 from converters.core.registry import converter
 from converters.core.target import TrtTarget
 from converters.core.where import where
@@ -115,8 +124,10 @@ def _index_put_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optiona
         return f"TensorRT's ScatterND takes no {x.dtype} tensors"
     if node_arg(node, 3, "accumulate", False):
         if not trt_target.at_least("10.4"):
-            return (f"accumulate=True needs ScatterElements with reduction 'add' (TensorRT 10.0+, target "
-                    f"{trt_target.label}); ScatterND has no reduction on TensorRT")
+            return (
+                f"accumulate=True needs ScatterElements with reduction 'add' (TensorRT 10.0+, target "
+                f"{trt_target.label}); ScatterND has no reduction on TensorRT"
+            )
         indexed = [x.shape[p] for p, i in enumerate(node_arg(node, 1, "indices")) if i is not None]
         if len(indexed) > 1 and static_numel(indexed) is None:
             return "accumulate=True over several indexed dims of which one is dynamic"
@@ -178,7 +189,7 @@ def _accumulated(b: GraphBuilder, x: Value, plan: _Plan, updates: Ref) -> Ref:
         flat_x = b.op("Reshape", plan.x, b.ints([0, -1]))  # 0 keeps the indexed dim's size
     else:
         sizes = [static(x.shape[p], "an indexed dim") for p in plan.positions]  # as the capability made sure
-        strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]
+        strides = [math.prod(sizes[j + 1 :]) for j in range(len(sizes))]
         rows = b.op("ReduceSum", b.op("Mul", plan.stacked, b.ints(strides)), b.ints([-1]), keepdims=1)
         flat_x = b.op("Reshape", plan.x, b.ints([math.prod(sizes), -1]))
     columns = b.op("Slice", b.op("Shape", flat_x), b.ints([1]), b.ints([2]), b.ints([0]))

@@ -9,6 +9,7 @@ TensorRT takes blocked quantization for INT4 weights only: a constant 2-D weight
 input channels (the last axis) of 64 or 128, a 2-D constant scale, zero point 0
 (docs/tensorrt.md). Anything else is refused with that reason.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,23 +41,36 @@ def _weight(node: torch.fx.Node, arg: Any) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
-def _group_reason(node: torch.fx.Node, trt_target: TrtTarget, codes: Any, scales: Any, zero_points: Any,
-                  quant_range: tuple[Any, Any], group: Any) -> Optional[str]:
+def _group_reason(
+    node: torch.fx.Node,
+    trt_target: TrtTarget,
+    codes: Any,
+    scales: Any,
+    zero_points: Any,
+    quant_range: tuple[Any, Any],
+    group: Any,
+) -> Optional[str]:
     """Why TensorRT cannot take this group-wise dequantize, or None. `group`: how many elements
     of each axis share a scale."""
     if trt_target.opset < INT4_OPSET:
-        return (f"INT4 weights need ONNX opset {INT4_OPSET} (INT4 DequantizeLinear with block_size), and "
-                f"trt_lower writes opset {trt_target.opset} for {trt_target.label}: lower for trt_version='latest'")
+        return (
+            f"INT4 weights need ONNX opset {INT4_OPSET} (INT4 DequantizeLinear with block_size), and "
+            f"trt_lower writes opset {trt_target.opset} for {trt_target.label}: lower for trt_version='latest'"
+        )
     if quant_range != (INT4_MIN, INT4_MAX):
-        return (f"group-wise quantization to [{quant_range[0]}, {quant_range[1]}]: TensorRT's block "
-                f"quantization is INT4 ([{INT4_MIN}, {INT4_MAX}]) only")
+        return (
+            f"group-wise quantization to [{quant_range[0]}, {quant_range[1]}]: TensorRT's block "
+            f"quantization is INT4 ([{INT4_MIN}, {INT4_MAX}]) only"
+        )
     weight = _weight(node, codes)
     if weight is None or weight.dtype != torch.int8 or weight.dim() != 2:
         return "INT4 block quantization dequantizes a constant 2-D weight only (TensorRT: weight-only)"
     size = group[-1]
     if len(group) != 2 or group[0] != 1 or size not in INT4_BLOCK_SIZES:
-        return (f"group of {'x'.join(map(str, group))} elements: TensorRT's INT4 blocks lie along the input "
-                f"channels (the last axis), {' or '.join(map(str, INT4_BLOCK_SIZES))} long")
+        return (
+            f"group of {'x'.join(map(str, group))} elements: TensorRT's INT4 blocks lie along the input "
+            f"channels (the last axis), {' or '.join(map(str, INT4_BLOCK_SIZES))} long"
+        )
     scale = _weight(node, scales)
     if scale is None or scale.numel() != weight.numel() // size:
         return "the group scales must be constant, one per group"
@@ -67,8 +81,10 @@ def _group_reason(node: torch.fx.Node, trt_target: TrtTarget, codes: Any, scales
         if zero is None:
             return "the zero points must be constant (0)"
         if bool((zero != 0).any()):
-            return (f"asymmetric quantization (zero point {zero.flatten()[zero.flatten() != 0][0].item()} ...): "
-                    "TensorRT dequantizes INT4 symmetrically, with zero point 0")
+            return (
+                f"asymmetric quantization (zero point {zero.flatten()[zero.flatten() != 0][0].item()} ...): "
+                "TensorRT dequantizes INT4 symmetrically, with zero point 0"
+            )
     return None
 
 
@@ -106,18 +122,34 @@ def _dequantize(b: GraphBuilder, x: Value, scales: Value, group_size: int, dtype
 
 
 @converter(qd.dequantize_per_channel_group.default, capability=_per_channel_group_capability)
-def dequantize_per_channel_group(b: GraphBuilder, x: Value, scales: Value, zero_points: Value | None,
-                                 quant_min: int, quant_max: int, dtype: torch.dtype, group_size: int,
-                                 output_dtype: torch.dtype = torch.float32) -> Ref:
+def dequantize_per_channel_group(
+    b: GraphBuilder,
+    x: Value,
+    scales: Value,
+    zero_points: Value | None,
+    quant_min: int,
+    quant_max: int,
+    dtype: torch.dtype,
+    group_size: int,
+    output_dtype: torch.dtype = torch.float32,
+) -> Ref:
     """dequantize_per_channel_group(Tensor input, Tensor scales, Tensor? zero_points, int quant_min,
     int quant_max, ScalarType dtype, int group_size, ScalarType output_dtype) -> Tensor"""
     return _dequantize(b, x, scales, group_size, output_dtype)
 
 
 @converter("torchao.dequantize_affine.default", capability=_affine_capability)
-def dequantize_affine(b: GraphBuilder, x: Value, block_size: Sequence[int], scale: Value, zero_point: Value | None,
-                      input_dtype: torch.dtype, quant_min: int | None = None, quant_max: int | None = None,
-                      output_dtype: torch.dtype = torch.float32) -> Ref:
+def dequantize_affine(
+    b: GraphBuilder,
+    x: Value,
+    block_size: Sequence[int],
+    scale: Value,
+    zero_point: Value | None,
+    input_dtype: torch.dtype,
+    quant_min: int | None = None,
+    quant_max: int | None = None,
+    output_dtype: torch.dtype = torch.float32,
+) -> Ref:
     """torchao::dequantize_affine(Tensor input, SymInt[] block_size, Tensor scale, Tensor? zero_point,
     ScalarType input_dtype, Scalar? quant_min=None, Scalar? quant_max=None, ScalarType output_dtype=float32)
     -> Tensor"""

@@ -1,6 +1,7 @@
 """Layout ops that move or copy elements: flip, roll, stack, unbind, repeat/tile, pixel and channel
 shuffles, triangles (triu/tril), hstack/vstack.
 """
+
 from __future__ import annotations
 
 import functools
@@ -130,8 +131,13 @@ def _batched(shuffle: Callable[[GraphBuilder, Value, int], Ref]) -> Callable[[Gr
             return b.op("Squeeze", shuffle(b, one, factor), b.ints([0]), dtype=x.dtype)
         lead = [dim_size(b, x, i) for i in range(x.rank - 3)]
         chw = [dim_size(b, x, i) for i in range(x.rank - 3, x.rank)]
-        flat = b.op("Reshape", x, shape_of(b, [b.ints([-1]), *chw]), dtype=x.dtype,
-                    shape=(math.prod(x.shape[:-3]), *x.shape[-3:]))
+        flat = b.op(
+            "Reshape",
+            x,
+            shape_of(b, [b.ints([-1]), *chw]),
+            dtype=x.dtype,
+            shape=(math.prod(x.shape[:-3]), *x.shape[-3:]),
+        )
         shuffled = shuffle(b, flat, factor)
         chw_out = b.op("Slice", b.op("Shape", shuffled), b.ints([1]), b.ints([4]))
         return b.op("Reshape", shuffled, shape_of(b, [*lead, chw_out]), dtype=x.dtype)
@@ -153,8 +159,9 @@ def pixel_shuffle(b: GraphBuilder, x: Value, upscale_factor: int) -> Ref:
     n, h, w = dim_size(b, x, 0), dim_size(b, x, 2), dim_size(b, x, 3)
     blocks = b.op("Reshape", x, shape_of(b, [n, b.ints([-1]), r, r, h, w]))
     moved = b.op("Transpose", blocks, perm=[0, 1, 4, 2, 5, 3])
-    return b.op("Reshape", moved, shape_of(b, [n, b.ints([-1]), _scaled(b, x, 2, r), _scaled(b, x, 3, r)]),
-                dtype=x.dtype)
+    return b.op(
+        "Reshape", moved, shape_of(b, [n, b.ints([-1]), _scaled(b, x, 2, r), _scaled(b, x, 3, r)]), dtype=x.dtype
+    )
 
 
 def _empty(x: Value) -> bool:

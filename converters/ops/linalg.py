@@ -1,6 +1,7 @@
 """More products and distances: baddbmm, mv, dot, outer, einsum, cosine_similarity, cdist, pdist
 (composites kept whole at capture because they have a converter). MatMul and Einsum are
 float-only in TensorRT."""
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ fmax/fmin).
 Opset 17 has no single op for many of these, so they are short formulas. torch promotes integer
 inputs of the float-valued ones; casting to the node's result dtype first does the same.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,10 +44,12 @@ def neg(b: GraphBuilder, x: Value) -> Ref:
     """neg(Tensor self) -> Tensor  (ONNX Neg)"""
     return _one_op(b, "Neg", x)
 
+
 @converter(aten.abs.default)
 def abs_(b: GraphBuilder, x: Value) -> Ref:
     """abs(Tensor self) -> Tensor  (ONNX Abs)"""
     return _one_op(b, "Abs", x)
+
 
 @converter(aten.sign.default)
 def sign(b: GraphBuilder, x: Value) -> Ref:
@@ -56,95 +59,114 @@ def sign(b: GraphBuilder, x: Value) -> Ref:
         return y
     return b.op("Where", b.op("IsNaN", y), b.const(0, b.out.dtype), y, dtype=b.out.dtype)
 
+
 @converter(aten.exp.default)
 def exp(b: GraphBuilder, x: Value) -> Ref:
     """exp(Tensor self) -> Tensor  (ONNX Exp)"""
     return _one_op(b, "Exp", x)
+
 
 @converter(aten.log.default)
 def log(b: GraphBuilder, x: Value) -> Ref:
     """log(Tensor self) -> Tensor  (ONNX Log)"""
     return _one_op(b, "Log", x)
 
+
 @converter(aten.sqrt.default)
 def sqrt(b: GraphBuilder, x: Value) -> Ref:
     """sqrt(Tensor self) -> Tensor  (ONNX Sqrt)"""
     return _one_op(b, "Sqrt", x)
+
 
 @converter(aten.reciprocal.default)
 def reciprocal(b: GraphBuilder, x: Value) -> Ref:
     """reciprocal(Tensor self) -> Tensor  (ONNX Reciprocal)"""
     return _one_op(b, "Reciprocal", x)
 
+
 @converter(aten.erf.default)
 def erf(b: GraphBuilder, x: Value) -> Ref:
     """erf(Tensor self) -> Tensor  (ONNX Erf)"""
     return _one_op(b, "Erf", x)
+
 
 @converter(aten.sin.default)
 def sin(b: GraphBuilder, x: Value) -> Ref:
     """sin(Tensor self) -> Tensor  (ONNX Sin)"""
     return _one_op(b, "Sin", x)
 
+
 @converter(aten.cos.default)
 def cos(b: GraphBuilder, x: Value) -> Ref:
     """cos(Tensor self) -> Tensor  (ONNX Cos)"""
     return _one_op(b, "Cos", x)
+
 
 @converter(aten.tan.default)
 def tan(b: GraphBuilder, x: Value) -> Ref:
     """tan(Tensor self) -> Tensor  (ONNX Tan)"""
     return _one_op(b, "Tan", x)
 
+
 @converter(aten.asin.default)
 def asin(b: GraphBuilder, x: Value) -> Ref:
     """asin(Tensor self) -> Tensor  (ONNX Asin)"""
     return _one_op(b, "Asin", x)
+
 
 @converter(aten.acos.default)
 def acos(b: GraphBuilder, x: Value) -> Ref:
     """acos(Tensor self) -> Tensor  (ONNX Acos)"""
     return _one_op(b, "Acos", x)
 
+
 @converter(aten.atan.default)
 def atan(b: GraphBuilder, x: Value) -> Ref:
     """atan(Tensor self) -> Tensor  (ONNX Atan)"""
     return _one_op(b, "Atan", x)
+
 
 @converter(aten.sinh.default)
 def sinh(b: GraphBuilder, x: Value) -> Ref:
     """sinh(Tensor self) -> Tensor  (ONNX Sinh)"""
     return _one_op(b, "Sinh", x)
 
+
 @converter(aten.cosh.default)
 def cosh(b: GraphBuilder, x: Value) -> Ref:
     """cosh(Tensor self) -> Tensor  (ONNX Cosh)"""
     return _one_op(b, "Cosh", x)
+
 
 @converter(aten.asinh.default)
 def asinh(b: GraphBuilder, x: Value) -> Ref:
     """asinh(Tensor self) -> Tensor  (ONNX Asinh)"""
     return _one_op(b, "Asinh", x)
 
+
 @converter(aten.acosh.default)
 def acosh(b: GraphBuilder, x: Value) -> Ref:
     """acosh(Tensor self) -> Tensor  (ONNX Acosh)"""
     return _one_op(b, "Acosh", x)
+
 
 @converter(aten.atanh.default)
 def atanh(b: GraphBuilder, x: Value) -> Ref:
     """atanh(Tensor self) -> Tensor  (ONNX Atanh)"""
     return _one_op(b, "Atanh", x)
 
+
 @converter(aten.floor.default)
 def floor(b: GraphBuilder, x: Value) -> Ref:
     """floor(Tensor self) -> Tensor  (ONNX Floor)"""
     return _rounded(b, "Floor", x)
 
+
 @converter(aten.ceil.default)
 def ceil(b: GraphBuilder, x: Value) -> Ref:
     """ceil(Tensor self) -> Tensor  (ONNX Ceil)"""
     return _rounded(b, "Ceil", x)
+
 
 @converter(aten.round.default)
 def round_(b: GraphBuilder, x: Value) -> Ref:
@@ -342,17 +364,25 @@ def isfinite(b: GraphBuilder, x: Value) -> Ref:
 
 
 @converter(aten.nan_to_num.default)
-def nan_to_num(b: GraphBuilder, x: Value, nan: float | None = None, posinf: float | None = None,
-               neginf: float | None = None) -> Ref:
+def nan_to_num(
+    b: GraphBuilder, x: Value, nan: float | None = None, posinf: float | None = None, neginf: float | None = None
+) -> Ref:
     """nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor"""
     dtype = x.dtype
     if not dtype.is_floating_point:
         return b.op("Identity", x, dtype=dtype)
     info = torch.finfo(dtype)
     y = b.op("Where", b.op("IsNaN", x), b.const(0.0 if nan is None else nan, dtype), x)
-    y = b.op("Where", b.op("Equal", x, b.const(math.inf, dtype)), b.const(info.max if posinf is None else posinf, dtype), y)
-    return b.op("Where", b.op("Equal", x, b.const(-math.inf, dtype)),
-                b.const(info.min if neginf is None else neginf, dtype), y, dtype=dtype)
+    y = b.op(
+        "Where", b.op("Equal", x, b.const(math.inf, dtype)), b.const(info.max if posinf is None else posinf, dtype), y
+    )
+    return b.op(
+        "Where",
+        b.op("Equal", x, b.const(-math.inf, dtype)),
+        b.const(info.min if neginf is None else neginf, dtype),
+        y,
+        dtype=dtype,
+    )
 
 
 # -- two operands ----------------------------------------------------------------------------

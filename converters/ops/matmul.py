@@ -1,4 +1,5 @@
 """Matrix products. TensorRT has no integer MatMul, so all of these are float-only."""
+
 from __future__ import annotations
 
 import torch

@@ -6,6 +6,7 @@ trt_lower/runtime/trt_module.py) and ONNX Runtime sizes natively. TensorRT runs 
 float32/float16 only: other inputs are cast to float32 first, which keeps every nonzero value
 nonzero (the smallest nonzero integer, 1, is exact in float32).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -48,9 +49,11 @@ def masked_select(b: GraphBuilder, x: Value, mask: Value) -> Ref:
     """masked_select(Tensor self, Tensor mask) -> Tensor
 
     Both broadcast to their common shape (at least 1-D: GatherND's), then x[mask] over every dim."""
-    shape = np.broadcast_shapes((1,), *(tuple(static(d, 'a dim') for d in v.shape) for v in (x, mask)))
-    grown = [v if tuple(v.shape) == shape else
-             b.op("Expand", v, b.ints(list(shape)), dtype=v.dtype, shape=shape) for v in (x, mask)]
+    shape = np.broadcast_shapes((1,), *(tuple(static(d, "a dim") for d in v.shape) for v in (x, mask)))
+    grown = [
+        v if tuple(v.shape) == shape else b.op("Expand", v, b.ints(list(shape)), dtype=v.dtype, shape=shape)
+        for v in (x, mask)
+    ]
     return masked(b, grown[0], grown[1], 0)
 
 

@@ -5,6 +5,7 @@ Group, instance, RMS and batch-statistics norms are written as ReduceMean formul
 GroupNormalization is opset 18, and TensorRT 8.6 runs InstanceNormalization as a plugin unless a
 parser flag is set. RMS norm is RMSNormalization where the target's opset (23) has it.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -54,12 +55,7 @@ def batch_norm_inference(
 
 @converter(aten.native_layer_norm.default, capability=all_of(float_inputs, only_first_output_used))
 def native_layer_norm(
-    b: GraphBuilder,
-    x: Value,
-    normalized_shape: Sequence[int],
-    weight: Value | None,
-    bias: Value | None,
-    eps: float,
+    b: GraphBuilder, x: Value, normalized_shape: Sequence[int], weight: Value | None, bias: Value | None, eps: float
 ) -> tuple[Ref, None, None]:
     """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias,
     float eps) -> (Tensor, Tensor, Tensor)
@@ -90,8 +86,7 @@ def _per_channel(b: GraphBuilder, y: Ref, rank: int, weight: Value | None, bias:
     return y
 
 
-def _group_norm(b: GraphBuilder, x: Value, groups: int, weight: Value | None, bias: Value | None,
-                eps: float) -> Ref:
+def _group_norm(b: GraphBuilder, x: Value, groups: int, weight: Value | None, bias: Value | None, eps: float) -> Ref:
     """Statistics over (C/groups, *) per sample and group: (N, C, *) -> (N, groups, rest).
 
     The target shape names `rest` rather than -1 where it is static: ONNX cannot infer a -1 when
@@ -105,16 +100,32 @@ def _group_norm(b: GraphBuilder, x: Value, groups: int, weight: Value | None, bi
 
 
 @converter(aten.native_group_norm.default, capability=all_of(float_inputs, only_first_output_used))
-def native_group_norm(b: GraphBuilder, x: Value, weight: Value | None, bias: Value | None, N: int, C: int,
-                      HxW: int, group: int, eps: float) -> tuple[Ref, None, None]:
+def native_group_norm(
+    b: GraphBuilder,
+    x: Value,
+    weight: Value | None,
+    bias: Value | None,
+    N: int,
+    C: int,
+    HxW: int,
+    group: int,
+    eps: float,
+) -> tuple[Ref, None, None]:
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW,
     int group, float eps) -> (Tensor, Tensor, Tensor)  (only the output; mean/rstd are for backward)"""
     return _group_norm(b, x, group, weight, bias, eps), None, None
 
 
 @converter(aten.group_norm.default, capability=float_inputs)
-def group_norm(b: GraphBuilder, x: Value, num_groups: int, weight: Value | None = None, bias: Value | None = None,
-               eps: float = 1e-05, cudnn_enabled: bool = True) -> Ref:
+def group_norm(
+    b: GraphBuilder,
+    x: Value,
+    num_groups: int,
+    weight: Value | None = None,
+    bias: Value | None = None,
+    eps: float = 1e-05,
+    cudnn_enabled: bool = True,
+) -> Ref:
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05,
     bool cudnn_enabled=True) -> Tensor"""
     return _group_norm(b, x, num_groups, weight, bias, eps)
@@ -129,9 +140,18 @@ def _input_stats(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
 
 
 @converter(aten.instance_norm.default, capability=all_of(float_inputs, _input_stats))
-def instance_norm(b: GraphBuilder, x: Value, weight: Value | None, bias: Value | None,
-                  running_mean: Value | None, running_var: Value | None, use_input_stats: bool,
-                  momentum: float, eps: float, cudnn_enabled: bool) -> Ref:
+def instance_norm(
+    b: GraphBuilder,
+    x: Value,
+    weight: Value | None,
+    bias: Value | None,
+    running_mean: Value | None,
+    running_var: Value | None,
+    use_input_stats: bool,
+    momentum: float,
+    eps: float,
+    cudnn_enabled: bool,
+) -> Ref:
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var,
     bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor
 
@@ -142,8 +162,9 @@ def instance_norm(b: GraphBuilder, x: Value, weight: Value | None, bias: Value |
 
 
 @converter(aten._native_batch_norm_legit.no_stats, capability=all_of(float_inputs, only_first_output_used))
-def batch_norm_batch_stats(b: GraphBuilder, x: Value, weight: Value | None, bias: Value | None, training: bool,
-                           momentum: float, eps: float) -> tuple[Ref, None, None]:
+def batch_norm_batch_stats(
+    b: GraphBuilder, x: Value, weight: Value | None, bias: Value | None, training: bool, momentum: float, eps: float
+) -> tuple[Ref, None, None]:
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training,
     float momentum, float eps) -> (Tensor, Tensor, Tensor)
 
@@ -154,8 +175,9 @@ def batch_norm_batch_stats(b: GraphBuilder, x: Value, weight: Value | None, bias
 
 
 @converter(aten.rms_norm.default, capability=float_inputs)
-def rms_norm(b: GraphBuilder, x: Value, normalized_shape: Sequence[int], weight: Value | None = None,
-             eps: float | None = None) -> Ref:
+def rms_norm(
+    b: GraphBuilder, x: Value, normalized_shape: Sequence[int], weight: Value | None = None, eps: float | None = None
+) -> Ref:
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor
 
     x / sqrt(mean(x²) + eps) over the trailing dims; eps defaults to the dtype's machine epsilon.

@@ -5,6 +5,7 @@ then every dim's ends. Pad's `pads` is an initializer, or where a pad is a size 
 (swin and twins pad a dynamic map to whole windows) a shape tensor: TensorRT takes those from 10.4
 on. TensorRT's Pad takes no bool tensors.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -50,15 +51,23 @@ def constant_pad_nd(b: GraphBuilder, x: Value, pad: Sequence[int], value: float 
     return _pad(b, x, pad, "constant", value)
 
 
-@converter(aten.reflection_pad1d.default, aten.reflection_pad2d.default, aten.reflection_pad3d.default,
-           capability=_pad_capability)
+@converter(
+    aten.reflection_pad1d.default,
+    aten.reflection_pad2d.default,
+    aten.reflection_pad3d.default,
+    capability=_pad_capability,
+)
 def reflection_pad(b: GraphBuilder, x: Value, padding: Sequence[int]) -> Ref:
     """reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor (and 1d, 3d)  (mirror without the edge)"""
     return _pad(b, x, padding, "reflect")
 
 
-@converter(aten.replication_pad1d.default, aten.replication_pad2d.default, aten.replication_pad3d.default,
-           capability=_pad_capability)
+@converter(
+    aten.replication_pad1d.default,
+    aten.replication_pad2d.default,
+    aten.replication_pad3d.default,
+    capability=_pad_capability,
+)
 def replication_pad(b: GraphBuilder, x: Value, padding: Sequence[int]) -> Ref:
     """replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor (and 1d, 3d)  (repeat the edge)"""
     return _pad(b, x, padding, "edge")

@@ -10,6 +10,7 @@ in floor mode with the right padding extended to torch's count: exact for max po
 averages without padding in the divisor; an average that counts padding is refused when the
 extension would reach its divisor.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
@@ -17,7 +18,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from converters.core.builder import GraphBuilder, Ref, ShapeDim, Value
-from converters.core.common import all_of, float_inputs, nan_propagated, per_spatial_dim, only_first_output_used
+from converters.core.common import all_of, float_inputs, nan_propagated, only_first_output_used, per_spatial_dim
 from converters.core.dims import dim_size, input_val, is_static_dim, node_arg, static
 from converters.core.registry import Capability, converter
 from converters.core.target import TrtTarget
@@ -25,12 +26,17 @@ from converters.core.target import TrtTarget
 aten = torch.ops.aten
 
 
-def _attrs(n: int, kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int] | int,
-           ceil_mode: bool) -> dict[str, Any]:
+def _attrs(
+    n: int, kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int] | int, ceil_mode: bool
+) -> dict[str, Any]:
     kernel = per_spatial_dim(kernel_size, n)
     pads = per_spatial_dim(padding, n)
-    return dict(kernel_shape=kernel, strides=per_spatial_dim(stride, n) if stride else kernel, pads=pads + pads,
-                ceil_mode=int(ceil_mode))
+    return dict(
+        kernel_shape=kernel,
+        strides=per_spatial_dim(stride, n) if stride else kernel,
+        pads=pads + pads,
+        ceil_mode=int(ceil_mode),
+    )
 
 
 def _lift_1d(attrs: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +61,16 @@ def _never_minus_inf(value: object) -> bool:
     return value.target == aten.relu.default
 
 
-def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict[str, Any],
-                 dtype: torch.dtype, channels: ShapeDim, never_minus_inf: bool) -> Ref:
+def _nan_windows(
+    b: GraphBuilder,
+    op_type: str,
+    x: Ref,
+    pooled: Ref,
+    attrs: dict[str, Any],
+    dtype: torch.dtype,
+    channels: ShapeDim,
+    never_minus_inf: bool,
+) -> Ref:
     """NaN where a window holds a NaN, as torch's max pooling gives (ONNX Runtime's MaxPool skips
     NaNs; found by tests/test_reliability_inputs.py): the pooled values times a factor that is 1,
     or NaN where the window's mean of tanh(x) is (tanh keeps NaN and bounds +-inf, so nothing else
@@ -67,6 +81,7 @@ def _nan_windows(b: GraphBuilder, op_type: str, x: Ref, pooled: Ref, attrs: dict
     known: ONNX Runtime's NCHWc layout pass then keeps Tanh, the average, the factor and the Mul
     in the convolutions' blocked layout (an IsNaN/Where test cost a reorder each way around every
     pool, and kept a residual Add or Relu after it from fusing into its convolution)."""
+
     def average(v: Ref) -> Ref:
         # Padding left out of the divisor (ONNX's default; NCHWc pools it in ceil mode only so):
         # every max pooling window holds at least one element.
@@ -100,8 +115,9 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
             attrs = dict(attrs, ceil_mode=0, pads=_floor_pads(attrs, static_in, out_spatial))
     pooled = b.op(op_type, y, **attrs)
     if op_type.endswith("MaxPool"):
-        pooled = _nan_windows(b, op_type, y, pooled, attrs, x.dtype, x.shape[-n - 1],
-                              _never_minus_inf(b.converting.args[0]))
+        pooled = _nan_windows(
+            b, op_type, y, pooled, attrs, x.dtype, x.shape[-n - 1], _never_minus_inf(b.converting.args[0])
+        )
     if squeeze:
         pooled = b.op("Squeeze", pooled, b.ints(sorted(squeeze)))
     return Ref(pooled.name, x.dtype)
@@ -109,8 +125,12 @@ def _pool(b: GraphBuilder, op_type: str, x: Value, n: int, attrs: dict[str, Any]
 
 def _onnx_ceil_count(attrs: dict[str, Any], in_spatial: Sequence[int]) -> list[int]:
     """The window counts ONNX's ceil_mode shape inference gives."""
-    return [-(-(int(i) + p + q - k) // s) + 1 for i, p, q, k, s in
-            zip(in_spatial, attrs["pads"], attrs["pads"][len(in_spatial):], attrs["kernel_shape"], attrs["strides"])]
+    return [
+        -(-(int(i) + p + q - k) // s) + 1
+        for i, p, q, k, s in zip(
+            in_spatial, attrs["pads"], attrs["pads"][len(in_spatial) :], attrs["kernel_shape"], attrs["strides"]
+        )
+    ]
 
 
 def _floor_pads(attrs: dict[str, Any], in_spatial: Sequence[int], out_spatial: Sequence[int]) -> list[int]:
@@ -152,14 +172,16 @@ def _dynamic_ceil_mode(n: int, at: int, averages: bool = False) -> Capability:
     ONNX's ceil count is torch's unless torch drops a last window that would start in the end
     padding, which needs padding + stride > kernel in that dim (googlenet's pools, kernel 3 and
     stride 2, never do). Average pooling counting the padding stays static (_ceil_within_padding)."""
+
     def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         x = input_val(node, 0)
         if not node_arg(node, at, "ceil_mode", False) or all(is_static_dim(d) for d in x.shape[-n:]):
             return None
         if averages and node_arg(node, 5, "count_include_pad", True):
             return "ceil_mode over dynamic spatial dims with count_include_pad=True"
-        attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),
-                       node_arg(node, 3, "padding", 0), True)
+        attrs = _attrs(
+            n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()), node_arg(node, 3, "padding", 0), True
+        )
         if any(p + s > k for p, s, k in zip(attrs["pads"], attrs["strides"], attrs["kernel_shape"])):
             return "ceil_mode over dynamic spatial dims with padding + stride > kernel (a last window torch may drop)"
         return None
@@ -171,6 +193,7 @@ def _ceil_within_padding(n: int) -> Any:
     """avg_pool's ceil_mode with count_include_pad, where ONNX's count is not torch's: the last
     window must end within the padding (torch's divisor counts only up to `padding`, the extended
     padding of floor mode would be counted)."""
+
     def check(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
         if not (node_arg(node, 4, "ceil_mode", False) and node_arg(node, 5, "count_include_pad", True)):
             return None
@@ -178,74 +201,130 @@ def _ceil_within_padding(n: int) -> Any:
         out = node.meta["val"]
         if not all(is_static_dim(d) for d in (*x.shape[-n:], *out.shape[-n:])):
             return None  # _dynamic_ceil_mode refuses it
-        attrs = _attrs(n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()),
-                       node_arg(node, 3, "padding", 0), True)
+        attrs = _attrs(
+            n, node_arg(node, 1, "kernel_size"), node_arg(node, 2, "stride", ()), node_arg(node, 3, "padding", 0), True
+        )
         if _onnx_ceil_count(attrs, x.shape[-n:]) == [int(o) for o in out.shape[-n:]]:
             return None
         pads = attrs["pads"][:n]
         for i, o, k, s, p in zip(x.shape[-n:], out.shape[-n:], attrs["kernel_shape"], attrs["strides"], pads):
             if _end_pad_needed(int(i), int(o), k, s, p) > p:
-                return ("ceil_mode with count_include_pad=True whose last window reaches past the padding "
-                        "(ONNX would count the extra positions in its divisor)")
+                return (
+                    "ceil_mode with count_include_pad=True whose last window reaches past the padding "
+                    "(ONNX would count the extra positions in its divisor)"
+                )
         return None
 
     return check
 
 
 # -- max pooling (values only: TensorRT's MaxPool has no Indices output) ---------------------
-@converter(aten.max_pool2d_with_indices.default,
-           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _dynamic_ceil_mode(2, at=5)))
-def max_pool2d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-                            padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
-                            ceil_mode: bool = False) -> tuple[Ref, None]:
+@converter(
+    aten.max_pool2d_with_indices.default,
+    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(2, at=4), _dynamic_ceil_mode(2, at=5)),
+)
+def max_pool2d_with_indices(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    dilation: Sequence[int] = (1,),
+    ceil_mode: bool = False,
+) -> tuple[Ref, None]:
     """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
     int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     return _pool(b, "MaxPool", x, 2, _attrs(2, kernel_size, stride, padding, ceil_mode)), None
 
 
-@converter(aten.max_pool3d_with_indices.default,
-           capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _dynamic_ceil_mode(3, at=5)))
-def max_pool3d_with_indices(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-                            padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,),
-                            ceil_mode: bool = False) -> tuple[Ref, None]:
+@converter(
+    aten.max_pool3d_with_indices.default,
+    capability=all_of(float_inputs, only_first_output_used, _unit_dilation(3, at=4), _dynamic_ceil_mode(3, at=5)),
+)
+def max_pool3d_with_indices(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    dilation: Sequence[int] = (1,),
+    ceil_mode: bool = False,
+) -> tuple[Ref, None]:
     """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0,
     int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
     return _pool(b, "MaxPool", x, 3, _attrs(3, kernel_size, stride, padding, ceil_mode)), None
 
 
 # -- average pooling -------------------------------------------------------------------------
-def _avg_pool(b: GraphBuilder, x: Value, n: int, kernel_size: Sequence[int], stride: Sequence[int],
-              padding: Sequence[int], ceil_mode: bool, count_include_pad: bool) -> Ref:
+def _avg_pool(
+    b: GraphBuilder,
+    x: Value,
+    n: int,
+    kernel_size: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+) -> Ref:
     attrs = _attrs(n, kernel_size, stride, padding, ceil_mode)
     return _pool(b, "AveragePool", x, n, dict(attrs, count_include_pad=int(count_include_pad)))
 
 
-@converter(aten.avg_pool1d.default,
-           capability=all_of(float_inputs, _dynamic_ceil_mode(1, at=4, averages=True), _ceil_within_padding(1)))
-def avg_pool1d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True) -> Ref:
+@converter(
+    aten.avg_pool1d.default,
+    capability=all_of(float_inputs, _dynamic_ceil_mode(1, at=4, averages=True), _ceil_within_padding(1)),
+)
+def avg_pool1d(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Ref:
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False,
     bool count_include_pad=True) -> Tensor"""
     return _avg_pool(b, x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-@converter(aten.avg_pool2d.default,
-           capability=all_of(float_inputs, _no_divisor_override(at=6), _dynamic_ceil_mode(2, at=4, averages=True),
-                              _ceil_within_padding(2)))
-def avg_pool2d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Ref:
+@converter(
+    aten.avg_pool2d.default,
+    capability=all_of(
+        float_inputs, _no_divisor_override(at=6), _dynamic_ceil_mode(2, at=4, averages=True), _ceil_within_padding(2)
+    ),
+)
+def avg_pool2d(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Ref:
     """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0,
     bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
     return _avg_pool(b, x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-@converter(aten.avg_pool3d.default,
-           capability=all_of(float_inputs, _no_divisor_override(at=6), _dynamic_ceil_mode(3, at=4, averages=True),
-                      _ceil_within_padding(3)))
-def avg_pool3d(b: GraphBuilder, x: Value, kernel_size: Sequence[int], stride: Sequence[int] = (),
-               padding: Sequence[int] = (0,), ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Ref:
+@converter(
+    aten.avg_pool3d.default,
+    capability=all_of(
+        float_inputs, _no_divisor_override(at=6), _dynamic_ceil_mode(3, at=4, averages=True), _ceil_within_padding(3)
+    ),
+)
+def avg_pool3d(
+    b: GraphBuilder,
+    x: Value,
+    kernel_size: Sequence[int],
+    stride: Sequence[int] = (),
+    padding: Sequence[int] = (0,),
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Ref:
     """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False,
     bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
     return _avg_pool(b, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -275,15 +354,17 @@ def _dynamic_windows(b: GraphBuilder, x: Value, axis: int, out: int) -> list[tup
 
 
 def _reduced_shape(x: Value, axis: int, out: int) -> tuple[ShapeDim, ...]:
-    return (*x.shape[:axis], out, *x.shape[axis + 1:])
+    return (*x.shape[:axis], out, *x.shape[axis + 1 :])
 
 
 def _reduce_dim(b: GraphBuilder, x: Value, axis: int, out: int, reduce_op: str) -> Value:
     """One Slice and `reduce_op` per output index along `axis`, concatenated."""
     d = x.shape[axis]
     windows: list[tuple[Ref, Ref]] = (
-        [(b.ints([start]), b.ints([stop])) for start, stop in _windows(d, out)] if is_static_dim(d)
-        else _dynamic_windows(b, x, axis, out))
+        [(b.ints([start]), b.ints([stop])) for start, stop in _windows(d, out)]
+        if is_static_dim(d)
+        else _dynamic_windows(b, x, axis, out)
+    )
     axes = b.ints([axis])
     cells = []
     for start, stop in windows:
@@ -329,15 +410,13 @@ def adaptive_avg_pool3d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -
     return _adaptive(b, "AveragePool", x, 3, output_size)
 
 
-@converter(aten.adaptive_max_pool1d.default,
-           capability=all_of(float_inputs, only_first_output_used))
+@converter(aten.adaptive_max_pool1d.default, capability=all_of(float_inputs, only_first_output_used))
 def adaptive_max_pool1d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 1, output_size), None
 
 
-@converter(aten.adaptive_max_pool2d.default,
-           capability=all_of(float_inputs, only_first_output_used))
+@converter(aten.adaptive_max_pool2d.default, capability=all_of(float_inputs, only_first_output_used))
 def adaptive_max_pool2d(b: GraphBuilder, x: Value, output_size: Sequence[int]) -> tuple[Ref, None]:
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)  (values only)"""
     return _adaptive(b, "MaxPool", x, 2, output_size), None

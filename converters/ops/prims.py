@@ -8,6 +8,7 @@ convert_element_type in shape.py. View prims (broadcast_in_dim, ...) never reach
 torch.export refuses their aliasing outputs. prims.signbit is left out: torch's shape rule gives
 it its input's dtype, its kernel bool.
 """
+
 from __future__ import annotations
 
 import torch

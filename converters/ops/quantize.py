@@ -8,6 +8,7 @@ int8 initializer followed by DequantizeLinear, computed by the torch op itself s
 what eager holds. Anything else (a non-zero zero point, uint8, a narrowed range on an
 activation, another axis) is refused with that reason rather than changed. FP8 is fp8.py's.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -19,7 +20,7 @@ from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noq
 from converters.core.builder import GraphBuilder, Ref, Value
 from converters.core.common import all_of, only_first_output_used
 from converters.core.fold import constant_value
-from converters.core.quantized import DEQUANTIZE, DEQUANTIZED, INT8_OPS, constant_of
+from converters.core.quantized import DEQUANTIZE, INT8_OPS, constant_of
 from converters.core.registry import converter
 from converters.core.target import TrtTarget
 
@@ -38,8 +39,9 @@ def _is_weight(node: torch.fx.Node, arg: Any) -> bool:
     return constant_of(node, arg) is not None
 
 
-def _qparams_reason(node: torch.fx.Node, scale: Any, zero_point: Any, quant_min: Any, quant_max: Any,
-                    dtype: Any, exact: bool) -> Optional[str]:
+def _qparams_reason(
+    node: torch.fx.Node, scale: Any, zero_point: Any, quant_min: Any, quant_max: Any, dtype: Any, exact: bool
+) -> Optional[str]:
     """Why TensorRT cannot take these quantization parameters, or None."""
     if dtype is not None and dtype != torch.int8:
         return f"{str(dtype).removeprefix('torch.')} quantization: TensorRT quantizes to int8 only (symmetric)"
@@ -51,8 +53,10 @@ def _qparams_reason(node: torch.fx.Node, scale: Any, zero_point: Any, quant_min:
         return f"quantization range [{quant_min}, {quant_max}] is not within int8's [-128, 127]"
     if not exact and (quant_min, quant_max) != (INT8_MIN, INT8_MAX):
         # Folding clamps a weight to the range; TensorRT's QuantizeLinear clamps to int8's.
-        return (f"quantization range [{quant_min}, {quant_max}] on an activation: TensorRT's "
-                "QuantizeLinear saturates to int8's [-128, 127]")
+        return (
+            f"quantization range [{quant_min}, {quant_max}] on an activation: TensorRT's "
+            "QuantizeLinear saturates to int8's [-128, 127]"
+        )
     scales = torch.as_tensor(scale) if isinstance(scale, float) else constant_of(node, scale)
     if scales is None:
         return "the scale is computed at run time: TensorRT needs constant quantization scales"
@@ -62,8 +66,10 @@ def _qparams_reason(node: torch.fx.Node, scale: Any, zero_point: Any, quant_min:
     if zero_point is not None and zero_points is None:
         return "the zero point is computed at run time: TensorRT needs it constant (0)"
     if zero_points is not None and bool((zero_points != 0).any()):
-        return (f"asymmetric quantization (zero point {zero_points.flatten()[0].item()} ...): TensorRT "
-                "quantizes symmetrically, with zero point 0")
+        return (
+            f"asymmetric quantization (zero point {zero_points.flatten()[0].item()} ...): TensorRT "
+            "quantizes symmetrically, with zero point 0"
+        )
     return None
 
 
@@ -71,8 +77,10 @@ def _per_channel_reason(node: torch.fx.Node, axis: Any) -> Optional[str]:
     if not _is_weight(node, node.args[0]):
         return "per-channel quantization of an activation: TensorRT quantizes activations per tensor"
     if axis not in WEIGHT_AXES:
-        return (f"per-channel axis {axis}: TensorRT quantizes a weight along its output channels "
-                f"(axis {' or '.join(map(str, WEIGHT_AXES))})")
+        return (
+            f"per-channel axis {axis}: TensorRT quantizes a weight along its output channels "
+            f"(axis {' or '.join(map(str, WEIGHT_AXES))})"
+        )
     return None
 
 
@@ -101,8 +109,11 @@ def _quantize_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional
 def _per_channel_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """quantized_decomposed per-channel: (input, scales, zero_points, axis, quant_min, quant_max, dtype)."""
     x, scales, zero_points, axis, quant_min, quant_max, dtype = node.args[:7]
-    return (_per_channel_reason(node, axis) or _int8_boundary_reason(node)
-            or _qparams_reason(node, scales, zero_points, quant_min, quant_max, dtype, exact=True))
+    return (
+        _per_channel_reason(node, axis)
+        or _int8_boundary_reason(node)
+        or _qparams_reason(node, scales, zero_points, quant_min, quant_max, dtype, exact=True)
+    )
 
 
 def _fake_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
@@ -117,8 +128,9 @@ def _fake_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str
 def _fake_per_channel_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     """fake_quantize_per_channel_affine(_cachemask): (self, scale, zero_point, axis, quant_min, quant_max)."""
     x, scales, zero_points, axis, quant_min, quant_max = node.args[:6]
-    return _per_channel_reason(node, axis) or _qparams_reason(node, scales, zero_points, quant_min, quant_max,
-                                                              None, exact=True)
+    return _per_channel_reason(node, axis) or _qparams_reason(
+        node, scales, zero_points, quant_min, quant_max, None, exact=True
+    )
 
 
 # -- emitting ----------------------------------------------------------------------------------
@@ -134,8 +146,10 @@ def _weight(b: GraphBuilder, x: Value, quant_min: int, quant_max: int) -> torch.
     narrowed range through only for constants, which QuantizeLinear would not clamp to it."""
     array = constant_value(b, x)
     if array is None and (quant_min, quant_max) != (INT8_MIN, INT8_MAX):
-        raise ValueError(f"{x.name}: a weight quantized to [{quant_min}, {quant_max}] must be folded, "
-                         "and its value cannot be read here")
+        raise ValueError(
+            f"{x.name}: a weight quantized to [{quant_min}, {quant_max}] must be folded, "
+            "and its value cannot be read here"
+        )
     return None if array is None else torch.from_numpy(np.array(array))
 
 
@@ -153,8 +167,9 @@ def _zero(b: GraphBuilder, scale: Value) -> Value:
 
 def _quantize(b: GraphBuilder, x: Value, scale: Value, axis: int | None) -> Value:
     # Opset 17's QuantizeLinear reads float32 only.
-    return b.op("QuantizeLinear", b.cast(x, torch.float32), scale, _zero(b, scale), axis=axis,
-                dtype=torch.int8, shape=x.shape)
+    return b.op(
+        "QuantizeLinear", b.cast(x, torch.float32), scale, _zero(b, scale), axis=axis, dtype=torch.int8, shape=x.shape
+    )
 
 
 def _dequantize(b: GraphBuilder, q: Value, scale: Value, axis: int | None, dtype: torch.dtype) -> Value:
@@ -162,69 +177,112 @@ def _dequantize(b: GraphBuilder, q: Value, scale: Value, axis: int | None, dtype
     return b.cast(y, dtype)
 
 
-def _folded(b: GraphBuilder, quantized: torch.Tensor, scale: Value, axis: int | None,
-            dtype: torch.dtype) -> Value:
+def _folded(b: GraphBuilder, quantized: torch.Tensor, scale: Value, axis: int | None, dtype: torch.dtype) -> Value:
     """An int8 weight as an int8 initializer followed by DequantizeLinear."""
     weight = b.initializer(f"{b.converting.name}_int8", quantized.to(torch.int8))
     return _dequantize(b, weight, scale, axis, dtype)
 
 
 @converter(qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor, capability=_quantize_capability)
-def quantize_per_tensor(b: GraphBuilder, x: Value, scale: Value | float, zero_point: Value | int,
-                        quant_min: int, quant_max: int, dtype: torch.dtype) -> Ref:
+def quantize_per_tensor(
+    b: GraphBuilder,
+    x: Value,
+    scale: Value | float,
+    zero_point: Value | int,
+    quant_min: int,
+    quant_max: int,
+    dtype: torch.dtype,
+) -> Ref:
     """quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max,
     ScalarType dtype) -> Tensor; .tensor: Tensor scale, Tensor zero_point"""
     weight = _weight(b, x, quant_min, quant_max)
     if weight is not None:  # folded, as torch quantizes it
         scale = float(_constant(b, scale)) if isinstance(scale, Value) else scale
-        return b.initializer(f"{b.converting.name}_int8", qd.quantize_per_tensor.default(
-            weight, scale, 0, quant_min, quant_max, dtype))
+        return b.initializer(
+            f"{b.converting.name}_int8", qd.quantize_per_tensor.default(weight, scale, 0, quant_min, quant_max, dtype)
+        )
     return _quantize(b, x, _scale(b, scale, per_channel=False), None)
 
 
 @converter(qd.dequantize_per_tensor.default, qd.dequantize_per_tensor.tensor, capability=_quantize_capability)
-def dequantize_per_tensor(b: GraphBuilder, x: Value, scale: Value | float, zero_point: Value | int,
-                          quant_min: int, quant_max: int, dtype: torch.dtype, *,
-                          out_dtype: torch.dtype | None = None) -> Ref:
+def dequantize_per_tensor(
+    b: GraphBuilder,
+    x: Value,
+    scale: Value | float,
+    zero_point: Value | int,
+    quant_min: int,
+    quant_max: int,
+    dtype: torch.dtype,
+    *,
+    out_dtype: torch.dtype | None = None,
+) -> Ref:
     """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max,
     ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor; .tensor: Tensor scale, Tensor zero_point"""
     return _dequantize(b, x, _scale(b, scale, per_channel=False), None, out_dtype or torch.float32)
 
 
 @converter(qd.quantize_per_channel.default, capability=_per_channel_capability)
-def quantize_per_channel(b: GraphBuilder, x: Value, scales: Value, zero_points: Value, axis: int,
-                         quant_min: int, quant_max: int, dtype: torch.dtype) -> Ref:
+def quantize_per_channel(
+    b: GraphBuilder,
+    x: Value,
+    scales: Value,
+    zero_points: Value,
+    axis: int,
+    quant_min: int,
+    quant_max: int,
+    dtype: torch.dtype,
+) -> Ref:
     """quantize_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min,
     int quant_max, ScalarType dtype) -> Tensor"""
     # Only a weight gets here (the capability): fold it, as torch quantizes it.
-    quantized = qd.quantize_per_channel.default(_constant(b, x), _constant(b, scales), _constant(b, zero_points),
-                                                axis, quant_min, quant_max, dtype)
+    quantized = qd.quantize_per_channel.default(
+        _constant(b, x), _constant(b, scales), _constant(b, zero_points), axis, quant_min, quant_max, dtype
+    )
     return b.initializer(f"{b.converting.name}_int8", quantized)
 
 
 @converter(qd.dequantize_per_channel.default, capability=_per_channel_capability)
-def dequantize_per_channel(b: GraphBuilder, x: Value, scales: Value, zero_points: Value | None, axis: int,
-                           quant_min: int, quant_max: int, dtype: torch.dtype, *,
-                           out_dtype: torch.dtype | None = None) -> Ref:
+def dequantize_per_channel(
+    b: GraphBuilder,
+    x: Value,
+    scales: Value,
+    zero_points: Value | None,
+    axis: int,
+    quant_min: int,
+    quant_max: int,
+    dtype: torch.dtype,
+    *,
+    out_dtype: torch.dtype | None = None,
+) -> Ref:
     """dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min,
     int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
     return _dequantize(b, x, _scale(b, scales, per_channel=True), axis, out_dtype or torch.float32)
 
 
-@converter(aten.fake_quantize_per_tensor_affine_cachemask.default,
-           capability=all_of(only_first_output_used, _fake_capability))
-def fake_quantize_per_tensor_affine_cachemask(b: GraphBuilder, x: Value, scale: float, zero_point: int,
-                                              quant_min: int, quant_max: int) -> tuple[Ref, None]:
+@converter(
+    aten.fake_quantize_per_tensor_affine_cachemask.default, capability=all_of(only_first_output_used, _fake_capability)
+)
+def fake_quantize_per_tensor_affine_cachemask(
+    b: GraphBuilder, x: Value, scale: float, zero_point: int, quant_min: int, quant_max: int
+) -> tuple[Ref, None]:
     """fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min,
     int quant_max) -> (Tensor output, Tensor mask)"""
     return _fake_quantize(b, x, _scale(b, scale, per_channel=False), None, quant_min, quant_max), None
 
 
-@converter(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
-           capability=all_of(only_first_output_used, _fake_capability))
+@converter(
+    aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default,
+    capability=all_of(only_first_output_used, _fake_capability),
+)
 def fake_quantize_per_tensor_affine_cachemask_tensor_qparams(
-        b: GraphBuilder, x: Value, scale: Value, zero_point: Value, fake_quant_enabled: Value,
-        quant_min: int, quant_max: int) -> tuple[Ref, None]:
+    b: GraphBuilder,
+    x: Value,
+    scale: Value,
+    zero_point: Value,
+    fake_quant_enabled: Value,
+    quant_min: int,
+    quant_max: int,
+) -> tuple[Ref, None]:
     """_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale,
     Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
     if not bool(_constant(b, fake_quant_enabled).any()):
@@ -232,17 +290,19 @@ def fake_quantize_per_tensor_affine_cachemask_tensor_qparams(
     return _fake_quantize(b, x, _scale(b, scale, per_channel=False), None, quant_min, quant_max), None
 
 
-@converter(aten.fake_quantize_per_channel_affine_cachemask.default,
-           capability=all_of(only_first_output_used, _fake_per_channel_capability))
-def fake_quantize_per_channel_affine_cachemask(b: GraphBuilder, x: Value, scales: Value, zero_points: Value,
-                                               axis: int, quant_min: int, quant_max: int) -> tuple[Ref, None]:
+@converter(
+    aten.fake_quantize_per_channel_affine_cachemask.default,
+    capability=all_of(only_first_output_used, _fake_per_channel_capability),
+)
+def fake_quantize_per_channel_affine_cachemask(
+    b: GraphBuilder, x: Value, scales: Value, zero_points: Value, axis: int, quant_min: int, quant_max: int
+) -> tuple[Ref, None]:
     """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale, Tensor zero_point, int axis,
     int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
     return _fake_quantize(b, x, _scale(b, scales, per_channel=True), axis, quant_min, quant_max), None
 
 
-def _fake_quantize(b: GraphBuilder, x: Value, scale: Value, axis: int | None, quant_min: int,
-                   quant_max: int) -> Value:
+def _fake_quantize(b: GraphBuilder, x: Value, scale: Value, axis: int | None, quant_min: int, quant_max: int) -> Value:
     """Quantize and dequantize. A weight is folded: torch's own fake quantization of it, divided by
     the scale, is exactly its int8 value (it is an integer times the scale)."""
     weight = _weight(b, x, quant_min, quant_max)
@@ -254,6 +314,7 @@ def _fake_quantize(b: GraphBuilder, x: Value, scale: Value, axis: int | None, qu
     if axis is None:
         faked = torch.fake_quantize_per_tensor_affine(w, float(scales), 0, quant_min, quant_max)
     else:
-        faked = torch.fake_quantize_per_channel_affine(w, scales, torch.zeros(scales.shape, dtype=torch.int32),
-                                                       axis, quant_min, quant_max)
+        faked = torch.fake_quantize_per_channel_affine(
+            w, scales, torch.zeros(scales.shape, dtype=torch.int32), axis, quant_min, quant_max
+        )
     return _folded(b, torch.round(faked / scales.reshape(shape)), scale, axis, x.dtype)

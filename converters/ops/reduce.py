@@ -4,6 +4,7 @@ vector norms, nan-sum.
 In opset 17 ReduceSum takes its axes as an input (an initializer, as TensorRT wants) while
 ReduceMean/Max/Min/Prod/L1/L2 take them as an attribute.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,12 +55,15 @@ def _reduce(b: GraphBuilder, op_type: str, x: Value, axes: list[int], keepdim: b
 
 def _over_static_spatial_dims(x: Value, axes: list[int]) -> bool:
     """Whether `axes` are all the dims after (N, C) of a float tensor, each of a known nonzero size."""
-    return (x.rank >= 3 and axes == list(range(2, x.rank)) and x.dtype in (torch.float16, torch.float32, torch.float64)
-            and all(is_static_dim(x.shape[a]) and x.shape[a] > 0 for a in axes))
+    return (
+        x.rank >= 3
+        and axes == list(range(2, x.rank))
+        and x.dtype in (torch.float16, torch.float32, torch.float64)
+        and all(is_static_dim(x.shape[a]) and x.shape[a] > 0 for a in axes)
+    )
 
 
-def _reduce_dims(b: GraphBuilder, op_type: str, x: Value, dim: Dims, keepdim: bool,
-                 compute_dtype: torch.dtype) -> Ref:
+def _reduce_dims(b: GraphBuilder, op_type: str, x: Value, dim: Dims, keepdim: bool, compute_dtype: torch.dtype) -> Ref:
     """`op_type` over `dim` (every dim for None or []) taken in `compute_dtype`; the result in
     the node's dtype."""
     x = b.cast(x, compute_dtype)
@@ -73,24 +77,27 @@ def _ordered(x: Value) -> torch.dtype:
 
 # -- sum, mean, prod -------------------------------------------------------------------------
 @converter(aten.sum.dim_IntList, aten.sum.default)
-def sum_(b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *,
-         dtype: torch.dtype | None = None) -> Ref:
+def sum_(
+    b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Ref:
     """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor;
     sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_dims(b, "ReduceSum", x, dim, keepdim, b.out.dtype)
 
 
 @converter(aten.mean.dim, aten.mean.default)
-def mean(b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *,
-         dtype: torch.dtype | None = None) -> Ref:
+def mean(
+    b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Ref:
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor;
     mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_dims(b, "ReduceMean", x, dim, keepdim, b.out.dtype)
 
 
 @converter(aten.prod.dim_int, aten.prod.default)
-def prod(b: GraphBuilder, x: Value, dim: int | None = None, keepdim: bool = False, *,
-         dtype: torch.dtype | None = None) -> Ref:
+def prod(
+    b: GraphBuilder, x: Value, dim: int | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Ref:
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor;
     prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _reduce_dims(b, "ReduceProd", x, dim, keepdim, b.out.dtype)
@@ -161,8 +168,7 @@ def _var(b: GraphBuilder, x: Value, dim: Dims, correction: float | None, keepdim
 
 
 @converter(aten.var.correction, capability=float_inputs)
-def var(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None,
-        keepdim: bool = False) -> Ref:
+def var(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None, keepdim: bool = False) -> Ref:
     """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
     return _var(b, x, dim, correction, keepdim)[0]
 
@@ -174,8 +180,7 @@ def var_dim(b: GraphBuilder, x: Value, dim: Dims, unbiased: bool = True, keepdim
 
 
 @converter(aten.std.correction, capability=float_inputs)
-def std(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None,
-        keepdim: bool = False) -> Ref:
+def std(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None, keepdim: bool = False) -> Ref:
     """std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
     return b.op("Sqrt", _var(b, x, dim, correction, keepdim)[0], dtype=x.dtype)
 
@@ -199,13 +204,15 @@ def _running_mean(b: GraphBuilder, x: Value, axes: list[int], keepdim: bool) -> 
     def infinities(v: Ref, shape: tuple[ShapeDim, ...]) -> Ref:
         flags = b.op("Cast", b.op("IsInf", v), to=onnx_type(x.dtype), dtype=x.dtype, shape=shape)
         return _reduce(b, "ReduceSum", flags, axes, keepdim)
+
     early = b.op("Greater", b.op("Sub", infinities(x, x.shape), infinities(last, last_shape)), b.const(0, x.dtype))
     return b.op("Where", early, b.const(math.nan, x.dtype), mean, dtype=x.dtype)
 
 
 @converter(aten.var_mean.correction, capability=float_inputs)
-def var_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None,
-             keepdim: bool = False) -> tuple[Ref, Ref]:
+def var_mean(
+    b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None, keepdim: bool = False
+) -> tuple[Ref, Ref]:
     """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
     bool keepdim=False) -> (Tensor, Tensor)"""
     variance, axes = _var(b, x, dim, correction, keepdim)
@@ -213,8 +220,9 @@ def var_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float |
 
 
 @converter(aten.std_mean.correction, capability=float_inputs)
-def std_mean(b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None,
-             keepdim: bool = False) -> tuple[Ref, Ref]:
+def std_mean(
+    b: GraphBuilder, x: Value, dim: Dims = None, *, correction: float | None = None, keepdim: bool = False
+) -> tuple[Ref, Ref]:
     """std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None,
     bool keepdim=False) -> (Tensor, Tensor)"""
     variance, axes = _var(b, x, dim, correction, keepdim)
@@ -300,8 +308,16 @@ def logsumexp(b: GraphBuilder, x: Value, dim: Sequence[int], keepdim: bool = Fal
 # float32 holds every integer of magnitude up to 2**24 exactly.
 FLOAT32_EXACT = 2**24
 # Ops that pass their input's values through unchanged (casts to a wider type, copies, views).
-_SAME_VALUES = {aten._to_copy.default, aten.clone.default, aten.alias.default, aten.view.default,
-                aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim, aten.expand.default}
+_SAME_VALUES = {
+    aten._to_copy.default,
+    aten.clone.default,
+    aten.alias.default,
+    aten.view.default,
+    aten.reshape.default,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.expand.default,
+}
 
 
 def _magnitude_bound(arg: object) -> int | None:
@@ -347,14 +363,18 @@ def _exact_cumsum(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     x = input_val(node, 0)
     n = _max_size(x.shape[normalize_dim(node_arg(node, 1, "dim"), x.dim())]) if x.dim() else 1
     bound = _magnitude_bound(node.args[0])
-    why = ("integer cumsum runs as float32 (TensorRT's CumSum is float-only), exact only when the partial "
-           "sums provably stay within 2**24")
+    why = (
+        "integer cumsum runs as float32 (TensorRT's CumSum is float-only), exact only when the partial "
+        "sums provably stay within 2**24"
+    )
     total = _total_bound(node.args[0])
     if total is not None and total <= FLOAT32_EXACT:
         return None
     if bound is None:
-        return (f"{why}; nothing in the graph bounds the input's values (only bools, histc counts and casts of "
-                f"them are bounded)")
+        return (
+            f"{why}; nothing in the graph bounds the input's values (only bools, histc counts and casts of "
+            f"them are bounded)"
+        )
     if n is None or bound * n > FLOAT32_EXACT:
         return f"{why}; values up to {bound} over a dim of up to {n if n is not None else 'unbounded'} elements may not"
     return None
@@ -370,8 +390,11 @@ def _matmul_cumsum(node: torch.fx.Node) -> bool:
     if node.meta["val"].dtype.is_floating_point or x.dim() == 0:
         return False
     n = x.shape[-1]
-    return normalize_dim(node_arg(node, 1, "dim"), x.dim()) == x.dim() - 1 and isinstance(n, int) \
+    return (
+        normalize_dim(node_arg(node, 1, "dim"), x.dim()) == x.dim() - 1
+        and isinstance(n, int)
         and n <= MATMUL_CUMSUM_MAX
+    )
 
 
 def _one_cumsum_axis(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
@@ -380,8 +403,9 @@ def _one_cumsum_axis(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str
     rank and dim) go into engines; those written as a MatMul do not count."""
     if _matmul_cumsum(node):
         return None
-    cumsums = [n for n in node.graph.find_nodes(op="call_function", target=aten.cumsum.default)
-               if not _matmul_cumsum(n)]
+    cumsums = [
+        n for n in node.graph.find_nodes(op="call_function", target=aten.cumsum.default) if not _matmul_cumsum(n)
+    ]
     if len(cumsums) < 2:
         return None
 
@@ -413,8 +437,15 @@ def cumsum(b: GraphBuilder, x: Value, dim: int, *, dtype: torch.dtype | None = N
 
 
 @converter(aten.linalg_vector_norm.default, capability=float_inputs)
-def linalg_vector_norm(b: GraphBuilder, x: Value, ord: float = 2, dim: Dims = None, keepdim: bool = False, *,
-                       dtype: torch.dtype | None = None) -> Ref:
+def linalg_vector_norm(
+    b: GraphBuilder,
+    x: Value,
+    ord: float = 2,
+    dim: Dims = None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+) -> Ref:
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *,
     ScalarType? dtype=None) -> Tensor"""
     out_dtype = b.out.dtype
@@ -436,16 +467,22 @@ def linalg_vector_norm(b: GraphBuilder, x: Value, ord: float = 2, dim: Dims = No
     if ord == -math.inf:
         return _reduce(b, "ReduceMin", magnitude, axes, keepdim)
     if ord == 0:
-        nonzero = b.op("Cast", b.op("Not", b.op("Equal", xv, b.const(0, out_dtype))), to=onnx_type(out_dtype),
-                       dtype=out_dtype, shape=xv.shape)
+        nonzero = b.op(
+            "Cast",
+            b.op("Not", b.op("Equal", xv, b.const(0, out_dtype))),
+            to=onnx_type(out_dtype),
+            dtype=out_dtype,
+            shape=xv.shape,
+        )
         return _reduce(b, "ReduceSum", nonzero, axes, keepdim)
     powered = b.op("Pow", magnitude, b.const(ord, out_dtype), dtype=out_dtype, shape=xv.shape)
     return b.op("Pow", _reduce(b, "ReduceSum", powered, axes, keepdim), b.const(1 / ord, out_dtype), dtype=out_dtype)
 
 
 @converter(aten.nansum.default)
-def nansum(b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *,
-           dtype: torch.dtype | None = None) -> Ref:
+def nansum(
+    b: GraphBuilder, x: Value, dim: Dims = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Ref:
     """nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     out_dtype = b.out.dtype
     xv = b.cast(x, out_dtype)
@@ -470,25 +507,37 @@ def prims_sum(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_d
 
 
 @converter(prims.prod.default, capability=_some_dims)
-def prims_prod(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+def prims_prod(
+    b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None
+) -> Ref:
     """prims::prod(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
     return _reduce_dims(b, "ReduceProd", x, dims, False, b.out.dtype)
 
 
 @converter(prims.amax.default, capability=_some_dims)
-def prims_amax(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+def prims_amax(
+    b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None
+) -> Ref:
     """prims::amax(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
     return _reduce_dims(b, "ReduceMax", x, dims, False, _ordered(x))
 
 
 @converter(prims.amin.default, capability=_some_dims)
-def prims_amin(b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None) -> Ref:
+def prims_amin(
+    b: GraphBuilder, x: Value, dims: Sequence[int] | None, *, output_dtype: torch.dtype | None = None
+) -> Ref:
     """prims::amin(Tensor inp, int[]? dims, *, ScalarType? output_dtype=None) -> Tensor"""
     return _reduce_dims(b, "ReduceMin", x, dims, False, _ordered(x))
 
 
 @converter(prims.var.default, capability=all_of(float_inputs, _some_dims))
-def prims_var(b: GraphBuilder, x: Value, dims: Sequence[int] | None, correction: float | None = 1, *,
-              output_dtype: torch.dtype | None = None) -> Ref:
+def prims_var(
+    b: GraphBuilder,
+    x: Value,
+    dims: Sequence[int] | None,
+    correction: float | None = 1,
+    *,
+    output_dtype: torch.dtype | None = None,
+) -> Ref:
     """prims::var(Tensor inp, int[]? dims, float? correction=1, *, ScalarType? output_dtype=None) -> Tensor"""
     return _var(b, x, dims, correction, False)[0]

@@ -12,6 +12,7 @@ Coordinate mappings, matching torch's area_pixel_compute_source_index:
   align_corners  src = dst * (in - 1) / (out - 1)         align_corners
   cubic          src = (dst + 0.5) / scale - 0.5          half_pixel (a = -0.75)
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,9 @@ def _capability(first_scale_at: int | None) -> Capability:
     return check
 
 
-def _resize(b: GraphBuilder, x: Value, output_size: Sequence[int | Ref] | None, scales: Sequence[float] | None,
-            **attrs: Any) -> Ref:
+def _resize(
+    b: GraphBuilder, x: Value, output_size: Sequence[int | Ref] | None, scales: Sequence[float] | None, **attrs: Any
+) -> Ref:
     if scales is not None and all(s is not None for s in scales):
         factors = b.const([1.0, 1.0, *[float(s) for s in scales]], torch.float32)
         by_scales: Ref = b.op("Resize", x, None, factors, dtype=x.dtype, **attrs)
@@ -86,56 +88,92 @@ def _linear(align_corners: bool) -> dict[str, Any]:
 
 
 # -- nearest ---------------------------------------------------------------------------------
-@converter(aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec, aten.upsample_nearest3d.vec,
-           capability=all_of(float_inputs, _capability(None)))
-def upsample_nearest_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None,
-                         scale_factors: Sequence[float] | None) -> Ref:
+@converter(
+    aten.upsample_nearest1d.vec,
+    aten.upsample_nearest2d.vec,
+    aten.upsample_nearest3d.vec,
+    capability=all_of(float_inputs, _capability(None)),
+)
+def upsample_nearest_vec(
+    b: GraphBuilder, x: Value, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None
+) -> Ref:
     """upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor (and 1d, 3d)"""
     return _resize(b, x, output_size, scale_factors, **_NEAREST)
 
 
-@converter(aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten.upsample_nearest3d.default,
-           capability=all_of(float_inputs, _capability(2)))
-def upsample_nearest(b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None,
-                     **named: float | None) -> Ref:
+@converter(
+    aten.upsample_nearest1d.default,
+    aten.upsample_nearest2d.default,
+    aten.upsample_nearest3d.default,
+    capability=all_of(float_inputs, _capability(2)),
+)
+def upsample_nearest(
+    b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None, **named: float | None
+) -> Ref:
     """upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None)
     -> Tensor (and 1d, 3d)"""
     return _resize(b, x, output_size, _named_scales(len(output_size), scales, named), **_NEAREST)
 
 
-@converter(aten._upsample_nearest_exact1d.vec, aten._upsample_nearest_exact2d.vec, aten._upsample_nearest_exact3d.vec,
-           capability=all_of(float_inputs, _capability(None)))
-def upsample_nearest_exact_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None,
-                               scale_factors: Sequence[float] | None) -> Ref:
+@converter(
+    aten._upsample_nearest_exact1d.vec,
+    aten._upsample_nearest_exact2d.vec,
+    aten._upsample_nearest_exact3d.vec,
+    capability=all_of(float_inputs, _capability(None)),
+)
+def upsample_nearest_exact_vec(
+    b: GraphBuilder, x: Value, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None
+) -> Ref:
     """_upsample_nearest_exact2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor
     (and 1d, 3d)"""
     return _resize(b, x, output_size, scale_factors, **_NEAREST_EXACT)
 
 
-@converter(aten._upsample_nearest_exact1d.default, aten._upsample_nearest_exact2d.default,
-           capability=all_of(float_inputs, _capability(2)))
+@converter(
+    aten._upsample_nearest_exact1d.default,
+    aten._upsample_nearest_exact2d.default,
+    capability=all_of(float_inputs, _capability(2)),
+)
 @converter(aten._upsample_nearest_exact3d.default, capability=all_of(float_inputs, _capability(2)))
-def upsample_nearest_exact(b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None,
-                           **named: float | None) -> Ref:
+def upsample_nearest_exact(
+    b: GraphBuilder, x: Value, output_size: Sequence[int], *scales: float | None, **named: float | None
+) -> Ref:
     """_upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None,
     float? scales_w=None) -> Tensor (and 1d, 3d)"""
     return _resize(b, x, output_size, _named_scales(len(output_size), scales, named), **_NEAREST_EXACT)
 
 
 # -- linear ----------------------------------------------------------------------------------
-@converter(aten.upsample_linear1d.vec, aten.upsample_bilinear2d.vec, aten.upsample_trilinear3d.vec,
-           capability=all_of(float_inputs, _capability(None)))
-def upsample_linear_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, align_corners: bool,
-                        scale_factors: Sequence[float] | None) -> Ref:
+@converter(
+    aten.upsample_linear1d.vec,
+    aten.upsample_bilinear2d.vec,
+    aten.upsample_trilinear3d.vec,
+    capability=all_of(float_inputs, _capability(None)),
+)
+def upsample_linear_vec(
+    b: GraphBuilder,
+    x: Value,
+    output_size: Sequence[int] | None,
+    align_corners: bool,
+    scale_factors: Sequence[float] | None,
+) -> Ref:
     """upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors)
     -> Tensor (and linear1d, trilinear3d)"""
     return _resize(b, x, output_size, scale_factors, **_linear(align_corners))
 
 
 # No upsample_bilinear2d.default: torch decomposes it at its Autograd key, so captures never hold it.
-@converter(aten.upsample_linear1d.default, aten.upsample_trilinear3d.default, capability=all_of(float_inputs, _capability(3)))
-def upsample_linear(b: GraphBuilder, x: Value, output_size: Sequence[int], align_corners: bool,
-                    *scales: float | None, **named: float | None) -> Ref:
+@converter(
+    aten.upsample_linear1d.default, aten.upsample_trilinear3d.default, capability=all_of(float_inputs, _capability(3))
+)
+def upsample_linear(
+    b: GraphBuilder,
+    x: Value,
+    output_size: Sequence[int],
+    align_corners: bool,
+    *scales: float | None,
+    **named: float | None,
+) -> Ref:
     """upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None,
     float? scales_h=None, float? scales_w=None) -> Tensor (and linear1d)"""
     return _resize(b, x, output_size, _named_scales(len(output_size), scales, named), **_linear(align_corners))
@@ -145,12 +183,21 @@ def upsample_linear(b: GraphBuilder, x: Value, output_size: Sequence[int], align
 def _cubic(align_corners: bool) -> dict[str, Any]:
     """torch's bicubic: a = -0.75, source indices clamped to the edge (exclude_outside=0), and no
     clamping of the source coordinate itself (plain half_pixel)."""
-    return dict(mode="cubic", cubic_coeff_a=-0.75, exclude_outside=0,
-                coordinate_transformation_mode="align_corners" if align_corners else "half_pixel")
+    return dict(
+        mode="cubic",
+        cubic_coeff_a=-0.75,
+        exclude_outside=0,
+        coordinate_transformation_mode="align_corners" if align_corners else "half_pixel",
+    )
 
 
 @converter(aten.upsample_bicubic2d.vec, capability=all_of(float_inputs, _capability(None)))
-def upsample_bicubic2d_vec(b: GraphBuilder, x: Value, output_size: Sequence[int] | None, align_corners: bool,
-                           scale_factors: Sequence[float] | None) -> Ref:
+def upsample_bicubic2d_vec(
+    b: GraphBuilder,
+    x: Value,
+    output_size: Sequence[int] | None,
+    align_corners: bool,
+    scale_factors: Sequence[float] | None,
+) -> Ref:
     """upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor"""
     return _resize(b, x, output_size, scale_factors, **_cubic(align_corners))

@@ -6,6 +6,7 @@ No ATen op computes a rotary embedding: models write it as elementwise math (Lla
 replaces those patterns with this op, only for targets whose opset has RotaryEmbedding; it runs
 eagerly too (verification, a node kept eager), computing ONNX's formula in PyTorch.
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,7 +43,9 @@ def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) 
 
 def _rotary_capability(node: torch.fx.Node, trt_target: TrtTarget) -> str | None:
     if trt_target.opset < FUSED_OPSET:
-        return f"ONNX RotaryEmbedding needs opset {FUSED_OPSET}; {trt_target.label} is written at opset {trt_target.opset}"
+        return (
+            f"ONNX RotaryEmbedding needs opset {FUSED_OPSET}; {trt_target.label} is written at opset {trt_target.opset}"
+        )
     x = input_val(node, 0)
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return f"RotaryEmbedding of a {x.dtype} tensor"

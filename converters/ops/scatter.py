@@ -5,6 +5,7 @@ scatter is ScatterElements without reduction (TensorRT has none, so scatter_add 
 overloads have no converter here). A contiguous slice_scatter and select_scatter are cheaper as a
 Concat of x's untouched parts around src.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -13,8 +14,18 @@ import torch
 
 from converters.core.builder import GraphBuilder, Ref, Value, onnx_type
 from converters.core.common import normalize_dim
-from converters.core.dims import (INT64_MAX, dim_size, dim_size_scalar, input_val, is_static_dim, max_numel,
-                                  node_arg, same_static_shape, static, static_numel)
+from converters.core.dims import (
+    INT64_MAX,
+    dim_size,
+    dim_size_scalar,
+    input_val,
+    is_static_dim,
+    max_numel,
+    node_arg,
+    same_static_shape,
+    static,
+    static_numel,
+)
 from converters.core.registry import Capability, converter
 from converters.core.target import TrtTarget
 from converters.core.where import where
@@ -92,8 +103,9 @@ def _around(b: GraphBuilder, x: Value, middle: Ref, axis: int, start: int, stop:
     return b.op("Concat", *parts, axis=axis, dtype=x.dtype)
 
 
-def _dynamic_slice_scatter(b: GraphBuilder, x: Value, updates: Value, axis: int, start: int | Value | None,
-                           step: int) -> Ref:
+def _dynamic_slice_scatter(
+    b: GraphBuilder, x: Value, updates: Value, axis: int, start: int | Value | None, step: int
+) -> Ref:
     """slice_scatter along a dim whose size, or from a start, known at run time: the slice begins
     where x[..., :start] ends (Slice clamps `start` as Python does) and `updates` says how many
     positions it covers, so nothing needs the size or the end."""
@@ -115,8 +127,15 @@ def _dynamic_slice_scatter(b: GraphBuilder, x: Value, updates: Value, axis: int,
 
 
 @converter(aten.slice_scatter.default, capability=_static_bounds((5, "step"), dynamic_dim=True))
-def slice_scatter(b: GraphBuilder, x: Value, src: Value, dim: int = 0, start: int | Value | None = None,
-                  end: int | Value | None = None, step: int = 1) -> Ref:
+def slice_scatter(
+    b: GraphBuilder,
+    x: Value,
+    src: Value,
+    dim: int = 0,
+    start: int | Value | None = None,
+    end: int | Value | None = None,
+    step: int = 1,
+) -> Ref:
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None,
     SymInt step=1) -> Tensor  (bounds from sizes: circular padding of a dynamic map)"""
     axis = normalize_dim(dim, x.rank)
@@ -201,8 +220,10 @@ _FLOAT32_EXACT = 2**24
 def _masked_scatter_capability(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
     n = max_numel(node.meta["val"].shape)
     if n is None or n > _FLOAT32_EXACT:
-        return (f"masked_scatter of up to {n if n is not None else 'unboundedly many'} elements: TensorRT counts the "
-                f"mask's Trues in float32 (CumSum), exact only up to 2**24")
+        return (
+            f"masked_scatter of up to {n if n is not None else 'unboundedly many'} elements: TensorRT counts the "
+            f"mask's Trues in float32 (CumSum), exact only up to 2**24"
+        )
     if static_numel(input_val(node, 2).shape) == 0:
         return "masked_scatter from an empty source"
     return None

@@ -4,6 +4,7 @@ Static target shapes come from the node's recorded output shape, so -1 and other
 need no arithmetic. Dynamic ones are assembled at run time from the op's own size arguments,
 whose unknown entries are 0-d int64 values (see symbolic.py).
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -88,8 +89,14 @@ def squeeze(b: GraphBuilder, x: Value, dim: int | Sequence[int] | None = None) -
 
 
 @converter(aten.slice.Tensor)
-def slice_(b: GraphBuilder, x: Value, dim: int = 0, start: int | Value | None = None,
-           end: int | Value | None = None, step: int = 1) -> Ref:
+def slice_(
+    b: GraphBuilder,
+    x: Value,
+    dim: int = 0,
+    start: int | Value | None = None,
+    end: int | Value | None = None,
+    step: int = 1,
+) -> Ref:
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)
 
     ONNX Slice wraps negative bounds and clamps out-of-range ones exactly as Python slicing does.
@@ -146,8 +153,11 @@ def split(b: GraphBuilder, x: Value, split_size: int | Sequence[int], dim: int =
     sizes: list[int | Ref] = [t.shape[dim] for t in b.out]
     if not is_static_shape(sizes):
         if isinstance(split_size, int):  # equal pieces, the last one takes what is left
-            rest = b.op("Sub", b.op("Gather", b.op("Shape", x), b.const(dim, torch.int64), axis=0),
-                        b.const(split_size * (len(sizes) - 1), torch.int64))
+            rest = b.op(
+                "Sub",
+                b.op("Gather", b.op("Shape", x), b.const(dim, torch.int64), axis=0),
+                b.const(split_size * (len(sizes) - 1), torch.int64),
+            )
             sizes = [*[split_size] * (len(sizes) - 1), rest]
         else:
             sizes = list(split_size)

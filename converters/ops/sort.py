@@ -3,6 +3,7 @@
 TensorRT's TopK: sorted output only, K an initializer below 3840, float/int32/int64 input; sort
 and argsort are a TopK over the whole (static) dim.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -60,8 +61,7 @@ def _top(b: GraphBuilder, x: Value, k: int, dim: int, largest: bool) -> tuple[Re
     floating = x.dtype.is_floating_point
     if floating:
         ordered = b.op("Where", b.op("IsNaN", x), b.const(float("inf"), x.dtype), x, dtype=x.dtype)
-    values, indices = b.op_outputs("TopK", ordered, b.ints([k]), axis=axis, largest=int(largest), sorted=1,
-                                   outputs=2)
+    values, indices = b.op_outputs("TopK", ordered, b.ints([k]), axis=axis, largest=int(largest), sorted=1, outputs=2)
     if floating:
         indices = _nan_above_inf(b, x, indices, k, axis, largest)
         values = b.op("GatherElements", x, indices, axis=axis)
@@ -92,8 +92,9 @@ def _nan_above_inf(b: GraphBuilder, x: Value, indices: Ref, k: int, axis: int, l
 
 
 @converter(aten.topk.default, capability=_topk_capability)
-def topk(b: GraphBuilder, x: Value, k: int, dim: int = -1, largest: bool = True,
-         sorted: bool = True) -> tuple[Ref, Ref]:
+def topk(
+    b: GraphBuilder, x: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+) -> tuple[Ref, Ref]:
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
 
     Always sorted (TensorRT's TopK has only that mode): a valid order for sorted=False too.
@@ -108,8 +109,9 @@ def sort(b: GraphBuilder, x: Value, dim: int = -1, descending: bool = False) -> 
 
 
 @converter(aten.sort.stable, capability=_sort_capability(-1))
-def sort_stable(b: GraphBuilder, x: Value, *, stable: bool | None = None, dim: int = -1,
-                descending: bool = False) -> tuple[Ref, Ref]:
+def sort_stable(
+    b: GraphBuilder, x: Value, *, stable: bool | None = None, dim: int = -1, descending: bool = False
+) -> tuple[Ref, Ref]:
     """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
     return sort(b, x, dim, descending)
 
@@ -231,8 +233,16 @@ def bucketize(b: GraphBuilder, x: Value, boundaries: Value, *, out_int32: bool =
 
 
 @converter(aten.searchsorted.Tensor, capability=_search_capability)
-def searchsorted(b: GraphBuilder, sorted_sequence: Value, x: Value, *, out_int32: bool = False, right: bool = False,
-                 side: str | None = None, sorter: Value | None = None) -> Ref:
+def searchsorted(
+    b: GraphBuilder,
+    sorted_sequence: Value,
+    x: Value,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Value | None = None,
+) -> Ref:
     """searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False,
     str? side=None, Tensor? sorter=None) -> Tensor"""
     return _insertion_points(b, sorted_sequence, x, right or side == "right")

@@ -3,6 +3,7 @@
 A size is a 0-d int64 value computed from Shape, so an engine derives every size from its own
 inputs (TensorRT's shape tensors) instead of receiving it from outside.
 """
+
 from __future__ import annotations
 
 import operator

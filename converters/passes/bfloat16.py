@@ -7,23 +7,30 @@ segment retyped to float32: every bfloat16 value widens exactly, the arithmetic 
 the module casts the results back to bfloat16 at the engine boundary. Results then differ from
 eager bfloat16 only by rounding (eager rounds to bfloat16 after each op, this only at the end).
 """
+
 from __future__ import annotations
 
 import onnx
 from onnx import TensorProto
 
-from converters.passes.retype import DTYPE_ATTRIBUTES, retype
 from converters.core.segment import OnnxSegment
+from converters.passes.retype import DTYPE_ATTRIBUTES, retype
 
 
 def has_bfloat16(model: onnx.ModelProto) -> bool:
     """Whether bfloat16 enters the graph: as I/O, a weight, a Cast target or a constant."""
     bf16, graph = TensorProto.BFLOAT16, model.graph
-    return (any(v.type.tensor_type.elem_type == bf16 for v in (*graph.input, *graph.output))
-            or any(i.data_type == bf16 for i in graph.initializer)
-            or any(a.i == bf16 if a.type == onnx.AttributeProto.INT and a.name in DTYPE_ATTRIBUTES
-                   else a.type == onnx.AttributeProto.TENSOR and a.t.data_type == bf16
-                   for node in graph.node for a in node.attribute))
+    return (
+        any(v.type.tensor_type.elem_type == bf16 for v in (*graph.input, *graph.output))
+        or any(i.data_type == bf16 for i in graph.initializer)
+        or any(
+            a.i == bf16
+            if a.type == onnx.AttributeProto.INT and a.name in DTYPE_ATTRIBUTES
+            else a.type == onnx.AttributeProto.TENSOR and a.t.data_type == bf16
+            for node in graph.node
+            for a in node.attribute
+        )
+    )
 
 
 def widen_bfloat16(segment: OnnxSegment) -> OnnxSegment:

@@ -5,12 +5,13 @@ The converters write float64 where the FX graph has it; this pass retypes the se
 float64 tensors to float32 on the way in and back on the way out, so callers see their dtypes.
 Values beyond float32's range become inf; the report names the nodes this applies to.
 """
+
 from __future__ import annotations
 
 from onnx import TensorProto
 
-from converters.passes.retype import retype
 from converters.core.segment import OnnxSegment
+from converters.passes.retype import retype
 
 
 def narrow_float64(segment: OnnxSegment) -> OnnxSegment:

@@ -1,4 +1,5 @@
 """The element type of every tensor of an emitted ONNX graph, by ONNX's own type inference."""
+
 from __future__ import annotations
 
 import math
@@ -26,9 +27,11 @@ def elem_types(model: onnx.ModelProto) -> dict[str, int]:
         (large if is_external(init) or math.prod(init.dims) > _INLINE_ELEMENTS else small).append(init)
     light = helper.make_model(
         helper.make_graph(
-            graph.node, graph.name,
+            graph.node,
+            graph.name,
             list(graph.input) + [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in large],
-            graph.output, small,
+            graph.output,
+            small,
         ),
         opset_imports=model.opset_import,
         ir_version=model.ir_version,

@@ -14,32 +14,53 @@ Not onnxconverter-common's convert_float_to_float16: on these segments it leaves
 nodes float32 and converts constants shared by a kept-fp32 op and an fp16 op for one of them only,
 both giving models that fail type inference.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 import onnx
+from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
 from converters.core.builder import Names
-from converters.passes.onnx_types import elem_types
 from converters.core.segment import OnnxSegment
+from converters.passes.onnx_types import elem_types
 
 FLOAT, FLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16
 
 # Numerically sensitive in fp16: sums over many elements, statistics, softmax, exp/log/pow;
 # and ops ONNX gives no float16 form at the opset the converters write.
-KEEP_FP32 = frozenset({
-    "Softmax", "LogSoftmax",
-    "LayerNormalization", "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization",
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum",
-    "Exp", "Log", "Pow",
-    # No float16 form at opset 17 (IsInf takes float16 from opset 20; Range never; Q/DQ from 19).
-    "IsInf", "Range", "QuantizeLinear", "DequantizeLinear",
-})
+KEEP_FP32 = frozenset(
+    {
+        "Softmax",
+        "LogSoftmax",
+        "LayerNormalization",
+        "InstanceNormalization",
+        "LpNormalization",
+        "MeanVarianceNormalization",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
+        "CumSum",
+        "Exp",
+        "Log",
+        "Pow",
+        # No float16 form at opset 17 (IsInf takes float16 from opset 20; Range never; Q/DQ from 19).
+        "IsInf",
+        "Range",
+        "QuantizeLinear",
+        "DequantizeLinear",
+    }
+)
 # Inputs that stay float32 at any precision. ONNX types Resize's roi/scales float32.
 # BatchNormalization keeps its statistics and affine weights exact (ONNX lets their type differ
 # from X's; TensorRT folds them into the preceding convolution), while X and Y are fp16: inference
@@ -84,8 +105,10 @@ def to_fp16(segment: OnnxSegment, keep: frozenset[str] = frozenset()) -> OnnxSeg
     The ONNX nodes of the FX nodes named in `keep` stay float32 too, like KEEP_FP32 ops."""
     graph = segment.model.graph
     types = elem_types(segment.model)
-    names = Names({n for node in graph.node for n in (*node.input, *node.output)}
-                  | {v.name for v in (*graph.input, *graph.output, *graph.initializer)})
+    names = Names(
+        {n for node in graph.node for n in (*node.input, *node.output)}
+        | {v.name for v in (*graph.input, *graph.output, *graph.initializer)}
+    )
     graph_outputs = {v.name for v in graph.output}
     initializers = {i.name: i for i in graph.initializer}
 
@@ -112,16 +135,26 @@ def to_fp16(segment: OnnxSegment, keep: frozenset[str] = frozenset()) -> OnnxSeg
         renamed = name in graph_outputs and precision == FLOAT16  # the output name is float32's
         name_of[name, precision] = names.fresh(f"{name}_fp16") if renamed else name
         for other in needs.get(name, set()) - {precision}:
-            out_name = name if other == FLOAT and name in graph_outputs else names.fresh(
-                f"{name}_fp16" if other == FLOAT16 else f"{name}_fp32")
+            out_name = (
+                name
+                if other == FLOAT and name in graph_outputs
+                else names.fresh(f"{name}_fp16" if other == FLOAT16 else f"{name}_fp32")
+            )
             name_of[name, other] = out_name
 
     def casts_after(tensors: list[str], prefix: str | None = None) -> list[onnx.NodeProto]:
         # Named after the producer's FX node ('<FX node>/<op>'), so parser errors still lead there.
         return [
-            helper.make_node("Cast", [name_of[t, native[t]]], [name_of[t, p]], to=p,
-                             name=names.fresh(f"{prefix or t}/Cast_fp{16 if p == FLOAT16 else 32}"))
-            for t in tensors if t in native for p in sorted(needs.get(t, set()) - {native[t]})
+            helper.make_node(
+                "Cast",
+                [name_of[t, native[t]]],
+                [name_of[t, p]],
+                to=p,
+                name=names.fresh(f"{prefix or t}/Cast_fp{16 if p == FLOAT16 else 32}"),
+            )
+            for t in tensors
+            if t in native
+            for p in sorted(needs.get(t, set()) - {native[t]})
         ]
 
     # Weights: converted here, once; the float32 original stays only where a float32 use remains.
@@ -155,4 +188,3 @@ def to_fp16(segment: OnnxSegment, keep: frozenset[str] = frozenset()) -> OnnxSeg
     graph.node.extend(nodes)
     del graph.value_info[:]
     return segment
-

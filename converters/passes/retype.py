@@ -1,4 +1,5 @@
 """Retype every tensor of one float element type in a segment's ONNX to another (values converted)."""
+
 from __future__ import annotations
 
 import numpy as np

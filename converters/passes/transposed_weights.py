@@ -9,6 +9,7 @@ W as it lies, `Gemm(x reshaped to 2-D, W, transB=1)` reshaped back to x's leadin
 applied to that session's copy of the graph only; the segment's ONNX (what TensorRT parses and
 the artifact stores) is left as it is.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,10 +37,17 @@ def gemm_over_transposed_weights(segment: OnnxSegment) -> OnnxSegment:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     outputs = {o.name for o in graph.output}
-    transposed = {n.output[0]: n for n in graph.node
-                  if _is_plain_transpose(n) and n.input[0] in weights and n.output[0] not in outputs
-                  and all(c.op_type in ("MatMul", "Gemm") and list(c.input).index(n.output[0]) == 1
-                          for c in consumers.get(n.output[0], []))}
+    transposed = {
+        n.output[0]: n
+        for n in graph.node
+        if _is_plain_transpose(n)
+        and n.input[0] in weights
+        and n.output[0] not in outputs
+        and all(
+            c.op_type in ("MatMul", "Gemm") and list(c.input).index(n.output[0]) == 1
+            for c in consumers.get(n.output[0], [])
+        )
+    }
     if not transposed:
         return OnnxSegment(model, segment.weights)
     nodes: list[onnx.NodeProto] = []

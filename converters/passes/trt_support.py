@@ -14,6 +14,7 @@ must be an initializer and is not, an attribute outside what TensorRT implements
 that releases of the version miscompile (MISCOMPILES: public bug reports, by version range). lower_to_trt
 runs it on every segment before building an engine, and the test suite on every model it emits.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -191,11 +192,16 @@ def _int4_dequantize(node: onnx.NodeProto, trt_target: TrtTarget, g: _Graph) -> 
         return "an INT4 DequantizeLinear's input must be a 2-D initializer (TensorRT: INT4 weights only)"
     block = _attr(node, "block_size", 0)
     if block not in INT4_BLOCK_SIZES or _attr(node, "axis", 1) not in (1, -1) or weight.dims[1] % block:
-        return (f"INT4 blocks of {block} along axis {_attr(node, 'axis', 1)}: TensorRT takes blocks of "
-                f"{' or '.join(map(str, INT4_BLOCK_SIZES))} along a weight's last axis, dividing it")
+        return (
+            f"INT4 blocks of {block} along axis {_attr(node, 'axis', 1)}: TensorRT takes blocks of "
+            f"{' or '.join(map(str, INT4_BLOCK_SIZES))} along a weight's last axis, dividing it"
+        )
     # A large scale is kept beside the model (its values not here): its shape is checked then.
-    if scale is None or tuple(scale.dims) != (weight.dims[0], weight.dims[1] // block) or (
-            not is_external(scale) and not (numpy_helper.to_array(scale) > 0).all()):
+    if (
+        scale is None
+        or tuple(scale.dims) != (weight.dims[0], weight.dims[1] // block)
+        or (not is_external(scale) and not (numpy_helper.to_array(scale) > 0).all())
+    ):
         return "an INT4 DequantizeLinear's scale must be a positive initializer, one per block"
     zero = g.initializers.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     if len(node.input) > 2 and node.input[2] and (zero is None or numpy_helper.to_array(zero).astype(int).any()):
@@ -213,10 +219,13 @@ def _table() -> dict[str, OpRule]:
     table: dict[str, OpRule] = {}
     for ops, rule in [
         # float math and activations
-        ("Acos Acosh Asin Asinh Atan Atanh Ceil Cos Cosh Erf Exp Floor Log Reciprocal Round Sin Sinh "
-         "Sqrt Tan Sigmoid Tanh HardSigmoid HardSwish Softplus Softsign Elu Selu Celu LeakyRelu "
-         "ThresholdedRelu IsInf Softmax LogSoftmax LRN LpNormalization MeanVarianceNormalization Dropout "
-         "GlobalAveragePool GlobalMaxPool GlobalLpPool", OpRule(FLOATS)),
+        (
+            "Acos Acosh Asin Asinh Atan Atanh Ceil Cos Cosh Erf Exp Floor Log Reciprocal Round Sin Sinh "
+            "Sqrt Tan Sigmoid Tanh HardSigmoid HardSwish Softplus Softsign Elu Selu Celu LeakyRelu "
+            "ThresholdedRelu IsInf Softmax LogSoftmax LRN LpNormalization MeanVarianceNormalization Dropout "
+            "GlobalAveragePool GlobalMaxPool GlobalLpPool",
+            OpRule(FLOATS),
+        ),
         ("Relu", OpRule(FLOATS, int_since="10.12")),
         ("Pow", OpRule(FLOATS, data=(0, 1), int_since="10.12")),
         ("Hardmax", OpRule(FLOATS, since="10.4")),
@@ -245,16 +254,22 @@ def _table() -> dict[str, OpRule]:
         ("Range", OpRule(FLOATS | INTS, data=None)),
         ("TopK", OpRule(FLOATS | INTS, initializers=(1,), check=_topk)),
         # axes: an input from opset 13 (ReduceSum) or 18 (the rest), an initializer for TensorRT
-        ("ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp "
-         "ReduceSumSquare ReduceSum", OpRule(FLOATS | INTS, initializers=(1,))),
+        (
+            "ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp "
+            "ReduceSumSquare ReduceSum",
+            OpRule(FLOATS | INTS, initializers=(1,)),
+        ),
         ("ScatterND", OpRule(FLOATS | INTS, data=(0, 2), check=_scatter_nd)),
         ("ScatterElements", OpRule(FLOATS | INTS, data=(0, 2), check=_scatter_elements)),
         ("OneHot", OpRule(FLOATS | INTS, initializers=(1,))),
         # logic
         ("And Or Xor Not", OpRule(BOOLS, data=None)),
         # layout, indexing, casts: any engine type
-        ("Cast Expand EyeLike Flatten Gather GatherElements GatherND Identity Reshape Shape Size Split "
-         "Tile Transpose Trilu ReverseSequence", OpRule(ANY)),
+        (
+            "Cast Expand EyeLike Flatten Gather GatherElements GatherND Identity Reshape Shape Size Split "
+            "Tile Transpose Trilu ReverseSequence",
+            OpRule(ANY),
+        ),
         ("Where", OpRule(ANY, data=(1, 2))),
         ("Concat", OpRule(ANY, data=None)),
         ("Constant", OpRule(ANY, data=())),
@@ -308,22 +323,31 @@ class KnownMiscompile:
         if not trt_target.may_run(self.since, self.fixed):
             return None
         until = f" before {self.fixed[0]}.{self.fixed[1]}" if self.fixed else ""
-        return (f"TensorRT {self.since[0]}.{self.since[1]}+{until} computes {self.pattern} wrongly "
-                f"({', '.join(self.references)}); {trt_target.label} may be such a release")
+        return (
+            f"TensorRT {self.since[0]}.{self.since[1]}+{until} computes {self.pattern} wrongly "
+            f"({', '.join(self.references)}); {trt_target.label} may be such a release"
+        )
 
 
 # Several CumSum layers in one network over different axes (or reversed) come out wrong or all
 # equal to one of them, from 10.8 on: reported with ONNX models that reproduce it.
 SEVERAL_CUMSUMS = KnownMiscompile(
-    "CumSum", "several CumSum layers over different axes (or reversed) in one engine", (10, 8), None,
-    ("NVIDIA/TensorRT#4551", "NVIDIA/TensorRT#4513", "onnx/onnx-tensorrt#1034"))
+    "CumSum",
+    "several CumSum layers over different axes (or reversed) in one engine",
+    (10, 8),
+    None,
+    ("NVIDIA/TensorRT#4551", "NVIDIA/TensorRT#4513", "onnx/onnx-tensorrt#1034"),
+)
 MISCOMPILES = (SEVERAL_CUMSUMS,)
 
 
 def _cumsum_kind(node: onnx.NodeProto, g: _Graph) -> tuple[object, ...]:
     axis = g.initializers.get(node.input[1]) if len(node.input) > 1 else None
-    return (None if axis is None else int(numpy_helper.to_array(axis)), _attr(node, "reverse", 0),
-            _attr(node, "exclusive", 0))
+    return (
+        None if axis is None else int(numpy_helper.to_array(axis)),
+        _attr(node, "reverse", 0),
+        _attr(node, "exclusive", 0),
+    )
 
 
 def _several_cumsums(trt_target: TrtTarget, g: _Graph, nodes: list[onnx.NodeProto]) -> list[Violation]:
@@ -334,8 +358,11 @@ def _several_cumsums(trt_target: TrtTarget, g: _Graph, nodes: list[onnx.NodeProt
     if reason is None:
         return []
     first = _cumsum_kind(cumsums[0], g)
-    return [Violation(n.name, n.op_type, reason) for n in cumsums[1:]
-            if _cumsum_kind(n, g) != first or first[1] or _cumsum_kind(n, g)[1]]
+    return [
+        Violation(n.name, n.op_type, reason)
+        for n in cumsums[1:]
+        if _cumsum_kind(n, g) != first or first[1] or _cumsum_kind(n, g)[1]
+    ]
 
 
 # -- the checker -------------------------------------------------------------------------------
@@ -399,8 +426,9 @@ def _int64_overflow(trt_target: TrtTarget, g: _Graph, nodes: list[onnx.NodeProto
         if tensor.data_type != TensorProto.INT64 or not uses:
             continue
         values = numpy_helper.to_array(tensor)
-        reason = values.size and trt_target.int32_reason(f"int64 constant '{tensor.name}'", int(values.min()),
-                                                     int(values.max()))
+        reason = values.size and trt_target.int32_reason(
+            f"int64 constant '{tensor.name}'", int(values.min()), int(values.max())
+        )
         if not reason:
             continue
         for node, index in uses:
@@ -416,8 +444,9 @@ def violations(model: onnx.ModelProto, version: str) -> list[Violation]:
     found: list[Violation] = []
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset > trt_target.max_opset:
-        found.append(Violation("", "", f"opset {opset} is above {trt_target.max_opset}, "
-                                       f"the most {trt_target.label} parses"))
+        found.append(
+            Violation("", "", f"opset {opset} is above {trt_target.max_opset}, the most {trt_target.label} parses")
+        )
     if not trt_target.at_least("10.4") and model.ir_version > 8:
         found.append(Violation("", "", f"IR version {model.ir_version} is above 8, the most TensorRT 8.6 reads"))
     try:

@@ -8,6 +8,7 @@ derives from its stub class when mypy looks, so every override must match the re
 resolve to it (`tensorrt/__init__.py`). `device.HostDevice` points trt_lower's device seam at the CPU;
 `torch_cuda.TorchCuda` models `torch.cuda` on two GPUs, to run the seam's CUDA implementation itself.
 """
+
 from pathlib import Path
 
 PATH = Path(__file__).resolve().parent

@@ -1,4 +1,5 @@
 """Run trt_lower's TensorRT path against the double, on the CPU, for the duration of a block."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,5 @@
 """HostDevice: trt_lower's device seam pointed at the CPU, where the TensorRT double runs."""
+
 from __future__ import annotations
 
 import contextlib

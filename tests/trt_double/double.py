@@ -32,6 +32,7 @@ A "plan" is a header (library version, profiles) followed by the ONNX bytes. `st
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -49,10 +50,10 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 
+from converters.core.segment import OnnxSegment, protobuf_limit
 from converters.core.target import for_installed
 from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
-from converters.core.segment import OnnxSegment, protobuf_limit
 from converters.passes.onnx_types import elem_types
 from trt_double import miscompile
 from trt_lower.engine.ort_session import Q_DQ_AS_WRITTEN
@@ -142,8 +143,10 @@ class _EnumType(type):
     def __getattribute__(cls, name: str) -> Any:
         since, until = type.__getattribute__(cls, "_versions").get(name, (0, 1000))
         if not since <= _version()[0] < until:
-            raise AttributeError(f"type object '{type.__getattribute__(cls, '__name__')}' has no attribute "
-                                 f"'{name}' in TensorRT {__version__}")
+            raise AttributeError(
+                f"type object '{type.__getattribute__(cls, '__name__')}' has no attribute "
+                f"'{name}' in TensorRT {__version__}"
+            )
         return type.__getattribute__(cls, name)
 
 
@@ -208,8 +211,13 @@ MemoryPoolType._define(WORKSPACE=0)
 
 
 class BuilderFlag(_Enum, _BuilderFlag):
-    _versions = {"FP16": (0, 11), "INT8": (0, 11), "FP8": (0, 11), "BF16": (9, 11),
-                 "OBEY_PRECISION_CONSTRAINTS": (0, 11)}
+    _versions = {
+        "FP16": (0, 11),
+        "INT8": (0, 11),
+        "FP8": (0, 11),
+        "BF16": (9, 11),
+        "OBEY_PRECISION_CONSTRAINTS": (0, 11),
+    }
 
 
 BuilderFlag._define(FP16=0, INT8=1, REFIT=4, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
@@ -506,8 +514,10 @@ class OnnxParser(_OnnxParser):
             return self._fail("the ONNX parser needs a network created with the EXPLICIT_BATCH flag")
         data = bytes(model)
         if len(data) > protobuf_limit():  # as protobuf refuses a message past 2 GB
-            return self._fail(f"Failed to parse the ONNX model: the message is {len(data)} bytes, over protobuf's "
-                              f"limit ({protobuf_limit()} here); give the weights beside it as external data")
+            return self._fail(
+                f"Failed to parse the ONNX model: the message is {len(data)} bytes, over protobuf's "
+                f"limit ({protobuf_limit()} here); give the weights beside it as external data"
+            )
         try:
             proto = onnx.load_from_string(data)
             # Weights as external data, resolved next to the model file: read as arrays, not into the
@@ -526,8 +536,11 @@ class OnnxParser(_OnnxParser):
                 self._fail(f"No importer registered for op: {node.op_type}", i)
             elif node.op_type in ("QuantizeLinear", "DequantizeLinear") and _asymmetric(node, initializers):
                 # onnx-tensorrt's QuantDequantLinear importer, word for word.
-                self._fail("TensorRT only supports symmetric quantization. The zero point for the "
-                           "QuantizeLinear/DequantizeLinear operator must be all zeros.", i)
+                self._fail(
+                    "TensorRT only supports symmetric quantization. The zero point for the "
+                    "QuantizeLinear/DequantizeLinear operator must be all zeros.",
+                    i,
+                )
         # What this version's parser refuses, as the support table records it.
         index = {node.name: i for i, node in enumerate(proto.graph.node)}
         for violation in trt_support.violations(proto, for_installed(*_version())):
@@ -575,7 +588,7 @@ class ITimingCache(_ITimingCache):
         if not data.startswith(cls.MAGIC):
             return None
         try:
-            return cls(dict(json.loads(data[len(cls.MAGIC):])))
+            return cls(dict(json.loads(data[len(cls.MAGIC) :])))
         except ValueError:
             return None
 
@@ -654,23 +667,36 @@ def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
             continue
         where = {entry.key: entry.value for entry in tensor.external_data}
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-        array = np.fromfile(os.path.join(directory, where["location"]), dtype=dtype,
-                            count=int(np.prod(tensor.dims, dtype=np.int64)), offset=int(where.get("offset", 0)))
+        array = np.fromfile(
+            os.path.join(directory, where["location"]),
+            dtype=dtype,
+            count=int(np.prod(tensor.dims, dtype=np.int64)),
+            offset=int(where.get("offset", 0)),
+        )
         tensor.CopyFrom(segment.initializer(tensor.name, array.reshape(tuple(tensor.dims))))
     return segment.weights
 
 
-def _plan(segment: OnnxSegment, profiles: dict[str, Any], sharing: bool, refittable: bool,
-          stripped: bool = False) -> IHostMemory:
+def _plan(
+    segment: OnnxSegment, profiles: dict[str, Any], sharing: bool, refittable: bool, stripped: bool = False
+) -> IHostMemory:
     """The plan: a header, the graph, then its large weights at the offsets the header gives;
     `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
     if stripped:
         segment = _zeroed(segment)
     graph = segment.graph_bytes("")
-    header = json.dumps({"version": __version__, "compute_capability": state.compute_capability,
-                         "profiles": profiles, "profile_sharing": sharing, "refittable": refittable,
-                         "stripped": stripped, "graph_bytes": len(graph),
-                         "weights": {} if stripped else segment.layout()}).encode()
+    header = json.dumps(
+        {
+            "version": __version__,
+            "compute_capability": state.compute_capability,
+            "profiles": profiles,
+            "profile_sharing": sharing,
+            "refittable": refittable,
+            "stripped": stripped,
+            "graph_bytes": len(graph),
+            "weights": {} if stripped else segment.layout(),
+        }
+    ).encode()
     weights = io.BytesIO()
     segment.write_weights(weights)
     return IHostMemory(_PLAN_MAGIC + len(header).to_bytes(4, "big") + header + graph + weights.getvalue())
@@ -705,8 +731,9 @@ def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) 
     for name, (offset, length) in layout.items():
         tensor = tensors[name]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-        weights[name] = np.frombuffer(blob, dtype=dtype, count=length // dtype.itemsize,
-                                      offset=offset).reshape(tuple(tensor.dims))
+        weights[name] = np.frombuffer(blob, dtype=dtype, count=length // dtype.itemsize, offset=offset).reshape(
+            tuple(tensor.dims)
+        )
     return weights
 
 
@@ -719,8 +746,12 @@ def _session(segment: OnnxSegment) -> ort.InferenceSession:
     if runnable.weights:
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in runnable.weights.values()]
         options.add_external_initializers(list(runnable.weights), values)
-    return ort.InferenceSession(runnable.model.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=Q_DQ_AS_WRITTEN)
+    return ort.InferenceSession(
+        runnable.model.SerializeToString(),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=Q_DQ_AS_WRITTEN,
+    )
 
 
 def _use_logger(logger: stubs.ILogger) -> None:
@@ -738,11 +769,16 @@ def _unpinned_float32(network: INetworkDefinition, config: IBuilderConfig) -> st
     float32 = _member(DataType, "FLOAT")
     for layer in network._layers:
         outputs = [j for j in range(layer.num_outputs) if layer.get_output(j).dtype == float32]
-        pinned = layer.precision_is_set and layer.precision == float32 and all(
-            layer.output_type_is_set(j) and layer.get_output_type(j) == float32 for j in outputs)
+        pinned = (
+            layer.precision_is_set
+            and layer.precision == float32
+            and all(layer.output_type_is_set(j) and layer.get_output_type(j) == float32 for j in outputs)
+        )
         if outputs and not pinned:
-            return (f"trt_double: a weakly typed fp16 build may run layer '{layer.name}' ({layer.op_type}) in fp16, "
-                    "which the ONNX keeps float32: set its precision and output types to FLOAT")
+            return (
+                f"trt_double: a weakly typed fp16 build may run layer '{layer.name}' ({layer.op_type}) in fp16, "
+                "which the ONNX keeps float32: set its precision and output types to FLOAT"
+            )
     if not config.flags & _OBEY_PRECISION_CONSTRAINTS and any(layer.precision_is_set for layer in network._layers):
         return "trt_double: per-layer precisions without OBEY_PRECISION_CONSTRAINTS are only preferences"
     return None
@@ -755,8 +791,10 @@ class Builder(_Builder):
 
     def create_network(self, flags: int = 0) -> INetworkDefinition:
         if _version()[0] >= 10 and flags & _EXPLICIT_BATCH:
-            raise ValueError(f"trt_double: TensorRT {__version__} ignores EXPLICIT_BATCH (deprecated in 10, "
-                             "removed in 11): use create_network(0)")
+            raise ValueError(
+                f"trt_double: TensorRT {__version__} ignores EXPLICIT_BATCH (deprecated in 10, "
+                "removed in 11): use create_network(0)"
+            )
         return INetworkDefinition(flags)
 
     def create_builder_config(self) -> IBuilderConfig:
@@ -784,8 +822,9 @@ class Builder(_Builder):
                 if name not in inputs:
                     return f"optimization profile names '{name}', which is not a network input"
                 static = inputs[name]
-                if len(low) != len(static) or any(s != -1 and not a == b == c == s
-                                                   for s, a, b, c in zip(static, low, best, high)):
+                if len(low) != len(static) or any(
+                    s != -1 and not a == b == c == s for s, a, b, c in zip(static, low, best, high)
+                ):
                     return f"optimization profile for '{name}' {low}..{high} does not fit its dims {static}"
         dynamic = [n for n, s in inputs.items() if -1 in s]
         if dynamic and not config.profiles:
@@ -815,8 +854,7 @@ class Builder(_Builder):
                 state.timing_cache_hits += 1
             cache.entries[key] = 1.0
 
-    def build_serialized_network(self, network: stubs.INetworkDefinition,
-                                 config: stubs.IBuilderConfig) -> IHostMemory:
+    def build_serialized_network(self, network: stubs.INetworkDefinition, config: stubs.IBuilderConfig) -> IHostMemory:
         net, cfg = _own(network, INetworkDefinition), _own(config, IBuilderConfig)
         problem = self._problem(net, cfg)
         if problem is not None or net.model is None:
@@ -836,8 +874,9 @@ class Builder(_Builder):
         # Before 10.0 a profile serves one execution context at a time unless the engine was built
         # with PROFILE_SHARING_0806 (on by default from 10.0).
         sharing = _version()[0] >= 10 or int(PreviewFeature.PROFILE_SHARING_0806) in cfg.preview_features
-        segment = OnnxSegment(miscompile.plant(net.model, state.miscompiles) if state.miscompiles else net.model,
-                              net.weights)
+        segment = OnnxSegment(
+            miscompile.plant(net.model, state.miscompiles) if state.miscompiles else net.model, net.weights
+        )
         return _plan(segment, profiles, sharing, bool(cfg.flags & _REFIT))
 
 
@@ -901,13 +940,22 @@ class IOutputAllocator(_IOutputAllocator):
 
     def __init__(self) -> None:
         pass
+
+
 ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresses
 
 
 class ICudaEngine(_ICudaEngine):
-    def __init__(self, model: bytes, profiles: dict[str, list[list[int]]], logger: stubs.ILogger,
-                 profile_sharing: bool = True, weights: dict[str, Any] | None = None,
-                 refittable: bool = False, stripped: bool = False) -> None:
+    def __init__(
+        self,
+        model: bytes,
+        profiles: dict[str, list[list[int]]],
+        logger: stubs.ILogger,
+        profile_sharing: bool = True,
+        weights: dict[str, Any] | None = None,
+        refittable: bool = False,
+        stripped: bool = False,
+    ) -> None:
         proto = onnx.load_from_string(model)
         self._logger = logger
         # From a plan serialized without its weights: nothing runs until a refit has set them all.
@@ -1016,8 +1064,10 @@ class ICudaEngine(_ICudaEngine):
 
     def create_execution_context_without_device_memory(self) -> IExecutionContext:
         if _version()[0] >= 11:
-            raise AttributeError("'ICudaEngine' has no attribute 'create_execution_context_without_device_memory' "
-                                 f"in TensorRT {__version__}")
+            raise AttributeError(
+                "'ICudaEngine' has no attribute 'create_execution_context_without_device_memory' "
+                f"in TensorRT {__version__}"
+            )
         return self._context(with_memory=False)
 
     def _context(self, with_memory: bool) -> IExecutionContext:
@@ -1067,9 +1117,11 @@ def replay(jobs: list[_Job], stream: int) -> None:
     context whose input shapes changed since the capture would replay wrongly, and raises here."""
     for job in jobs:
         if job.context._shapes != job.shapes:
-            raise RuntimeError("trt_double: a CUDA graph replayed on an IExecutionContext whose input shapes "
-                               f"changed since its capture ({job.shapes} -> {job.context._shapes}): TensorRT "
-                               "wants one context per captured graph")
+            raise RuntimeError(
+                "trt_double: a CUDA graph replayed on an IExecutionContext whose input shapes "
+                f"changed since its capture ({job.shapes} -> {job.context._shapes}): TensorRT "
+                "wants one context per captured graph"
+            )
         job.context._claim(stream)
         state.pending.setdefault(stream, []).append(job)
 
@@ -1095,11 +1147,15 @@ class IExecutionContext(_IExecutionContext):
         if self._user is not None:
             user_thread, user_stream = self._user
             if user_thread != thread:
-                raise RuntimeError("trt_double: an IExecutionContext is used by two threads at once "
-                                   "(TensorRT would mix their bindings silently)")
+                raise RuntimeError(
+                    "trt_double: an IExecutionContext is used by two threads at once "
+                    "(TensorRT would mix their bindings silently)"
+                )
             if stream is not None and user_stream is not None and user_stream != stream and self._pending:
-                raise RuntimeError("trt_double: an IExecutionContext is used on two streams at once "
-                                   "(its work on another stream has not run yet)")
+                raise RuntimeError(
+                    "trt_double: an IExecutionContext is used on two streams at once "
+                    "(its work on another stream has not run yet)"
+                )
         if stream is not None:
             self._pending += 1
         self._user = (thread, stream if stream is not None else (self._user or (0, None))[1])
@@ -1122,13 +1178,18 @@ class IExecutionContext(_IExecutionContext):
             if engine._profile_holder is None:
                 engine._profile_holder = self
             elif engine._profile_holder is not self:
-                _error(engine._logger, "IExecutionContext::setInputShape: profile 0 has been chosen by another "
-                                       "IExecutionContext (build with PreviewFeature.PROFILE_SHARING_0806 to share it)")
+                _error(
+                    engine._logger,
+                    "IExecutionContext::setInputShape: profile 0 has been chosen by another "
+                    "IExecutionContext (build with PreviewFeature.PROFILE_SHARING_0806 to share it)",
+                )
                 return False
         low, _, high = self._engine._profiles[name]
         if len(dims) != len(low) or not all(a <= d <= b for d, a, b in zip(dims, low, high)):
-            _error(self._engine._logger, f"IExecutionContext::setInputShape: {name} {dims} is outside the "
-                                         f"optimization profile {low}..{high}")
+            _error(
+                self._engine._logger,
+                f"IExecutionContext::setInputShape: {name} {dims} is outside the optimization profile {low}..{high}",
+            )
             return False
         self._shapes[name] = dims
         return True
@@ -1144,16 +1205,20 @@ class IExecutionContext(_IExecutionContext):
             _error(self._engine._logger, f"IExecutionContext::setTensorAddress: null address for '{name}'")
             return False
         if memory % ALIGNMENT:
-            _error(self._engine._logger, f"IExecutionContext::setTensorAddress: the address of '{name}' is not "
-                                         f"{ALIGNMENT}-byte aligned")
+            _error(
+                self._engine._logger,
+                f"IExecutionContext::setTensorAddress: the address of '{name}' is not {ALIGNMENT}-byte aligned",
+            )
             return False
         self._addresses[name] = memory
         return True
 
     def _give_memory(self, memory: int, size: int) -> None:
         if not memory or memory % ALIGNMENT or size < self._engine._DEVICE_MEMORY:
-            raise ValueError(f"trt_double: device memory {memory:#x} of {size} bytes: TensorRT wants an aligned "
-                             f"block of at least {self._engine._DEVICE_MEMORY} bytes")
+            raise ValueError(
+                f"trt_double: device memory {memory:#x} of {size} bytes: TensorRT wants an aligned "
+                f"block of at least {self._engine._DEVICE_MEMORY} bytes"
+            )
         self._has_memory = True
 
     def set_device_memory(self, memory: int, size: int) -> None:
@@ -1206,18 +1271,26 @@ class IExecutionContext(_IExecutionContext):
     def execute_async_v3(self, stream_handle: int) -> bool:
         tensors = self._engine._tensors
         if self._engine._stripped:
-            _error(self._engine._logger, "IExecutionContext::enqueueV3: the engine was deserialized from a plan "
-                                         "without its weights and has not been refitted")
+            _error(
+                self._engine._logger,
+                "IExecutionContext::enqueueV3: the engine was deserialized from a plan "
+                "without its weights and has not been refitted",
+            )
             return False
         if not self._has_memory:
-            _error(self._engine._logger, "IExecutionContext::enqueueV3: the context was created without device "
-                                         "memory and none was set")
+            _error(
+                self._engine._logger,
+                "IExecutionContext::enqueueV3: the context was created without device memory and none was set",
+            )
             return False
         served = self._engine._data_dependent
         unserved = sorted(served - set(self._allocators))
         if unserved:
-            _error(self._engine._logger, f"IExecutionContext::enqueueV3: outputs {unserved} have data-dependent "
-                                         "shapes and no IOutputAllocator is set")
+            _error(
+                self._engine._logger,
+                f"IExecutionContext::enqueueV3: outputs {unserved} have data-dependent "
+                "shapes and no IOutputAllocator is set",
+            )
             return False
         missing = [n for n in tensors if n not in self._addresses and n not in served]
         if missing:
@@ -1229,12 +1302,18 @@ class IExecutionContext(_IExecutionContext):
             return False
         device, engine_device = get_device(), self._engine._device
         if device != engine_device:
-            _error(self._engine._logger, f"IExecutionContext::enqueueV3: the engine is bound to device {engine_device}"
-                                         f" but the current device is {device} (cudaSetDevice to it first)")
+            _error(
+                self._engine._logger,
+                f"IExecutionContext::enqueueV3: the engine is bound to device {engine_device}"
+                f" but the current device is {device} (cudaSetDevice to it first)",
+            )
             return False
         if stream_device(stream_handle) != engine_device:
-            _error(self._engine._logger, f"IExecutionContext::enqueueV3: the stream belongs to device "
-                                         f"{stream_device(stream_handle)}, the engine to device {engine_device}")
+            _error(
+                self._engine._logger,
+                f"IExecutionContext::enqueueV3: the stream belongs to device "
+                f"{stream_device(stream_handle)}, the engine to device {engine_device}",
+            )
             return False
         if served:
             return self._enqueue_data_dependent(stream_handle)
@@ -1251,14 +1330,21 @@ class IExecutionContext(_IExecutionContext):
         enqueue: the stream's earlier work runs, then the engine; the allocators get the sizes and
         shapes now, the memory gets the data when the stream runs."""
         if stream in state.capturing:
-            _error(self._engine._logger, "IExecutionContext::enqueueV3: an engine with data-dependent output "
-                                         "shapes synchronizes its stream, which a CUDA graph capture forbids")
+            _error(
+                self._engine._logger,
+                "IExecutionContext::enqueueV3: an engine with data-dependent output "
+                "shapes synchronizes its stream, which a CUDA graph capture forbids",
+            )
             return False
         synchronize(stream)
         shapes = dict(self._shapes)
         inputs = {n: t for n, t in self._engine._tensors.items() if t.mode == "INPUT"}
-        feeds = {n: _host_array(self._addresses[n], _NUMPY[t.engine_type], shapes.get(n, t.shape))
-                 .astype(_NUMPY[t.onnx_type]) for n, t in inputs.items()}
+        feeds = {
+            n: _host_array(self._addresses[n], _NUMPY[t.engine_type], shapes.get(n, t.shape)).astype(
+                _NUMPY[t.onnx_type]
+            )
+            for n, t in inputs.items()
+        }
         outputs = [n for n, t in self._engine._tensors.items() if t.mode == "OUTPUT"]
         values = dict(zip(outputs, self._engine._session.run(outputs, feeds)))
         addresses = dict(self._addresses)
@@ -1275,8 +1361,11 @@ class IExecutionContext(_IExecutionContext):
             else:
                 memory = getattr(allocator, "reallocate_output")(name, current, size, ALIGNMENT)
             if not memory or memory % ALIGNMENT:
-                _error(self._engine._logger, f"IExecutionContext::enqueueV3: the IOutputAllocator gave "
-                                             f"{'no' if not memory else 'unaligned'} memory for '{name}'")
+                _error(
+                    self._engine._logger,
+                    f"IExecutionContext::enqueueV3: the IOutputAllocator gave "
+                    f"{'no' if not memory else 'unaligned'} memory for '{name}'",
+                )
                 return False
             addresses[name] = self._allocated[name] = memory
             state.shape_notifications += 1
@@ -1333,29 +1422,45 @@ class Runtime(_Runtime):
         try:
             if not data.startswith(_PLAN_MAGIC):
                 raise ValueError("magic tag does not match")
-            length = int.from_bytes(data[len(_PLAN_MAGIC):start], "big")
-            header = json.loads(data[start:start + length])
+            length = int.from_bytes(data[len(_PLAN_MAGIC) : start], "big")
+            header = json.loads(data[start : start + length])
         except ValueError as e:
             _error(self._logger, f"IRuntime::deserializeCudaEngine: Serialization assertion failed: {e}")
             return _null(ICudaEngine)
         if header["version"] != __version__:
-            _error(self._logger, "IRuntime::deserializeCudaEngine: the engine plan file is not compatible with "
-                                 f"this version of TensorRT, expecting library version {__version__} got "
-                                 f"{header['version']}")
+            _error(
+                self._logger,
+                "IRuntime::deserializeCudaEngine: the engine plan file is not compatible with "
+                f"this version of TensorRT, expecting library version {__version__} got "
+                f"{header['version']}",
+            )
             return _null(ICudaEngine)
         if header["compute_capability"] != state.compute_capability:
-            _error(self._logger, "IRuntime::deserializeCudaEngine: the engine plan was built for a device of "
-                                 f"compute capability {header['compute_capability']}, this one is "
-                                 f"{state.compute_capability}")
+            _error(
+                self._logger,
+                "IRuntime::deserializeCudaEngine: the engine plan was built for a device of "
+                f"compute capability {header['compute_capability']}, this one is "
+                f"{state.compute_capability}",
+            )
             return _null(ICudaEngine)
         try:
-            payload = memoryview(data)[start + length:]
-            graph = bytes(payload[:header["graph_bytes"]])
+            payload = memoryview(data)[start + length :]
+            graph = bytes(payload[: header["graph_bytes"]])
             stripped = bool(header.get("stripped", False))
-            graph, weights = (_unstripped(graph) if stripped else
-                              (graph, _plan_weights(graph, payload[header["graph_bytes"]:], header["weights"])))
-            engine = ICudaEngine(graph, header["profiles"], self._logger, header.get("profile_sharing", True),
-                                 weights, header.get("refittable", False), stripped)
+            graph, weights = (
+                _unstripped(graph)
+                if stripped
+                else (graph, _plan_weights(graph, payload[header["graph_bytes"] :], header["weights"]))
+            )
+            engine = ICudaEngine(
+                graph,
+                header["profiles"],
+                self._logger,
+                header.get("profile_sharing", True),
+                weights,
+                header.get("refittable", False),
+                stripped,
+            )
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
             return _null(ICudaEngine)
@@ -1365,8 +1470,12 @@ class Runtime(_Runtime):
 
 # -- refit ------------------------------------------------------------------------------------
 # The initializer types an engine's weights have: what a Refitter lists and takes.
-_WEIGHT_TYPES = {TensorProto.FLOAT: "FLOAT", TensorProto.FLOAT16: "HALF", TensorProto.BFLOAT16: "BF16",
-                 TensorProto.INT8: "INT8"}
+_WEIGHT_TYPES = {
+    TensorProto.FLOAT: "FLOAT",
+    TensorProto.FLOAT16: "HALF",
+    TensorProto.BFLOAT16: "BF16",
+    TensorProto.INT8: "INT8",
+}
 
 
 class Weights(_Weights):
@@ -1415,8 +1524,9 @@ class Refitter(_Refitter):
     def get_missing_weights(self) -> list[str]:
         return [name for name in self._weights if name not in self._given]
 
-    def set_named_weights(self, name: str, weights: stubs.Weights,
-                          location: stubs.TensorLocation | None = None) -> bool:
+    def set_named_weights(
+        self, name: str, weights: stubs.Weights, location: stubs.TensorLocation | None = None
+    ) -> bool:
         if name not in self._weights:
             _error(self._logger, f"IRefitter::setNamedWeights: no refittable weights are named '{name}'")
             return False
@@ -1425,8 +1535,11 @@ class Refitter(_Refitter):
         expected = _member(DataType, _WEIGHT_TYPES[tensor.data_type])
         count = int(np.prod(tensor.dims, dtype=np.int64))
         if weights.dtype != expected or array.size != count:
-            _error(self._logger, f"IRefitter::setNamedWeights: weights '{name}' must be {expected.name} of {count} "
-                                 f"values, got {weights.dtype.name} of {array.size}")
+            _error(
+                self._logger,
+                f"IRefitter::setNamedWeights: weights '{name}' must be {expected.name} of {count} "
+                f"values, got {weights.dtype.name} of {array.size}",
+            )
             return False
         self._given[name] = array.reshape(tuple(tensor.dims))
         return True

@@ -10,6 +10,7 @@ the CPU: an ONNX graph rewritten as a faulty compiler would have built it. The d
 - Fp16Overflow(layer): the layer of that FX node overflows to infinity when it computes in
   float16 (kept float32, it is right).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,8 +47,9 @@ def _layer_results(graph: onnx.GraphProto, layer: str) -> list[str]:
     """The tensors the ONNX nodes of FX node `layer` hand on: read by another layer or output.
     (Where `layer` is a segment's input, the cast of that input is no layer of it.)"""
     inputs = {i.name for i in graph.input}
-    mine = [n for n in graph.node if n.name.split("/")[0] == layer
-            and not (n.op_type == "Cast" and set(n.input) <= inputs)]
+    mine = [
+        n for n in graph.node if n.name.split("/")[0] == layer and not (n.op_type == "Cast" and set(n.input) <= inputs)
+    ]
     made = {o for n in mine for o in n.output}
     read_outside = {i for n in graph.node if n not in mine for i in n.input}
     return [t for t in made if t in read_outside | {o.name for o in graph.output}]
@@ -73,15 +75,22 @@ def plant(model: onnx.ModelProto, miscompiles: Sequence[Miscompile]) -> onnx.Mod
                 _corrupt(graph, t, lambda r, t: [helper.make_node("Neg", [r], [t], name=f"planted/{t}")])
         elif isinstance(m, NaN):
             for t in _layer_results(graph, m.layer):
-                _corrupt(graph, t, lambda r, t: [
-                    helper.make_node("Sub", [r, r], [f"{t}__zero"], name=f"planted/{t}/zero"),
-                    helper.make_node("Div", [f"{t}__zero", f"{t}__zero"], [t], name=f"planted/{t}")])
+                _corrupt(
+                    graph,
+                    t,
+                    lambda r, t: [
+                        helper.make_node("Sub", [r, r], [f"{t}__zero"], name=f"planted/{t}/zero"),
+                        helper.make_node("Div", [f"{t}__zero", f"{t}__zero"], [t], name=f"planted/{t}"),
+                    ],
+                )
         else:
             for t in _layer_results(graph, m.layer):
                 if types.get(t) == TensorProto.FLOAT16:
                     big = numpy_helper.from_array(np.array(60000, np.float16), f"{t}__big")
                     graph.initializer.append(big)
-                    _corrupt(graph, t, lambda r, t: [helper.make_node("Mul", [r, f"{t}__big"], [t], name=f"planted/{t}")])
+                    _corrupt(
+                        graph, t, lambda r, t: [helper.make_node("Mul", [r, f"{t}__big"], [t], name=f"planted/{t}")]
+                    )
     return model
 
 

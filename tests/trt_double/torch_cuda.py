@@ -12,6 +12,7 @@ It copies torch's semantics where they decide which device and stream work lands
 A join (`a.wait_stream(b)`) runs `b`'s pending work: everything queued on `b` so far happens
 before what `a` runs next. `streams_created` counts Stream() calls; `joins` lists (waiter, waited).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,8 +63,10 @@ class CudaGraph:
     def replay(self) -> None:
         assert self._stream is not None
         if double.get_device() != self._stream.device_index:
-            raise RuntimeError(f"CUDA error: a graph captured on device {self._stream.device_index} was "
-                               f"launched with device {double.get_device()} current")
+            raise RuntimeError(
+                f"CUDA error: a graph captured on device {self._stream.device_index} was "
+                f"launched with device {double.get_device()} current"
+            )
         double.replay(self._jobs, self._cuda.current_stream().cuda_stream)
 
 
@@ -145,8 +148,9 @@ class TorchCuda:
         return CudaGraph(self)
 
     @contextlib.contextmanager
-    def graph(self, cuda_graph: CudaGraph, stream: CudaStream | None = None,
-              capture_error_mode: str = "global") -> Iterator[None]:
+    def graph(
+        self, cuda_graph: CudaGraph, stream: CudaStream | None = None, capture_error_mode: str = "global"
+    ) -> Iterator[None]:
         if stream is None:
             if self.default_capture_stream is None:
                 self.default_capture_stream = self.Stream()

@@ -8,6 +8,7 @@ node's GPU work is charged to it), an eager op through the binding the generated
 each interpreted one, minus that call's engines and eager segments: the interpreter's own cost is
 charged to no one, and pairing the two calls keeps drift of the machine out of the difference.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -92,6 +93,13 @@ def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], calls: int = 5) -
     counts = Counter(owner.values())  # an eager segment's compute nodes (an engine: 1 call)
     report = getattr(gm, "report", None)
     counts.update({e.name: e.num_nodes - 1 for e in (report.engines if report is not None else [])})
-    parts = [Part(name, "engine" if name.startswith(ENGINE_PREFIX) else "eager",
-                  statistics.median(r[name] for r in runs), counts[name]) for name in counts]
+    parts = [
+        Part(
+            name,
+            "engine" if name.startswith(ENGINE_PREFIX) else "eager",
+            statistics.median(r[name] for r in runs),
+            counts[name],
+        )
+        for name in counts
+    ]
     return [*parts, Part("overhead", "overhead", max(0.0, statistics.median(overheads)), 0)]

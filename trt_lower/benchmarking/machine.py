@@ -1,4 +1,5 @@
 """What a benchmark ran on: CPU, threads, GPU and the versions of everything that computes."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,12 @@ def info(cuda: bool) -> dict[str, Any]:
     gpu = None
     if cuda:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        gpu = {"name": props.name, "compute_capability": f"{props.major}.{props.minor}",
-               "memory_gib": round(props.total_memory / 2**30, 1), "cuda": torch.version.cuda}
+        gpu = {
+            "name": props.name,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "cuda": torch.version.cuda,
+        }
     return {
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),

@@ -5,6 +5,7 @@ spends its time.
 Variants run interleaved: each round runs a block of calls of every variant in turn (the order
 rotating), so drift of the machine (clocks, other load) hits all variants alike.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,6 +37,7 @@ class UnstableTimingWarning(UserWarning):
 @dataclass(frozen=True)
 class Latency:
     """Milliseconds per call."""
+
     min: float
     mean: float
     median: float
@@ -55,6 +57,7 @@ class Latency:
 @dataclass(frozen=True)
 class Run:
     """One variant at one batch size."""
+
     variant: str
     batch_size: int
     iterations: int
@@ -83,8 +86,7 @@ class BenchmarkResult:
         return next(r for r in self.runs if r.variant == variant and r.batch_size == batch_size)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"machine": self.machine, "settings": self.settings,
-                "runs": [dataclasses.asdict(r) for r in self.runs]}
+        return {"machine": self.machine, "settings": self.settings, "runs": [dataclasses.asdict(r) for r in self.runs]}
 
     def save_json(self, path: str | os.PathLike[str]) -> Path:
         out = Path(path)
@@ -110,8 +112,10 @@ def at_batch(inputs: Sequence[Any], batch: int | None) -> tuple[Any, ...]:
     """`inputs` with dim 0 of every tensor resized to `batch`, cycling through its samples."""
     if batch is None:
         return tuple(inputs)
-    return tuple(t[torch.arange(batch, device=t.device) % t.shape[0]] if isinstance(t, torch.Tensor) and t.dim()
-                 else t for t in inputs)
+    return tuple(
+        t[torch.arange(batch, device=t.device) % t.shape[0]] if isinstance(t, torch.Tensor) and t.dim() else t
+        for t in inputs
+    )
 
 
 def _batch_of(inputs: Sequence[Any]) -> int:
@@ -126,8 +130,12 @@ def _lowered_for(lowered: torch.nn.Module | Mapping[int, torch.nn.Module], batch
     return lowered
 
 
-def _variants(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[int, torch.nn.Module],
-              compare: Sequence[str], batch: int) -> dict[str, Callable[..., object]]:
+def _variants(
+    model: torch.nn.Module | None,
+    lowered: torch.nn.Module | Mapping[int, torch.nn.Module],
+    compare: Sequence[str],
+    batch: int,
+) -> dict[str, Callable[..., object]]:
     unknown = [v for v in compare if v not in VARIANTS]
     if unknown or not compare or len(set(compare)) < len(compare):
         raise ValueError(f"compare must name some of {VARIANTS}, each once; got {list(compare)}")
@@ -142,26 +150,43 @@ def _variants(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[
     return fns
 
 
-def _interleaved(fns: dict[str, Callable[[], object]], timer: Callable[[Callable[[], object]], CallTime],
-                 warmup: int, iterations: int, duration: float | None, block: int) -> dict[str, list[CallTime]]:
+def _interleaved(
+    fns: dict[str, Callable[[], object]],
+    timer: Callable[[Callable[[], object]], CallTime],
+    warmup: int,
+    iterations: int,
+    duration: float | None,
+    block: int,
+) -> dict[str, list[CallTime]]:
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[CallTime]] = {v: [] for v in fns}
     order = list(fns)
     start = time.perf_counter()
-    while (min(len(t) for t in times.values()) < iterations
-           or (duration is not None and time.perf_counter() - start < duration * len(fns))):
+    while min(len(t) for t in times.values()) < iterations or (
+        duration is not None and time.perf_counter() - start < duration * len(fns)
+    ):
         for v in order:
             times[v] += [timer(fns[v]) for _ in range(block)]
         order = order[1:] + order[:1]
     return times
 
 
-def benchmark(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[int, torch.nn.Module],
-              inputs: Sequence[Any], *, warmup: int = 10, iterations: int = 100, duration: float | None = None,
-              batch_sizes: Sequence[int] | None = None, compare: Sequence[str] = ("eager", "lowered"),
-              block: int = 10, cv_threshold: float = 0.05, breakdown_calls: int = 5) -> BenchmarkResult:
+def benchmark(
+    model: torch.nn.Module | None,
+    lowered: torch.nn.Module | Mapping[int, torch.nn.Module],
+    inputs: Sequence[Any],
+    *,
+    warmup: int = 10,
+    iterations: int = 100,
+    duration: float | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    compare: Sequence[str] = ("eager", "lowered"),
+    block: int = 10,
+    cv_threshold: float = 0.05,
+    breakdown_calls: int = 5,
+) -> BenchmarkResult:
     """Time `model` (eager), `lowered` and optionally torch.compile(model) on `inputs`.
 
     lowered: a module that accepts every batch size (lowered with a TensorSpec over dim 0), or
@@ -185,31 +210,58 @@ def benchmark(model: torch.nn.Module | None, lowered: torch.nn.Module | Mapping[
         batch = size or _batch_of(inputs)
         fns = _variants(model, lowered, compare, batch)
         with torch.inference_mode():
-            times = _interleaved({v: functools.partial(f, *batch_inputs) for v, f in fns.items()}, timer,
-                                 warmup, iterations, duration, block)
+            times = _interleaved(
+                {v: functools.partial(f, *batch_inputs) for v, f in fns.items()},
+                timer,
+                warmup,
+                iterations,
+                duration,
+                block,
+            )
         eager_median = statistics.median(t.wall_ms for t in times["eager"]) if "eager" in times else None
         for variant, calls in times.items():
             wall = [t.wall_ms for t in calls]
             latency = Latency.of(wall)
             cv = statistics.stdev(wall) / latency.mean if len(wall) > 1 else 0.0
             if cv > cv_threshold:
-                warnings.warn(f"trt_lower.benchmark: {variant} at batch {batch} is unstable: coefficient of "
-                              f"variation {cv:.1%} > {cv_threshold:.0%} (other load, clock changes?)", UnstableTimingWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"trt_lower.benchmark: {variant} at batch {batch} is unstable: coefficient of "
+                    f"variation {cv:.1%} > {cv_threshold:.0%} (other load, clock changes?)",
+                    UnstableTimingWarning,
+                    stacklevel=2,
+                )
             fn = fns[variant]
-            parts = (breakdown(fn, batch_inputs, breakdown_calls)
-                     if variant == "lowered" and isinstance(fn, torch.fx.GraphModule) else None)
-            runs.append(Run(
-                variant=variant, batch_size=batch, iterations=len(calls),
-                throughput=batch * len(wall) / (sum(wall) / 1e3), latency_ms=latency, cv=cv,
-                unstable=cv > cv_threshold, speedup=eager_median / latency.median if eager_median else None,
-                gpu_ms=Latency.of([t.gpu_ms for t in calls if t.gpu_ms is not None]) if cuda else None,
-                enqueue_ms=Latency.of([t.enqueue_ms for t in calls if t.enqueue_ms is not None]) if cuda else None,
-                breakdown=parts, samples_ms=wall,
-            ))
-    settings = {"warmup": warmup, "iterations": iterations, "duration": duration, "block": block,
-                "cv_threshold": cv_threshold, "compare": list(compare), "timing": "cuda events" if cuda else "host",
-                "backend": _backend(lowered)}
+            parts = (
+                breakdown(fn, batch_inputs, breakdown_calls)
+                if variant == "lowered" and isinstance(fn, torch.fx.GraphModule)
+                else None
+            )
+            runs.append(
+                Run(
+                    variant=variant,
+                    batch_size=batch,
+                    iterations=len(calls),
+                    throughput=batch * len(wall) / (sum(wall) / 1e3),
+                    latency_ms=latency,
+                    cv=cv,
+                    unstable=cv > cv_threshold,
+                    speedup=eager_median / latency.median if eager_median else None,
+                    gpu_ms=Latency.of([t.gpu_ms for t in calls if t.gpu_ms is not None]) if cuda else None,
+                    enqueue_ms=Latency.of([t.enqueue_ms for t in calls if t.enqueue_ms is not None]) if cuda else None,
+                    breakdown=parts,
+                    samples_ms=wall,
+                )
+            )
+    settings = {
+        "warmup": warmup,
+        "iterations": iterations,
+        "duration": duration,
+        "block": block,
+        "cv_threshold": cv_threshold,
+        "compare": list(compare),
+        "timing": "cuda events" if cuda else "host",
+        "backend": _backend(lowered),
+    }
     return BenchmarkResult(runs, machine.info(cuda), settings)
 
 

@@ -1,4 +1,5 @@
 """Real models with random weights (nothing is downloaded) for the demo and the benchmarks."""
+
 from __future__ import annotations
 
 from typing import Callable

@@ -1,6 +1,7 @@
 """The benchmark as a PNG: latency distribution per variant and batch size (box plots), and the
 speedup over eager per batch size. Drawn on matplotlib's Agg canvas: no display needed, and no
 global backend switched under the caller's feet."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,8 +38,14 @@ def plot(result: BenchmarkResult, path: Path) -> Path:
     for i, variant in enumerate(variants):
         runs = [result.run(variant, b) for b in batches]
         positions = [k + (i - (len(variants) - 1) / 2) * width for k in range(len(batches))]
-        box = dist.boxplot([r.samples_ms for r in runs], positions=positions, widths=width * 0.85,
-                           patch_artist=True, flierprops={"markersize": 2}, medianprops={"color": "black"})
+        box = dist.boxplot(
+            [r.samples_ms for r in runs],
+            positions=positions,
+            widths=width * 0.85,
+            patch_artist=True,
+            flierprops={"markersize": 2},
+            medianprops={"color": "black"},
+        )
         for patch in box["boxes"]:
             patch.set_facecolor(COLORS.get(variant, "#2ca02c"))
             patch.set_alpha(0.7)
@@ -56,8 +63,9 @@ def plot(result: BenchmarkResult, path: Path) -> Path:
         speed.set_axis_off()
         speed.text(0.5, 0.5, "no eager run to compare with", ha="center", va="center")
 
-    handles = [Patch(color=COLORS.get(v, "#2ca02c"), alpha=0.7, label=label(v, result.settings["backend"]))
-               for v in variants]
+    handles = [
+        Patch(color=COLORS.get(v, "#2ca02c"), alpha=0.7, label=label(v, result.settings["backend"])) for v in variants
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small")
     m = result.machine
     where = m["gpu"]["name"] if m.get("gpu") else f"{m['cpu']}, {m['torch_threads']} threads"
@@ -66,7 +74,6 @@ def plot(result: BenchmarkResult, path: Path) -> Path:
     fig.suptitle(f"trt_lower benchmark · {where}", fontsize="medium")
     fig.savefig(path, format="png")
     return path
-
 
 
 def _speedups(ax: Axes, result: BenchmarkResult, others: list[str], batches: list[int]) -> None:

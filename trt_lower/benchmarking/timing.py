@@ -1,5 +1,6 @@
 """Timing one call: host wall time always; on CUDA also the GPU time between CUDA events on the
 current stream and the host time until the call returned (its enqueue time)."""
+
 from __future__ import annotations
 
 import time

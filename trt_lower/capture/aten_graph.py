@@ -1,4 +1,5 @@
 """Stage 1, capture: model + example inputs -> an ATen graph (weights as get_attr constants)."""
+
 from __future__ import annotations
 
 import inspect
@@ -47,14 +48,17 @@ def check_inputs(model: torch.nn.Module, inputs: Any, kwargs: dict[str, Any] | N
     for path, x in leaves:
         if not isinstance(x, (torch.Tensor, TensorSpec)):
             # A Python value would be baked into the graph, and a call with another would be wrong.
-            raise ValueError(f"{leaf_name(path)} must be a torch.Tensor or trt_lower.TensorSpec, got "
-                             f"{type(x).__name__}" + (" (leave it out)" if x is None else
-                                                      " (fix a Python value in a wrapper module's forward)"))
+            raise ValueError(
+                f"{leaf_name(path)} must be a torch.Tensor or trt_lower.TensorSpec, got "
+                f"{type(x).__name__}"
+                + (" (leave it out)" if x is None else " (fix a Python value in a wrapper module's forward)")
+            )
     try:
         inspect.signature(model.forward).bind(*inputs, **(kwargs or {}))
     except TypeError as e:
         raise ValueError(
-            f"inputs has {len(inputs)} tensor(s)" + (f" and kwargs {sorted(kwargs)}" if kwargs else "")
+            f"inputs has {len(inputs)} tensor(s)"
+            + (f" and kwargs {sorted(kwargs)}" if kwargs else "")
             + f", which {type(model).__name__}.forward does not accept: {e}"
         ) from None
     except ValueError:  # builtin or C++ forward without a signature: let export decide
@@ -74,16 +78,22 @@ def example_inputs(specs: Sequence[TensorSpec], given: Sequence[Any]) -> tuple[t
     return tuple(g if isinstance(g, torch.Tensor) else s.example() for s, g in zip(specs, given))
 
 
-def example_call(specs: Sequence[TensorSpec], inputs: Sequence[Any],
-                 kwargs: dict[str, Any] | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def example_call(
+    specs: Sequence[TensorSpec], inputs: Sequence[Any], kwargs: dict[str, Any] | None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """`(inputs, kwargs)` with `example_inputs` for leaves."""
     leaves, tree = pytree.tree_flatten((tuple(inputs), kwargs or {}))
     args, keywords = pytree.tree_unflatten(example_inputs(specs, leaves), tree)
     return args, keywords
 
 
-def _dynamic_shapes(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], specs: Sequence[TensorSpec],
-                    infer: bool = False) -> Any:
+def _dynamic_shapes(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    specs: Sequence[TensorSpec],
+    infer: bool = False,
+) -> Any:
     """torch.export's dynamic_shapes for the example `(args, kwargs)`, in their structure (keyed
     by forward's parameter names, which also covers a `*args` forward). DYNAMIC dims make export
     refuse a range it cannot keep whole; AUTO (`infer`) lets it narrow or specialise the range
@@ -91,8 +101,7 @@ def _dynamic_shapes(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
     if not any(s.dynamic_dims for s in specs):
         return None
     kind = torch.export.Dim.AUTO if infer else torch.export.Dim.DYNAMIC
-    dims = [{i: kind(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None
-            for s in specs]
+    dims = [{i: kind(min=s.min_shape[i], max=s.max_shape[i]) for i in s.dynamic_dims} or None for s in specs]
     try:
         inspect.signature(model.forward)
     except (TypeError, ValueError):  # no Python signature: export matches positionally
@@ -145,19 +154,25 @@ def _data_dependent_route(error: BaseException) -> str:
         cause = cause.__cause__ or cause.__context__
     if cause is None:
         return ""
-    return (" (its Python code depends on values in tensor data, which torch.export cannot trace: lower it with "
-            "torch.compile(model, backend=\"trt_lower\"), which lowers the graphs on either side of each such "
-            "place and runs the place itself in Python; README, 'Capture paths')")
+    return (
+        " (its Python code depends on values in tensor data, which torch.export cannot trace: lower it with "
+        'torch.compile(model, backend="trt_lower"), which lowers the graphs on either side of each such '
+        "place and runs the place itself in Python; README, 'Capture paths')"
+    )
 
 
 def _capture_hint(error: Exception) -> str:
     """What to do about a capture error users hit often, or ''."""
     if "'TensorSpec' object has no attribute" in str(error):
-        return (" (a TensorSpec inside an object whose pytree flattening keeps only tensors, such as a transformers "
-                "cache: give a tensor there, a fixed-size buffer like StaticCache's)")
+        return (
+            " (a TensorSpec inside an object whose pytree flattening keeps only tensors, such as a transformers "
+            "cache: give a tensor there, a fixed-size buffer like StaticCache's)"
+        )
     if "which is not a known type" in str(error):
-        return (" (the model takes or returns an object that is not tensors, tuples, lists or dicts: "
-                "register it with torch.utils._pytree.register_pytree_node, or wrap the model to return tensors)")
+        return (
+            " (the model takes or returns an object that is not tensors, tuples, lists or dicts: "
+            "register it with torch.utils._pytree.register_pytree_node, or wrap the model to return tensors)"
+        )
     return ""
 
 
@@ -179,8 +194,9 @@ class _SelfRenamed(torch.nn.Module):
             return model(*args, **kwargs)
 
         # torch.export names the inputs after forward's signature: this one's.
-        forward.__signature__ = signature.replace(parameters=[  # type: ignore[attr-defined]
-            p.replace(name=name) if p.name == "self" else p for p in signature.parameters.values()])
+        forward.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(name=name) if p.name == "self" else p for p in signature.parameters.values()]
+        )
         self.forward = forward
 
 
@@ -192,8 +208,13 @@ def _self_renamed(model: torch.nn.Module) -> torch.nn.Module:
     return _SelfRenamed(model) if named_self else model
 
 
-def export(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec] = (), infer: bool = False,
-           kwargs: dict[str, Any] | None = None) -> torch.export.ExportedProgram:
+def export(
+    model: torch.nn.Module,
+    inputs: Sequence[Any],
+    specs: Sequence[TensorSpec] = (),
+    infer: bool = False,
+    kwargs: dict[str, Any] | None = None,
+) -> torch.export.ExportedProgram:
     """The model as core ATen, fusable ops kept whole.
 
     nn.Modules and fx GraphModules go through torch.export (non-strict, eval mode);
@@ -211,8 +232,9 @@ def export(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tensor
         _register_cache_types(source)
         source = _self_renamed(source)
         args, kwargs = tuple(inputs), kwargs or {}
-        program = torch.export.export(source, args, kwargs,
-                                      dynamic_shapes=_dynamic_shapes(source, args, kwargs, specs, infer), strict=False)
+        program = torch.export.export(
+            source, args, kwargs, dynamic_shapes=_dynamic_shapes(source, args, kwargs, specs, infer), strict=False
+        )
         decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
         return decomposed
     except CaptureError:
@@ -241,8 +263,12 @@ def _on_data_reads(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     the op itself, and checking one would make its engine hand the size out. Of checks on one
     condition, the first."""
     numbers = (torch.SymInt, torch.SymFloat, torch.SymBool)
-    read = {v.node.expr for target in DATA_READS for n in gm.graph.find_nodes(op="call_function", target=target)
-            if isinstance(v := n.meta.get("val"), numbers)}
+    read = {
+        v.node.expr
+        for target in DATA_READS
+        for n in gm.graph.find_nodes(op="call_function", target=target)
+        if isinstance(v := n.meta.get("val"), numbers)
+    }
     kept: dict[tuple[object, ...], torch.fx.Node] = {}  # one per condition: export repeats some
     for target in RUNTIME_CHECKS:
         for node in gm.graph.find_nodes(op="call_function", target=target):
@@ -259,14 +285,21 @@ def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
     metadata included, and records every node's provenance. A shallow copy of the nodes does here (their metadata is only read). Programs that
     mutate state or carry effect tokens or script objects take the full way."""
     sig = program.graph_signature
-    if (sig.input_tokens or sig.output_tokens or sig.lifted_custom_objs
-            or any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs)):
+    if (
+        sig.input_tokens
+        or sig.output_tokens
+        or sig.lifted_custom_objs
+        or any(s.kind != OutputKind.USER_OUTPUT for s in sig.output_specs)
+    ):
         return program.module(check_guards=False)
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(program.graph, copies))
-    lifted = {s.arg.name: s.target for s in sig.input_specs
-              if s.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)}
+    lifted = {
+        s.arg.name: s.target
+        for s in sig.input_specs
+        if s.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+    }
     for old in program.graph.find_nodes(op="placeholder"):
         if old.name in lifted:
             node = copies[old]
@@ -276,8 +309,9 @@ def _unlifted(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
             node.replace_all_uses_with(attr)
             graph.erase_node(node)
     call = program.module_call_graph[0].signature
-    graph._codegen = _unlift._get_codegen(program.call_spec.in_spec, program.call_spec.out_spec,
-                                          call.forward_arg_names if call else None)
+    graph._codegen = _unlift._get_codegen(
+        program.call_spec.in_spec, program.call_spec.out_spec, call.forward_arg_names if call else None
+    )
     root = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     for name, child in program.graph_module.named_children():  # torch.cond's branches...
         root.add_module(name, child)
@@ -306,8 +340,11 @@ def _symbol_ranges(program: torch.export.ExportedProgram, specs: Sequence[Tensor
     """Each shape symbol of the graph -> (min, opt, max), read off the specs of the inputs whose
     dynamic dims introduced it."""
     user_inputs = set(program.graph_signature.user_inputs)
-    inputs = [n for n in program.graph.find_nodes(op="placeholder")
-              if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
+    inputs = [
+        n
+        for n in program.graph.find_nodes(op="placeholder")
+        if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
     ranges: dict[sympy.Symbol, tuple[int, int, int]] = {}
     for node, spec in zip(inputs, specs):
         for i in spec.dynamic_dims:
@@ -340,15 +377,21 @@ class CapturedGraph:
         """The size conditions over the inputs of `gm` (one of graph_module's), as FX named them:
         it renames an input named like a builtin (`input` is `input_1` there)."""
         names = [name for name, _ in input_dims(self.program)]
-        new_names = [n.name for n in gm.graph.find_nodes(op="placeholder")
-                     if isinstance(n.meta.get("val"), torch.Tensor)]
+        new_names = [
+            n.name for n in gm.graph.find_nodes(op="placeholder") if isinstance(n.meta.get("val"), torch.Tensor)
+        ]
         if names == new_names:
             return self.conditions
         return tuple(renamed(t, names, new_names) for t in self.conditions)
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[TensorSpec],
-            kwargs: dict[str, Any] | None = None, trt_target: TrtTarget | None = None) -> CapturedGraph:
+def capture(
+    model: torch.nn.Module,
+    inputs: Sequence[Any],
+    specs: Sequence[TensorSpec],
+    kwargs: dict[str, Any] | None = None,
+    trt_target: TrtTarget | None = None,
+) -> CapturedGraph:
     """Stage 1. In: the model, the user's positional and keyword inputs (pytrees of tensors and/or
     TensorSpecs) and their leaves' specs (`check_inputs`), the target whose fused ops the graphs
     handed on use. Out: the model as a core-ATen program, traced with the user's tensors where
@@ -372,13 +415,17 @@ def capture(model: torch.nn.Module, inputs: Sequence[Any], specs: Sequence[Tenso
     return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions, trt_target)
 
 
-def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec],
-                    refused: CaptureError | None) -> tuple[list[TensorSpec], tuple[str, ...]]:
+def _inferred_specs(
+    program: torch.export.ExportedProgram, specs: Sequence[TensorSpec], refused: CaptureError | None
+) -> tuple[list[TensorSpec], tuple[str, ...]]:
     """The specs narrowed to the ranges torch inferred, and a note per narrowed dim; CaptureError
     naming the input and dim where torch made a declared-dynamic dim static."""
     user_inputs = set(program.graph_signature.user_inputs)
-    nodes = [n for n in program.graph.find_nodes(op="placeholder")
-             if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
+    nodes = [
+        n
+        for n in program.graph.find_nodes(op="placeholder")
+        if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
     narrowed: list[TensorSpec] = []
     notes: list[str] = []
     for node, spec in zip(nodes, specs):
@@ -386,17 +433,20 @@ def _inferred_specs(program: torch.export.ExportedProgram, specs: Sequence[Tenso
             dim = node.meta["val"].shape[i]
             asked = f"{spec.min_shape[i]}..{spec.max_shape[i]}"
             if not isinstance(dim, torch.SymInt) or dim.node.expr.is_number:
-                raise CaptureError(f"input '{node.name}' dim {i}: asked for the range {asked}, but torch.export "
-                                   f"inferred the static size {int(dim)}; no range works"
-                                   + (f" ({refused})" if refused else "")) from refused
+                raise CaptureError(
+                    f"input '{node.name}' dim {i}: asked for the range {asked}, but torch.export "
+                    f"inferred the static size {int(dim)}; no range works" + (f" ({refused})" if refused else "")
+                ) from refused
             bounds = program.range_constraints[dim.node.expr]
             # Export's symbols start at 2 (it traces sizes 0 and 1 as general sizes), so a
             # lower bound of 2 is no narrowing.
             lo = max(spec.min_shape[i], int(bounds.lower)) if int(bounds.lower) > 2 else spec.min_shape[i]
             hi = min(spec.max_shape[i], int_bound(bounds.upper, spec.max_shape[i]))
             if (lo, hi) != (spec.min_shape[i], spec.max_shape[i]):
-                notes.append(f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "
-                             f"{lo}..{hi}; engines take that range")
+                notes.append(
+                    f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "
+                    f"{lo}..{hi}; engines take that range"
+                )
                 spec = spec.narrowed(i, lo, hi)
         narrowed.append(spec)
     return narrowed, tuple(notes)

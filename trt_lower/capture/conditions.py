@@ -9,6 +9,7 @@ run the branch the model does not take. Here each is settled when it can be (pro
 the ranges, or true on an interval of one size, which then becomes that size's range) and kept,
 as text over `<input>.shape[<dim>]`, for the input guard to check per call when it cannot.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,8 +34,11 @@ _TRIES = 100_000
 
 def input_dims(program: torch.export.ExportedProgram) -> list[tuple[str, tuple[int | torch.SymInt, ...]]]:
     user_inputs = set(program.graph_signature.user_inputs)
-    return [(n.name, tuple(n.meta["val"].shape)) for n in program.graph.find_nodes(op="placeholder")
-            if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)]
+    return [
+        (n.name, tuple(n.meta["val"].shape))
+        for n in program.graph.find_nodes(op="placeholder")
+        if n.name in user_inputs and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
 
 
 def _guards(dims: list[tuple[str, tuple[int | torch.SymInt, ...]]], symbols: set[sympy.Symbol]) -> list[sympy.Basic]:
@@ -43,8 +47,9 @@ def _guards(dims: list[tuple[str, tuple[int | torch.SymInt, ...]]], symbols: set
     env = sizes[0].node.shape_env if sizes else None
     if env is None:
         return []
-    exprs = [g.expr for g in env.guards] + [a.expr for asserts in env.deferred_runtime_asserts.values()
-                                            for a in asserts]
+    exprs = [g.expr for g in env.guards] + [
+        a.expr for asserts in env.deferred_runtime_asserts.values() for a in asserts
+    ]
     found: dict[sympy.Basic, None] = {}
     for expr in exprs:
         if expr.free_symbols and expr.free_symbols <= symbols and expr is not sympy.true:
@@ -94,8 +99,9 @@ def _proved(expr: sympy.Basic, ranges: dict[sympy.Symbol, tuple[int, int]]) -> b
     return all(_holds(function, *values) for values in itertools.product(*spans))
 
 
-def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec]
-                    ) -> tuple[list[TensorSpec], tuple[str, ...], tuple[str, ...]]:
+def size_conditions(
+    program: torch.export.ExportedProgram, specs: Sequence[TensorSpec]
+) -> tuple[list[TensorSpec], tuple[str, ...], tuple[str, ...]]:
     """The specs narrowed where a guard on one size holds on an interval of it, the guards left
     for the input guard to check per call (SizeConditions texts), and a note for each of both."""
     dims = input_dims(program)
@@ -113,13 +119,18 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
     notes = _narrow(pending, ranges, where)
     for guard in [g for g in pending if not _checkable(g)]:
         pending.remove(guard)
-        log.warning("trt_lower: a size test the model was captured under cannot be checked per call: %s",
-                    _text(guard, where))
-        notes.append(f"not checked: {_shortened(_text(guard, where))}, a size test the model was captured "
-                     "under; a call that breaks it gets the captured branch's result")
+        log.warning(
+            "trt_lower: a size test the model was captured under cannot be checked per call: %s", _text(guard, where)
+        )
+        notes.append(
+            f"not checked: {_shortened(_text(guard, where))}, a size test the model was captured "
+            "under; a call that breaks it gets the captured branch's result"
+        )
     texts = tuple(dict.fromkeys(_text(g, where) for g in pending))
-    notes.extend(f"calls must meet {_shortened(t)}, a size test the model was captured under; others raise "
-                 "EngineInputError" for t in texts)
+    notes.extend(
+        f"calls must meet {_shortened(t)}, a size test the model was captured under; others raise EngineInputError"
+        for t in texts
+    )
     narrowed_specs = list(specs)
     for symbol, dims_read in reads.items():
         for k, i in dims_read:
@@ -127,8 +138,9 @@ def size_conditions(program: torch.export.ExportedProgram, specs: Sequence[Tenso
     return narrowed_specs, texts, tuple(notes)
 
 
-def _narrow(pending: list[sympy.Basic], ranges: dict[sympy.Symbol, tuple[int, int]],
-            where: dict[sympy.Symbol, str]) -> list[str]:
+def _narrow(
+    pending: list[sympy.Basic], ranges: dict[sympy.Symbol, tuple[int, int]], where: dict[sympy.Symbol, str]
+) -> list[str]:
     """Settle what can be of `pending` (in place): a guard the ranges now imply goes, a guard on one
     size true on an interval of it narrows that size's range (in `ranges`) and goes. A note per
     narrowing; repeated while one narrowing may prove another guard."""
@@ -150,8 +162,10 @@ def _narrow(pending: list[sympy.Basic], ranges: dict[sympy.Symbol, tuple[int, in
             valid = [v for v in range(lo, hi + 1) if _holds(function, v)]
             if valid and valid == list(range(valid[0], valid[-1] + 1)):
                 ranges[symbol] = (valid[0], valid[-1])
-                notes.append(f"{where[symbol]}: asked for {lo}..{hi}, the captured graph holds for "
-                             f"{valid[0]}..{valid[-1]} ({_shortened(_text(guard, where))}); engines take that range")
+                notes.append(
+                    f"{where[symbol]}: asked for {lo}..{hi}, the captured graph holds for "
+                    f"{valid[0]}..{valid[-1]} ({_shortened(_text(guard, where))}); engines take that range"
+                )
                 pending.remove(guard)
                 narrowed = True
     return notes
@@ -164,4 +178,3 @@ def _shortened(text: str, most: int = 160) -> str:
 def _text(expr: sympy.Basic, where: dict[sympy.Symbol, str]) -> str:
     text: str = PythonPrinter().doprint(expr.xreplace({s: sympy.Symbol(where[s]) for s in expr.free_symbols}))
     return text
-

@@ -3,6 +3,7 @@
 Keeping an op whole lets its converter emit one fused ONNX op (TensorRT recognises those)
 instead of a chain of primitives.
 """
+
 from __future__ import annotations
 
 import functools

@@ -14,6 +14,7 @@ twice as a cache of a whole head does) and left as it is where a check fails.
   the half caches (converters/ops/rotary.py), for x of (batch, heads, seq, head_dim) or
   (batch, seq, heads, head_dim) (transposed around it).
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,8 +32,16 @@ from converters.ops.rotary import FUSED_OPSET
 aten = torch.ops.aten
 _END = 2**63 - 1
 # Ops that keep every element where it is along the last axis (with a scalar other operand).
-_ELEMENTWISE = frozenset({aten.cos.default, aten.sin.default, aten.neg.default, aten.clone.default,
-                          aten.alias.default, aten._to_copy.default})
+_ELEMENTWISE = frozenset(
+    {
+        aten.cos.default,
+        aten.sin.default,
+        aten.neg.default,
+        aten.clone.default,
+        aten.alias.default,
+        aten._to_copy.default,
+    }
+)
 _BY_SCALAR = frozenset({aten.mul.Tensor, aten.div.Tensor, aten.mul.Scalar, aten.div.Scalar})
 _VIEWS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default})
 
@@ -46,8 +55,9 @@ def fuse(gm: torch.fx.GraphModule, trt_target: TrtTarget) -> None:
         changed |= _rewrite(gm.graph, _rms_pattern(swap), _rms_norm)
         changed |= _rewrite(gm.graph, _rms_weight_pattern(swap), _rms_weight)
     for interleaved, *swaps in itertools.product((False, True), repeat=4):
-        changed |= _rewrite(gm.graph, _rotary_pattern(interleaved, *swaps),
-                            functools.partial(_rotary, interleaved=interleaved))
+        changed |= _rewrite(
+            gm.graph, _rotary_pattern(interleaved, *swaps), functools.partial(_rotary, interleaved=interleaved)
+        )
     if changed:
         gm.recompile()
 
@@ -130,6 +140,7 @@ def _rms_pattern(swap: bool) -> tuple[Graph, Named]:
         n["add"] = g.call_function(aten.add.Tensor, (n["mean"], any_()))
         rsqrt = g.call_function(aten.rsqrt.default, (n["add"],))
         return g.call_function(aten.mul.Tensor, _ordered(n["x"], rsqrt, swap))
+
     return _pattern(build)
 
 
@@ -141,8 +152,14 @@ def _rms_norm(graph: Graph, n: Named) -> Node | None:
     if n["pow"].args[1] != 2 or not isinstance(eps, (int, float)) or isinstance(eps, bool):
         return None
     dims, keepdim = n["mean"].args[1], n["mean"].args[2] if len(n["mean"].args) > 2 else False
-    if not (keepdim is True and isinstance(dims, (list, tuple)) and len(dims) == 1 and _last(dims[0], x.dim())
-            and n["mean"].kwargs.get("dtype") is None and len(n["add"].kwargs) == 0):
+    if not (
+        keepdim is True
+        and isinstance(dims, (list, tuple))
+        and len(dims) == 1
+        and _last(dims[0], x.dim())
+        and n["mean"].kwargs.get("dtype") is None
+        and len(n["add"].kwargs) == 0
+    ):
         return None
     return _call(graph, aten.rms_norm.default, n["x"], [x.shape[-1]], None, float(eps))
 
@@ -152,6 +169,7 @@ def _rms_weight_pattern(swap: bool) -> tuple[Graph, Named]:
         n["x"], n["weight"] = g.placeholder("x"), g.placeholder("weight")
         n["norm"] = g.call_function(aten.rms_norm.default, (n["x"], any_(), any_(), any_()))
         return g.call_function(aten.mul.Tensor, _ordered(n["weight"], n["norm"], swap))
+
     return _pattern(build)
 
 
@@ -183,6 +201,7 @@ def _rotary_pattern(interleaved: bool, swap_cos: bool, swap_sin: bool, swap_add:
         by_cos = g.call_function(aten.mul.Tensor, _ordered(n["x"], n["cos"], swap_cos))
         by_sin = g.call_function(aten.mul.Tensor, _ordered(n["rotated"], n["sin"], swap_sin))
         return g.call_function(aten.add.Tensor, _ordered(by_cos, by_sin, swap_add))
+
     return _pattern(build)
 
 
@@ -201,8 +220,14 @@ def _rotary(graph: Graph, n: Named, interleaved: bool) -> Node | None:
     if heads is None or str(tuple(cos.shape)) != str(tuple(sin.shape)):
         return None
     x_in = n["x"] if heads == 1 else _call(graph, aten.transpose.int, n["x"], 1, 2)
-    rotated = _call(graph, torch.ops.trt_lower.rotary_embedding.default, x_in, _half(graph, n["cos"], heads, interleaved),
-                    _half(graph, n["sin"], heads, interleaved), interleaved)
+    rotated = _call(
+        graph,
+        torch.ops.trt_lower.rotary_embedding.default,
+        x_in,
+        _half(graph, n["cos"], heads, interleaved),
+        _half(graph, n["sin"], heads, interleaved),
+        interleaved,
+    )
     return rotated if heads == 1 else _call(graph, aten.transpose.int, rotated, 1, 2)
 
 
@@ -215,14 +240,17 @@ def _rotates(n: Named, interleaved: bool, width: int) -> bool:
     if not (_last(d1, rank) and _last(d2, rank) and _last(n["join"].args[1], joined_rank)):
         return False
     if interleaved:
-        return (s1, s2, st1, st2) == (0, 1, 2, 2) and all(isinstance(e, int) and e >= width for e in (e1, e2)) \
+        return (
+            (s1, s2, st1, st2) == (0, 1, 2, 2)
+            and all(isinstance(e, int) and e >= width for e in (e1, e2))
             and _same_shape(_val(n["rotated"]), _val(n["x"]))
+        )
     return (s1, e1, s2, st1, st2) == (0, half, half, 1, 1) and isinstance(e2, int) and e2 >= width
 
 
 def _slice_args(node: Node) -> tuple[Any, ...]:
     """slice.Tensor(self, dim=0, start=None, end=None, step=1)'s arguments, defaults filled in."""
-    args = list(node.args) + [0, None, None, 1][len(node.args) - 1:]
+    args = list(node.args) + [0, None, None, 1][len(node.args) - 1 :]
     start = 0 if args[2] is None else args[2]
     end = _END if args[3] is None else args[3]
     return args[0], args[1], start, end, args[4]
@@ -265,8 +293,11 @@ def _position_preserving(node: Any) -> Iterator[Node]:
     while isinstance(node, Node) and node.op == "call_function":
         yield node
         target, args = node.target, node.args
-        if (target in _ELEMENTWISE or (target in _BY_SCALAR and not isinstance(args[1], Node))
-                or (target is aten.unsqueeze.default and not _last(args[1], _val(node).dim()))):
+        if (
+            target in _ELEMENTWISE
+            or (target in _BY_SCALAR and not isinstance(args[1], Node))
+            or (target is aten.unsqueeze.default and not _last(args[1], _val(node).dim()))
+        ):
             node = args[0]
         else:
             return

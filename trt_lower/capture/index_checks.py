@@ -18,6 +18,7 @@ Ops left out, each unable to reach outside its input: embedding_bag's offsets (t
 bags' masks, no read is made at them), diagonal and as_strided (constant positions), boolean
 masks (their shape is checked when tracing), and sort/topk/argmax (they produce indices).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,14 @@ _READS: dict[Any, tuple[int, int | None, bool]] = {
 _INDEXING = (aten.index.Tensor, aten.index_put.default)
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 # Ops whose result holds only values of their first input.
-_SELECTIONS = NON_COMPUTE | {aten.gather.default, aten.index_select.default, aten.index.Tensor,
-                             aten.embedding.default, aten.expand_copy.default, aten.slice_copy.Tensor}
+_SELECTIONS = NON_COMPUTE | {
+    aten.gather.default,
+    aten.index_select.default,
+    aten.index.Tensor,
+    aten.embedding.default,
+    aten.expand_copy.default,
+    aten.slice_copy.Tensor,
+}
 
 
 def _indices(node: torch.fx.Node) -> Iterator[tuple[tuple[int, int | None], torch.fx.Node, int, bool]]:
@@ -97,20 +104,24 @@ def _constant_in_range(node: torch.fx.Node, low: Any, size: Any) -> bool:
         value = functools.reduce(getattr, str(node.target).split("."), node.graph.owning_module)
     except AttributeError:
         return False
-    return isinstance(value, torch.Tensor) and (value.numel() == 0 or (
-        bool((value >= low).all()) and bool((value < size).all())))
+    return isinstance(value, torch.Tensor) and (
+        value.numel() == 0 or (bool((value >= low).all()) and bool((value < size).all()))
+    )
 
 
 def _message(node: torch.fx.Node, index: torch.fx.Node, x: torch.fx.Node, dim: int, low: Any, size: Any) -> str:
     source = f"input '{index.name}'" if index.op == "placeholder" else f"index '{index.name}'"
     bound = str(size) if isinstance(size, int) else f"{x.name}.shape[{dim}]"
     lowest = str(low) if isinstance(low, int) else f"-{bound}"
-    return (f"{target_label(node.target)} '{node.name}': {source} holds an index outside [{lowest}, {bound}) "
-            f"(dim {dim} of '{x.name}'), as eager PyTorch refuses it (index out of range)")
+    return (
+        f"{target_label(node.target)} '{node.name}': {source} holds an index outside [{lowest}, {bound}) "
+        f"(dim {dim} of '{x.name}'), as eager PyTorch refuses it (index out of range)"
+    )
 
 
-def _guarded(graph: torch.fx.Graph, node: torch.fx.Node, index: torch.fx.Node, dim: int,
-             negative: bool) -> torch.fx.Node | None:
+def _guarded(
+    graph: torch.fx.Graph, node: torch.fx.Node, index: torch.fx.Node, dim: int, negative: bool
+) -> torch.fx.Node | None:
     """The index `node` reads at, tested and clamped (nodes inserted before `node`); None when it
     needs no test."""
     x = node.args[0]
@@ -126,8 +137,11 @@ def _guarded(graph: torch.fx.Graph, node: torch.fx.Node, index: torch.fx.Node, d
             size = _val(graph, aten.sym_size.int, (x, dim))
             low = _val(graph, operator.neg, (size,)) if negative else 0
         message = _message(node, index, x, dim, low, size.meta["val"] if isinstance(size, torch.fx.Node) else size)
-        ok = _val(graph, aten.logical_and.default,
-                  (_val(graph, aten.ge.Scalar, (index, low)), _val(graph, aten.lt.Scalar, (index, size))))
+        ok = _val(
+            graph,
+            aten.logical_and.default,
+            (_val(graph, aten.ge.Scalar, (index, low)), _val(graph, aten.lt.Scalar, (index, size))),
+        )
         graph.call_function(check_indices, (_val(graph, aten.all.default, (ok,)), message))
         return _val(graph, aten.where.ScalarOther, (ok, index, 0))
 
@@ -148,7 +162,7 @@ def guard_indices(gm: torch.fx.GraphModule) -> None:
             if position is None:
                 args[at] = safe
             else:
-                args[at] = [*args[at][:position], safe, *args[at][position + 1:]]
+                args[at] = [*args[at][:position], safe, *args[at][position + 1 :]]
             changed = True
         if changed:
             node.args = tuple(args)

@@ -8,6 +8,7 @@ ceil(a / b) is `-(-a // b)`, and trunc is floor where neither side is negative. 
 quotient rounds the same way for |a| < 2**53, any size: a quotient that is not an integer lies at
 least 1 / |b| from one, more than the float's rounding error, |a / b| * 2**-53.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,10 @@ def _trunc(graph: torch.fx.Graph, a: Any, b: Any) -> torch.fx.Node | None:
 
 # Rounding of a float -> the same rounding of a / b as integer arithmetic (None: not rewritten).
 _ROUNDINGS: dict[Callable[..., Any], Callable[[torch.fx.Graph, Any, Any], torch.fx.Node | None]] = {
-    math.floor: _floor, math.ceil: _ceil, math.trunc: _trunc, torch.sym_int: _trunc,
+    math.floor: _floor,
+    math.ceil: _ceil,
+    math.trunc: _trunc,
+    torch.sym_int: _trunc,
 }
 
 
@@ -59,8 +63,12 @@ def integer_quotients(gm: torch.fx.GraphModule) -> None:
     for rounding, rewrite in _ROUNDINGS.items():
         for node in graph.find_nodes(op="call_function", target=rounding):
             quotient = node.args[0] if len(node.args) == 1 and not node.kwargs else None
-            if not (isinstance(quotient, torch.fx.Node) and quotient.target is operator.truediv
-                    and all(_integer(a) for a in quotient.args) and never_zero(quotient.args[1])):
+            if not (
+                isinstance(quotient, torch.fx.Node)
+                and quotient.target is operator.truediv
+                and all(_integer(a) for a in quotient.args)
+                and never_zero(quotient.args[1])
+            ):
                 continue
             with graph.inserting_before(node):
                 exact = rewrite(graph, *quotient.args)

@@ -4,6 +4,7 @@ repro (repro.py), keygen and sign (signing.py), triton and serve (commands.py pa
 In: the command line. Out: what each command prints and writes (reports, benchmark summaries,
 artifacts, model repositories), and its exit status.
 """
+
 from trt_lower.cli.commands import main
 
 __all__ = ["main"]

@@ -1,6 +1,7 @@
 """argparse types for what `trt-lower` reads and writes: files read must be regular files,
 files written go into a directory that exists, ports are ports. Each refusal names the
 argument's value and what is wrong with it."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,8 +9,13 @@ import os
 import stat
 from pathlib import Path
 
-_KINDS = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+_KINDS = [
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+]
 
 
 def _not_a_file(mode: int) -> str:

@@ -1,4 +1,5 @@
 """`trt-lower lower | info | run`: make an artifact, show what is inside one, run one."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,12 +11,12 @@ from typing import Any, Sequence
 import torch
 
 import trt_lower
+from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli.arguments import input_file, output_file
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.deploy import artifact, signing
-from trt_lower.benchmarking import models as demo_models
-from trt_lower.runtime.guard import InputGuard
 from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
+from trt_lower.runtime.guard import InputGuard
 
 _SHAPE = re.compile(r"^(\d+(?:x\d+)*)?(?::([a-z0-9]+))?$")
 _DYNAMIC = re.compile(r"^(\d+)\.(\d+)=(\d+)\.\.(\d+)$")
@@ -91,9 +92,15 @@ def lower(args: argparse.Namespace) -> int:
     else:
         raise UsageError("name a model: --model NAME (a demo model) or MODULE:FACTORY with --input")
     start = time.perf_counter()
-    lowered = trt_lower.lower_to_trt(model, inputs, backend=args.backend, precision=args.precision,
-                                     trt_version=args.trt_version, min_block_size=args.min_block_size,
-                                     fallback_ops=args.fallback_op or ())
+    lowered = trt_lower.lower_to_trt(
+        model,
+        inputs,
+        backend=args.backend,
+        precision=args.precision,
+        trt_version=args.trt_version,
+        min_block_size=args.min_block_size,
+        fallback_ops=args.fallback_op or (),
+    )
     print(f"lowered in {time.perf_counter() - start:.1f} s")
     print(lowered.report)
     if args.draw:
@@ -125,6 +132,7 @@ def info(args: argparse.Namespace) -> int:
 def example_inputs(lowered: trt_lower.LoweredModule) -> list[torch.Tensor]:
     """Random inputs a loaded model accepts (its inputs' opt shapes), where its engines run."""
     from trt_lower.values import device
+
     where = device.current().torch_device() if lowered.report.backend == "tensorrt" else torch.device("cpu")
     guard = lowered.get_submodule(artifact.GUARD)
     assert isinstance(guard, InputGuard)
@@ -138,10 +146,21 @@ def run(args: argparse.Namespace) -> int:
     inputs = example_inputs(lowered)
     guard = lowered.get_submodule(artifact.GUARD)
     assert isinstance(guard, InputGuard)
-    print("inputs: " + ", ".join(f"{s.source} {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
-                                 for s, t in zip(guard.inputs, inputs)))
-    result = trt_lower.benchmark(None, lowered, inputs, warmup=args.warmup, iterations=args.iters,
-                                 compare=("lowered",), cv_threshold=float("inf"))
+    print(
+        "inputs: "
+        + ", ".join(
+            f"{s.source} {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for s, t in zip(guard.inputs, inputs)
+        )
+    )
+    result = trt_lower.benchmark(
+        None,
+        lowered,
+        inputs,
+        warmup=args.warmup,
+        iterations=args.iters,
+        compare=("lowered",),
+        cv_threshold=float("inf"),
+    )
     print(f"median latency over {args.iters} runs: {result.runs[0].latency_ms.median:.2f} ms")
     return 0
 
@@ -153,17 +172,22 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--model", choices=sorted(demo_models.MODELS), help="a demo model instead of a FACTORY")
     p.add_argument("--batch", type=int, default=1, help="batch of the demo model's input")
     p.add_argument("--input", action="append", help="SHAPE[:DTYPE] per forward argument, e.g. 1x3x224x224:float32")
-    p.add_argument("--dynamic", action="append",
-                   help="INPUT.DIM=MIN..MAX: dim DIM of input INPUT takes any size in range (opt: --input's)")
-    p.add_argument("-o", "--output", required=True, type=output_file,
-                   help="the file to write (.trtl), in a directory that exists")
+    p.add_argument(
+        "--dynamic",
+        action="append",
+        help="INPUT.DIM=MIN..MAX: dim DIM of input INPUT takes any size in range (opt: --input's)",
+    )
+    p.add_argument(
+        "-o", "--output", required=True, type=output_file, help="the file to write (.trtl), in a directory that exists"
+    )
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS)
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
-    p.add_argument("--draw", metavar="PATH", type=output_file,
-                   help="write a picture of the split (.svg, .png, .html or .dot)")
+    p.add_argument(
+        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
+    )
     p.set_defaults(command_fn=lower)
 
     p = sub.add_parser("info", help="show an artifact's versions, inputs, engines, TensorRT plans and report")

@@ -1,4 +1,5 @@
 """`trt-lower bench FILE | --model NAME`: the benchmark of trt_lower.benchmark from the command line."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,13 +9,13 @@ from typing import Any
 import torch
 
 import trt_lower
+from trt_lower.benchmarking import models as demo_models
+from trt_lower.benchmarking.measure import UnstableTimingWarning, at_batch
 from trt_lower.cli import artifact as cli_artifact
 from trt_lower.cli.arguments import input_file, output_file
 from trt_lower.cli.dispatch import UsageError
-from trt_lower.benchmarking import models as demo_models
-from trt_lower.benchmarking.measure import UnstableTimingWarning, at_batch
-from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.lowering_options import BACKENDS, PRECISIONS
+from trt_lower.stitch.lowered import LoweredModule
 
 
 def _ints(text: str) -> list[int]:
@@ -32,23 +33,40 @@ def _names(text: str) -> list[str]:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="benchmark a lowered model against eager PyTorch (and torch.compile)",
-                       description=__doc__)
+    p = sub.add_parser(
+        "bench", help="benchmark a lowered model against eager PyTorch (and torch.compile)", description=__doc__
+    )
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("file", nargs="?", metavar="FILE", type=input_file, help="a saved lowered model (trt_lower.save)")
+    which.add_argument(
+        "file", nargs="?", metavar="FILE", type=input_file, help="a saved lowered model (trt_lower.save)"
+    )
     which.add_argument("--model", choices=sorted(demo_models.MODELS), help="a demo model, lowered here")
-    p.add_argument("--batch", type=_ints, default=None, metavar="1,8,32",
-                   help="batch sizes (--model: one lowering per size; FILE: sizes its inputs accept)")
-    p.add_argument("--compare", type=_names, default=None, metavar="eager,lowered[,compile]",
-                   help="variants to run, interleaved (default: eager,lowered; FILE: lowered)")
+    p.add_argument(
+        "--batch",
+        type=_ints,
+        default=None,
+        metavar="1,8,32",
+        help="batch sizes (--model: one lowering per size; FILE: sizes its inputs accept)",
+    )
+    p.add_argument(
+        "--compare",
+        type=_names,
+        default=None,
+        metavar="eager,lowered[,compile]",
+        help="variants to run, interleaved (default: eager,lowered; FILE: lowered)",
+    )
     p.add_argument("--iterations", type=int, default=100, help="timed calls per variant and batch size (at least)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--duration", type=float, default=None, help="and at least this many seconds per variant")
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON")
+    p.add_argument(
+        "--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON"
+    )
     p.add_argument("--plot", metavar="PATH", type=output_file, help="write the latency and speedup plot (PNG)")
-    p.add_argument("--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)")
+    p.add_argument(
+        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
+    )
     p.set_defaults(command_fn=bench)
 
 
@@ -72,8 +90,9 @@ def bench(args: argparse.Namespace) -> int:
         lowered = {}
         for size in sizes:
             print(f"lowering {args.model} for batch {size} (random weights) ...", flush=True)
-            lowered[size] = trt_lower.lower_to_trt(model, at_batch(inputs, size), backend=args.backend,
-                                                   precision=args.precision)
+            lowered[size] = trt_lower.lower_to_trt(
+                model, at_batch(inputs, size), backend=args.backend, precision=args.precision
+            )
         compare = args.compare or ["eager", "lowered"]
     first = lowered if isinstance(lowered, LoweredModule) else next(iter(lowered.values()))
     print(first.report, "\n")
@@ -82,8 +101,16 @@ def bench(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # The summary marks unstable runs itself ("!" and a footnote).
         warnings.simplefilter("ignore", UnstableTimingWarning)
-        result = trt_lower.benchmark(model, lowered, inputs, warmup=args.warmup, iterations=args.iterations,
-                                     duration=args.duration, batch_sizes=args.batch, compare=compare)
+        result = trt_lower.benchmark(
+            model,
+            lowered,
+            inputs,
+            warmup=args.warmup,
+            iterations=args.iterations,
+            duration=args.duration,
+            batch_sizes=args.batch,
+            compare=compare,
+        )
     print(result.summary())
     if args.json:
         print(f"JSON: {result.save_json(args.json)}")

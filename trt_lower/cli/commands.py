@@ -1,5 +1,6 @@
 """`trt-lower`: the command line, its parser and the demo, triton and serve commands (lower, info
 and run are in cli/artifact.py, bench in cli/bench.py, repro in cli/repro.py)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,15 +13,15 @@ from typing import Sequence
 import torch
 
 import trt_lower
-from trt_lower.cli import bench as bench_cli
-from trt_lower.cli import artifact as cli_artifact
 from trt_lower.benchmarking import models as demo_models
+from trt_lower.benchmarking.measure import UnstableTimingWarning
+from trt_lower.cli import artifact as cli_artifact
+from trt_lower.cli import bench as bench_cli
 from trt_lower.cli import repro
 from trt_lower.cli import signing as cli_signing
+from trt_lower.cli import verify as verify_cli
 from trt_lower.cli.arguments import input_file, output_file, port
 from trt_lower.cli.dispatch import Parser, run_command
-from trt_lower.cli import verify as verify_cli
-from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
 
 
@@ -30,7 +31,11 @@ def demo(args: argparse.Namespace) -> int:
     print(f"lowering {args.model} (batch {args.batch}, random weights) ...", flush=True)
     start = time.perf_counter()
     lowered = trt_lower.lower_to_trt(
-        model, inputs, backend=args.backend, precision=args.precision, trt_version=args.trt_version,
+        model,
+        inputs,
+        backend=args.backend,
+        precision=args.precision,
+        trt_version=args.trt_version,
         min_block_size=args.min_block_size,
         fallback_ops=args.fallback_op or (),
     )
@@ -50,8 +55,9 @@ def triton(args: argparse.Namespace) -> int:
     """`trt-lower triton FILE --repo DIR --name NAME`: a saved artifact as a Triton model."""
     from trt_lower.triton import export_model_repository
 
-    model = export_model_repository(args.file, args.repo, args.name, max_batch_size=args.max_batch,
-                                    instances=args.instances, platform=args.platform)
+    model = export_model_repository(
+        args.file, args.repo, args.name, max_batch_size=args.max_batch, instances=args.instances, platform=args.platform
+    )
     print(f"wrote {model.path} (platform {model.platform}: {model.reason})")
     return 0
 
@@ -78,16 +84,25 @@ def serve(args: argparse.Namespace) -> int:
     from trt_lower.triton import TritonServer
     from trt_lower.triton.server import exit_reason
 
-    server = TritonServer(args.repo, host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
-                          metrics_port=args.metrics_port, ready_timeout=args.timeout,
-                          max_input_size=args.max_input_size)
+    server = TritonServer(
+        args.repo,
+        host=args.host,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        ready_timeout=args.timeout,
+        max_input_size=args.max_input_size,
+    )
     # The server runs in its own session, out of reach of the terminal's signals: a `kill` or a
     # closed terminal stops it through the same way out as Ctrl-C.
     previous = {stop: signal.signal(stop, _interrupted) for stop in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with server:
-            print(f"serving {args.repo}: HTTP {server.http_url} (requests up to {args.max_input_size} bytes), "
-                  f"gRPC {server.grpc_url} (Ctrl-C stops)", flush=True)
+            print(
+                f"serving {args.repo}: HTTP {server.http_url} (requests up to {args.max_input_size} bytes), "
+                f"gRPC {server.grpc_url} (Ctrl-C stops)",
+                flush=True,
+            )
             assert server.process is not None  # entering started it
             try:
                 status = server.process.wait()
@@ -109,17 +124,26 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--grpc-port", type=port, default=8001)
     p.add_argument("--metrics-port", type=port, default=8002)
     p.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model to load")
-    p.add_argument("--max-input-size", type=int, default=DEFAULT_MAX_INPUT_SIZE, metavar="BYTES",
-                   help="the most bytes an HTTP request may carry or its inputs declare (default: 64 MiB)")
+    p.add_argument(
+        "--max-input-size",
+        type=int,
+        default=DEFAULT_MAX_INPUT_SIZE,
+        metavar="BYTES",
+        help="the most bytes an HTTP request may carry or its inputs declare (default: 64 MiB)",
+    )
     p.set_defaults(command_fn=serve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = Parser(prog="trt-lower", description=(
-        "Lower PyTorch models to TensorRT engines (ONNX Runtime where no GPU is present), check and "
-        "benchmark them against eager, save them and serve them with Triton. `trt-lower demo` "
-        "lowers a real model and shows report, accuracy and speed against eager. A failure ends in one "
-        "line, `trt-lower COMMAND: ErrorType: message`, and exit status 1."))
+    parser = Parser(
+        prog="trt-lower",
+        description=(
+            "Lower PyTorch models to TensorRT engines (ONNX Runtime where no GPU is present), check and "
+            "benchmark them against eager, save them and serve them with Triton. `trt-lower demo` "
+            "lowers a real model and shows report, accuracy and speed against eager. A failure ends in one "
+            "line, `trt-lower COMMAND: ErrorType: message`, and exit status 1."
+        ),
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="lower a model and compare it with eager PyTorch")
@@ -127,16 +151,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS,
-                   help="TensorRT version to target (default: the installed one, else 10.4)")
+    p.add_argument(
+        "--trt-version",
+        default=None,
+        choices=TRT_VERSIONS,
+        help="TensorRT version to target (default: the installed one, else 10.4)",
+    )
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-3)
-    p.add_argument("--draw", metavar="PATH", type=output_file,
-                   help="write a picture of the split (.svg, .png, .html or .dot)")
+    p.add_argument(
+        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
+    )
     p.set_defaults(command_fn=demo)
     cli_artifact.add_commands(sub)
     cli_signing.add_commands(sub)
@@ -146,8 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     repro.add_parser(sub)
     verify_cli.add_parser(sub)
     for command in sub.choices.values():  # `trt-lower COMMAND ... --debug` too, for every command
-        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                             help="show the traceback of a failure")
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of a failure"
+        )
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(message)s", level=logging.WARNING)
     # TensorRT engine builds take a while: show their one-line-per-engine progress.

@@ -3,6 +3,7 @@ message`, and exit status 1, whatever the error (a bad option, a refused file, a
 exception deep inside); `trt-lower --debug COMMAND ...` lets the traceback through instead.
 Commands report bad input by raising (UsageError for options that do not fit together); the
 dispatcher, not each command, turns what they raise into that line."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
-def run_command(command: str, function: Callable[[argparse.Namespace], int], args: argparse.Namespace,
-                debug: bool) -> int:
+def run_command(
+    command: str, function: Callable[[argparse.Namespace], int], args: argparse.Namespace, debug: bool
+) -> int:
     """`function(args)`'s exit status; a failure as one line (SystemExit), or raised as it is
     when `debug`."""
     try:

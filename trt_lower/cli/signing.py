@@ -1,5 +1,6 @@
 """`trt-lower keygen | sign`: make an Ed25519 key pair, sign a saved artifact (deploy/signing.py).
 `trt-lower info` shows who signed a file."""
+
 from __future__ import annotations
 
 import argparse

@@ -2,6 +2,7 @@
 engines again where the file has no plan for this TensorRT and GPU), runs it on the probe saved
 with it, prints each output's error against eager PyTorch's and the latency against the figure
 recorded at save; exits 1 naming the outputs that disagree (2 when the file has no probe)."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,12 +18,16 @@ def verify(args: argparse.Namespace) -> int:
     lowered = getattr(lowered, "lowered_module", lowered)
     probe = lowered.probe
     if probe is None:
-        print(f"{args.file} holds no probe (lowered with verify=False or from TensorSpecs without verify_inputs, "
-              "or saved by an older trt_lower): nothing to verify against")
+        print(
+            f"{args.file} holds no probe (lowered with verify=False or from TensorSpecs without verify_inputs, "
+            "or saved by an older trt_lower): nothing to verify against"
+        )
         return 2
     result = artifact_probe.check(lowered, probe, timed=True)
-    print(f"{args.file} on {lowered.report.backend}: {len(probe.inputs)} probe input(s), tolerance "
-          f"{result.tolerance.describe()}")
+    print(
+        f"{args.file} on {lowered.report.backend}: {len(probe.inputs)} probe input(s), tolerance "
+        f"{result.tolerance.describe()}"
+    )
     for c in result.outputs:
         print(f"  {c.name:<12} error {c.error:9.3g} of scale  {'ok' if c.passed else 'FAIL'}")
     assert result.latency_s is not None

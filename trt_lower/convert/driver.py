@@ -1,4 +1,5 @@
 """Stage 3, convert: each engine segment of the split graph -> the ONNX its engine is built from."""
+
 from __future__ import annotations
 
 import functools
@@ -8,18 +9,17 @@ from typing import Any, Callable
 import onnx
 import torch
 
+from converters.core.interpreter import ConversionError, segment_to_onnx
+from converters.core.quantized import DEQUANTIZED, INT4_DEQUANTIZE, fp8_dequantizes, fp8_quantizes, quantized_op
+from converters.core.target import TrtTarget
 from converters.passes import trt_support
 from converters.passes.float64 import narrow_float64
-from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.passes.precision import to_fp16
-from converters.core.target import TrtTarget
-from converters.core.quantized import DEQUANTIZED, INT4_DEQUANTIZE, fp8_dequantizes, fp8_quantizes, quantized_op
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
-from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.ranges import SymbolRanges, signature_of
+from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import fp32_nodes
-
 
 # Called with every segment's final ONNX and the target, before the support table check: the
 # test suite registers its audit of all emitted ONNX here.
@@ -68,16 +68,25 @@ def _dtype_notes(sub: torch.fx.GraphModule, name: str, goal: TrtTarget) -> tuple
     if wide:
         notes.append(f"{name} computes float64 as float32 (TensorRT has no float64): {', '.join(wide)}")
     if not goal.int64_native:
-        int64_nodes = [n.name for n in compute
-                       if isinstance(v := n.meta.get("val"), torch.Tensor) and v.dtype == torch.int64]
+        int64_nodes = [
+            n.name for n in compute if isinstance(v := n.meta.get("val"), torch.Tensor) and v.dtype == torch.int64
+        ]
         if int64_nodes:
-            notes.append(f"{name} computes int64 as int32 on {goal.label} (results beyond int32 would not fit): "
-                         f"{', '.join(int64_nodes)}")
+            notes.append(
+                f"{name} computes int64 as int32 on {goal.label} (results beyond int32 would not fit): "
+                f"{', '.join(int64_nodes)}"
+            )
     return tuple(notes)
 
 
-def _convert_segment(gm: torch.fx.GraphModule, name: str, goal: TrtTarget, precision: str,
-                     symbols: SymbolRanges, keep_fp32: frozenset[str]) -> ConvertedSegment:
+def _convert_segment(
+    gm: torch.fx.GraphModule,
+    name: str,
+    goal: TrtTarget,
+    precision: str,
+    symbols: SymbolRanges,
+    keep_fp32: frozenset[str],
+) -> ConvertedSegment:
     sub: torch.fx.GraphModule = getattr(gm, name)
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     constants: dict[str, torch.Tensor] = {}
@@ -122,17 +131,24 @@ def _is_qdq(node: torch.fx.Node) -> bool:
 def _layers_reading(sub: torch.fx.GraphModule, dequantizes: Callable[[torch.fx.Node], bool]) -> dict[str, int]:
     """The layers reading a value `dequantizes` makes (through views), Q/DQ aside, by op: TensorRT
     fuses the DequantizeLinear into them."""
+
     def dequantized(arg: torch.fx.Node) -> bool:
         while arg.op == "call_function" and arg.target in NON_COMPUTE:
             arg = arg.all_input_nodes[0]
         return dequantizes(arg)
 
-    return dict(Counter(str(n.target) for n in sub.graph.nodes
-                        if is_compute(n) and not _is_qdq(n) and any(map(dequantized, n.all_input_nodes))))
+    return dict(
+        Counter(
+            str(n.target)
+            for n in sub.graph.nodes
+            if is_compute(n) and not _is_qdq(n) and any(map(dequantized, n.all_input_nodes))
+        )
+    )
 
 
-def convert(split: Split, goal: TrtTarget, precision: str, symbols: SymbolRanges,
-            keep_fp32: frozenset[str] = frozenset()) -> list[ConvertedSegment]:
+def convert(
+    split: Split, goal: TrtTarget, precision: str, symbols: SymbolRanges, keep_fp32: frozenset[str] = frozenset()
+) -> list[ConvertedSegment]:
     """Stage 3. In: the split graph (left unchanged), the TensorRT version to emit for, the
     precision ("fp32"/"fp16") and the shape symbols' ranges (from capture). Out: one
     ConvertedSegment per engine segment, in graph order: the converters' ONNX, float64 narrowed
@@ -140,5 +156,7 @@ def convert(split: Split, goal: TrtTarget, precision: str, symbols: SymbolRanges
     against the target's support table.
     Raises ConversionError naming the FX node a converter failed on or whose ONNX the target's
     parser would reject."""
-    return [_convert_segment(split.gm, name, goal, precision, symbols, keep_fp32)
-            for name in progress.track(split.engines, "trt_lower: converting segments", unit="segment")]
+    return [
+        _convert_segment(split.gm, name, goal, precision, symbols, keep_fp32)
+        for name in progress.track(split.engines, "trt_lower: converting segments", unit="segment")
+    ]

@@ -6,6 +6,7 @@ eager values: replay.py), the nodes to keep float32 under fp16 (fp16.py), each q
 int8 codes with its layer fed eager inputs (quantized.py) and one engine as a stand-alone case for
 polygraphy and trtexec (repro.py).
 """
+
 from trt_lower.debug.divergence import Divergence, NodeError, first_divergence
 from trt_lower.debug.fp16 import fp16_sensitive
 from trt_lower.debug.quantized import LayerCodes, quantized_layers

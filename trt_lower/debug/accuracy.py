@@ -1,4 +1,5 @@
 """check_accuracy: the lowered module against eager PyTorch, output by output."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,15 +33,23 @@ class AccuracyResult:
     def __str__(self) -> str:
         lines = [f"accuracy vs eager (rtol={self.rtol:g}, atol={self.atol:g}): {'PASS' if self.passed else 'FAIL'}"]
         for o in self.outputs:
-            lines.append(f"  output{o.path}: max abs err {o.max_abs:.3g}, max rel err {o.max_rel:.3g}"
-                         f"{'' if o.passed else '  <-- out of tolerance'}")
+            lines.append(
+                f"  output{o.path}: max abs err {o.max_abs:.3g}, max rel err {o.max_rel:.3g}"
+                f"{'' if o.passed else '  <-- out of tolerance'}"
+            )
         if self.divergence is not None:
             lines.append(str(self.divergence))
         return "\n".join(lines)
 
 
-def check_accuracy(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor],
-                   rtol: float = 1e-3, atol: float = 1e-3, details: bool = False) -> AccuracyResult:
+def check_accuracy(
+    model: torch.nn.Module,
+    lowered: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+    details: bool = False,
+) -> AccuracyResult:
     """Run both on `inputs` and compare every output tensor (max abs/rel error, pass flag).
     details=True: on failure, also locate the first diverging node (trt_lower.debug.first_divergence)."""
     was_training = model.training

@@ -1,4 +1,5 @@
 """One output tensor against its eager value: max abs/rel error and whether it is within tolerance."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

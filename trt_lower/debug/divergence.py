@@ -12,6 +12,7 @@ changes the very kernels whose numbers are in question. A divergence that shows 
 halves run together (a fusion across them, or errors that only add up) is reported with the
 nodes of the smallest range that still fails.
 """
+
 from __future__ import annotations
 
 import operator
@@ -67,8 +68,10 @@ class Divergence:
             f"  ONNX nodes: {', '.join(self.onnx_nodes)}",
         ]
         if len(self.nodes) > 1:
-            lines.append(f"  diverges only with these {len(self.nodes)} nodes in one segment "
-                         f"(a fusion or accumulated error): {', '.join(self.nodes)}")
+            lines.append(
+                f"  diverges only with these {len(self.nodes)} nodes in one segment "
+                f"(a fusion or accumulated error): {', '.join(self.nodes)}"
+            )
         lines.append(format_table(self.table))
         return "\n".join(lines)
 
@@ -76,8 +79,10 @@ class Divergence:
 def format_table(rows: Sequence[NodeError]) -> str:
     lines = ["  checks (segment fed eager inputs -> value compared with eager):"]
     for r in rows:
-        lines.append(f"    {r.engine:<10} {r.node:<32} abs {r.max_abs:9.3g}  rel {r.max_rel:9.3g}  "
-                     f"{'ok  ' if r.passed else 'FAIL'}  in {r.segment}")
+        lines.append(
+            f"    {r.engine:<10} {r.node:<32} abs {r.max_abs:9.3g}  rel {r.max_rel:9.3g}  "
+            f"{'ok  ' if r.passed else 'FAIL'}  in {r.segment}"
+        )
     return "\n".join(lines)
 
 
@@ -101,8 +106,9 @@ class _Search:
         rows = []
         for n, a in zip(outputs, actual):
             err = compare(n.name, self.replay.values[n], a, self.rtol, self.atol)
-            rows.append(NodeError(engine.name, n.name, str(n.target), _describe(nodes), err.max_abs, err.max_rel,
-                                  err.passed))
+            rows.append(
+                NodeError(engine.name, n.name, str(n.target), _describe(nodes), err.max_abs, err.max_rel, err.passed)
+            )
         self.table += rows
         return [r for r in rows if not r.passed]
 
@@ -123,8 +129,9 @@ class _Search:
         return [n for g in groups for n in g], failed[0]
 
 
-def first_divergence(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor], *,
-                     rtol: float, atol: float) -> Divergence | None:
+def first_divergence(
+    model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor], *, rtol: float, atol: float
+) -> Divergence | None:
     """The first node, in graph order, whose engine-computed value departs from eager PyTorch
     beyond `atol + rtol * |eager|` when its own inputs are eager's; None when no engine departs."""
     replay = Replay(model, lowered, inputs)
@@ -140,6 +147,17 @@ def first_divergence(model: torch.nn.Module, lowered: torch.nn.Module, inputs: S
         segment, _ = replay.convert(engine.nodes, engine.outputs, engine.name, engine.inputs)
         onnx_nodes = [n.name for n in segment.onnx.model.graph.node if n.name.split("/")[0] == blamed.name]
         path, kind = module_of(blamed)
-        return Divergence(engine.name, blamed.name, str(blamed.target), onnx_nodes, path, kind, source_line(blamed),
-                          row.max_abs, row.max_rel, [n.name for n in nodes if n.target is not operator.getitem], search.table)
+        return Divergence(
+            engine.name,
+            blamed.name,
+            str(blamed.target),
+            onnx_nodes,
+            path,
+            kind,
+            source_line(blamed),
+            row.max_abs,
+            row.max_rel,
+            [n.name for n in nodes if n.target is not operator.getitem],
+            search.table,
+        )
     return None

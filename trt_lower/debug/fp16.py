@@ -1,17 +1,25 @@
 """fp16_sensitive: the nodes that must stay float32 for an fp16 lowering to match eager."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import torch
 
-from trt_lower.debug.accuracy import check_accuracy
 from trt_lower.api import lower_to_trt
+from trt_lower.debug.accuracy import check_accuracy
 from trt_lower.debug.divergence import first_divergence
 
 
-def fp16_sensitive(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, rtol: float, atol: float,
-                   max_rounds: int = 16, **lower_kwargs: Any) -> list[str]:
+def fp16_sensitive(
+    model: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    *,
+    rtol: float,
+    atol: float,
+    max_rounds: int = 16,
+    **lower_kwargs: Any,
+) -> list[str]:
     """FX node names to pass as `lower_to_trt(..., precision="fp16", keep_fp32=...)` so that
     `check_accuracy(..., rtol, atol)` passes; [] when fp16 passes as it is.
 
@@ -36,6 +44,7 @@ def fp16_sensitive(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, rt
             raise RuntimeError(
                 f"fp16 lowering fails rtol={rtol:g}, atol={atol:g} with {keep or 'no node'} kept float32, but no "
                 "node departs from eager on its own (the error adds up across engines): loosen the tolerance, "
-                "or keep whole op kinds float32 (keep_fp32=['aten.mm.default', ...])")
+                "or keep whole op kinds float32 (keep_fp32=['aten.mm.default', ...])"
+            )
         keep += new
     raise RuntimeError(f"fp16_sensitive: still failing after keeping {len(keep)} nodes float32 ({', '.join(keep)})")

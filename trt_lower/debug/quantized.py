@@ -15,6 +15,7 @@ INT4 weight-only models have no quantize node: their codes are the weights, dequ
 in the engine (converters/ops/int4.py). Each such dequantize is its own layer, its output read in
 INT4 codes of its group's scale: a code off by any step means the engine holds another weight.
 """
+
 from __future__ import annotations
 
 import functools
@@ -68,12 +69,17 @@ def _fp8_places(values: torch.Tensor) -> torch.Tensor:
 
 def _activation_quantizes(gm: torch.fx.GraphModule) -> list[Node]:
     """The per-tensor quantize nodes of activations (a weight's quantize is exact: torch's own)."""
-    return [n for n in gm.graph.nodes if n.target in QUANTIZE
-            or (fp8_quantizes(n) and not (isinstance(n.args[0], Node) and n.args[0].op == "get_attr"))]
+    return [
+        n
+        for n in gm.graph.nodes
+        if n.target in QUANTIZE
+        or (fp8_quantizes(n) and not (isinstance(n.args[0], Node) and n.args[0].op == "get_attr"))
+    ]
 
 
-def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
-                     inputs: Sequence[torch.Tensor]) -> list[LayerCodes]:
+def quantized_layers(
+    model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor]
+) -> list[LayerCodes]:
     """Every per-tensor quantize node (int8; FP8: torchao's float8 quantize, a cast to
     float8_e4m3fn) of an activation that an engine of `lowered` computes, in graph order: its
     layer (the engine's nodes it depends on that no earlier quantize node depends on) converted
@@ -91,8 +97,10 @@ def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
             dq = next(iter(q.users))  # no engine gives int8 out: a quantize in one is read by dequantizes
             nodes = {n for n in mine | {dq} if n not in settled and owner.get(n) is engine}
             # A getitem of an earlier layer's multi-output node: its eager value is fed.
-            layer = sorted((n for n in nodes if n.target is not operator.getitem or n.args[0] in nodes),
-                           key=replay.order.__getitem__)
+            layer = sorted(
+                (n for n in nodes if n.target is not operator.getitem or n.args[0] in nodes),
+                key=replay.order.__getitem__,
+            )
             (out,) = replay.run(layer, [dq], f"{engine.name}_{q.name}")
             # a float, or the node of a tensor (.tensor overload, torchao's); a cast's is 1
             arg = q.args[1] if len(q.args) > 1 else 1.0
@@ -100,13 +108,27 @@ def quantized_layers(model: torch.nn.Module, lowered: torch.nn.Module,
             if replay.values[q].dtype == FP8:
                 codes, eager = _fp8_places((out.double() / float(scale)).to(FP8)), _fp8_places(replay.values[q])
             else:
-                codes, eager = torch.round(out.double() / float(scale)).to(torch.int32), replay.values[q].to(torch.int32)
+                codes, eager = (
+                    torch.round(out.double() / float(scale)).to(torch.int32),
+                    replay.values[q].to(torch.int32),
+                )
             diff = (codes - eager).abs()
-            rows.append(LayerCodes(engine.name, q.name, len(layer), int((diff > 0).sum()), diff.numel(),
-                                   int(diff.max()) if diff.numel() else 0))
+            rows.append(
+                LayerCodes(
+                    engine.name,
+                    q.name,
+                    len(layer),
+                    int((diff > 0).sum()),
+                    diff.numel(),
+                    int(diff.max()) if diff.numel() else 0,
+                )
+            )
         settled |= mine | set(q.users)
-    return rows + [_int4_codes(replay, dq, owner[dq]) for dq in replay.gm.graph.nodes
-                   if str(dq.target) in INT4_DEQUANTIZE and dq in owner]
+    return rows + [
+        _int4_codes(replay, dq, owner[dq])
+        for dq in replay.gm.graph.nodes
+        if str(dq.target) in INT4_DEQUANTIZE and dq in owner
+    ]
 
 
 def _int4_codes(replay: Replay, dq: Node, engine: EngineNodes) -> LayerCodes:

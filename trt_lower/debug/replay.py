@@ -6,6 +6,7 @@ The lowered module keeps no FX graph of its engines (a TensorRT engine keeps onl
 the model is captured again: torch.export names nodes deterministically, and the lowered graph's
 eager nodes, engine inputs and engine outputs carry the captured graph's node names.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,9 +15,9 @@ from typing import Any, Sequence
 import torch
 
 from splitter.partition import ENGINE_PREFIX
+from trt_lower import lowering_options
 from trt_lower.capture.aten_graph import capture, check_inputs, graph_module
 from trt_lower.values.segment import ConvertedSegment
-from trt_lower import lowering_options
 from trt_lower.verify.nodes import Node, Recorder
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 
@@ -32,8 +33,11 @@ class EngineNodes:
 
 
 def _engine_calls(lowered: torch.fx.GraphModule) -> list[tuple[Node, Any]]:
-    return [(n, lowered.get_submodule(str(n.target))) for n in lowered.graph.nodes
-            if n.op == "call_module" and str(n.target).startswith(ENGINE_PREFIX)]
+    return [
+        (n, lowered.get_submodule(str(n.target)))
+        for n in lowered.graph.nodes
+        if n.op == "call_module" and str(n.target).startswith(ENGINE_PREFIX)
+    ]
 
 
 def _members(outputs: Sequence[Node], inputs: set[Node]) -> set[Node]:
@@ -62,8 +66,14 @@ class Replay:
             raise ValueError("inputs must be tensors (the values to debug with), not TensorSpecs")
         self.gm = graph_module(capture(model, tensors, specs).program)
         self.settings = lowering_options.create(
-            backend=report.backend, precision=report.precision, min_block_size=1, fallback_ops=(),
-            require_full=True, trt_version=report.trt_version, keep_fp32=report.keep_fp32)
+            backend=report.backend,
+            precision=report.precision,
+            min_block_size=1,
+            fallback_ops=(),
+            require_full=True,
+            trt_version=report.trt_version,
+            keep_fp32=report.keep_fp32,
+        )
         recorder = Recorder(self.gm)
         with torch.no_grad():
             recorder.run(*tensors)
@@ -76,8 +86,10 @@ class Replay:
                 ins = tuple(by_name[a.name] for a in call.args if isinstance(a, Node))
                 outs = tuple(by_name[s.source] for s in module.outputs)
             except KeyError as e:
-                raise ValueError(f"{call.target} computes node {e.args[0]}, which capturing {type(model).__name__} "
-                                 "again did not produce: was `lowered` lowered from this model?") from None
+                raise ValueError(
+                    f"{call.target} computes node {e.args[0]}, which capturing {type(model).__name__} "
+                    "again did not produce: was `lowered` lowered from this model?"
+                ) from None
             nodes = sorted(_members(outs, set(ins)), key=self.order.__getitem__)
             self.engines.append(EngineNodes(str(call.target), tuple(nodes), ins, outs))
         self._builder = ScratchBuilder(self.settings.backend, self.settings)
@@ -94,11 +106,13 @@ class Replay:
     def boundary(self, nodes: Sequence[Node], engine: EngineNodes) -> list[Node]:
         """What a segment of `nodes` must output: its tensors read outside it or by the model."""
         inside = set(nodes)
-        return [n for n in nodes if self.is_tensor(n)
-                and (n in engine.outputs or any(u not in inside for u in n.users))]
+        return [
+            n for n in nodes if self.is_tensor(n) and (n in engine.outputs or any(u not in inside for u in n.users))
+        ]
 
-    def convert(self, nodes: Sequence[Node], outputs: Sequence[Node], name: str,
-                first_inputs: Sequence[Node] = ()) -> tuple[ConvertedSegment, list[Node]]:
+    def convert(
+        self, nodes: Sequence[Node], outputs: Sequence[Node], name: str, first_inputs: Sequence[Node] = ()
+    ) -> tuple[ConvertedSegment, list[Node]]:
         """`nodes` as one engine segment returning `outputs`, converted exactly as lowering
         converts an engine; also the nodes whose eager values are its inputs (`first_inputs`
         first, in order)."""

@@ -5,6 +5,7 @@ The directory holds the engine's self-contained ONNX, the eager values of its in
 one run, "eager", for `--load-outputs`), so that `polygraphy run` compares TensorRT and ONNX Runtime
 on exactly that engine against eager PyTorch.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -38,21 +39,39 @@ def _precision_flag(precision: str, trt_version: str) -> str:
     return " --fp16" if trt_version == "8.6" else " --strongly-typed"
 
 
-def _save(out: Path, segment: OnnxSegment, feeds: dict[str, np.ndarray[Any, Any]],
-          outputs: dict[str, np.ndarray[Any, Any]], runner: str, flag: str, rtol: float, atol: float) -> str:
+def _save(
+    out: Path,
+    segment: OnnxSegment,
+    feeds: dict[str, np.ndarray[Any, Any]],
+    outputs: dict[str, np.ndarray[Any, Any]],
+    runner: str,
+    flag: str,
+    rtol: float,
+    atol: float,
+) -> str:
     out.mkdir(parents=True, exist_ok=True)
     # Self-contained, or past 2 GB with its weights beside it (model.onnx.data), as Polygraphy and
     # trtexec read them.
     segment.write(out / MODEL)
     save_json([feeds], str(out / INPUTS), description="engine inputs")
     RunResults([(runner, [IterationResult(outputs, runner_name=runner)])]).save(str(out / OUTPUTS))
-    return (f"polygraphy run {shlex.quote(str(out / MODEL))} --trt --onnxrt{flag} "
-            f"--load-inputs {shlex.quote(str(out / INPUTS))} --load-outputs {shlex.quote(str(out / OUTPUTS))} "
-            f"--rtol {rtol:g} --atol {atol:g}")
+    return (
+        f"polygraphy run {shlex.quote(str(out / MODEL))} --trt --onnxrt{flag} "
+        f"--load-inputs {shlex.quote(str(out / INPUTS))} --load-outputs {shlex.quote(str(out / OUTPUTS))} "
+        f"--rtol {rtol:g} --atol {atol:g}"
+    )
 
 
-def write_repro(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor],
-                engine: str, out_dir: str | Path, *, rtol: float = 1e-3, atol: float = 1e-3) -> str:
+def write_repro(
+    model: torch.nn.Module,
+    lowered: torch.nn.Module,
+    inputs: Sequence[torch.Tensor],
+    engine: str,
+    out_dir: str | Path,
+    *,
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+) -> str:
     """Write `engine`'s repro, with eager PyTorch's outputs, into `out_dir`; return the
     `polygraphy run` command that checks it."""
     replay = Replay(model, lowered, inputs)
@@ -66,15 +85,18 @@ def write_repro(model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequen
     return _save(Path(out_dir), segment.onnx, feeds, eager, "eager", flag, rtol, atol)
 
 
-def write_repro_loaded(loaded: torch.fx.GraphModule, engine: str, out_dir: str | Path, *,
-                       rtol: float = 1e-3, atol: float = 1e-3) -> str:
+def write_repro_loaded(
+    loaded: torch.fx.GraphModule, engine: str, out_dir: str | Path, *, rtol: float = 1e-3, atol: float = 1e-3
+) -> str:
     """The same from a loaded artifact, which carries no eager model: the engine runs on ONNX
     Runtime on random inputs of the recorded shapes, and its outputs are the reference."""
     module: Any = getattr(loaded, engine, None)
     segment = getattr(module, "segment", None)
     if not isinstance(segment, OnnxSegment):
-        raise ValueError(f"{engine}: not an ONNX Runtime engine of the loaded model (load it with "
-                         f"backend='onnxruntime'); it has {[n for n, _ in loaded.named_children()]}")
+        raise ValueError(
+            f"{engine}: not an ONNX Runtime engine of the loaded model (load it with "
+            f"backend='onnxruntime'); it has {[n for n, _ in loaded.named_children()]}"
+        )
     guard: Any = getattr(loaded, "_input_guard", None)
     if guard is None:
         raise ValueError("the loaded model has no input guard to read its input shapes from")

@@ -24,6 +24,7 @@ breaks a rule is refused with an ArtifactError naming it and the field. Nothing 
 JSON, safetensors, ONNX protobuf and TensorRT plans only. (Format 2 and older held each engine's
 ONNX self-contained, so at most 2 GB; they still load.)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,16 +44,15 @@ import torch
 from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
-from trt_lower.engine.backend import check_target, resolve_backend
-from trt_lower.engine.cache import atomic_file
-from trt_lower.engine.engines import build, engine_is_whole_call
-from trt_lower.deploy import graph_json
+from trt_lower.deploy import graph_json, onnx_members, separate_weights, signing
 from trt_lower.deploy import manifest as schema
-from trt_lower.deploy import onnx_members, separate_weights, signing
 from trt_lower.deploy import probe as artifact_probe
 from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container
 from trt_lower.deploy.manifest import FORMAT, FORMAT_VERSION, GUARD, SEPARATE, WEIGHTS, FieldError, report_from_json
 from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, weights_path
+from trt_lower.engine.backend import check_target, resolve_backend
+from trt_lower.engine.cache import atomic_file
+from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.report import LoweringReport
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.stitch.lowered import LoweredModule
@@ -61,8 +61,18 @@ from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import BACKENDS, LoweringSettings
 from trt_lower.values.signature import EngineInputError
 
-__all__ = ["ArtifactError", "FORMAT", "FORMAT_VERSION", "GUARD", "MANIFEST", "WEIGHTS", "load", "read",
-           "report_from_json", "save"]
+__all__ = [
+    "ArtifactError",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "GUARD",
+    "MANIFEST",
+    "WEIGHTS",
+    "load",
+    "read",
+    "report_from_json",
+    "save",
+]
 
 log = logging.getLogger("trt_lower")
 
@@ -104,9 +114,13 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
     """The settings loading needs, read off the module (split and conversion are done; the
     report names the fallbacks). A machine's cache_dir is not kept."""
     lowering = getattr(lowered, "lowering", None)  # engines built on load are refittable as lowered (docs/refit.md)
-    return {"precision": report.precision, "trt_version": report.trt_version, "backend": report.backend,
-            "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
-            "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False))}
+    return {
+        "precision": report.precision,
+        "trt_version": report.trt_version,
+        "backend": report.backend,
+        "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
+        "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False)),
+    }
 
 
 def _engines(lowered: torch.fx.GraphModule) -> Iterator[tuple[str, torch.nn.Module]]:
@@ -133,6 +147,7 @@ def _stripped_plans(module: torch.nn.Module) -> list[Plan]:
     if not isinstance(getattr(module, "plan", None), bytes):
         return []
     import tensorrt as trt
+
     from trt_lower.engine.trt_refit import stripped_plan
 
     data = stripped_plan(module)
@@ -166,8 +181,10 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
     for name, module in _engines(lowered):
         segment = segments.get(name) if isinstance(segments, dict) else None
         if not isinstance(segment, ConvertedSegment):
-            raise ArtifactError(f"engine '{name}' has no converted segment on the module; save the module "
-                                "lower_to_trt or trt_lower.load returns")
+            raise ArtifactError(
+                f"engine '{name}' has no converted segment on the module; save the module "
+                "lower_to_trt or trt_lower.load returns"
+            )
         graph, data = f"engines/{name}.onnx", f"engines/{name}.onnx.data"
         if separate is not None:  # weights="separate": the graph alone (deploy/separate_weights.py)
             out.add(graph, separate.strip(name, segment.onnx))
@@ -178,20 +195,34 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
         for plan in _plans(name, module, carried) if separate is None else _stripped_plans(module):
             member = f"plans/{name}/{_slug(plan.tensorrt)}_{_slug(plan.device)}.plan"
             out.add(member, plan.data)
-            plans.append({"tensorrt": plan.tensorrt, "device": plan.device, "member": member,
-                          **({"stripped": True} if plan.stripped else {})})
-        engines.append({"name": name, "onnx": graph, **({"onnx_data": data} if separate is None else {}),
-                        "plans": plans,
-                        "tuple_output": segment.tuple_output,
-                        "inputs": [schema.sig_to_json(s) for s in segment.inputs],
-                        "outputs": [schema.sig_to_json(s) for s in segment.outputs],
-                        "nodes": list(segment.nodes), "notes": list(segment.notes)})
+            plans.append(
+                {
+                    "tensorrt": plan.tensorrt,
+                    "device": plan.device,
+                    "member": member,
+                    **({"stripped": True} if plan.stripped else {}),
+                }
+            )
+        engines.append(
+            {
+                "name": name,
+                "onnx": graph,
+                **({"onnx_data": data} if separate is None else {}),
+                "plans": plans,
+                "tuple_output": segment.tuple_output,
+                "inputs": [schema.sig_to_json(s) for s in segment.inputs],
+                "outputs": [schema.sig_to_json(s) for s in segment.outputs],
+                "nodes": list(segment.nodes),
+                "notes": list(segment.notes),
+            }
+        )
     weights = {}
     for node in lowered.graph.find_nodes(op="get_attr"):
         value = operator.attrgetter(node.target)(lowered)
         if not isinstance(value, torch.Tensor):
-            raise ArtifactError(f"node '{node.name}' reads {node.target}, a {type(value).__name__}; "
-                                "an artifact holds tensors only")
+            raise ArtifactError(
+                f"node '{node.name}' reads {node.target}, a {type(value).__name__}; an artifact holds tensors only"
+            )
         weights[node.target] = value.detach().contiguous().clone()  # safetensors refuses shared storage
     if separate is None:
         out.add(WEIGHTS, safetensors.torch.save(weights))
@@ -215,8 +246,13 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
     }
 
 
-def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside",
-         sign_with: signing.PrivateKey | None = None) -> None:
+def save(
+    lowered: LoweredModule | Any,
+    path: PathLike,
+    *,
+    weights: str = "inside",
+    sign_with: signing.PrivateKey | None = None,
+) -> None:
     """Write `lowered` (a LoweredModule, or a use built on one such as trt_lower.llm's
     LoweredCausalLM: its `lowered_module`) to one file at `path`, atomically: a temporary file in
     the same directory, renamed over `path` once complete (a module loaded from `path` may be
@@ -232,7 +268,9 @@ def save(lowered: LoweredModule | Any, path: PathLike, *, weights: str = "inside
     key = None if sign_with is None else signing.private_key(sign_with)  # a bad key fails first
     lowered = getattr(lowered, "lowered_module", lowered)
     if not isinstance(lowered, LoweredModule):
-        raise ArtifactError(f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}")
+        raise ArtifactError(
+            f"trt_lower.save takes the LoweredModule lower_to_trt returns, got {type(lowered).__name__}"
+        )
     if weights not in ("inside", "separate"):
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
     separate = Separated() if weights == "separate" else None
@@ -296,8 +334,9 @@ def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
 
 
-def _weights(container: Container, where: torch.device, separate: dict[str, torch.Tensor] | None
-             ) -> dict[str, torch.Tensor]:
+def _weights(
+    container: Container, where: torch.device, separate: dict[str, torch.Tensor] | None
+) -> dict[str, torch.Tensor]:
     """The eager nodes' tensors (from the weight file given, for a weights="separate" artifact), by
     names that are attribute paths (FX writes them as code)."""
     source = f"member '{WEIGHTS}'" if separate is None else "the weight file"
@@ -316,8 +355,9 @@ def _weights(container: Container, where: torch.device, separate: dict[str, torc
     return weights
 
 
-def _segment(container: Container, entry: dict[str, Any], where: str,
-             separate: dict[str, torch.Tensor] | None) -> ConvertedSegment:
+def _segment(
+    container: Container, entry: dict[str, Any], where: str, separate: dict[str, torch.Tensor] | None
+) -> ConvertedSegment:
     name = graph_json.identifier(schema.field(entry, "name", str, where), f"{where}.name: engine name")
     inputs, outputs = schema.sigs(entry, "inputs", where), schema.sigs(entry, "outputs", where)
     graph = schema.field(entry, "onnx", str, where)
@@ -326,30 +366,46 @@ def _segment(container: Container, entry: dict[str, Any], where: str,
             onnx_segment = separate_weights.filled(name, container.read(graph), separate)
         elif "onnx_data" in entry:
             data = schema.field(entry, "onnx_data", str, where)
-            onnx_segment = onnx_members.with_weights(container.read(graph), data.rpartition("/")[2],
-                                                     container.read_aligned(data))
+            onnx_segment = onnx_members.with_weights(
+                container.read(graph), data.rpartition("/")[2], container.read_aligned(data)
+            )
         else:
             onnx_segment = onnx_members.self_contained(container.read(graph))
         onnx_members.check_io(onnx_segment.model, inputs, outputs)
     except onnx_members.OnnxMemberError as e:
         raise container.error(f"member '{graph}' {e}") from None
-    return ConvertedSegment(name, onnx_segment, inputs, outputs, schema.field(entry, "tuple_output", bool, where),
-                            tuple(schema.need(n, str, at) for at, n in schema.items(entry, "nodes", where)),
-                            tuple(schema.need(n, str, at) for at, n in schema.items(entry, "notes", where)))
+    return ConvertedSegment(
+        name,
+        onnx_segment,
+        inputs,
+        outputs,
+        schema.field(entry, "tuple_output", bool, where),
+        tuple(schema.need(n, str, at) for at, n in schema.items(entry, "nodes", where)),
+        tuple(schema.need(n, str, at) for at, n in schema.items(entry, "notes", where)),
+    )
 
 
 def _plans_of(container: Container, entry: dict[str, Any], where: str) -> list[Plan]:
-    return [Plan(schema.field(p, "tensorrt", str, at), schema.field(p, "device", str, at),
-                 container.read(schema.field(p, "member", str, at)), p.get("stripped") is True)
-            for at, p in schema.items(entry, "plans", where)]
+    return [
+        Plan(
+            schema.field(p, "tensorrt", str, at),
+            schema.field(p, "device", str, at),
+            container.read(schema.field(p, "member", str, at)),
+            p.get("stripped") is True,
+        )
+        for at, p in schema.items(entry, "plans", where)
+    ]
 
 
 def _guard(manifest: dict[str, Any]) -> InputGuard:
     """The input guard, its size conditions each evaluated once on the recorded (opt) shapes: a
     condition that does not hold there is not one the model was captured under."""
     inputs = schema.sigs(manifest, "inputs", "")
-    texts = [schema.need(t, str, at) for at, t in schema.items(manifest, "conditions", "")] \
-        if "conditions" in manifest else []
+    texts = (
+        [schema.need(t, str, at) for at, t in schema.items(manifest, "conditions", "")]
+        if "conditions" in manifest
+        else []
+    )
     if len(texts) > schema.MAX_CONDITIONS:
         raise FieldError(f"field 'conditions' holds {len(texts)} size conditions; at most {schema.MAX_CONDITIONS}")
     try:
@@ -364,9 +420,14 @@ def _guard(manifest: dict[str, Any]) -> InputGuard:
     return guard
 
 
-def _engine_modules(container: Container, segments: list[ConvertedSegment], plans: list[list[Plan]], backend: str,
-                    settings: LoweringSettings, alone: bool
-                    ) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None], dict[str, list[Plan]]]:
+def _engine_modules(
+    container: Container,
+    segments: list[ConvertedSegment],
+    plans: list[list[Plan]],
+    backend: str,
+    settings: LoweringSettings,
+    alone: bool,
+) -> tuple[dict[str, torch.nn.Module], dict[str, bool | None], dict[str, list[Plan]]]:
     """Each engine's module: from the file's plan where one fits this TensorRT and GPU, else made
     as lowering makes it (build.build: through the engine cache on TensorRT). Also whether it came
     from a plan or the cache, and the file's plans for other TensorRT versions and GPUs."""
@@ -389,8 +450,14 @@ def _engine_modules(container: Container, segments: list[ConvertedSegment], plan
             from trt_lower.runtime.trt_module import PlanLoadError, TRTEngineModule
 
             try:
-                module = TRTEngineModule(name, fitting.data, segment.inputs, segment.outputs,
-                                         segment.tuple_output, cuda_graphs=settings.cuda_graphs)
+                module = TRTEngineModule(
+                    name,
+                    fitting.data,
+                    segment.inputs,
+                    segment.outputs,
+                    segment.tuple_output,
+                    cuda_graphs=settings.cuda_graphs,
+                )
                 if fitting.stripped:  # weights="separate": the weights from the file given (docs/refit.md)
                     refit(module.engine, segment.onnx, name)
                     module.plan = bytes(module.engine.serialize())
@@ -406,9 +473,15 @@ def _engine_modules(container: Container, segments: list[ConvertedSegment], plan
         modules[engine.segment.name], hits[engine.segment.name] = engine.module, engine.cache_hit
     if rebuilt and here is not None:
         others = sorted({f"TensorRT {p.tensorrt} on {p.device}" for ps in carried.values() for p in ps})
-        log.warning("trt_lower: %s has no TensorRT plan for TensorRT %s on %s (it has: %s); built %s from its ONNX "
-                    "(through the engine cache)", container.path, here[0], here[1], ", ".join(others) or "none",
-                    ", ".join(rebuilt))
+        log.warning(
+            "trt_lower: %s has no TensorRT plan for TensorRT %s on %s (it has: %s); built %s from its ONNX "
+            "(through the engine cache)",
+            container.path,
+            here[0],
+            here[1],
+            ", ".join(others) or "none",
+            ", ".join(rebuilt),
+        )
     return modules, hits, carried
 
 
@@ -420,14 +493,21 @@ def _check_user_converters(container: Container, names: Any) -> None:
         raise FieldError("field 'user_converters' must be a list of op names")
     missing = sorted(set(names) - set(user_ops(names)))
     if missing:
-        raise container.error(f"its engines hold {', '.join(m[:80] for m in missing[:8])}, converted by converter(s) "
-                              "registered with trt_lower.converter; import the code that registers them before "
-                              "trt_lower.load")
+        raise container.error(
+            f"its engines hold {', '.join(m[:80] for m in missing[:8])}, converted by converter(s) "
+            "registered with trt_lower.converter; import the code that registers them before "
+            "trt_lower.load"
+        )
 
 
-def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = None,
-         weights: PathLike | Mapping[str, torch.Tensor] | None = None,
-         trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None) -> Any:
+def load(
+    path: PathLike,
+    *,
+    backend: str = "auto",
+    cache_dir: PathLike | None = None,
+    weights: PathLike | Mapping[str, torch.Tensor] | None = None,
+    trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None,
+) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
     "tensorrt" or "onnxruntime". cache_dir: the TensorRT engine cache for engines that must be
@@ -464,20 +544,22 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
         called = [GUARD, *(s.name for s in segments)]
         clashes = {n for n in called if called.count(n) > 1} | set(called) & {w.split(".")[0] for w in eager}
         if clashes:  # each is an attribute of the module
-            raise FieldError(f"field 'engines': the names {sorted(clashes)[:8]} are used twice (engine names differ "
-                             f"from each other, from '{GUARD}' and from the weights')")
+            raise FieldError(
+                f"field 'engines': the names {sorted(clashes)[:8]} are used twice (engine names differ "
+                f"from each other, from '{GUARD}' and from the weights')"
+            )
         plans = [_plans_of(container, entry, at) for at, entry in entries]
         guard = _guard(manifest)
-        graph = graph_json.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD},
-                                               set(eager), where)
+        graph = graph_json.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD}, set(eager), where)
         input_dims = schema.need(manifest["input_dims"], list, "input_dims")
         extra = schema.need(manifest.get("extra", {}), dict, "extra") if manifest.get("extra") is not None else None
         # Artifacts older than the probe have none (deploy/probe.py).
         probe = artifact_probe.read(manifest["probe"], container.read, where) if "probe" in manifest else None
         container.verify()  # members no field above reads
     settings = replace(saved, backend=resolved)
-    modules, hits, carried = _engine_modules(container, segments, plans, resolved, settings,
-                                             alone=engine_is_whole_call(len(segments), len(report.fallbacks)))
+    modules, hits, carried = _engine_modules(
+        container, segments, plans, resolved, settings, alone=engine_is_whole_call(len(segments), len(report.fallbacks))
+    )
     # GraphModule also takes its root as a dict of its call_module and get_attr targets.
     root = cast(torch.nn.Module, {**modules, **eager, GUARD: guard})
     with _malformed(container):
@@ -501,8 +583,9 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
     if kind is None:
         return lowered
     if not isinstance(kind, str) or kind not in _USES:  # a name from the file: only the uses trt_lower has are imported
-        raise container.error(f"the module is for '{str(kind)[:80]}', which this trt_lower does not know "
-                              f"(it knows {sorted(_USES)})")
+        raise container.error(
+            f"the module is for '{str(kind)[:80]}', which this trt_lower does not know (it knows {sorted(_USES)})"
+        )
     module, _, name = _USES[kind].rpartition(".")
     try:
         return getattr(importlib.import_module(module), name).from_lowered(lowered)
@@ -515,19 +598,23 @@ def load(path: PathLike, *, backend: str = "auto", cache_dir: PathLike | None = 
 _USES = {"causal_lm": "trt_lower.llm.generation.LoweredCausalLM"}
 
 
-def _separate_weights(container: Container, weights: PathLike | Mapping[str, torch.Tensor] | None
-                      ) -> dict[str, torch.Tensor] | None:
+def _separate_weights(
+    container: Container, weights: PathLike | Mapping[str, torch.Tensor] | None
+) -> dict[str, torch.Tensor] | None:
     """The checked tensors of the weight file given for a weights="separate" artifact; None for
     one that holds its weights. ArtifactError where one is given without the other."""
     record = container.manifest.get(SEPARATE)
     if record is None:
         if weights is not None:
-            raise container.error("holds its weights; weights=... is for a file saved with "
-                                  "trt_lower.save(..., weights='separate')")
+            raise container.error(
+                "holds its weights; weights=... is for a file saved with trt_lower.save(..., weights='separate')"
+            )
         return None
     if weights is None:
-        raise container.error(f"was saved with weights='separate': load it with weights= the weight file "
-                              f"({weights_path(container.path).name} was saved beside it)")
+        raise container.error(
+            f"was saved with weights='separate': load it with weights= the weight file "
+            f"({weights_path(container.path).name} was saved beside it)"
+        )
     with _malformed(container):
         try:
             return separate_weights.read(weights, schema.need(record, dict, SEPARATE), container.path)

@@ -9,6 +9,7 @@ Rules, each checked before a member's bytes are used:
   what was checked is what is used, whatever happens to the file afterwards (it may be
   overwritten, truncated or replaced while the model runs; nothing of it is memory-mapped).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -98,7 +99,8 @@ class Container:
     def _checksums(self) -> dict[str, str]:
         listed = self.manifest.get("sha256")
         if not isinstance(listed, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in listed.items()):
+            isinstance(k, str) and isinstance(v, str) for k, v in listed.items()
+        ):
             raise self.error("the manifest has no checksums (field 'sha256': member name -> SHA-256)")
         for name in self.infos:
             if name not in listed:
@@ -137,8 +139,8 @@ class Container:
                     got = len(chunk)
                     digest.update(chunk)
                 else:
-                    got = file.readinto(into[done:done + n])
-                    digest.update(into[done:done + got])
+                    got = file.readinto(into[done : done + n])
+                    digest.update(into[done : done + got])
                 if got != n:
                     raise self.error(f"member '{info.filename}' runs past the end of the file (truncated?)")
                 done += n
@@ -165,7 +167,7 @@ class Container:
             start = self._start(file, info)
         raw = np.empty(info.file_size + ALIGNMENT, dtype=np.uint8)
         offset = (start - raw.ctypes.data) % ALIGNMENT
-        buffer = raw[offset:offset + info.file_size]
+        buffer = raw[offset : offset + info.file_size]
         self._read(info, memoryview(buffer.data).cast("B"))
         return buffer
 

@@ -13,6 +13,7 @@ names and the forward's argument names become code there. On load each of them m
 identifier (a keyword argument also one its operator's schema has), so that no text from a file
 becomes anything but a name; strings in arguments and dict keys are written as literals (repr).
 """
+
 from __future__ import annotations
 
 import collections
@@ -42,11 +43,33 @@ class GraphFormatError(ValueError):
 # Python-level call targets FX emits around engines: tuple indexing and symbolic-size arithmetic.
 _PYTHON_TARGETS: dict[str, Callable[..., Any]] = {
     f"operator.{name}": getattr(operator, name)
-    for name in ("getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg",
-                 "eq", "ne", "lt", "le", "gt", "ge", "and_", "or_", "not_")
+    for name in (
+        "getitem",
+        "add",
+        "sub",
+        "mul",
+        "floordiv",
+        "truediv",
+        "mod",
+        "pow",
+        "neg",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "and_",
+        "or_",
+        "not_",
+    )
 }
-_PYTHON_TARGETS.update({f"torch.{name}": getattr(torch, name)
-                        for name in ("sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sqrt")})
+_PYTHON_TARGETS.update(
+    {
+        f"torch.{name}": getattr(torch, name)
+        for name in ("sym_float", "sym_int", "sym_max", "sym_min", "sym_not", "sym_sqrt")
+    }
+)
 # Rounding a float size back to an int (mobilevit's patch counts at a dynamic resolution).
 _PYTHON_TARGETS.update({f"math.{name}": getattr(math, name) for name in ("ceil", "floor", "trunc")})
 # The index checks capture inserts (splitter/index_check.py).
@@ -63,8 +86,10 @@ def target_name(node: torch.fx.Node) -> str:
         return str(target)  # "aten.add.Tensor"
     if callable(target) and target in _PYTHON_NAMES:
         return _PYTHON_NAMES[target]
-    raise GraphFormatError(f"node '{node.name}' calls {target!r}, which an artifact cannot hold "
-                           "(only registered ATen-style operators and getitem/size arithmetic)")
+    raise GraphFormatError(
+        f"node '{node.name}' calls {target!r}, which an artifact cannot hold "
+        "(only registered ATen-style operators and getitem/size arithmetic)"
+    )
 
 
 def resolve_target(name: str, node: str) -> Callable[..., Any]:
@@ -82,7 +107,8 @@ def resolve_target(name: str, node: str) -> Callable[..., Any]:
     if not isinstance(found, torch._ops.OpOverload):
         raise GraphFormatError(
             f"node '{node}' calls operator {namespace}::{op}.{overload}, which is not registered in this "
-            f"process; import the library that defines the '{namespace}' operators before loading")
+            f"process; import the library that defines the '{namespace}' operators before loading"
+        )
     refused = operators.refusal(found)
     if refused is not None:
         raise GraphFormatError(f"node '{node}' calls {name}, which a loaded graph may not call: it {refused}")
@@ -93,8 +119,7 @@ def identifier(text: Any, what: str) -> str:
     """`text` if it is a Python identifier and no keyword, as Python reads it (NFKC-normalized):
     what may become a name in FX's code. Letters, digits and underscores only: it can name,
     never quote, call or assign."""
-    if (not isinstance(text, str) or not text.isidentifier()
-            or keyword.iskeyword(unicodedata.normalize("NFKC", text))):
+    if not isinstance(text, str) or not text.isidentifier() or keyword.iskeyword(unicodedata.normalize("NFKC", text)):
         raise GraphFormatError(f"{what} {str(text)[:80]!r} is not an identifier")
     return text
 
@@ -106,7 +131,7 @@ def _kwargs(target: Any, kwargs: Any, node: str) -> list[str]:
         raise GraphFormatError(f"node '{node}': malformed kwargs")
     names = [identifier(k, f"node '{node}': keyword") for k in kwargs]
     if names and target is not None:
-        known = ({a.name for a in target._schema.arguments} if isinstance(target, torch._ops.OpOverload) else set())
+        known = {a.name for a in target._schema.arguments} if isinstance(target, torch._ops.OpOverload) else set()
         for name in names:
             if name not in known:
                 raise GraphFormatError(f"node '{node}': {target} has no argument '{name}'")
@@ -129,8 +154,9 @@ def _arg_to_json(value: Any, node: str) -> Any:
     for kind, cls in _ENUMS.items():
         if isinstance(value, cls):
             return {kind: str(value).removeprefix("torch.")}
-    raise GraphFormatError(f"node '{node}' has an argument of type {type(value).__name__} ({value!r}), "
-                           "which an artifact cannot hold")
+    raise GraphFormatError(
+        f"node '{node}' has an argument of type {type(value).__name__} ({value!r}), which an artifact cannot hold"
+    )
 
 
 def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str, gpu: torch.device) -> Any:
@@ -140,7 +166,7 @@ def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str, gpu: 
         return [_arg_from_json(v, nodes, node, gpu) for v in value]
     if not isinstance(value, dict) or len(value) != 1:
         raise GraphFormatError(f"node '{node}': malformed argument {str(value)[:80]}")
-    (kind, data), = value.items()
+    ((kind, data),) = value.items()
     if kind == "node":
         if data not in nodes:
             raise GraphFormatError(f"node '{node}' uses '{data}', which is not defined before it")
@@ -220,18 +246,28 @@ def spec_to_json(spec: pytree.TreeSpec) -> Any:
         named = spec.context
         return {"type": "namedtuple", "name": named.__name__, "fields": list(named._fields), "children": children}
     if isinstance(cls, type) and _is_model_output(cls):
-        return {"type": "ModelOutput", "class": f"{cls.__module__}.{cls.__qualname__}",
-                "keys": list(spec.context), "children": children}
+        return {
+            "type": "ModelOutput",
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "keys": list(spec.context),
+            "children": children,
+        }
     if isinstance(cls, type) and _is_cache(cls):
         try:
             _check_cache_context(spec.context)
         except GraphFormatError as e:
             raise GraphFormatError(f"the model's {cls.__qualname__} cannot be stored: {e}") from e
-        return {"type": "cache", "class": f"{cls.__module__}.{cls.__qualname__}", "context": spec.context,
-                "children": children}
-    raise GraphFormatError(f"the model's inputs or outputs contain a {cls.__qualname__}, which an artifact "
-                           "cannot hold (tuples, lists, dicts, namedtuples, ModelOutputs and transformers' "
-                           "caches can)")
+        return {
+            "type": "cache",
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "context": spec.context,
+            "children": children,
+        }
+    raise GraphFormatError(
+        f"the model's inputs or outputs contain a {cls.__qualname__}, which an artifact "
+        "cannot hold (tuples, lists, dicts, namedtuples, ModelOutputs and transformers' "
+        "caches can)"
+    )
 
 
 def _transformers_class(path: str, kind: Callable[[type], bool]) -> type | None:
@@ -271,8 +307,11 @@ def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec], gpu: torc
     except ImportError:
         cls = None
     if cls is None:
-        log.warning("trt_lower: %s is not importable here (transformers not installed?); "
-                    "the model returns a list of its tensors instead", data["class"])
+        log.warning(
+            "trt_lower: %s is not importable here (transformers not installed?); "
+            "the model returns a list of its tensors instead",
+            data["class"],
+        )
         return pytree.TreeSpec(list, None, children)
     _check_cache_context(data.get("context"))
     register_pytree_node(cls)
@@ -282,8 +321,12 @@ def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec], gpu: torc
 def _keys(data: dict[str, Any], children: list[pytree.TreeSpec]) -> list[str | int]:
     """A dict spec's keys: distinct strings or ints, one per child."""
     keys = data.get("keys")
-    if (not isinstance(keys, list) or len(keys) != len(children) or len(set(map(repr, keys))) != len(keys)
-            or not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)):
+    if (
+        not isinstance(keys, list)
+        or len(keys) != len(children)
+        or len(set(map(repr, keys))) != len(keys)
+        or not all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in keys)
+    ):
         raise GraphFormatError(f"malformed dict keys in a pytree spec: {str(keys)[:80]}")
     return keys
 
@@ -305,15 +348,19 @@ def spec_from_json(data: Any, gpu: torch.device = torch.device("cpu")) -> pytree
         fields = data.get("fields")
         if not isinstance(fields, list) or len(fields) != len(children):
             raise GraphFormatError(f"malformed namedtuple spec {str(data)[:80]}")
-        cls = collections.namedtuple(identifier(data.get("name"), "namedtuple name"),  # type: ignore[misc]
-                                     [identifier(f, "namedtuple field") for f in fields])
+        cls = collections.namedtuple(  # type: ignore[misc]
+            identifier(data.get("name"), "namedtuple name"), [identifier(f, "namedtuple field") for f in fields]
+        )
         return pytree.TreeSpec(collections.namedtuple, cls, children)
     if kind == "ModelOutput":
         keys = _keys(data, children)
         output_class = _transformers_class(str(data["class"]), _is_model_output)
         if output_class is None:
-            log.warning("trt_lower: %s is not importable here (transformers not installed?); "
-                        "the model returns a dict with its keys instead", data["class"])
+            log.warning(
+                "trt_lower: %s is not importable here (transformers not installed?); "
+                "the model returns a dict with its keys instead",
+                data["class"],
+            )
             return pytree.TreeSpec(dict, keys, children)
         return pytree.TreeSpec(output_class, keys, children)
     if kind == "cache":
@@ -328,15 +375,24 @@ def graph_to_json(graph: torch.fx.Graph) -> dict[str, Any]:
         target = target_name(node) if node.op == "call_function" else node.target
         if node.op not in ("placeholder", "get_attr", "call_module", "call_function", "output"):
             raise GraphFormatError(f"node '{node.name}' is a {node.op} node, which an artifact cannot hold")
-        nodes.append({"name": node.name, "op": node.op, "target": target,
-                      "args": _arg_to_json(list(node.args), node.name),
-                      "kwargs": {k: _arg_to_json(v, node.name) for k, v in node.kwargs.items()}})
+        nodes.append(
+            {
+                "name": node.name,
+                "op": node.op,
+                "target": target,
+                "args": _arg_to_json(list(node.args), node.name),
+                "kwargs": {k: _arg_to_json(v, node.name) for k, v in node.kwargs.items()},
+            }
+        )
     codegen = graph._codegen
     pytree_codegen = None
     if isinstance(codegen, _PyTreeCodeGen):
         info = codegen.pytree_info
-        pytree_codegen = {"args": list(info.orig_args), "in_spec": spec_to_json(info.in_spec),
-                          "out_spec": None if info.out_spec is None else spec_to_json(info.out_spec)}
+        pytree_codegen = {
+            "args": list(info.orig_args),
+            "in_spec": spec_to_json(info.in_spec),
+            "out_spec": None if info.out_spec is None else spec_to_json(info.out_spec),
+        }
     return {"nodes": nodes, "pytree": pytree_codegen}
 
 
@@ -371,8 +427,13 @@ def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gp
         kwargs = entry.get("kwargs")
         keys = _kwargs(target if op == "call_function" else None, kwargs, name)
         assert isinstance(kwargs, dict) and (callable(target) or isinstance(target, str))  # checked above
-        node = graph.create_node(op, target, tuple(_arg_from_json(args, nodes, name, gpu)),
-                                 {k: _arg_from_json(kwargs[k], nodes, name, gpu) for k in keys}, name=name)
+        node = graph.create_node(
+            op,
+            target,
+            tuple(_arg_from_json(args, nodes, name, gpu)),
+            {k: _arg_from_json(kwargs[k], nodes, name, gpu) for k in keys},
+            name=name,
+        )
         if node.name != name:
             raise GraphFormatError(f"node name '{name}' is used twice")
         nodes[name] = node
@@ -385,6 +446,7 @@ def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gp
             for key in in_spec.child(1).context:  # FX writes the keyword arguments' names into forward
                 identifier(key, "keyword input")
         out_spec = None if info.get("out_spec") is None else spec_from_json(info["out_spec"], gpu)
-        graph._codegen = _PyTreeCodeGen(_PyTreeInfo([identifier(a, "forward's argument") for a in info["args"]],
-                                                    in_spec, out_spec))
+        graph._codegen = _PyTreeCodeGen(
+            _PyTreeInfo([identifier(a, "forward's argument") for a in info["args"]], in_spec, out_spec)
+        )
     return graph

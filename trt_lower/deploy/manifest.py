@@ -4,6 +4,7 @@ Every check names the field (`engines[0].inputs[1].max`), and every refusal is a
 naming the file. The members a manifest may refer to are listed here (`members`): the container
 holds exactly those, so a new kind of member is one more entry there.
 """
+
 from __future__ import annotations
 
 import re
@@ -80,13 +81,17 @@ def check_header(container: Container) -> None:
         raise ArtifactError(f"{container.path} is not a trt_lower artifact (its manifest is not one)")
     version = manifest.get("format_version")
     if type(version) is not int or version < OLDEST_FORMAT_VERSION:
-        raise container.error(f"field 'format_version' must be an int from {OLDEST_FORMAT_VERSION} to "
-                              f"{FORMAT_VERSION}, got {_short(version)}")
+        raise container.error(
+            f"field 'format_version' must be an int from {OLDEST_FORMAT_VERSION} to "
+            f"{FORMAT_VERSION}, got {_short(version)}"
+        )
     if version > FORMAT_VERSION:
         written = manifest.get("written_by")
         by = written.get("trt_lower", "?") if isinstance(written, dict) else "?"
-        raise container.error(f"has artifact format version {version} (written by trt_lower {_short(by)}); this "
-                              f"trt_lower reads up to version {FORMAT_VERSION}: upgrade trt_lower")
+        raise container.error(
+            f"has artifact format version {version} (written by trt_lower {_short(by)}); this "
+            f"trt_lower reads up to version {FORMAT_VERSION}: upgrade trt_lower"
+        )
 
 
 def members(manifest: dict[str, Any]) -> dict[str, str]:
@@ -140,16 +145,28 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
 
 
 def sig_to_json(sig: TensorSig) -> dict[str, Any]:
-    return {"name": sig.name, "source": sig.source, "dtype": dtype_name(sig.dtype),
-            "min": list(sig.min_shape), "opt": list(sig.opt_shape), "max": list(sig.max_shape)}
+    return {
+        "name": sig.name,
+        "source": sig.source,
+        "dtype": dtype_name(sig.dtype),
+        "min": list(sig.min_shape),
+        "opt": list(sig.opt_shape),
+        "max": list(sig.max_shape),
+    }
 
 
 def sig_from_json(data: Any, where: str) -> TensorSig:
     low, opt, high = (_shape(field(data, k, list, where), f"{where}.{k}") for k in ("min", "opt", "max"))
     if not len(low) == len(opt) == len(high) or not all(a <= b <= c for a, b, c in zip(low, opt, high)):
         raise FieldError(f"field '{where}': min {list(low)} <= opt {list(opt)} <= max {list(high)} does not hold")
-    return TensorSig(field(data, "name", str, where), field(data, "source", str, where),
-                     dtype(field(data, "dtype", str, where), f"{where}.dtype"), low, opt, high)
+    return TensorSig(
+        field(data, "name", str, where),
+        field(data, "source", str, where),
+        dtype(field(data, "dtype", str, where), f"{where}.dtype"),
+        low,
+        opt,
+        high,
+    )
 
 
 def sigs(data: Any, key: str, where: str) -> tuple[TensorSig, ...]:
@@ -159,11 +176,26 @@ def sigs(data: Any, key: str, where: str) -> tuple[TensorSig, ...]:
 def report_from_json(data: dict[str, Any]) -> LoweringReport:
     """The report as saved (a description only: nothing is built from it). TypeError/KeyError on a
     malformed one, which the loader names."""
-    engines = [EngineReport(**{**e, "input_shapes": [tuple(s) for s in e["input_shapes"]],
-                               "output_shapes": [tuple(s) for s in e["output_shapes"]]}) for e in data["engines"]]
+    engines = [
+        EngineReport(
+            **{
+                **e,
+                "input_shapes": [tuple(s) for s in e["input_shapes"]],
+                "output_shapes": [tuple(s) for s in e["output_shapes"]],
+            }
+        )
+        for e in data["engines"]
+    ]
     graph = [GraphNode(**{**g, "inputs": tuple(tuple(e) for e in g["inputs"])}) for g in data.get("graph", [])]
-    return LoweringReport(**{**data, "engines": engines, "fallbacks": [Fallback(**f) for f in data["fallbacks"]],
-                             "graph": graph, "repairs": [Repair(**r) for r in data.get("repairs", [])]})
+    return LoweringReport(
+        **{
+            **data,
+            "engines": engines,
+            "fallbacks": [Fallback(**f) for f in data["fallbacks"]],
+            "graph": graph,
+            "repairs": [Repair(**r) for r in data.get("repairs", [])],
+        }
+    )
 
 
 def versions() -> dict[str, str]:

@@ -11,6 +11,7 @@ the file or disagree with the manifest.
   same ranks, the static dims they declare, and dims ONNX's shape inference (strict) can derive
   agree with what the graph declares.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -79,8 +80,10 @@ def _parse(data: bytes) -> onnx.ModelProto:
         raise OnnxMemberError(f"is not an ONNX model ({type(e).__name__}: {e})") from None
     for where, tensor in _nested_tensors(model):
         if _declares_external(tensor):
-            raise OnnxMemberError(f"declares external data in {where} (tensor '{tensor.name[:80]}'); only the "
-                                  "graph's top-level initializers may, in the engine's weights member")
+            raise OnnxMemberError(
+                f"declares external data in {where} (tensor '{tensor.name[:80]}'); only the "
+                "graph's top-level initializers may, in the engine's weights member"
+            )
     return model
 
 
@@ -91,8 +94,9 @@ def self_contained(data: bytes) -> OnnxSegment:
     segment = OnnxSegment(model)
     for tensor in model.graph.initializer:
         if _declares_external(tensor):
-            raise OnnxMemberError(f"declares external data for initializer '{tensor.name[:80]}'; format 2 and "
-                                  "older embed every weight")
+            raise OnnxMemberError(
+                f"declares external data for initializer '{tensor.name[:80]}'; format 2 and older embed every weight"
+            )
         declared = initializer(tensor.name, numpy_helper.to_array(tensor), segment.weights)
         if tensor.name in segment.weights:
             tensor.CopyFrom(declared)
@@ -117,8 +121,10 @@ def _span(tensor: TensorProto, location: str, weights: NDArray[np.uint8]) -> tup
     where = {entry.key: entry.value for entry in tensor.external_data}
     name = tensor.name[:80]
     if set(where) - _EXTERNAL_KEYS or where.get("location") != location or len(where) != len(tensor.external_data):
-        raise OnnxMemberError(f"initializer '{name}' names external data {dict(where)!r}; it may name only "
-                              f"'{location}', the engine's weights member, by offset and length")
+        raise OnnxMemberError(
+            f"initializer '{name}' names external data {dict(where)!r}; it may name only "
+            f"'{location}', the engine's weights member, by offset and length"
+        )
     dtype = next((d for d, t in FLOAT_WEIGHTS.items() if t == tensor.data_type), None)
     if dtype is None or any(d < 0 for d in tensor.dims):
         raise OnnxMemberError(f"initializer '{name}' is external but not a float tensor of valid dims")
@@ -173,9 +179,11 @@ def check_io(model: onnx.ModelProto, inputs: tuple[TensorSig, ...], outputs: tup
             if dims is None:
                 raise OnnxMemberError(f"declares no tensor shape for '{sig.name}'")
             if len(dims) != len(sig.min_shape) or any(
-                    d is not None and not lo <= d <= hi for d, lo, hi in zip(dims, sig.min_shape, sig.max_shape)):
-                raise OnnxMemberError(f"declares '{sig.name}' as {dims}, the manifest's signature says "
-                                      f"{sig.describe()}")
+                d is not None and not lo <= d <= hi for d, lo, hi in zip(dims, sig.min_shape, sig.max_shape)
+            ):
+                raise OnnxMemberError(
+                    f"declares '{sig.name}' as {dims}, the manifest's signature says {sig.describe()}"
+                )
     try:
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except Exception as e:  # onnx's InferenceError and the checker's

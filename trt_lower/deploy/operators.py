@@ -15,6 +15,7 @@ tensor over any storage), `aten.copy_` (writes through an alias), unchecked spar
 (`aten._sparse_coo_tensor_with_dims_and_tensors`), the collectives and C++ operators of other
 libraries.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,19 +25,55 @@ import torch
 from torch._C import ListType, OptionalType
 
 # Operators torch.export leaves in a graph besides core ATen: sizes read at run time and checks.
-_EXPORT_LEFTOVERS = frozenset({
-    "aten.sym_size.int", "aten.sym_stride.int", "aten.sym_numel.default", "aten.sym_storage_offset.default",
-    "aten._assert_scalar.default", "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
-    "aten._assert_tensor_metadata.default", "aten.item.default", "aten.lift_fresh_copy.default",
-})
+_EXPORT_LEFTOVERS = frozenset(
+    {
+        "aten.sym_size.int",
+        "aten.sym_stride.int",
+        "aten.sym_numel.default",
+        "aten.sym_storage_offset.default",
+        "aten._assert_scalar.default",
+        "aten.sym_constrain_range_for_size.default",
+        "aten.sym_constrain_range.default",
+        "aten._assert_tensor_metadata.default",
+        "aten.item.default",
+        "aten.lift_fresh_copy.default",
+    }
+)
 # Argument kinds (torch's schema types) an operator from a file may take.
-_PLAIN = frozenset({"TensorType", "IntType", "SymIntType", "FloatType", "BoolType", "NumberType", "ComplexType",
-                    "DeviceObjType", "NoneType", "SymBoolType", "SymFloatType"})
+_PLAIN = frozenset(
+    {
+        "TensorType",
+        "IntType",
+        "SymIntType",
+        "FloatType",
+        "BoolType",
+        "NumberType",
+        "ComplexType",
+        "DeviceObjType",
+        "NoneType",
+        "SymBoolType",
+        "SymFloatType",
+    }
+)
 # Enums, which torch's schema types name rather than class.
 _ENUMS = frozenset({"ScalarType", "Layout", "MemoryFormat"})
 # String arguments that pick a mode from a few words, or carry an assertion's message.
-_MODE_STRINGS = frozenset({"approximate", "rounding_mode", "reduce", "reduction", "side", "equation", "indexing",
-                           "padding_mode", "mode", "interpolation", "padding", "assert_msg"})
+_MODE_STRINGS = frozenset(
+    {
+        "approximate",
+        "rounding_mode",
+        "reduce",
+        "reduction",
+        "side",
+        "equation",
+        "indexing",
+        "padding_mode",
+        "mode",
+        "interpolation",
+        "padding",
+        "assert_msg",
+    }
+)
 
 
 def _plain(kind: Any) -> bool:
@@ -76,8 +113,7 @@ def _known(op: torch._ops.OpOverload) -> bool:
     """Whether lowering can leave `op` eager (before its schema is looked at)."""
     name = str(op)
     if op.namespace == "aten":
-        return (torch.Tag.core in op.tags or name in _EXPORT_LEFTOVERS or name in _converted()
-                or _left_whole(op))
+        return torch.Tag.core in op.tags or name in _EXPORT_LEFTOVERS or name in _converted() or _left_whole(op)
     # Other libraries: the operators defined in Python through torch.library (the user's own,
     # torch's prims and quantize/dequantize), not C++ operators.
     return op._schema.name in torch.library._defs

@@ -3,6 +3,7 @@ PyTorch's outputs for them (member probe.safetensors, at most CAP_BYTES; a large
 out and the manifest says so), with the lowered module's latency on them when saved. Where a
 load builds an engine again (no plan in the file for this TensorRT and GPU), the loaded module is
 run on the probe and compared with the eager outputs; `trt-lower verify` does so on demand."""
+
 from __future__ import annotations
 
 import logging
@@ -55,16 +56,25 @@ def write(lowered: LoweredModule, add: Callable[[str, bytes], None]) -> dict[str
     """The manifest's "probe" entry, the member written through `add` where there is a probe."""
     probe = lowered.probe
     if probe is None:
-        return {"omitted": "no probe: the module was lowered with verify=False, or from TensorSpecs without "
-                           "verify_inputs"}
+        return {
+            "omitted": "no probe: the module was lowered with verify=False, or from TensorSpecs without verify_inputs"
+        }
     if probe.nbytes > CAP_BYTES:
         return {"omitted": f"the probe's {probe.nbytes} bytes are over the {CAP_BYTES}-byte cap"}
     seconds = probe.latency_s if probe.latency_s is not None else latency(lowered, probe.inputs)
-    tensors = {**{f"input.{i}": t for i, t in enumerate(probe.inputs)},
-               **{f"output.{i}": t for i, t in enumerate(probe.outputs)}}
+    tensors = {
+        **{f"input.{i}": t for i, t in enumerate(probe.inputs)},
+        **{f"output.{i}": t for i, t in enumerate(probe.outputs)},
+    }
     add(MEMBER, safetensors.torch.save({k: t.detach().cpu().contiguous().clone() for k, t in tensors.items()}))
-    return {"member": MEMBER, "inputs": len(probe.inputs), "outputs": len(probe.outputs), "bytes": probe.nbytes,
-            "cap_bytes": CAP_BYTES, "latency_s": seconds}
+    return {
+        "member": MEMBER,
+        "inputs": len(probe.inputs),
+        "outputs": len(probe.outputs),
+        "bytes": probe.nbytes,
+        "cap_bytes": CAP_BYTES,
+        "latency_s": seconds,
+    }
 
 
 def read(entry: Any, member: Callable[[str], bytes], where: torch.device) -> Probe | None:
@@ -75,8 +85,9 @@ def read(entry: Any, member: Callable[[str], bytes], where: torch.device) -> Pro
     if "omitted" in entry:
         return None
     inputs, outputs = entry.get("inputs"), entry.get("outputs")
-    if entry.get("member") != MEMBER or not (isinstance(inputs, int) and isinstance(outputs, int)
-                                             and inputs >= 0 and outputs >= 0):
+    if entry.get("member") != MEMBER or not (
+        isinstance(inputs, int) and isinstance(outputs, int) and inputs >= 0 and outputs >= 0
+    ):
         raise ProbeError(f"field 'probe' must name member {MEMBER!r} and count its inputs and outputs, got {entry}")
     seconds = entry.get("latency_s")
     if not (seconds is None or isinstance(seconds, (int, float))):
@@ -90,10 +101,13 @@ def read(entry: Any, member: Callable[[str], bytes], where: torch.device) -> Pro
         raise ProbeError(f"member {MEMBER} is not a safetensors file ({e})") from None
     names = [f"input.{i}" for i in range(inputs)] + [f"output.{i}" for i in range(outputs)]
     if sorted(tensors) != sorted(names):
-        raise ProbeError(f"member {MEMBER} holds {sorted(tensors)}, not the {inputs} inputs and "
-                         f"{outputs} outputs field 'probe' counts")
-    return Probe(tuple(tensors[n].to(where) for n in names[:inputs]), tuple(tensors[n] for n in names[inputs:]),
-                 seconds)
+        raise ProbeError(
+            f"member {MEMBER} holds {sorted(tensors)}, not the {inputs} inputs and "
+            f"{outputs} outputs field 'probe' counts"
+        )
+    return Probe(
+        tuple(tensors[n].to(where) for n in names[:inputs]), tuple(tensors[n] for n in names[inputs:]), seconds
+    )
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,9 @@ def verify_rebuilt(lowered: LoweredModule, probe: Probe | None, rebuilt: list[st
     result = check(lowered, probe)
     if result.failed:
         worst = ", ".join(f"{c.name} off by {c.error:.3g} of its scale" for c in result.failed)
-        note = (f"load: {', '.join(rebuilt)} built again here disagree(s) with the probe saved in {path}: {worst} "
-                f"(tolerance {result.tolerance.describe()}); run `trt-lower verify` for details")
+        note = (
+            f"load: {', '.join(rebuilt)} built again here disagree(s) with the probe saved in {path}: {worst} "
+            f"(tolerance {result.tolerance.describe()}); run `trt-lower verify` for details"
+        )
         log.warning("trt_lower: %s", note)
         lowered.report.notes.append(note)

@@ -12,6 +12,7 @@ shape: a file saved for another architecture is refused, naming it. A weight fil
 input like the artifact: safetensors only (nothing unpickled), every key, dtype and shape checked
 before anything is built.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,15 +32,22 @@ from numpy.typing import NDArray
 
 from converters.core.dtypes import numpy_view
 from converters.core.segment import OnnxSegment
-from trt_lower.engine.cache import atomic_file
 from trt_lower.deploy import onnx_members
 from trt_lower.deploy.onnx_members import OnnxMemberError
+from trt_lower.engine.cache import atomic_file
 
 FORMAT = "trt_lower weights"
 EAGER = "eager/"
 # The ONNX types stripped: an engine's weights (what a refit replaces).
-_WEIGHT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                           onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8})
+_WEIGHT_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.INT8,
+    }
+)
 # A stripped initializer's external location: the values are in the weight file, under its key.
 _LOCATION = "trt_lower:separate"
 
@@ -71,8 +79,12 @@ class Separated:
             if tensor.data_type in _WEIGHT_TYPES:
                 # A copy: weights of one parameter read twice (tied) must not share storage in the file.
                 self.tensors[f"{engine}/{tensor.name}"] = _tensor(segment.values(tensor))
-                stripped = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims,
-                                            data_location=onnx.TensorProto.EXTERNAL)
+                stripped = onnx.TensorProto(
+                    name=tensor.name,
+                    data_type=tensor.data_type,
+                    dims=tensor.dims,
+                    data_location=onnx.TensorProto.EXTERNAL,
+                )
                 stripped.external_data.add(key="location", value=_LOCATION)
                 tensor.CopyFrom(stripped)
         return bytes(model.SerializeToString())
@@ -88,8 +100,9 @@ class Separated:
     def write(self, path: Path, record: dict[str, Any]) -> int:
         """The weights as a safetensors file at `path` (atomically); returns its size in bytes."""
         with atomic_file(path) as file:
-            file.write(safetensors.torch.save(self.tensors, metadata={
-                "format": FORMAT, "fingerprint": record["fingerprint"]}))
+            file.write(
+                safetensors.torch.save(self.tensors, metadata={"format": FORMAT, "fingerprint": record["fingerprint"]})
+            )
         return path.stat().st_size
 
 
@@ -101,8 +114,9 @@ def fingerprint(graphs: list[bytes], shapes: Mapping[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def read(source: str | os.PathLike[str] | Mapping[str, torch.Tensor], record: Mapping[str, Any],
-         artifact: Path) -> dict[str, torch.Tensor]:
+def read(
+    source: str | os.PathLike[str] | Mapping[str, torch.Tensor], record: Mapping[str, Any], artifact: Path
+) -> dict[str, torch.Tensor]:
     """The tensors of a weight file (or a state dict of its keys), checked against the artifact's
     record: exactly its keys, each of its dtype and shape, a file saved for this architecture."""
     if isinstance(source, Mapping):
@@ -110,15 +124,24 @@ def read(source: str | os.PathLike[str] | Mapping[str, torch.Tensor], record: Ma
     elif isinstance(source, (str, os.PathLike)):
         where, tensors = str(source), _load_file(Path(source), str(record["fingerprint"]), artifact)
     else:
-        raise WeightFileError(f"weights must be a path to a safetensors file or a state dict, got "
-                              f"{type(source).__name__}")
+        raise WeightFileError(
+            f"weights must be a path to a safetensors file or a state dict, got {type(source).__name__}"
+        )
     expected: Mapping[str, Any] = record["tensors"]
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
-        raise WeightFileError(f"{where} does not fit {artifact}: " + "; ".join(
-            ([f"missing '{missing[0]}'" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")] if missing
-             else []) + ([f"unexpected '{unexpected[0]}'"] if unexpected else [])))
+        raise WeightFileError(
+            f"{where} does not fit {artifact}: "
+            + "; ".join(
+                (
+                    [f"missing '{missing[0]}'" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")]
+                    if missing
+                    else []
+                )
+                + ([f"unexpected '{unexpected[0]}'"] if unexpected else [])
+            )
+        )
     for key, (dtype, shape) in expected.items():
         t = tensors[key]
         if not isinstance(t, torch.Tensor) or _dtype_name(t.dtype) != dtype or list(t.shape) != list(shape):
@@ -134,11 +157,14 @@ def _load_file(path: Path, expected: str, artifact: Path) -> dict[str, torch.Ten
         with safetensors.safe_open(str(path), framework="pt") as file:
             metadata = file.metadata() or {}
             if metadata.get("format") != FORMAT:
-                raise WeightFileError(f"{path} is not a trt_lower weight file (save(..., weights='separate') writes "
-                                      "them)")
+                raise WeightFileError(
+                    f"{path} is not a trt_lower weight file (save(..., weights='separate') writes them)"
+                )
             if metadata.get("fingerprint") != expected:
-                raise WeightFileError(f"{path} holds weights for another graph than {artifact}'s (saved from another "
-                                      "architecture or lowering settings)")
+                raise WeightFileError(
+                    f"{path} holds weights for another graph than {artifact}'s (saved from another "
+                    "architecture or lowering settings)"
+                )
             return {key: file.get_tensor(key) for key in file.keys()}
     except WeightFileError:
         raise
@@ -155,8 +181,10 @@ def filled(engine: str, graph: bytes, tensors: Mapping[str, torch.Tensor]) -> On
         where = {e.key: e.value for e in tensor.external_data}
         key = f"{engine}/{tensor.name}"
         if where != {"location": _LOCATION} or key not in tensors:
-            raise OnnxMemberError(f"initializer '{tensor.name[:80]}' declares external data {where!r}; a stripped "
-                                  "graph's weights come from its weight file, by their names")
+            raise OnnxMemberError(
+                f"initializer '{tensor.name[:80]}' declares external data {where!r}; a stripped "
+                "graph's weights come from its weight file, by their names"
+            )
         return numpy_view(tensors[key].contiguous())
 
     return onnx_members.stripped(graph, weight)

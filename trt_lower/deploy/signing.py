@@ -11,6 +11,7 @@ in the file is parsed. Unsigned files still load; `trusted_keys` (or $TRT_LOWER_
 load refuse any file that no trusted key signed. docs/security.md says what that does and does not
 protect against.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -105,8 +106,9 @@ def generate(private_path: Path, public_path: Path) -> Ed25519PublicKey:
     """A new key pair: the private key as unencrypted PEM (PKCS#8, readable by its owner only), the
     public key as PEM (SubjectPublicKeyInfo). Existing files are not overwritten."""
     key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     for path in (private_path, public_path):
         if path.exists():
@@ -210,8 +212,10 @@ def untrusted(path: PathLike, keys: Iterable[PublicKey] | PublicKey | None) -> s
         return f"{path} is not signed, and only files signed by a trusted key may be loaded"
     public, signature, digest = found
     if public not in {_raw(k) for k in required}:
-        return (f"{path} is signed by key {fingerprint(public)}, which is not trusted "
-                f"(trusted: {', '.join(fingerprint(k) for k in required)})")
+        return (
+            f"{path} is signed by key {fingerprint(public)}, which is not trusted "
+            f"(trusted: {', '.join(fingerprint(k) for k in required)})"
+        )
     if not _valid(public, signature, digest):
         return f"{path}: its signature does not match its contents (the file was changed after it was signed)"
     return None

@@ -1,4 +1,5 @@
 """Which backend runs the engines: TensorRT where it is usable here, else ONNX Runtime."""
+
 from __future__ import annotations
 
 import logging
@@ -34,6 +35,8 @@ def check_target(trt_version: str) -> None:
     installed = trt_engine.installed_version()
     target = trt_engine.installed_target()
     if installed is not None and target is not None and not TrtTarget(target).at_least(trt_version):
-        raise ValueError(f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
-                         f"its ONNX parser may reject what that version allows; use "
-                         f"trt_version={target!r} (or leave it unset)")
+        raise ValueError(
+            f"trt_version={trt_version!r} is newer than the installed TensorRT {installed}: "
+            f"its ONNX parser may reject what that version allows; use "
+            f"trt_version={target!r} (or leave it unset)"
+        )

@@ -2,13 +2,13 @@
 
 Plain data, importable without TensorRT: the cache key hashes it, the builder applies it.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from trt_lower.values.settings import PRECISIONS
-
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ that cannot be written (read-only, full, not a directory) costs one warning: low
 building without caching.
 The TensorRT timing cache (kernel timings, which speed up later builds) is kept beside the engines.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -164,8 +165,11 @@ class EngineCache:
         }
         weights = Hashing()
         segment.write_weights(weights)
-        return Key(hashlib.sha256(segment.graph_bytes("")).hexdigest(), weights.hexdigest(),
-                   hashlib.sha256(json.dumps(build, sort_keys=True).encode()).hexdigest())
+        return Key(
+            hashlib.sha256(segment.graph_bytes("")).hexdigest(),
+            weights.hexdigest(),
+            hashlib.sha256(json.dumps(build, sort_keys=True).encode()).hexdigest(),
+        )
 
     def engine_path(self, key: Key) -> Path:
         return self.root / f"{key.name}.engine"
@@ -224,8 +228,12 @@ class EngineCache:
             else:
                 if self._refused is not None and (self.root, self._refused) not in _refused_dirs:
                     _refused_dirs.add((self.root, self._refused))
-                    log.warning("trt_lower: refusing the engine cache %s (%s: whoever can write there could "
-                                "plant engines); building engines without it", self.root, self._refused)
+                    log.warning(
+                        "trt_lower: refusing the engine cache %s (%s: whoever can write there could "
+                        "plant engines); building engines without it",
+                        self.root,
+                        self._refused,
+                    )
         return self._refused is None
 
     # -- envelope ---------------------------------------------------------------------------
@@ -278,14 +286,14 @@ class EngineCache:
         if not data.startswith(MAGIC):
             return b"", "not a trt_lower cache file"
         start = len(MAGIC) + _LENGTH_BYTES
-        length = int.from_bytes(data[len(MAGIC):start], "big")
+        length = int.from_bytes(data[len(MAGIC) : start], "big")
         try:
-            header = json.loads(data[start:start + length])
+            header = json.loads(data[start : start + length])
         except ValueError:
             header = None
         if not isinstance(header, dict):
             return b"", "unreadable header (truncated or corrupted)"
-        payload = data[start + length:]
+        payload = data[start + length :]
         expected = {"format": FORMAT, "tensorrt": self.tensorrt_version, "device": self.device}
         for field, value in expected.items():
             if header.get(field) != value:
@@ -330,13 +338,18 @@ def _acquire(lock: filelock.FileLock) -> bool:
         lock.acquire(timeout=LOCK_REPORT_S)
         return True
     except filelock.Timeout:
-        log.warning("trt_lower: another process has held the engine cache lock %s for %g s (building the same "
-                    "engine, or hung); waiting up to %g s more, then building without it",
-                    lock.lock_file, LOCK_REPORT_S, LOCK_TIMEOUT_S - LOCK_REPORT_S)
+        log.warning(
+            "trt_lower: another process has held the engine cache lock %s for %g s (building the same "
+            "engine, or hung); waiting up to %g s more, then building without it",
+            lock.lock_file,
+            LOCK_REPORT_S,
+            LOCK_TIMEOUT_S - LOCK_REPORT_S,
+        )
     try:
         lock.acquire(timeout=LOCK_TIMEOUT_S - LOCK_REPORT_S)
         return True
     except filelock.Timeout:
-        log.warning("trt_lower: waited %g s for the engine cache lock %s; building without it",
-                    LOCK_TIMEOUT_S, lock.lock_file)
+        log.warning(
+            "trt_lower: waited %g s for the engine cache lock %s; building without it", LOCK_TIMEOUT_S, lock.lock_file
+        )
         return False

@@ -1,4 +1,5 @@
 """What the TensorRT engine layer raises to the lowering, importable without TensorRT."""
+
 from __future__ import annotations
 
 from typing import Mapping

@@ -1,4 +1,5 @@
 """ONNX Runtime sessions over the exact ONNX TensorRT would parse."""
+
 from __future__ import annotations
 
 import functools
@@ -29,11 +30,19 @@ except ModuleNotFoundError as error:
     raise ModuleNotFoundError(
         "trt_lower runs its engines on ONNX Runtime (the onnxruntime module), which is not installed: "
         "pip install 'trt_lower[cpu]' for the onnxruntime package, or 'trt_lower[gpu]' for onnxruntime-gpu",
-        name="onnxruntime") from error
+        name="onnxruntime",
+    ) from error
 
 # ONNX Runtime's builds on PyPI: each installs the same `onnxruntime` module under its own name.
-DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
-                 "onnxruntime-qnn", "onnxruntime-migraphx", "onnxruntime-training")
+DISTRIBUTIONS = (
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "onnxruntime-directml",
+    "onnxruntime-openvino",
+    "onnxruntime-qnn",
+    "onnxruntime-migraphx",
+    "onnxruntime-training",
+)
 
 
 def warn_if_several_installed() -> None:
@@ -52,7 +61,9 @@ def warn_if_several_installed() -> None:
             f"{' and '.join(found)} are installed together: they provide the same `onnxruntime` module, "
             f"one over the other's files, so the one that runs is whichever was installed last, possibly "
             f"broken. Keep one: pip uninstall -y {names}, then pip install the one you want (onnxruntime-gpu "
-            f"for CUDA: trt_lower[gpu]).", stacklevel=2)
+            f"for CUDA: trt_lower[gpu]).",
+            stacklevel=2,
+        )
 
 
 warn_if_several_installed()
@@ -61,8 +72,16 @@ warn_if_several_installed()
 # its own exception classes, which derive from Exception alone.
 SESSION_ERRORS: tuple[type[Exception], ...] = tuple(
     getattr(ort.capi.onnxruntime_pybind11_state, name)
-    for name in ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NotImplemented",
-                 "RuntimeException", "EPFail"))
+    for name in (
+        "Fail",
+        "InvalidArgument",
+        "InvalidGraph",
+        "InvalidProtobuf",
+        "NotImplemented",
+        "RuntimeException",
+        "EPFail",
+    )
+)
 
 
 # A segment with at least this many bytes of weights reads them in place (shared_weights_session).
@@ -72,8 +91,13 @@ SHARE_WEIGHTS_MIN_BYTES = 1 << 30
 _WEIGHTS_FILE = "weights.bin"
 
 
-def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None = None, *,
-                   spin_between_runs: bool = True, threads: int | None = None) -> ort.InferenceSession:
+def create_session(
+    onnx_bytes: bytes,
+    weights: Mapping[str, NDArray[Any]] | None = None,
+    *,
+    spin_between_runs: bool = True,
+    threads: int | None = None,
+) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
     (converters/core/segment.py), handed over without serializing them; ONNX Runtime copies them
     into the session (and packs matmul weights for its kernels).
@@ -89,8 +113,9 @@ def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None
         # ONNX Runtime copies the values in while creating the session; they must live until then.
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in weights.values()]
         options.add_external_initializers(list(weights), values)
-    return ort.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=Q_DQ_AS_WRITTEN)
+    return ort.InferenceSession(
+        onnx_bytes, options, providers=["CPUExecutionProvider"], disabled_optimizers=Q_DQ_AS_WRITTEN
+    )
 
 
 # TensorRT quantizes what the Q/DQ nodes say and no more. ONNX Runtime's QDQ fusions would not: a
@@ -102,8 +127,9 @@ def create_session(onnx_bytes: bytes, weights: Mapping[str, NDArray[Any]] | None
 Q_DQ_AS_WRITTEN = ["QDQSelectorActionTransformer", "ClipQuantRewrite", "ReluQuantRewrite"]
 
 
-def shared_weights_session(segment: OnnxSegment, *, spin_between_runs: bool = True,
-                           threads: int | None = None) -> ort.InferenceSession:
+def shared_weights_session(
+    segment: OnnxSegment, *, spin_between_runs: bool = True, threads: int | None = None
+) -> ort.InferenceSession:
     """A CPU session that reads the segment's weights where they are (the model's tensors, or the
     weights a loaded artifact read) instead of copying them: no second copy of a multi-GB
     model. Each weight is an initializer the caller owns (SessionOptions.add_initializer), which
@@ -160,20 +186,30 @@ def fast_path_works() -> bool:
     int64 input and output. Its binding is private and changes between releases (1.32 dropped
     OrtValueVector.push_back's bool flag): any failure here leaves the public path."""
     names = ("x", "mask", "ids")
-    sigs = tuple(TensorSig(n, n, dtype, (2, 3), (2, 3), (2, 3))
-                 for n, dtype in zip(names, (torch.float32, torch.bool, torch.int64)))
+    sigs = tuple(
+        TensorSig(n, n, dtype, (2, 3), (2, 3), (2, 3))
+        for n, dtype in zip(names, (torch.float32, torch.bool, torch.int64))
+    )
     types = (TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64)
     graph = helper.make_graph(
-        [helper.make_node("Neg", ["x"], ["x_out"]), helper.make_node("Not", ["mask"], ["mask_out"]),
-         helper.make_node("Add", ["ids", "ids"], ["ids_out"])], "probe",
+        [
+            helper.make_node("Neg", ["x"], ["x_out"]),
+            helper.make_node("Not", ["mask"], ["mask_out"]),
+            helper.make_node("Add", ["ids", "ids"], ["ids_out"]),
+        ],
+        "probe",
         [helper.make_tensor_value_info(n, t, [2, 3]) for n, t in zip(names, types)],
-        [helper.make_tensor_value_info(f"{n}_out", t, [2, 3]) for n, t in zip(names, types)])
+        [helper.make_tensor_value_info(f"{n}_out", t, [2, 3]) for n, t in zip(names, types)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)
     segment = OnnxSegment(model)
     outs = tuple(TensorSig(f"{s.name}_out", s.source, s.dtype, s.min_shape, s.opt_shape, s.max_shape) for s in sigs)
     # Fixed values: the probe must not draw from torch's random generator (the user's seeds).
-    tensors = (torch.tensor([[1.5, -2.0, 0.0], [3.25, -0.5, 7.0]]),
-               torch.tensor([[True, False, True], [False, False, True]]), torch.arange(6).reshape(2, 3))
+    tensors = (
+        torch.tensor([[1.5, -2.0, 0.0], [3.25, -0.5, 7.0]]),
+        torch.tensor([[True, False, True], [False, False, True]]),
+        torch.arange(6).reshape(2, 3),
+    )
     try:
         session = create_session(model.SerializeToString())
         fast = OrtEngineModule("probe", session, segment, sigs, outs, True, fast_path=True).run(tensors)

@@ -1,5 +1,6 @@
 """Whether backend='tensorrt' can run here, and what to install when it cannot: the one probe of
 the installed TensorRT."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -7,6 +8,7 @@ import importlib.util
 from converters.core.target import for_installed
 from trt_lower.values import device as devices
 from trt_lower.values.versions import parse_version
+
 INSTALL_HINT = (
     "install NVIDIA's TensorRT Python package: `pip install 'trt_lower[tensorrt]'` "
     "(TensorRT <= 10.4 for V100 GPUs, see docs/targets.md)"
@@ -71,6 +73,8 @@ def _cuda_reason(version: str) -> str | None:
         failure = "its Runtime came back empty"
     if runtime is not None:
         return None
-    return (f"TensorRT {version} imports but cannot start CUDA ({LOGGER.take_errors() or failure}); check that "
-            "the NVIDIA driver supports the CUDA version the TensorRT wheel was built for (nvidia-smi shows the "
-            "driver's)")
+    return (
+        f"TensorRT {version} imports but cannot start CUDA ({LOGGER.take_errors() or failure}); check that "
+        "the NVIDIA driver supports the CUDA version the TensorRT wheel was built for (nvidia-smi shows the "
+        "driver's)"
+    )

@@ -17,6 +17,7 @@ Version branches (docs/tensorrt.md):
   as well, so the INT4 DequantizeLinear and the float layers reading it compute in the ONNX's types
   (11.x: always).
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,8 @@ import onnx
 import tensorrt as trt
 
 from trt_lower.engine.build_options import BuildOptions, InputProfile
-from trt_lower.values.versions import parse_version
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
+from trt_lower.values.versions import parse_version
 
 log = logging.getLogger("trt_lower")
 
@@ -52,7 +53,9 @@ def network_flags(major: int, precision: str, typed: bool) -> int:
 
 def has_quantization(onnx_bytes: bytes) -> bool:
     """Whether the ONNX holds QuantizeLinear/DequantizeLinear nodes (explicit quantization)."""
-    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in onnx.load_from_string(onnx_bytes).graph.node)
+    return any(
+        n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in onnx.load_from_string(onnx_bytes).graph.node
+    )
 
 
 def fx_node_of(onnx_node: str) -> str:
@@ -98,13 +101,22 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
     cache = config.create_timing_cache(serialized)
     if cache is not None and config.set_timing_cache(cache, False):
         return
-    log.warning("trt_lower: TensorRT rejected the saved timing cache (%s); starting a new one",
-                logger.take_errors() or "no reason given")
+    log.warning(
+        "trt_lower: TensorRT rejected the saved timing cache (%s); starting a new one",
+        logger.take_errors() or "no reason given",
+    )
     config.set_timing_cache(config.create_timing_cache(b""), False)
 
 
-def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: BuildOptions,
-               timing_cache: bytes, *, typed: bool = False, path: str | None = None) -> tuple[bytes, bytes]:
+def build_plan(
+    onnx_bytes: bytes,
+    profiles: Sequence[InputProfile],
+    options: BuildOptions,
+    timing_cache: bytes,
+    *,
+    typed: bool = False,
+    path: str | None = None,
+) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
     `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
     (converters/passes/bfloat16.py: has_bfloat16), INT4 weights or FP8 (onnx_types.has_int4/has_fp8); `path`:
@@ -147,8 +159,10 @@ def build_plan(onnx_bytes: bytes, profiles: Sequence[InputProfile], options: Bui
     for p in profiles:
         profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
     if config.add_optimization_profile(profile) < 0:
-        raise BuildFailure(logger.take_errors() or "TensorRT refused the optimization profile "
-                           f"{[(p.name, p.min, p.max) for p in profiles]}")
+        raise BuildFailure(
+            logger.take_errors()
+            or f"TensorRT refused the optimization profile {[(p.name, p.min, p.max) for p in profiles]}"
+        )
 
     plan = builder.build_serialized_network(network, config)
     if plan is None:

@@ -1,5 +1,6 @@
 """A segment's TensorRT engine: loaded from the engine cache when a valid entry exists, else built
 (one log line per engine with its build time) and cached."""
+
 from __future__ import annotations
 
 import logging
@@ -10,18 +11,20 @@ from typing import Sequence
 
 import tensorrt as trt
 
+from converters.core.segment import OnnxSegment
 from converters.passes.bfloat16 import has_bfloat16
 from converters.passes.onnx_types import has_fp8, has_int4
-from converters.core.segment import OnnxSegment
+from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.engine.cache import EngineCache, Key, default_dir
 from trt_lower.engine.errors import EngineBuildError
-from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.engine.trt_builder import BuildFailure, build_plan
 from trt_lower.runtime.trt_module import DeviceMemoryError, PlanLoadError, TRTEngineModule
 from trt_lower.values import device as devices
 from trt_lower.values.signature import TensorSig
 
 log = logging.getLogger("trt_lower")
+
+
 def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None = None) -> EngineBuildError:
     """The nodes to run eagerly instead: the one the parser blamed, else the whole segment."""
     why = f"TensorRT could not build {name}: {reason}"
@@ -30,8 +33,9 @@ def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None =
     return EngineBuildError(name, reason, dict.fromkeys(nodes, why))
 
 
-def _cache_entry(segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions,
-                 cache_dir: Path | None) -> tuple[EngineCache, list[InputProfile], Key]:
+def _cache_entry(
+    segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions, cache_dir: Path | None
+) -> tuple[EngineCache, list[InputProfile], Key]:
     """The engine cache, the segment's input profiles and its key there: the graph and the
     weights' bytes, hashed in place, with the profiles and build options."""
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
@@ -39,17 +43,27 @@ def _cache_entry(segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: B
     return cache, profiles, cache.key(segment, profiles, options)
 
 
-def discard_engine(segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions,
-                   cache_dir: Path | None, why: str) -> None:
+def discard_engine(
+    segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions, cache_dir: Path | None, why: str
+) -> None:
     """Remove the segment's cached plan, saying why in the log."""
     cache, _, key = _cache_entry(segment, inputs, options, cache_dir)
     with cache.exclusive(key):
         cache.discard(key, why)
 
 
-def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
-                tuple_output: bool, *, nodes: Sequence[str], options: BuildOptions, cache_dir: Path | None,
-                cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
+def load_engine(
+    name: str,
+    segment: OnnxSegment,
+    inputs: tuple[TensorSig, ...],
+    outputs: tuple[TensorSig, ...],
+    tuple_output: bool,
+    *,
+    nodes: Sequence[str],
+    options: BuildOptions,
+    cache_dir: Path | None,
+    cuda_graphs: bool,
+) -> tuple[TRTEngineModule, bool]:
     """The engine module for one segment, and whether it came from the cache.
 
     `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
@@ -60,13 +74,35 @@ def load_engine(name: str, segment: OnnxSegment, inputs: tuple[TensorSig, ...], 
 
     # One process (or thread) builds a key; the others lowering it at the same time wait, then load it.
     with cache.exclusive(key):
-        return _load_or_build(name, cache, key, segment, profiles, inputs, outputs, tuple_output,
-                              nodes=nodes, options=options, cuda_graphs=cuda_graphs)
+        return _load_or_build(
+            name,
+            cache,
+            key,
+            segment,
+            profiles,
+            inputs,
+            outputs,
+            tuple_output,
+            nodes=nodes,
+            options=options,
+            cuda_graphs=cuda_graphs,
+        )
 
 
-def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment, profiles: list[InputProfile],
-                   inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
-                   nodes: Sequence[str], options: BuildOptions, cuda_graphs: bool) -> tuple[TRTEngineModule, bool]:
+def _load_or_build(
+    name: str,
+    cache: EngineCache,
+    key: Key,
+    segment: OnnxSegment,
+    profiles: list[InputProfile],
+    inputs: tuple[TensorSig, ...],
+    outputs: tuple[TensorSig, ...],
+    tuple_output: bool,
+    *,
+    nodes: Sequence[str],
+    options: BuildOptions,
+    cuda_graphs: bool,
+) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)
     if cached is not None:
         try:
@@ -98,8 +134,9 @@ def _load_or_build(name: str, cache: EngineCache, key: Key, segment: OnnxSegment
     return module, False
 
 
-def _build(segment: OnnxSegment, profiles: list[InputProfile], options: BuildOptions,
-           timing_cache: bytes) -> tuple[bytes, bytes]:
+def _build(
+    segment: OnnxSegment, profiles: list[InputProfile], options: BuildOptions, timing_cache: bytes
+) -> tuple[bytes, bytes]:
     typed = has_bfloat16(segment.model) or has_int4(segment.model) or has_fp8(segment.model)
     if segment.fits_one_protobuf():
         return build_plan(segment.to_bytes(), profiles, options, timing_cache, typed=typed)

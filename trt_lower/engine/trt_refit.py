@@ -8,6 +8,7 @@ every weight is set by its initializer's name (its parser names weights after th
 TensorRT must report no missing weight before the engine is refitted, and the engine refitted is a
 new one deserialized from the same plan, so the one in use keeps running until it is swapped.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -95,8 +96,9 @@ def refitted(module: torch.nn.Module, segment: ConvertedSegment) -> TRTEngineMod
     refitted engine serialized (what trt_lower.save stores)."""
     if not isinstance(module, TRTEngineModule):
         raise RefitError(f"{segment.name} is not a TensorRT engine")
-    new = TRTEngineModule(segment.name, module.plan, segment.inputs, segment.outputs, segment.tuple_output,
-                          cuda_graphs=module.cuda_graphs)
+    new = TRTEngineModule(
+        segment.name, module.plan, segment.inputs, segment.outputs, segment.tuple_output, cuda_graphs=module.cuda_graphs
+    )
     refit(new.engine, segment.onnx, segment.name)
     new.plan = bytes(new.engine.serialize())
     return new

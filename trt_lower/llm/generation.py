@@ -1,6 +1,7 @@
 """LoweredCausalLM: a causal LM whose every forward during `generate()` is one lowered step
 (llm/step.py) against key/value cache buffers allocated once, driven by transformers' own
 `generate()` (greedy, sampling, logits processors, stopping, eos and padding as the eager model)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,13 +13,12 @@ import threading
 from typing import Any, Callable, Iterator
 
 import torch
-from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel
+from transformers import GenerationConfig, PreTrainedModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from trt_lower.llm.step import FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
-
 
 _CLASS_PATH = re.compile(r"transformers(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
@@ -31,8 +31,9 @@ class _Layer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers is un
     """A layer's preallocated buffers (views of the first `batch` rows), written in place by
     LoweredCausalLM.forward, not by transformers."""
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
-               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         raise AssertionError("the lowered step writes the cache (LoweredCausalLM.forward)")
 
     def get_seq_length(self) -> int:
@@ -89,8 +90,9 @@ class _BufferPool:
 def _model_class(path: Any) -> type[PreTrainedModel]:
     """The transformers model class `path` names; only a module of transformers is imported."""
     if not isinstance(path, str) or not _CLASS_PATH.fullmatch(path):
-        raise ValueError(f"model_class {str(path)[:80]!r} is not a class of transformers "
-                         "(transformers.<module>.<Class>)")
+        raise ValueError(
+            f"model_class {str(path)[:80]!r} is not a class of transformers (transformers.<module>.<Class>)"
+        )
     module, _, name = path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name, None)
@@ -116,7 +118,8 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
     batch, length = _count(description, "max_batch", 1), _count(description, "max_length", 2)
     cache = description.get("cache")
     if not isinstance(cache, list) or not all(
-            isinstance(c, list) and len(c) == 3 and all(type(n) is int and n >= 1 for n in c) for c in cache):
+        isinstance(c, list) and len(c) == 3 and all(type(n) is int and n >= 1 for n in c) for c in cache
+    ):
         raise ValueError("cache must be a list of [heads, key dim, value dim] per layer, each an int >= 1")
     dtype = getattr(torch, str(description.get("dtype")), None) if isinstance(description.get("dtype"), str) else None
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -130,8 +133,10 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
     wanted += [(batch, h, length, k) for h, k, _ in cache] + [(batch, h, length, v) for h, _, v in cache]
     got = [tuple(s.max_shape) for s in sigs]
     if got != wanted or any(s.dtype != dtype for s in sigs[4:]):
-        raise ValueError(f"max_batch, max_length, cache and dtype describe the step's inputs as {wanted[:6]}..., "
-                         f"its signatures say {got[:6]}...")
+        raise ValueError(
+            f"max_batch, max_length, cache and dtype describe the step's inputs as {wanted[:6]}..., "
+            f"its signatures say {got[:6]}..."
+        )
     size = batch * length * sum(h * (k + v) for h, k, v in cache) * dtype.itemsize
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if size > memory:
@@ -165,11 +170,14 @@ class LoweredCausalLM:
             def zeros(*shape: int, dtype: torch.dtype = dtype) -> torch.Tensor:
                 return torch.zeros(shape, dtype=dtype, device=device)
 
-            return ([zeros(self.max_batch, h, self.max_length, d) for h, d, _ in cache],
-                    [zeros(self.max_batch, h, self.max_length, d) for h, _, d in cache],
-                    zeros(dtype=torch.int64))
+            return (
+                [zeros(self.max_batch, h, self.max_length, d) for h, d, _ in cache],
+                [zeros(self.max_batch, h, self.max_length, d) for h, _, d in cache],
+                zeros(dtype=torch.int64),
+            )
 
         self._buffers = _BufferPool(allocate)
+
         # transformers' generate() on a model of the same class and config, its weights on the meta
         # device (none are read: every forward is the lowered step's).
         @functools.wraps(cls.forward)  # generate() reads forward's parameters (position_ids...) to know what to pass
@@ -200,38 +208,52 @@ class LoweredCausalLM:
         return self.step.report
 
     @staticmethod
-    def describe_model(model: PreTrainedModel, max_batch: int, max_length: int,
-                       cache: list[tuple[int, int, int]], dtype: torch.dtype) -> dict[str, Any]:
+    def describe_model(
+        model: PreTrainedModel, max_batch: int, max_length: int, cache: list[tuple[int, int, int]], dtype: torch.dtype
+    ) -> dict[str, Any]:
         """What generation needs besides the step, as JSON (the artifact's `extra`)."""
         cls = type(model)
-        return {"kind": "causal_lm", "model_class": f"{cls.__module__}.{cls.__qualname__}",
-                "config": model.config.to_dict(), "generation_config": model.generation_config.to_dict(),
-                "max_batch": max_batch, "max_length": max_length, "cache": [list(c) for c in cache],
-                "dtype": str(dtype).removeprefix("torch.")}
+        return {
+            "kind": "causal_lm",
+            "model_class": f"{cls.__module__}.{cls.__qualname__}",
+            "config": model.config.to_dict(),
+            "generation_config": model.generation_config.to_dict(),
+            "max_batch": max_batch,
+            "max_length": max_length,
+            "cache": [list(c) for c in cache],
+            "dtype": str(dtype).removeprefix("torch."),
+        }
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, past_key_values: Cache | None = None,
-                **kwargs: Any) -> CausalLMOutputWithPast:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs: Any,
+    ) -> CausalLMOutputWithPast:
         """One step: the lowered model over `input_ids` (the tokens not yet in the cache)."""
         if not isinstance(past_key_values, BufferCache):
             raise ValueError("a lowered causal LM runs with the cache generate() is given by LoweredCausalLM.generate")
         batch, q = input_ids.shape
         past = past_key_values.length
         if past + q > self.max_length:
-            raise GenerationLimitError(f"{past + q} positions exceed max_length={self.max_length}, the cache size "
-                                       "the model was lowered for")
+            raise GenerationLimitError(
+                f"{past + q} positions exceed max_length={self.max_length}, the cache size the model was lowered for"
+            )
         mask = torch.zeros(batch, self.max_length, dtype=torch.int64, device=input_ids.device)
         if attention_mask is None:
-            mask[:, :past + q] = 1
+            mask[:, : past + q] = 1
         else:
-            mask[:, :past + q] = attention_mask[:, -(past + q):]
+            mask[:, : past + q] = attention_mask[:, -(past + q) :]
         if position_ids is None:
             position_ids = torch.arange(past, past + q, device=input_ids.device).expand(batch, q)
         past_key_values.past.fill_(past)
         keys = tuple(k for k, _ in past_key_values.buffers)
         values = tuple(v for _, v in past_key_values.buffers)
-        logits, new_keys, new_values = self.step(input_ids, mask, position_ids.expand(batch, q).contiguous(),
-                                                 past_key_values.past, keys, values)
+        logits, new_keys, new_values = self.step(
+            input_ids, mask, position_ids.expand(batch, q).contiguous(), past_key_values.past, keys, values
+        )
         written = torch.arange(past, past + q, device=input_ids.device)
         for (keys_buffer, values_buffer), k, v in zip(past_key_values.buffers, new_keys, new_values):
             keys_buffer.index_copy_(2, written, k)
@@ -239,27 +261,33 @@ class LoweredCausalLM:
         past_key_values.length = past + q
         return CausalLMOutputWithPast(logits=logits[:, None, :], past_key_values=past_key_values)
 
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 **kwargs: Any) -> Any:
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
         """transformers' `generate()` of the eager model (same arguments, same result), every
         forward lowered. GenerationLimitError where the batch or the prompt plus `max_new_tokens`
         exceed `max_batch` / `max_length`."""
         if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be a [batch, length] tensor of token ids, got "
-                             f"{getattr(input_ids, 'shape', type(input_ids).__name__)}")
+            raise ValueError(
+                f"input_ids must be a [batch, length] tensor of token ids, got "
+                f"{getattr(input_ids, 'shape', type(input_ids).__name__)}"
+            )
         batch, length = input_ids.shape
         if batch > self.max_batch:
-            raise GenerationLimitError(f"batch {batch} exceeds max_batch={self.max_batch}, the batch the model "
-                                       "was lowered for")
+            raise GenerationLimitError(
+                f"batch {batch} exceeds max_batch={self.max_batch}, the batch the model was lowered for"
+            )
         if length > self.max_length:
-            raise GenerationLimitError(f"the prompt's {length} tokens exceed max_length={self.max_length}, the "
-                                       "cache size the model was lowered for")
+            raise GenerationLimitError(
+                f"the prompt's {length} tokens exceed max_length={self.max_length}, the "
+                "cache size the model was lowered for"
+            )
         config = kwargs.get("generation_config") or self.model.generation_config
         new = kwargs.get("max_new_tokens", config.max_new_tokens)
         total = length + new if new is not None else kwargs.get("max_length", config.max_length) or 20
         if total > self.max_length + 1:  # the last token is sampled, never written to the cache
-            raise GenerationLimitError(f"the prompt's {length} tokens and {total - length} new ones exceed "
-                                       f"max_length={self.max_length}, the cache size the model was lowered for")
+            raise GenerationLimitError(
+                f"the prompt's {length} tokens and {total - length} new ones exceed "
+                f"max_length={self.max_length}, the cache size the model was lowered for"
+            )
         if (kwargs.get("num_beams", config.num_beams) or 1) != 1:
             raise ValueError("a lowered causal LM generates with num_beams=1 (greedy or sampling)")
         with self._buffers.taken() as (keys, values, past):

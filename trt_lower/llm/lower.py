@@ -1,4 +1,5 @@
 """lower_causal_lm: a transformers causal LM lowered for generation."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,8 +20,10 @@ def lower_causal_lm(model: PreTrainedModel, *, max_batch: int, max_length: int, 
     a key/value cache of `max_length` positions preallocated per layer and updated in place.
     options: lower_to_trt's (backend, precision, require_full, ...)."""
     if not isinstance(model, PreTrainedModel) or not model.can_generate() or model.config.is_encoder_decoder:
-        raise ValueError(f"model must be a transformers causal LM (a decoder-only PreTrainedModel that can "
-                         f"generate), got {type(model).__name__}")
+        raise ValueError(
+            f"model must be a transformers causal LM (a decoder-only PreTrainedModel that can "
+            f"generate), got {type(model).__name__}"
+        )
     for name, value, least in (("max_batch", max_batch, 1), ("max_length", max_length, 2)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an int >= {least}, got {value!r}")
@@ -28,7 +31,7 @@ def lower_causal_lm(model: PreTrainedModel, *, max_batch: int, max_length: int, 
     # Each layer's key/value heads and head dims, read off a one-token forward's cache.
     with torch.no_grad():
         layers = model(torch.zeros(1, 1, dtype=torch.int64, device=model.device), use_cache=True).past_key_values.layers
-    cache = [(int(l.keys.shape[1]), int(l.keys.shape[3]), int(l.values.shape[3])) for l in layers]
+    cache = [(int(layer.keys.shape[1]), int(layer.keys.shape[3]), int(layer.values.shape[3])) for layer in layers]
     dtype = layers[0].keys.dtype
     b, n = max_batch, max_length
 
@@ -38,6 +41,7 @@ def lower_causal_lm(model: PreTrainedModel, *, max_batch: int, max_length: int, 
     tokens = TensorSpec((1, 1), (b, 1), (b, n), torch.int64)  # the prompt, or one new token
     keys = tuple(rows(b, h, n, d, of=dtype) for h, d, _ in cache)
     values = tuple(rows(b, h, n, d, of=dtype) for h, _, d in cache)
-    step = lower_to_trt(DecodeStep(model), (tokens, rows(b, n), tokens, torch.zeros((), dtype=torch.int64), keys, values),
-                        **options)
+    step = lower_to_trt(
+        DecodeStep(model), (tokens, rows(b, n), tokens, torch.zeros((), dtype=torch.int64), keys, values), **options
+    )
     return LoweredCausalLM(step, LoweredCausalLM.describe_model(model, max_batch, max_length, cache, dtype))

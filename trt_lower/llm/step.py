@@ -4,6 +4,7 @@
 It returns the last position's logits and the new tokens' keys and values; the caller writes those
 into its preallocated cache buffers in place (`index_copy_`), so the cache keeps its addresses and
 no step copies it. The same step serves the prompt (q = its length) and each new token (q = 1)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -45,8 +46,9 @@ class _BufferLayer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers
         self.positions = positions
         self.new: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
-               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         self.new = (key_states, value_states)
         keys, values = self.buffers
         return keys.index_copy(2, self.positions, key_states), values.index_copy(2, self.positions, value_states)
@@ -59,8 +61,9 @@ class _BufferCache(Cache):
     """The step's cache: one _BufferLayer per layer; the queries start at `past` (a 0-d tensor, so
     one captured step serves every position)."""
 
-    def __init__(self, keys: tuple[torch.Tensor, ...], values: tuple[torch.Tensor, ...], past: torch.Tensor,
-                 q: int) -> None:
+    def __init__(
+        self, keys: tuple[torch.Tensor, ...], values: tuple[torch.Tensor, ...], past: torch.Tensor, q: int
+    ) -> None:
         positions = past + torch.arange(q, device=past.device)
         self.buffer_layers = [_BufferLayer(k, v, positions) for k, v in zip(keys, values)]
         super().__init__(layers=list(self.buffer_layers))
@@ -82,13 +85,24 @@ class DecodeStep(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                past: torch.Tensor, keys: tuple[torch.Tensor, ...],
-                values: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past: torch.Tensor,
+        keys: tuple[torch.Tensor, ...],
+        values: tuple[torch.Tensor, ...],
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         cache = _BufferCache(keys, values, past, input_ids.shape[1])
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         new = [layer.new for layer in cache.buffer_layers]
         assert all(n is not None for n in new), "every layer updates the cache"
-        return (out.logits[:, -1],
-                tuple(n[0] for n in new if n is not None), tuple(n[1] for n in new if n is not None))
+        return (out.logits[:, -1], tuple(n[0] for n in new if n is not None), tuple(n[1] for n in new if n is not None))

@@ -10,6 +10,7 @@ trt_version="latest"). Needs torchao (the `quant` extra).
 In: a model, example inputs and calibration batches. Out: the quantized module (int8: after
 convert_pt2e; FP8: fp8.py's conversion), for `lower_to_trt`.
 """
+
 from trt_lower.quantization.quantizer import CalibrationError, TensorRTQuantizer, quantize
 
 __all__ = ["CalibrationError", "TensorRTQuantizer", "quantize"]

@@ -7,6 +7,7 @@ Why not convert_pt2e: its float8 path rounds x / scale to an integer before the 
 rounding), and fails on per-channel float8 weights (torch 2.14, torchao 0.18: "Promotion for
 Float8 Types is not supported").
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,11 +23,11 @@ FP8_MAX = float(torch.finfo(FP8).max)  # 448
 # A tensor seen all zero still gets a positive scale (TensorRT needs one).
 _MIN_SCALE = 2.0**-24
 _RANGE = {"dtype": FP8, "quant_min": -int(FP8_MAX), "quant_max": int(FP8_MAX)}
-ACTIVATION = QuantizationSpec(observer_or_fake_quant_ctr=MinMaxObserver, qscheme=torch.per_tensor_symmetric,
-                              **_RANGE)
+ACTIVATION = QuantizationSpec(observer_or_fake_quant_ctr=MinMaxObserver, qscheme=torch.per_tensor_symmetric, **_RANGE)
 # Axis 0: the output channels of conv and linear weights (TensorRT's per-channel axis for them).
-WEIGHT = QuantizationSpec(observer_or_fake_quant_ctr=PerChannelMinMaxObserver, qscheme=torch.per_channel_symmetric,
-                          ch_axis=0, **_RANGE)
+WEIGHT = QuantizationSpec(
+    observer_or_fake_quant_ctr=PerChannelMinMaxObserver, qscheme=torch.per_channel_symmetric, ch_axis=0, **_RANGE
+)
 
 
 _QUANTIZE = torch.ops.torchao.quantize_affine_float8_non_decomposed.default
@@ -42,8 +43,12 @@ def convert(prepared: torch.fx.GraphModule) -> torch.fx.GraphModule:
     the value it observed, with the scale it saw as a buffer; a weight's quantize done here, its
     FP8 values kept as a buffer (as convert_pt2e keeps int8 weights)."""
     graph = prepared.graph
-    observers = [n for n in graph.nodes if n.op == "call_module"
-                 and isinstance(prepared.get_submodule(str(n.target)), (MinMaxObserver, PerChannelMinMaxObserver))]
+    observers = [
+        n
+        for n in graph.nodes
+        if n.op == "call_module"
+        and isinstance(prepared.get_submodule(str(n.target)), (MinMaxObserver, PerChannelMinMaxObserver))
+    ]
     for node in observers:
         observer: Any = prepared.get_submodule(str(node.target))  # torchao has no types
         amax = torch.maximum(observer.min_val.abs(), observer.max_val.abs())

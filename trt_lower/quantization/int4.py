@@ -7,6 +7,7 @@ stay float. torch.export keeps each weight's `torchao.dequantize_affine`, which 
 opset-21 INT4 DequantizeLinear (converters/ops/int4.py). torchao's Int4WeightOnlyConfig is no
 help here: it needs GPU kernels (mslk) to quantize at all, and is asymmetric by default.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,13 +24,18 @@ def int4_weight_only(model: torch.nn.Module, group_size: int) -> torch.nn.Module
     channels (64 or 128: what TensorRT takes). ValueError naming the layer whose input channels
     `group_size` does not divide."""
     if group_size not in INT4_BLOCK_SIZES:
-        raise ValueError(f"group_size={group_size!r}: TensorRT dequantizes INT4 weights in groups of "
-                         f"{' or '.join(map(str, INT4_BLOCK_SIZES))} input channels")
+        raise ValueError(
+            f"group_size={group_size!r}: TensorRT dequantizes INT4 weights in groups of "
+            f"{' or '.join(map(str, INT4_BLOCK_SIZES))} input channels"
+        )
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and module.in_features % group_size:
-            raise ValueError(f"layer '{name}' has {module.in_features} input channels, which group_size="
-                             f"{group_size} does not divide")
+            raise ValueError(
+                f"layer '{name}' has {module.in_features} input channels, which group_size={group_size} does not divide"
+            )
     quantized = copy.deepcopy(model).eval()
-    quantize_(quantized, IntxWeightOnlyConfig(weight_dtype=INT4, granularity=PerGroup(group_size),
-                                              mapping_type=MappingType.SYMMETRIC))
+    quantize_(
+        quantized,
+        IntxWeightOnlyConfig(weight_dtype=INT4, granularity=PerGroup(group_size), mapping_type=MappingType.SYMMETRIC),
+    )
     return quantized

@@ -7,6 +7,7 @@ convolutions, linear layers and matmuls, and on the inputs of an add that joins 
 output (a residual), which TensorRT then fuses into that convolution. NVIDIA's TensorRT
 quantization guide places them the same way.
 """
+
 from __future__ import annotations
 
 import operator
@@ -26,18 +27,30 @@ from trt_lower.quantization.int4 import int4_weight_only
 aten = torch.ops.aten
 
 _INT8 = dict(dtype=torch.int8, quant_min=-128, quant_max=127)
-ACTIVATION = QuantizationSpec(observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12),
-                              qscheme=torch.per_tensor_symmetric, **_INT8)
+ACTIVATION = QuantizationSpec(
+    observer_or_fake_quant_ctr=HistogramObserver.with_args(eps=2**-12), qscheme=torch.per_tensor_symmetric, **_INT8
+)
 # Axis 0: the output channels of conv and linear weights (TensorRT's per-channel axis for them).
-WEIGHT = QuantizationSpec(observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=2**-12),
-                          qscheme=torch.per_channel_symmetric, ch_axis=0, **_INT8)
+WEIGHT = QuantizationSpec(
+    observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=2**-12),
+    qscheme=torch.per_channel_symmetric,
+    ch_axis=0,
+    **_INT8,
+)
 
 _CONVS = frozenset({aten.conv1d.default, aten.conv2d.default, aten.conv3d.default})
 _MATMULS = frozenset({aten.matmul.default, aten.mm.default, aten.bmm.default})
 _ADDS = frozenset({aten.add.Tensor, aten.add_.Tensor})
 # What may sit between a convolution and the residual add it feeds (folded or fused by TensorRT).
-_PASS_THROUGH = frozenset({aten.batch_norm.default, aten._native_batch_norm_legit_no_training.default,
-                           aten.relu.default, aten.relu_.default, operator.getitem})
+_PASS_THROUGH = frozenset(
+    {
+        aten.batch_norm.default,
+        aten._native_batch_norm_legit_no_training.default,
+        aten.relu.default,
+        aten.relu_.default,
+        operator.getitem,
+    }
+)
 
 
 def _from_conv(node: Any) -> bool:
@@ -97,14 +110,18 @@ def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...
     elif isinstance(batch, (tuple, list)):
         inputs = tuple(batch)
     else:
-        raise CalibrationError(f"{what} is a {type(batch).__name__}: a batch is a tensor (the model's one input) "
-                               "or a tuple or list of the model's inputs")
+        raise CalibrationError(
+            f"{what} is a {type(batch).__name__}: a batch is a tensor (the model's one input) "
+            "or a tuple or list of the model's inputs"
+        )
     if count is not None and len(inputs) != count:
         raise CalibrationError(f"{what} holds {len(inputs)} input(s), the example inputs {count}")
     for i, t in enumerate(pytree.tree_leaves(inputs)):
         if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CalibrationError(f"{what}: its tensor {i} holds NaN or infinite values, which calibration "
-                                   "cannot observe (the int8 scales come from the values' range)")
+            raise CalibrationError(
+                f"{what}: its tensor {i} holds NaN or infinite values, which calibration "
+                "cannot observe (the int8 scales come from the values' range)"
+            )
     return inputs
 
 
@@ -112,8 +129,14 @@ def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...
 DTYPES = ("int8", "fp8", "int4_weight_only")
 
 
-def quantize(model: torch.nn.Module, example_inputs: Batch | None = None, calibration_batches: Iterable[Batch] = (),
-             *, dtype: str = "int8", group_size: int = 128) -> torch.nn.Module:
+def quantize(
+    model: torch.nn.Module,
+    example_inputs: Batch | None = None,
+    calibration_batches: Iterable[Batch] = (),
+    *,
+    dtype: str = "int8",
+    group_size: int = 128,
+) -> torch.nn.Module:
     """`model` quantized for TensorRT. dtype="int8" and "fp8": captured with torch.export,
     observed on every batch of `calibration_batches`, converted to quantize / dequantize ops:
     int8 weights (`convert_pt2e`), or FP8 E4M3 (torchao's float8 ops, amax scales;
@@ -140,8 +163,10 @@ def quantize(model: torch.nn.Module, example_inputs: Batch | None = None, calibr
             prepared(*_inputs(batch, f"calibration batch {k}", len(example)))
             seen += 1
     if not seen:
-        raise CalibrationError(f"calibration_batches is empty: {dtype} scales need the activations' ranges from at "
-                               "least one batch of representative inputs")
+        raise CalibrationError(
+            f"calibration_batches is empty: {dtype} scales need the activations' ranges from at "
+            "least one batch of representative inputs"
+        )
     quantized: torch.fx.GraphModule = fp8.convert(prepared) if dtype == "fp8" else convert_pt2e(prepared)
     # lower_to_trt and the accuracy checks call .eval() and then .train(model.training) to put the
     # mode back, which an exported module refuses. torchao's allow_exported_model_train_eval

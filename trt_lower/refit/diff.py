@@ -1,5 +1,6 @@
 """Whether an engine's ONNX converted with new weights is the one its engine was built from, but
 for the values of its weights: what a refit can change and what it cannot."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,8 +10,15 @@ from converters.core.segment import OnnxSegment
 
 # The initializer types a refit replaces: weights (float, and int8 where quantized). Others (shapes,
 # axes, indices) are part of the graph: TensorRT builds them in.
-_WEIGHT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                           onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8})
+_WEIGHT_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.INT8,
+    }
+)
 
 
 def _io(values: list[onnx.ValueInfoProto]) -> list[bytes]:
@@ -25,10 +33,15 @@ def difference(old: OnnxSegment, new: OnnxSegment) -> str | None:
         return "its inputs or outputs differ"
     for i, (x, y) in enumerate(zip(a.node, b.node)):
         if x.SerializeToString() != y.SerializeToString():
-            what = "its attributes" if (x.op_type, list(x.input), list(x.output)) == (
-                y.op_type, list(y.input), list(y.output)) else "it"
-            return (f"ONNX node '{x.name or i}' ({x.op_type}) differs: {what} changed with the weights "
-                    "(a weight folded into the graph, which no refit replaces)")
+            what = (
+                "its attributes"
+                if (x.op_type, list(x.input), list(x.output)) == (y.op_type, list(y.input), list(y.output))
+                else "it"
+            )
+            return (
+                f"ONNX node '{x.name or i}' ({x.op_type}) differs: {what} changed with the weights "
+                "(a weight folded into the graph, which no refit replaces)"
+            )
     if len(a.node) != len(b.node):
         return f"it has {len(b.node)} ONNX nodes with the new weights, {len(a.node)} before"
     olds = {t.name: t for t in a.initializer}
@@ -41,6 +54,8 @@ def difference(old: OnnxSegment, new: OnnxSegment) -> str | None:
         if (t.data_type, list(t.dims)) != (u.data_type, list(u.dims)):
             return f"initializer '{name}' changed type or shape"
         if t.data_type not in _WEIGHT_TYPES and not np.array_equal(old.values(t), new.values(u)):
-            return (f"initializer '{name}' ({onnx.TensorProto.DataType.Name(t.data_type)}) is derived from the weights "
-                    "but is not a weight TensorRT refits (a shape, index or axis)")
+            return (
+                f"initializer '{name}' ({onnx.TensorProto.DataType.Name(t.data_type)}) is derived from the weights "
+                "but is not a weight TensorRT refits (a shape, index or axis)"
+            )
     return None

@@ -1,5 +1,6 @@
 """Each engine's module with new weights, made beside the one in use: a new ONNX Runtime session,
 or a TensorRT engine deserialized from the same plan and refitted (nothing rebuilt)."""
+
 from __future__ import annotations
 
 import torch
@@ -18,12 +19,19 @@ def check_refittable(modules: dict[str, torch.nn.Module], backend: str) -> None:
 
     for name, module in modules.items():
         if not is_refittable(module):
-            raise WeightUpdateError(f"{name} is a TensorRT engine built without refittable=True: lower the model "
-                                    "with lower_to_trt(..., refittable=True) to update its weights")
+            raise WeightUpdateError(
+                f"{name} is a TensorRT engine built without refittable=True: lower the model "
+                "with lower_to_trt(..., refittable=True) to update its weights"
+            )
 
 
-def new_modules(old: dict[str, torch.nn.Module], segments: dict[str, ConvertedSegment], backend: str,
-                settings: LoweringSettings, eager_ops: int) -> dict[str, torch.nn.Module]:
+def new_modules(
+    old: dict[str, torch.nn.Module],
+    segments: dict[str, ConvertedSegment],
+    backend: str,
+    settings: LoweringSettings,
+    eager_ops: int,
+) -> dict[str, torch.nn.Module]:
     """The engine module for each segment: the old ones stay untouched until swapped."""
     if backend == "onnxruntime":
         alone = engine_is_whole_call(len(segments), eager_ops)

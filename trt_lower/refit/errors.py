@@ -1,4 +1,5 @@
 """The one error update_weights raises, for every refusal and every failed check."""
+
 from __future__ import annotations
 
 

@@ -1,5 +1,6 @@
 """Every engine's ONNX and every eager tensor of a lowered module, derived again from new weights
 the way lowering derived them: the captured graph with the new tensors, split and converted again."""
+
 from __future__ import annotations
 
 import operator
@@ -26,8 +27,9 @@ class Rederived:
     expected: Any
 
 
-def rederive(lowered: LoweredModule, lowering: Lowering, state: Mapping[str, torch.Tensor],
-             expected: Any = None) -> Rederived:
+def rederive(
+    lowered: LoweredModule, lowering: Lowering, state: Mapping[str, torch.Tensor], expected: Any = None
+) -> Rederived:
     """The module's engines' segments and eager tensors with `state`'s weights (checked by
     state.new_state); `expected`: the eager outputs to check against, else those of the captured
     graph with the new weights. WeightUpdateError where the new weights would change a graph."""
@@ -38,8 +40,10 @@ def rederive(lowered: LoweredModule, lowering: Lowering, state: Mapping[str, tor
     parts = lowering.split(gm)
     old_eager = sorted(f.node for f in lowered.report.fallbacks)
     if list(parts.engines) != list(lowered.segments) or sorted(n.name for n in parts.fallbacks) != old_eager:
-        raise WeightUpdateError("with the new weights the graph splits into other engines "
-                                f"({', '.join(parts.engines)} instead of {', '.join(lowered.segments)})")
+        raise WeightUpdateError(
+            "with the new weights the graph splits into other engines "
+            f"({', '.join(parts.engines)} instead of {', '.join(lowered.segments)})"
+        )
     try:
         segments = {s.name: s for s in lowering.convert(parts)}
     except ConversionError as e:
@@ -55,10 +59,12 @@ def rederive(lowered: LoweredModule, lowering: Lowering, state: Mapping[str, tor
         try:
             new = operator.attrgetter(target)(parts.gm)
         except AttributeError:
-            raise WeightUpdateError(f"eager node '{node.name}' reads '{target}', which the new weights' graph "
-                                    "does not have") from None
+            raise WeightUpdateError(
+                f"eager node '{node.name}' reads '{target}', which the new weights' graph does not have"
+            ) from None
         if not isinstance(new, torch.Tensor) or new.shape != old.shape or new.dtype != old.dtype:
-            raise WeightUpdateError(f"eager node '{node.name}' reads '{target}', which the new weights change in "
-                                    "shape or dtype")
+            raise WeightUpdateError(
+                f"eager node '{node.name}' reads '{target}', which the new weights change in shape or dtype"
+            )
         eager[target] = new.detach().to(old.device)
     return Rederived(segments, eager, expected)

@@ -1,4 +1,5 @@
 """The new tensors update_weights takes, checked against those the module was lowered with."""
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -16,8 +17,9 @@ def _names(names: list[str]) -> str:
     return shown + (f" and {len(names) - _LISTED} more" if len(names) > _LISTED else "")
 
 
-def new_state(source: torch.nn.Module | Mapping[str, torch.Tensor],
-              lowered: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def new_state(
+    source: torch.nn.Module | Mapping[str, torch.Tensor], lowered: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """`source`'s state dict (a model's, or a mapping given as one), detached, after checking it
     has exactly the keys of `lowered` (the captured program's state dict), each a tensor of the
     same shape and dtype; WeightUpdateError naming each offending key otherwise."""
@@ -31,7 +33,8 @@ def new_state(source: torch.nn.Module | Mapping[str, torch.Tensor],
     unexpected = [str(k) for k in given if k not in lowered]
     if missing or unexpected:
         parts = ([f"missing {_names(missing)}"] if missing else []) + (
-            [f"unexpected {_names(unexpected)}"] if unexpected else [])
+            [f"unexpected {_names(unexpected)}"] if unexpected else []
+        )
         raise WeightUpdateError(f"the new weights do not fit the lowered model: {'; '.join(parts)}")
     state = {}
     for key, old in lowered.items():
@@ -39,11 +42,16 @@ def new_state(source: torch.nn.Module | Mapping[str, torch.Tensor],
         if not isinstance(new, torch.Tensor):
             raise WeightUpdateError(f"weight '{key}' is a {type(new).__name__}, not a tensor")
         if new.shape != old.shape or new.dtype != old.dtype:
-            raise WeightUpdateError(f"weight '{key}' is {new.dtype} {tuple(new.shape)}; the model was lowered with "
-                                    f"{old.dtype} {tuple(old.shape)} (a new shape or dtype needs lower_to_trt again)")
+            raise WeightUpdateError(
+                f"weight '{key}' is {new.dtype} {tuple(new.shape)}; the model was lowered with "
+                f"{old.dtype} {tuple(old.shape)} (a new shape or dtype needs lower_to_trt again)"
+            )
         # Of the lowered tensor's kind: the captured program holds parameters as parameters.
-        state[key] = torch.nn.Parameter(new.detach(), requires_grad=False) if isinstance(
-            old, torch.nn.Parameter) else new.detach()
+        state[key] = (
+            torch.nn.Parameter(new.detach(), requires_grad=False)
+            if isinstance(old, torch.nn.Parameter)
+            else new.detach()
+        )
     return state
 
 

@@ -1,4 +1,5 @@
 """LoweredModule.update_weights: derive, build beside, swap in, check, and roll back on failure."""
+
 from __future__ import annotations
 
 import operator
@@ -19,8 +20,10 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
     """See LoweredModule.update_weights."""
     lowering = lowered.lowering
     if not isinstance(lowering, Lowering):
-        raise WeightUpdateError("this module holds no model to derive new weights from (trt_lower.load made it): "
-                                "load its artifact with trt_lower.load(path, weights=...) instead")
+        raise WeightUpdateError(
+            "this module holds no model to derive new weights from (trt_lower.load made it): "
+            "load its artifact with trt_lower.load(path, weights=...) instead"
+        )
     backend = lowered.report.backend
     old_modules = {name: lowered.get_submodule(name) for name in lowered.segments}
     check_refittable(old_modules, backend)
@@ -39,8 +42,10 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
         if failed:
             rtol, atol = tolerance(lowering.settings.precision)
             worst = ", ".join(f"output{e.path or ''} max abs err {e.max_abs:.3g}" for e in failed[:4])
-            raise WeightUpdateError(f"the module with the new weights does not match eager PyTorch on the example "
-                                    f"inputs (rtol={rtol:g}, atol={atol:g}): {worst}; kept the old weights")
+            raise WeightUpdateError(
+                f"the module with the new weights does not match eager PyTorch on the example "
+                f"inputs (rtol={rtol:g}, atol={atol:g}): {worst}; kept the old weights"
+            )
     except BaseException:
         if swapped:
             _swap(lowered, old_modules, old_eager)

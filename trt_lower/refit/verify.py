@@ -1,4 +1,5 @@
 """The check after every update: the updated module against eager PyTorch on the example inputs."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -35,6 +36,9 @@ def mismatches(expected: Any, actual: Any, precision: str) -> list[OutputError]:
     got = pytree.tree_leaves(actual)
     if len(want) != len(got):
         return [OutputError("", float("inf"), float("inf"), False)]
-    errors = [compare(pytree.keystr(path), e, a.to(e.device), rtol, atol)
-              for (path, e), a in zip(want, got) if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)]
+    errors = [
+        compare(pytree.keystr(path), e, a.to(e.device), rtol, atol)
+        for (path, e), a in zip(want, got)
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)
+    ]
     return [e for e in errors if not e.passed]

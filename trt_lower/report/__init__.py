@@ -4,6 +4,7 @@ In: the engines and fallbacks the stitch stage reports, the lowered FX graph. Ou
 (report.py, entries.py), its graph as drawn (describe.py), the picture as DOT/SVG/PNG (draw.py)
 or one HTML page (draw_html.py).
 """
+
 from trt_lower.report.entries import EngineReport, Fallback, GraphNode, Repair
 from trt_lower.report.report import LoweringReport
 

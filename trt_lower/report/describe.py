@@ -1,4 +1,5 @@
 """The lowered graph as the report keeps it (LoweringReport.graph, what the picture draws)."""
+
 from __future__ import annotations
 
 import operator
@@ -31,7 +32,10 @@ def describe(graph: torch.fx.Graph) -> list[GraphNode]:
         if node.op in ("get_attr", "call_module") and not str(node.target).startswith(ENGINE_PREFIX):
             continue
         kind = {"placeholder": "input", "output": "output", "call_module": "engine"}.get(node.op, "eager")
-        edges = tuple((source[a].name, _tensor(a.meta.get("val")))
-                      for a in node.all_input_nodes if source.get(a, a).op != "get_attr")
+        edges = tuple(
+            (source[a].name, _tensor(a.meta.get("val")))
+            for a in node.all_input_nodes
+            if source.get(a, a).op != "get_attr"
+        )
         nodes.append(GraphNode(node.name, kind, target_label(node.target), edges))
     return nodes

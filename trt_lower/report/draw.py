@@ -6,6 +6,7 @@ carries the reason it is eager. Large graphs stay readable: engines are always o
 beyond `MAX_NODES` eager view/size nodes are left out (their edges kept) and chains of eager
 fallbacks become one block that still names every reason.
 """
+
 from __future__ import annotations
 
 import html
@@ -15,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
 
 from trt_lower.report.draw_html import FALLBACK_COLOR, PALETTE, page
 from trt_lower.report.entries import EngineReport, GraphNode
@@ -33,6 +33,7 @@ RENDERED = {".svg": "svg", ".png": "png"}
 @dataclass
 class _Box:
     """One drawn node: a GraphNode, or a chain of eager fallbacks merged into one."""
+
     name: str
     kind: str
     members: list[GraphNode]
@@ -71,8 +72,13 @@ def _merge_chains(boxes: list[_Box], reasons: dict[str, str]) -> list[_Box]:
     for box in boxes:
         producer = box.inputs[0][0] if len(box.inputs) == 1 else ""
         prev = owner.get(producer)
-        if (box.name in reasons and prev is not None and prev.members[-1].name == producer
-                and prev.members[-1].name in reasons and users[producer] == 1):
+        if (
+            box.name in reasons
+            and prev is not None
+            and prev.members[-1].name == producer
+            and prev.members[-1].name in reasons
+            and users[producer] == 1
+        ):
             prev.members.append(box.members[0])
             owner[box.name] = prev
             continue
@@ -97,15 +103,18 @@ def _shapes(shapes: list[tuple[int, ...]]) -> str:
 
 
 def _engine_label(e: EngineReport, color: str) -> str:
-    rows = [f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{html.escape(e.name)}</B> · {e.backend} · '
-            f'{e.num_nodes} ops</TD></TR>']
+    rows = [
+        f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{html.escape(e.name)}</B> · {e.backend} · '
+        f"{e.num_nodes} ops</TD></TR>"
+    ]
     ops = Counter(e.ops).most_common()
     shown = ops[:6] if len(ops) > 7 else ops
-    rows += [f'<TR><TD ALIGN="LEFT">{html.escape(_short(op))}</TD><TD ALIGN="RIGHT">{n}</TD></TR>'
-             for op, n in shown]
+    rows += [f'<TR><TD ALIGN="LEFT">{html.escape(_short(op))}</TD><TD ALIGN="RIGHT">{n}</TD></TR>' for op, n in shown]
     if len(shown) < len(ops):
-        rest = sum(n for _, n in ops[len(shown):])
-        rows.append(f'<TR><TD ALIGN="LEFT"><I>{len(ops) - len(shown)} more ops</I></TD><TD ALIGN="RIGHT">{rest}</TD></TR>')
+        rest = sum(n for _, n in ops[len(shown) :])
+        rows.append(
+            f'<TR><TD ALIGN="LEFT"><I>{len(ops) - len(shown)} more ops</I></TD><TD ALIGN="RIGHT">{rest}</TD></TR>'
+        )
     rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT">in: {_wrap(_shapes(e.input_shapes))}</TD></TR>')
     rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT">out: {_wrap(_shapes(e.output_shapes))}</TD></TR>')
     return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" BGCOLOR="white">{"".join(rows)}</TABLE>>'
@@ -116,9 +125,11 @@ def _eager_label(box: _Box, reasons: dict[str, str]) -> str:
         lines = [f"<B>{html.escape(box.name)}</B>", html.escape(box.members[0].op)]
     else:
         ops = Counter(_short(m.op) for m in box.members)
-        lines = [f"<B>{len(box.members)} eager nodes: {html.escape(box.members[0].name)} … "
-                 f"{html.escape(box.members[-1].name)}</B>",
-                 _wrap(", ".join(op + (f" ×{n}" if n > 1 else "") for op, n in ops.items()))]
+        lines = [
+            f"<B>{len(box.members)} eager nodes: {html.escape(box.members[0].name)} … "
+            f"{html.escape(box.members[-1].name)}</B>",
+            _wrap(", ".join(op + (f" ×{n}" if n > 1 else "") for op, n in ops.items())),
+        ]
     for reason in dict.fromkeys(reasons[m.name] for m in box.members if m.name in reasons):
         lines.append(f"<I>{_wrap(reason)}</I>")
     return "<" + "<BR/>".join(lines) + ">"
@@ -131,11 +142,16 @@ def to_dot(report: LoweringReport) -> pydot.Dot:
         raise ValueError("this report has no graph to draw (it was not made by lower_to_trt)")
     reasons = {f.node: f.reason for f in report.fallbacks}
     engines = {e.name: e for e in report.engines}
-    dot = pydot.Dot("split", graph_type="digraph", rankdir="TB", fontname="Helvetica",
-                    label=f"{report.backend} · coverage {report.coverage:.1%} · {_count(len(report.engines), 'engine')} · "
-                          f"{_count(len(report.fallbacks), 'eager fallback')}", labelloc="t")
-    dot.set_node_defaults(fontname="Helvetica", fontsize="10", shape="box", style="rounded,filled",
-                          fillcolor="white")
+    dot = pydot.Dot(
+        "split",
+        graph_type="digraph",
+        rankdir="TB",
+        fontname="Helvetica",
+        label=f"{report.backend} · coverage {report.coverage:.1%} · {_count(len(report.engines), 'engine')} · "
+        f"{_count(len(report.fallbacks), 'eager fallback')}",
+        labelloc="t",
+    )
+    dot.set_node_defaults(fontname="Helvetica", fontsize="10", shape="box", style="rounded,filled", fillcolor="white")
     dot.set_edge_defaults(fontname="Helvetica", fontsize="8", color="#555555")
     for i, box in enumerate(_boxes(report)):
         attrs: dict[str, Any]
@@ -145,11 +161,13 @@ def to_dot(report: LoweringReport) -> pydot.Dot:
             attrs = {"label": _engine_label(e, color), "shape": "plain", "style": ""}
         elif box.kind == "eager":
             fallback = any(m.name in reasons for m in box.members)
-            attrs = {"label": _eager_label(box, reasons),
-                     "fillcolor": FALLBACK_COLOR if fallback else "#eeeeee"}
+            attrs = {"label": _eager_label(box, reasons), "fillcolor": FALLBACK_COLOR if fallback else "#eeeeee"}
         else:
-            attrs = {"label": f"<<B>{box.kind}</B><BR/>{html.escape(box.name)}>", "shape": "oval",
-                     "fillcolor": "#dddddd"}
+            attrs = {
+                "label": f"<<B>{box.kind}</B><BR/>{html.escape(box.name)}>",
+                "shape": "oval",
+                "fillcolor": "#dddddd",
+            }
         dot.add_node(pydot.Node(_quote(box.name), **attrs))
         for name, shape in box.inputs:
             dot.add_edge(pydot.Edge(_quote(name), _quote(box.name), label=shape))
@@ -175,8 +193,10 @@ def draw(report: LoweringReport, path: Path) -> Path:
         path.write_text(page(report, dot.to_string()))
     else:
         if shutil.which("dot") is None:
-            raise RuntimeError(f"drawing {str(path)!r} needs Graphviz's `dot` program, which is not on PATH: "
-                               "install Graphviz (apt-get install graphviz, brew install graphviz, "
-                               "conda install graphviz), or draw to .html or .dot, which need nothing")
+            raise RuntimeError(
+                f"drawing {str(path)!r} needs Graphviz's `dot` program, which is not on PATH: "
+                "install Graphviz (apt-get install graphviz, brew install graphviz, "
+                "conda install graphviz), or draw to .html or .dot, which need nothing"
+            )
         dot.write(str(path), prog="dot", format=RENDERED[suffix])
     return path

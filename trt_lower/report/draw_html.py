@@ -1,11 +1,11 @@
 """The split as one self-contained HTML page, for machines without Graphviz: the graph's nodes in
 execution order (engines as coloured cards, eager fallbacks with their reasons), and the DOT
 source to render elsewhere (`dot -Tsvg`, or any online Graphviz viewer)."""
+
 from __future__ import annotations
 
 from collections import Counter
 from html import escape
-
 from typing import TYPE_CHECKING
 
 from trt_lower.report.entries import GraphNode
@@ -33,8 +33,10 @@ def _card(node: GraphNode, report: LoweringReport, reasons: dict[str, str]) -> s
         e = engines[node.op]
         color = PALETTE[list(engines).index(e.name) % len(PALETTE)]
         ops = "".join(f"<tr><td>{escape(op)}</td><td>{n}</td></tr>" for op, n in Counter(e.ops).most_common())
-        body = (f"<b>{escape(e.name)}</b> · {escape(e.backend)} · {e.num_nodes} ops<table>{ops}</table>"
-                f"in: {escape(str(e.input_shapes))} → out: {escape(str(e.output_shapes))}")
+        body = (
+            f"<b>{escape(e.name)}</b> · {escape(e.backend)} · {e.num_nodes} ops<table>{ops}</table>"
+            f"in: {escape(str(e.input_shapes))} → out: {escape(str(e.output_shapes))}"
+        )
     elif node.name in reasons:
         color = FALLBACK_COLOR
         body = f"<b>{escape(node.name)}</b> ({escape(node.op)}) runs eager: <i>{escape(reasons[node.name])}</i>"
@@ -48,7 +50,9 @@ def page(report: LoweringReport, dot_source: str) -> str:
     reasons = {f.node: f.reason for f in report.fallbacks}
     cards = "\n".join(_card(n, report, reasons) for n in report.graph)
     summary = escape(str(report).splitlines()[0])
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>trt_lower split</title>"
-            f"<style>{_STYLE}</style></head><body>\n<h1>trt_lower split</h1><p>{summary}</p>\n{cards}\n"
-            f"<details><summary>Graphviz DOT source</summary><pre>{escape(dot_source)}</pre></details>"
-            f"\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>trt_lower split</title>'
+        f"<style>{_STYLE}</style></head><body>\n<h1>trt_lower split</h1><p>{summary}</p>\n{cards}\n"
+        f"<details><summary>Graphviz DOT source</summary><pre>{escape(dot_source)}</pre></details>"
+        f"\n</body></html>\n"
+    )

@@ -1,4 +1,5 @@
 """The parts of a LoweringReport: an engine, an eager fallback, a node of the lowered graph."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -56,13 +57,16 @@ class Repair:
         before = "not finite" if self.error_before is None else f"{self.error_before:.3g}"
         after = "?" if self.error_after is None else f"{self.error_after:.3g}"
         tried = f" (after {', '.join(self.tried)} did not help)" if self.tried else ""
-        return (f"{self.node} ({self.op}) in {self.engine} [{self.built_by}]: {self.action}{tried}; "
-                f"error {before} -> {after} of scale; {self.module_path or '<model>'} at {self.source}")
+        return (
+            f"{self.node} ({self.op}) in {self.engine} [{self.built_by}]: {self.action}{tried}; "
+            f"error {before} -> {after} of scale; {self.module_path or '<model>'} at {self.source}"
+        )
 
 
 @dataclass(frozen=True)
 class GraphNode:
     """A node of the lowered graph, as the picture of the split draws it (`LoweringReport.draw`)."""
+
     name: str
     kind: str  # "input", "engine" (an engine_<k> call), "eager" or "output"
     op: str  # the ATen op of an eager node, else the node's target

@@ -1,4 +1,5 @@
 """LoweringReport: what runs where, and why."""
+
 from __future__ import annotations
 
 import os
@@ -67,7 +68,9 @@ class LoweringReport:
         if self.keep_fp32:
             lines.append(f"  kept float32 (keep_fp32): {', '.join(self.keep_fp32)}")
         if self.verify_errors:
-            lines.append("  verified against eager: " + ", ".join(f"{k} {v:.2g}" for k, v in self.verify_errors.items()))
+            lines.append(
+                "  verified against eager: " + ", ".join(f"{k} {v:.2g}" for k, v in self.verify_errors.items())
+            )
         lines.extend(f"  repaired: {r}" for r in self.repairs)
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.timings:

@@ -7,6 +7,7 @@ forward calls the binding instead where calling it with the node's arguments is 
 the very same op with the very same arguments; the graph itself keeps the OpOverloads (what the
 report, the artifact and the debugging tools read).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -115,8 +116,11 @@ def _prove(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, A
         return None
     name = op._schema.name.split("::")[1]
     # C bindings only: a Python function (`torch.Tensor.split`) does its own work around the op.
-    candidates = (fn for fn in (getattr(module, name, None) for module in _BINDINGS)
-                  if isinstance(fn, (types.BuiltinFunctionType, types.MethodDescriptorType)) and _codegen_finds(fn))
+    candidates = (
+        fn
+        for fn in (getattr(module, name, None) for module in _BINDINGS)
+        if isinstance(fn, (types.BuiltinFunctionType, types.MethodDescriptorType)) and _codegen_finds(fn)
+    )
     return next((fn for fn in candidates if _first_dispatch(fn, args, kwargs) == expected), None)
 
 
@@ -137,8 +141,11 @@ def _codegen_finds(fn: Callable[..., Any]) -> bool:
 def eager_ops_bound(graph: torch.fx.Graph) -> Iterator[None]:
     """Inside: every eager ATen call of `graph` that has a proven binding targets it (for the
     code generated inside); after: the graph as it was."""
-    swapped = [(node, node.target, fn) for node in graph.nodes
-               if node.op == "call_function" and (fn := binding(node)) is not None]
+    swapped = [
+        (node, node.target, fn)
+        for node in graph.nodes
+        if node.op == "call_function" and (fn := binding(node)) is not None
+    ]
     for node, _, fn in swapped:
         node.target = fn
     try:

@@ -1,4 +1,5 @@
 """SizeConditions: what torch.export assumed about a call's input sizes beyond their ranges."""
+
 from __future__ import annotations
 
 import ast
@@ -13,9 +14,37 @@ from trt_lower.values.signature import EngineInputError
 
 # What a condition may use besides its inputs' `.shape[i]`: the arithmetic, comparisons and
 # functions torch's shape printer writes, nothing else (artifacts carry conditions as text).
-_NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Constant, ast.Name, ast.Load,
-          ast.Attribute, ast.Subscript, ast.Call, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add, ast.Sub,
-          ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_NODES = (
+    ast.Expression,
+    ast.Compare,
+    ast.BoolOp,
+    ast.UnaryOp,
+    ast.BinOp,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Call,
+    ast.And,
+    ast.Or,
+    ast.Not,
+    ast.USub,
+    ast.UAdd,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+)
 _FUNCTIONS = {"min": min, "max": max, "abs": abs}
 _MATH = {"floor", "ceil", "trunc"}
 # torch's symbolic-size functions, as they act on plain ints (the only `torch.` names allowed).
@@ -48,10 +77,13 @@ def _check_bounds(text: str, tree: ast.Expression) -> None:
         raise ValueError(f"size condition {text[:80]!r}: more than {MAX_POWERS} powers")
     for node in powers:
         exponent = node.right.value if isinstance(node.right, ast.Constant) else None
-        if not (isinstance(exponent, (int, float)) and not isinstance(exponent, bool)
-                and 0 <= exponent <= MAX_EXPONENT):
-            raise ValueError(f"size condition {text[:80]!r}: {ast.unparse(node)[:80]!r} is not allowed in one "
-                             f"(an exponent must be a constant from 0 to {MAX_EXPONENT})")
+        if not (
+            isinstance(exponent, (int, float)) and not isinstance(exponent, bool) and 0 <= exponent <= MAX_EXPONENT
+        ):
+            raise ValueError(
+                f"size condition {text[:80]!r}: {ast.unparse(node)[:80]!r} is not allowed in one "
+                f"(an exponent must be a constant from 0 to {MAX_EXPONENT})"
+            )
 
 
 def _check_syntax(text: str, names: Sequence[str], bounded: bool = True) -> tuple[ast.Expression, dict[ast.Name, int]]:
@@ -77,18 +109,30 @@ def _check_syntax(text: str, names: Sequence[str], bounded: bool = True) -> tupl
             f = node.func
             if isinstance(f, ast.Name) and f.id in _FUNCTIONS:
                 functions.add(f)
-            elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-                  and (f.value.id, f.attr) in _MODULE_FUNCTIONS):
+            elif (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and (f.value.id, f.attr) in _MODULE_FUNCTIONS
+            ):
                 functions |= {f, f.value}
-    inputs = {node: index[node.id] for node in ast.walk(tree)
-              if isinstance(node, ast.Name) and node not in functions and node.id in index}
+    inputs = {
+        node: index[node.id]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node not in functions and node.id in index
+    }
     for node in ast.walk(tree):
         ok = isinstance(node, _NODES) and not (
-            isinstance(node, ast.Constant) and type(node.value) not in (int, float, bool)
-            or isinstance(node, ast.Name) and node not in functions and node not in inputs
-            or isinstance(node, ast.Attribute) and node not in functions and not (
-                node.attr == "shape" and node.value in inputs)
-            or isinstance(node, ast.Call) and (node.keywords or node.func not in functions))
+            isinstance(node, ast.Constant)
+            and type(node.value) not in (int, float, bool)
+            or isinstance(node, ast.Name)
+            and node not in functions
+            and node not in inputs
+            or isinstance(node, ast.Attribute)
+            and node not in functions
+            and not (node.attr == "shape" and node.value in inputs)
+            or isinstance(node, ast.Call)
+            and (node.keywords or node.func not in functions)
+        )
         if not ok:
             raise ValueError(f"size condition {text!r}: {ast.unparse(node)!r} is not allowed in one")
     return tree, inputs
@@ -112,9 +156,20 @@ def compile_condition(text: str, names: Sequence[str], bounded: bool = True) -> 
     `bounded=False` only for conditions joined from ones already compiled bounded."""
     tree, inputs = _check_syntax(text, names, bounded)
     body = _Positional(inputs).visit(tree.body)
-    code = compile(ast.fix_missing_locations(ast.Expression(ast.Lambda(
-        ast.arguments(posonlyargs=[], args=[], vararg=ast.arg("inputs"), kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body))), "<size condition>", "eval")
+    code = compile(
+        ast.fix_missing_locations(
+            ast.Expression(
+                ast.Lambda(
+                    ast.arguments(
+                        posonlyargs=[], args=[], vararg=ast.arg("inputs"), kwonlyargs=[], kw_defaults=[], defaults=[]
+                    ),
+                    body,
+                )
+            )
+        ),
+        "<size condition>",
+        "eval",
+    )
     function: Callable[..., Any] = eval(code, {"__builtins__": {}, "math": math, "torch": _TORCH, **_FUNCTIONS})
     return function
 
@@ -165,4 +220,5 @@ class SizeConditions:
                     f"input shapes {given} break a condition torch.export captured the model under: {text} "
                     "(the model branches on its input sizes, and the branch the example shapes took is the "
                     "one lowered); lower the model again with a range in which this holds, or with an "
-                    "example shape that takes the other branch")
+                    "example shape that takes the other branch"
+                )

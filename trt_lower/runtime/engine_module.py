@@ -1,4 +1,5 @@
 """EngineModule: what the ONNX Runtime and TensorRT engine modules share."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,8 +22,14 @@ class EngineModule(torch.nn.Module):
     dict: nn.Module's __setattr__ (type checks for parameters and submodules) costs microseconds.
     """
 
-    def __init__(self, name: str, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
-                 tuple_output: bool, device: torch.device) -> None:
+    def __init__(
+        self,
+        name: str,
+        inputs: tuple[TensorSig, ...],
+        outputs: tuple[TensorSig, ...],
+        tuple_output: bool,
+        device: torch.device,
+    ) -> None:
         super().__init__()
         self.name = name
         self.inputs = inputs

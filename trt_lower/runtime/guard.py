@@ -1,4 +1,5 @@
 """InputGuard: checks each call's inputs against what the model was lowered for."""
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -1,5 +1,6 @@
 """The lowered module's inputs as pytrees: flattened against the structure the model was lowered
 for, with an error naming where a call's structure differs."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,8 +35,11 @@ def _describe(spec: pytree.TreeSpec) -> str:
 def _difference(expected: pytree.TreeSpec, given: pytree.TreeSpec, path: str) -> str:
     """Where `given` first differs from `expected`: `inputs[1]['b']: lowered for ..., got ...`.
     Both are `(args, kwargs)` at the top."""
-    same_node = (expected.type is given.type and expected.num_children == given.num_children
-                 and (expected.type is not dict or list(expected.context) == list(given.context)))
+    same_node = (
+        expected.type is given.type
+        and expected.num_children == given.num_children
+        and (expected.type is not dict or list(expected.context) == list(given.context))
+    )
     if not same_node:
         where = path or "the inputs"
         return f"{where}: the model was lowered for {_describe(expected)}, got {_describe(given)}"

@@ -1,4 +1,5 @@
 """OrtEngineModule: one engine segment executed by ONNX Runtime on torch tensors' memory."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
@@ -49,9 +50,17 @@ class OrtEngineModule(EngineModule):
     `fast_path` (there: fast_path_works); `segment` is what it was made from.
     """
 
-    def __init__(self, name: str, session: ort.InferenceSession, segment: OnnxSource,
-                 inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...], tuple_output: bool, *,
-                 fast_path: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        session: ort.InferenceSession,
+        segment: OnnxSource,
+        inputs: tuple[TensorSig, ...],
+        outputs: tuple[TensorSig, ...],
+        tuple_output: bool,
+        *,
+        fast_path: bool = False,
+    ) -> None:
         super().__init__(name, inputs, outputs, tuple_output, _CPU)
         self.segment = segment
         self._session = session

@@ -1,4 +1,5 @@
 """OutputBuilder: the model's own output object, rebuilt from a lowered call's tensors."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -10,14 +11,21 @@ import torch.utils._pytree as pytree
 def mirrors_items(spec: pytree.TreeSpec) -> bool:
     """Whether `spec` is a dict subclass (a transformers ModelOutput, say) holding tensors only:
     the outputs the OutputBuilder may build without `tree_unflatten`."""
-    return (isinstance(spec.type, type) and issubclass(spec.type, dict) and spec.type is not dict
-            and spec.num_children > 0 and all(c.is_leaf() for c in spec.children()))
+    return (
+        isinstance(spec.type, type)
+        and issubclass(spec.type, dict)
+        and spec.type is not dict
+        and spec.num_children > 0
+        and all(c.is_leaf() for c in spec.children())
+    )
 
 
 def _identical(a: Any, b: Any) -> bool:
     """Same items and the same attributes, in the same order, holding the same objects."""
+
     def pairs(x: Any) -> list[tuple[Any, int]]:
         return [(k, id(v)) for k, v in dict.items(x)] + [(k, id(v)) for k, v in vars(x).items()]
+
     return type(a) is type(b) and pairs(a) == pairs(b)
 
 
@@ -44,6 +52,7 @@ def _direct(spec: pytree.TreeSpec, made: Any) -> Callable[..., Any] | None:
             values[key] = leaf
             set_item(out, key, leaf)
         return out
+
     return build
 
 

@@ -4,6 +4,7 @@ TensorRT keeps one logger per process (the first one a Builder or Runtime is giv
 only earn a warning), so every Builder and Runtime here gets the same one: `LOGGER`. Errors are
 kept per thread, since TensorRT logs on the thread that made the failing call.
 """
+
 from __future__ import annotations
 
 import logging

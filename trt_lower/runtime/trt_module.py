@@ -1,4 +1,5 @@
 """TRTEngineModule: one engine segment executed by TensorRT, zero-copy on torch tensors."""
+
 from __future__ import annotations
 
 import logging
@@ -11,13 +12,13 @@ from typing import Callable, Sequence, cast
 import tensorrt as trt
 import torch
 
-from trt_lower.values import device as devices
-from trt_lower.values.dtypes import TRT_TYPES
-from trt_lower.values.versions import parse_version
 from trt_lower.runtime.engine_module import EngineModule, Outputs
-from trt_lower.values.signature import EngineInputError, TensorSig
 from trt_lower.runtime.trt_logger import LOGGER
 from trt_lower.runtime.trt_output_allocator import OutputAllocator
+from trt_lower.values import device as devices
+from trt_lower.values.dtypes import TRT_TYPES
+from trt_lower.values.signature import EngineInputError, TensorSig
+from trt_lower.values.versions import parse_version
 
 log = logging.getLogger("trt_lower")
 
@@ -57,7 +58,7 @@ def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device
     nbytes = math.prod(shape) * dtype.itemsize
     raw = torch.empty(nbytes + ALIGNMENT, dtype=torch.uint8, device=device)
     offset = -raw.data_ptr() % ALIGNMENT
-    return raw[offset:offset + nbytes].view(dtype).view(tuple(shape))
+    return raw[offset : offset + nbytes].view(dtype).view(tuple(shape))
 
 
 class _Binding:
@@ -117,8 +118,16 @@ class TRTEngineModule(EngineModule):
     after the enqueue (see trt_output_allocator.py); such engines run without CUDA graphs.
     """
 
-    def __init__(self, name: str, plan: bytes, inputs: tuple[TensorSig, ...], outputs: tuple[TensorSig, ...],
-                 tuple_output: bool, *, cuda_graphs: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        plan: bytes,
+        inputs: tuple[TensorSig, ...],
+        outputs: tuple[TensorSig, ...],
+        tuple_output: bool,
+        *,
+        cuda_graphs: bool = False,
+    ) -> None:
         self._device = devices.current()
         super().__init__(name, inputs, outputs, tuple_output, self._device.torch_device())
         self.plan = plan
@@ -172,20 +181,25 @@ class TRTEngineModule(EngineModule):
         for sig in self.inputs:
             low, _, high = (_shape(d) for d in engine.get_tensor_profile_shape(sig.name, 0))
             if (low, high) != (sig.min_shape, sig.max_shape):
-                raise PlanLoadError(f"engine input '{sig.name}' has the profile {low}..{high}, the segment's "
-                                    f"range is {sig.min_shape}..{sig.max_shape}")
+                raise PlanLoadError(
+                    f"engine input '{sig.name}' has the profile {low}..{high}, the segment's "
+                    f"range is {sig.min_shape}..{sig.max_shape}"
+                )
         # Static outputs are allocated in the segment's shapes: TensorRT writes the engine's.
         for sig in self.outputs:
             shape = _shape(engine.get_tensor_shape(sig.name))
             if sig.is_static and -1 not in shape and shape != sig.min_shape:
-                raise PlanLoadError(f"engine output '{sig.name}' has the shape {shape}, the segment's is "
-                                    f"{sig.min_shape}")
+                raise PlanLoadError(
+                    f"engine output '{sig.name}' has the shape {shape}, the segment's is {sig.min_shape}"
+                )
 
     def _create_context(self) -> trt.IExecutionContext:
         context = self._engine.create_execution_context()
         if context is None:
-            raise DeviceMemoryError(f"{self.name}: TensorRT could not create an execution context (out of device "
-                                    f"memory?): {LOGGER.take_errors() or 'no reason given'}")
+            raise DeviceMemoryError(
+                f"{self.name}: TensorRT could not create an execution context (out of device "
+                f"memory?): {LOGGER.take_errors() or 'no reason given'}"
+            )
         return context
 
     def _graph_context(self, binding: _Binding) -> trt.IExecutionContext:
@@ -197,8 +211,10 @@ class TRTEngineModule(EngineModule):
         else:
             context = engine.create_execution_context_without_device_memory()
         if context is None:
-            raise RuntimeError(f"{self.name}: TensorRT could not create an execution context: "
-                               f"{LOGGER.take_errors() or 'no reason given'}")
+            raise RuntimeError(
+                f"{self.name}: TensorRT could not create an execution context: "
+                f"{LOGGER.take_errors() or 'no reason given'}"
+            )
         # setDeviceMemoryV2 (10.1 on) also covers weight streaming's scratch.
         v2 = version >= (10, 1)
         size = engine.device_memory_size_v2 if v2 else engine.device_memory_size
@@ -224,14 +240,16 @@ class TRTEngineModule(EngineModule):
     def _engine_inputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """The inputs in the engine's dtypes, contiguous and aligned."""
         args = []
-        for t, cast, sig in zip(tensors, self._in_casts, self.inputs):
-            if cast is not None:
-                if cast == torch.int32 and t.numel():
+        for t, to, sig in zip(tensors, self._in_casts, self.inputs):
+            if to is not None:
+                if to == torch.int32 and t.numel():
                     bounds = t.aminmax()
                     if not (_INT32.min <= bounds.min and bounds.max <= _INT32.max):
-                        raise EngineInputError(f"{self.name}: input '{sig.source}' holds values outside int32, "
-                                               f"and TensorRT {trt.__version__} engines take int64 as int32")
-                t = t.to(cast)
+                        raise EngineInputError(
+                            f"{self.name}: input '{sig.source}' holds values outside int32, "
+                            f"and TensorRT {trt.__version__} engines take int64 as int32"
+                        )
+                t = t.to(to)
             if not t.is_contiguous():
                 t = t.contiguous()
             if t.data_ptr() % ALIGNMENT:
@@ -264,8 +282,9 @@ class TRTEngineModule(EngineModule):
             allocator = OutputAllocator(lambda size: aligned_empty((size,), torch.uint8, self.device))
             for name, shape in zip(self._out_names, shapes):
                 if shape is None and not binding.context.set_output_allocator(name, allocator):
-                    raise RuntimeError(f"{self.name}: TensorRT refused an output allocator for '{name}': "
-                                       f"{LOGGER.take_errors()}")
+                    raise RuntimeError(
+                        f"{self.name}: TensorRT refused an output allocator for '{name}': {LOGGER.take_errors()}"
+                    )
             binding.allocator = allocator
 
     def _bind(self, binding: _Binding, args: Sequence[torch.Tensor]) -> list[torch.Tensor | None]:
@@ -282,8 +301,10 @@ class TRTEngineModule(EngineModule):
         shapes = self._static_out or self._output_shapes(binding, tuple(t.shape for t in args))
         if any(shape is None for shape in shapes):
             self._set_allocator(binding, shapes)
-        outputs = [None if shape is None else aligned_empty(shape, dtype, self.device)
-                   for shape, dtype in zip(shapes, self._out_dtypes)]
+        outputs = [
+            None if shape is None else aligned_empty(shape, dtype, self.device)
+            for shape, dtype in zip(shapes, self._out_dtypes)
+        ]
         for j, (out, name) in enumerate(zip(outputs, self._out_names), len(args)):
             if out is not None:
                 self._set_address(binding, j, name, out)
@@ -294,8 +315,10 @@ class TRTEngineModule(EngineModule):
         if binding.allocator is None:
             return cast(list[torch.Tensor], outputs)
         allocator = binding.allocator
-        return [allocator.take(name, dtype) if t is None else t
-                for t, name, dtype in zip(outputs, self._out_names, self._out_dtypes)]
+        return [
+            allocator.take(name, dtype) if t is None else t
+            for t, name, dtype in zip(outputs, self._out_names, self._out_dtypes)
+        ]
 
     def _enqueue(self, context: trt.IExecutionContext, stream: int) -> None:
         if not context.execute_async_v3(stream):
@@ -317,22 +340,30 @@ class TRTEngineModule(EngineModule):
         try:
             own = _Binding(self._graph_context(binding), len(self.inputs), len(self.outputs))
         except RuntimeError as e:  # no memory for one more context: these shapes run without a graph
-            log.warning("trt_lower: %s: no CUDA graph for input shapes %s: %s", self.name,
-                        [tuple(t.shape) for t in args], e)
+            log.warning(
+                "trt_lower: %s: no CUDA graph for input shapes %s: %s", self.name, [tuple(t.shape) for t in args], e
+            )
             return _Graph(None)
         # Real inputs first: the warm-up run before capture executes for real, and garbage
         # indices there would be an illegal memory access.
         inputs = [aligned_empty(t.shape, t.dtype, self.device).copy_(t) for t in args]
         outputs = self._bind(own, inputs)
         if any(t is None for t in outputs):
-            log.warning("trt_lower: %s: no CUDA graph: an output's shape depends on the data, which "
-                        "TensorRT learns during the run (a graph replays fixed sizes)", self.name)
+            log.warning(
+                "trt_lower: %s: no CUDA graph: an output's shape depends on the data, which "
+                "TensorRT learns during the run (a graph replays fixed sizes)",
+                self.name,
+            )
             return _Graph(None)
         try:
             replay = self._device.capture(lambda stream: self._enqueue(own.context, stream), self.device)
         except RuntimeError as e:
-            log.warning("trt_lower: %s: CUDA graph capture failed (%s); running without a graph for input "
-                        "shapes %s", self.name, e, [tuple(t.shape) for t in args])
+            log.warning(
+                "trt_lower: %s: CUDA graph capture failed (%s); running without a graph for input shapes %s",
+                self.name,
+                e,
+                [tuple(t.shape) for t in args],
+            )
             return _Graph(None)
         return _Graph(replay, inputs, cast(list[torch.Tensor], outputs), own)
 

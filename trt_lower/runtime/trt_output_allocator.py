@@ -1,4 +1,5 @@
 """OutputAllocator: memory for engine outputs whose size TensorRT knows only while running."""
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,7 @@ class OutputAllocator(trt.IOutputAllocator):
         buffer = self._buffers[tensor_name] = self._allocate(max(size, 1))
         return buffer.data_ptr()
 
-    def reallocate_output_async(self, tensor_name: str, memory: int, size: int, alignment: int,
-                                stream: int) -> int:
+    def reallocate_output_async(self, tensor_name: str, memory: int, size: int, alignment: int, stream: int) -> int:
         return self.reallocate_output(tensor_name, memory, size, alignment)
 
     def notify_shape(self, tensor_name: str, shape: trt.Dims) -> None:
@@ -45,4 +45,4 @@ class OutputAllocator(trt.IOutputAllocator):
         if name not in self._shapes or name not in self._buffers:
             raise RuntimeError(f"TensorRT did not report the size of the data-dependent output '{name}'")
         shape, buffer = self._shapes.pop(name), self._buffers.pop(name)
-        return buffer[:math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
+        return buffer[: math.prod(shape) * dtype.itemsize].view(dtype).view(shape)

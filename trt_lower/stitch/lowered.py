@@ -1,4 +1,5 @@
 """LoweredModule: what lower_to_trt returns (stitch/swap.py makes it)."""
+
 from __future__ import annotations
 
 import importlib
@@ -53,8 +54,9 @@ class _DirectCodeGen(_PyTreeCodeGen):
         names = [v.split(":")[0].split("#")[0].strip() for v in free_vars]
         return f"\n    {', '.join(names)}, = {', '.join(fn_args)},"
 
-    def generate_output(self, output_args: Any, *, descs: Sequence[str] | None = None,
-                        repr_fn: Callable[[object], str] | None = None) -> str:
+    def generate_output(
+        self, output_args: Any, *, descs: Sequence[str] | None = None, repr_fn: Callable[[object], str] | None = None
+    ) -> str:
         spec = self.pytree_info.out_spec
         if spec is not None and isinstance(output_args, (list, tuple)):
             code = _plain_outputs(spec, [(repr_fn or repr)(a) for a in output_args])

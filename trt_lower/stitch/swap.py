@@ -1,4 +1,5 @@
 """Stage 5, stitch: the split graph with its segments swapped for engines, and the report."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -7,12 +8,12 @@ import torch
 
 from splitter.partition import Split, call_node, is_compute, is_constant
 from splitter.support import target_label
-from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.report.entries import EngineReport, Fallback
 from trt_lower.report.report import LoweringReport
 from trt_lower.runtime.guard import InputGuard
-from trt_lower.values.segment import Engine
+from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.ranges import SymbolRanges, signature_of
+from trt_lower.values.segment import Engine
 from trt_lower.values.settings import LoweringSettings
 
 
@@ -49,8 +50,14 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
     )
 
 
-def stitch(split: Split, engines: list[Engine], symbols: SymbolRanges, backend: str,
-           settings: LoweringSettings, conditions: tuple[str, ...] = ()) -> LoweredModule:
+def stitch(
+    split: Split,
+    engines: list[Engine],
+    symbols: SymbolRanges,
+    backend: str,
+    settings: LoweringSettings,
+    conditions: tuple[str, ...] = (),
+) -> LoweredModule:
     """Stage 5. In: the split graph, the engine of each of its segments, the shape symbols'
     ranges and the size conditions (for the input guard), the backend the engines run on and the
     settings (for the report). Out: the LoweredModule, the split graph itself with each

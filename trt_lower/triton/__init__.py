@@ -6,6 +6,7 @@ the engine's ONNX where the whole model is one engine, else a python-backend mod
 artifact (model.py, backend.py), with its config.pbtxt (config.py, signature.py); and a running
 server (server.py).
 """
+
 from trt_lower.triton.repository import PLATFORMS, TritonModel, export_model_repository
 from trt_lower.triton.server import TritonServer
 

@@ -5,6 +5,7 @@ With a batch dim (max_batch_size > 0) the requests Triton's dynamic batcher hand
 are concatenated along dim 0, where their other dims agree, run as one call and split again. If a
 merged call fails, its requests run one by one, so only the request at fault gets the error.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -23,8 +24,14 @@ INPUT_ERRORS = (ValueError, IndexError, TypeError)
 
 
 class Runner:
-    def __init__(self, module: torch.nn.Module, inputs: Sequence[str], outputs: Sequence[str],
-                 device: torch.device, batching: bool) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        device: torch.device,
+        batching: bool,
+    ) -> None:
         self.module = module
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -36,8 +43,9 @@ class Runner:
         self._scalar_inputs = [not batching and len(s.min_shape) == 0 for s in sigs] or [False] * len(self.inputs)
 
     @classmethod
-    def from_artifact(cls, path: str, inputs: Sequence[str], outputs: Sequence[str], device: str,
-                      batching: bool) -> "Runner":
+    def from_artifact(
+        cls, path: str, inputs: Sequence[str], outputs: Sequence[str], device: str, batching: bool
+    ) -> "Runner":
         import trt_lower
 
         torch_device = torch.device(device)
@@ -78,7 +86,9 @@ class Runner:
         return [dict(zip(self.outputs, (p[k].contiguous() for p in parts))) for k in range(len(requests))]
 
     def _call(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        tensors = [t.reshape(()) if scalar and t.shape == (1,) else t for t, scalar in zip(tensors, self._scalar_inputs)]
+        tensors = [
+            t.reshape(()) if scalar and t.shape == (1,) else t for t, scalar in zip(tensors, self._scalar_inputs)
+        ]
         with torch.inference_mode():
             result = self.module(*(t.to(self.device) for t in tensors))
         names = output_names(result)

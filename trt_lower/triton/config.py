@@ -1,4 +1,5 @@
 """config.pbtxt: a Triton model configuration, in protobuf text format."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -65,8 +66,9 @@ class ModelConfig:
         if self.dynamic_batching and self.max_batch_size > 0:
             lines.append(f"dynamic_batching {{ max_queue_delay_microseconds: {MAX_QUEUE_DELAY_US} }}")
         lines += [f'cc_model_filenames {{ key: "{cc}" value: "{f}" }}' for cc, f in self.cc_model_filenames.items()]
-        lines += [f'parameters {{ key: "{k}" value: {{ string_value: "{_escape(v)}" }} }}'
-                  for k, v in self.parameters.items()]
+        lines += [
+            f'parameters {{ key: "{k}" value: {{ string_value: "{_escape(v)}" }} }}' for k, v in self.parameters.items()
+        ]
         return "\n".join(lines) + "\n"
 
 

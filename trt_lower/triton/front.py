@@ -11,6 +11,7 @@ the server unchanged. The server's own HTTP listens on 127.0.0.1 and answers onl
 carry the front's secret header (`--http-restricted-api`, checked before it parses anything).
 gRPC needs no front: its server checks the data against the shape before allocating (tests).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -29,12 +30,35 @@ from typing import Any
 DEFAULT_MAX_INPUT_SIZE = 64 * 2**20
 # Bytes per element of each Triton data type; BYTES counts its 4-byte length prefix only (the
 # least an element takes), so the bound is never above what the server allocates.
-ITEM_SIZE = {"BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2, "UINT32": 4,
-             "INT32": 4, "FP32": 4, "UINT64": 8, "INT64": 8, "FP64": 8, "BYTES": 4}
+ITEM_SIZE = {
+    "BOOL": 1,
+    "UINT8": 1,
+    "INT8": 1,
+    "UINT16": 2,
+    "INT16": 2,
+    "FP16": 2,
+    "BF16": 2,
+    "UINT32": 4,
+    "INT32": 4,
+    "FP32": 4,
+    "UINT64": 8,
+    "INT64": 8,
+    "FP64": 8,
+    "BYTES": 4,
+}
 _INFER = re.compile(r"^/v2/models/[^/]+(/versions/[^/]+)?/infer$")
 # Headers about one connection, not the message (RFC 9110, 7.6.1), and the length the front sets.
-_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-        "transfer-encoding", "upgrade", "content-length"}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+}
 # The header tritonserver's HTTP APIs are restricted to: the front sends it with a secret value.
 SECRET_HEADER = "trt-lower-front"
 # Request headers the front does not pass on: it has read (and inflated) the body, and it
@@ -66,10 +90,17 @@ def declared_bytes(header: object) -> int:
         shape = tensor.get("shape") if isinstance(tensor, dict) else None
         name = tensor.get("name") if isinstance(tensor, dict) else None
         dtype = tensor.get("datatype") if isinstance(tensor, dict) else None
-        if not isinstance(name, str) or not isinstance(dtype, str) or not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise Refused(400, f"input {i} of the request must have a string 'name' and 'datatype' and a 'shape' "
-                               "of non-negative integers")
+        if (
+            not isinstance(name, str)
+            or not isinstance(dtype, str)
+            or not isinstance(shape, list)
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
+            raise Refused(
+                400,
+                f"input {i} of the request must have a string 'name' and 'datatype' and a 'shape' "
+                "of non-negative integers",
+            )
         total += math.prod(shape) * ITEM_SIZE.get(dtype, 1)
     return total
 
@@ -94,8 +125,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if self.command == "POST" and _INFER.match(urllib.parse.urlsplit(target).path):
                 self._check(body)
         except Refused as refused:
-            return self._reply(refused.status, json.dumps({"error": str(refused)}).encode(),
-                               [("Content-Type", "application/json")])
+            return self._reply(
+                refused.status, json.dumps({"error": str(refused)}).encode(), [("Content-Type", "application/json")]
+            )
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _NOT_PASSED}
         headers[SECRET_HEADER] = self.server.secret
         try:
@@ -133,8 +165,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(length_text)
         if length > limit:
             self.close_connection = True  # its body is left unread
-            raise Refused(413, f"the request's body has {length} bytes; this server takes at most {limit} "
-                               "(trt-lower serve --max-input-size)")
+            raise Refused(
+                413,
+                f"the request's body has {length} bytes; this server takes at most {limit} "
+                "(trt-lower serve --max-input-size)",
+            )
         body = self.rfile.read(length)
         encoding = self.headers.get("Content-Encoding", "identity").lower()
         if encoding in ("gzip", "deflate"):
@@ -144,8 +179,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             except zlib.error as error:
                 raise Refused(400, f"the request's {encoding} body does not decompress: {error}") from None
             if len(body) > limit or inflate.unconsumed_tail:
-                raise Refused(413, f"the request's body decompresses past {limit} bytes "
-                                   "(trt-lower serve --max-input-size)")
+                raise Refused(
+                    413, f"the request's body decompresses past {limit} bytes (trt-lower serve --max-input-size)"
+                )
         elif encoding != "identity":
             raise Refused(415, f"Content-Encoding {encoding!r} is not taken (gzip, deflate or none)")
         return body
@@ -162,8 +198,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         declared = declared_bytes(header)
         limit = self.server.max_input_size
         if declared > limit:
-            raise Refused(400, f"the request's inputs declare {declared} bytes; this server takes at most {limit} "
-                               "per request (trt-lower serve --max-input-size)")
+            raise Refused(
+                400,
+                f"the request's inputs declare {declared} bytes; this server takes at most {limit} "
+                "per request (trt-lower serve --max-input-size)",
+            )
 
     def _reply(self, status: int, content: bytes, headers: list[tuple[str, str]]) -> None:
         self.send_response(status)
@@ -191,8 +230,9 @@ class _Listener(http.server.ThreadingHTTPServer):
     def upstream(self) -> http.client.HTTPConnection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = self._local.connection = http.client.HTTPConnection("127.0.0.1", self.upstream_port,
-                                                                            timeout=None)
+            connection = self._local.connection = http.client.HTTPConnection(
+                "127.0.0.1", self.upstream_port, timeout=None
+            )
         return connection
 
     def drop_upstream(self) -> None:
@@ -210,16 +250,18 @@ class HttpFront:
         if not isinstance(max_input_size, int) or isinstance(max_input_size, bool) or max_input_size < 1:
             raise ValueError(f"max_input_size must be a positive number of bytes, got {max_input_size!r}")
         self._listener = _Listener((host, port), upstream_port, max_input_size)
-        self._thread = threading.Thread(target=self._listener.serve_forever, name="trt_lower-triton-front",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._listener.serve_forever, name="trt_lower-triton-front", daemon=True)
         self._thread.start()
 
     def server_args(self) -> list[str]:
         """tritonserver's HTTP options: on 127.0.0.1, every API only for requests from the front."""
         apis = "health,metadata,inference,shared-memory,model-config,model-repository,statistics,trace,logging"
         listener = self._listener
-        return ["--http-address=127.0.0.1", f"--http-port={listener.upstream_port}",
-                f"--http-restricted-api={apis}:{SECRET_HEADER}={listener.secret}"]
+        return [
+            "--http-address=127.0.0.1",
+            f"--http-port={listener.upstream_port}",
+            f"--http-restricted-api={apis}:{SECRET_HEADER}={listener.secret}",
+        ]
 
     def stop(self) -> None:
         self._listener.shutdown()

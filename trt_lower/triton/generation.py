@@ -7,6 +7,7 @@ buffers to itself. Triton's batcher is off (max_batch_size 0): a request's batch
 prompts, up to the model's max_batch. A request beyond the model's limits gets its
 GenerationLimitError as its reply; the next one runs as usual.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -50,11 +51,17 @@ def generation_signature() -> ModelSignature:
     """input_ids [batch, prompt length] with an optional attention_mask of its shape (left
     padding), the optional OPTIONS -> output_ids [batch, prompt + new tokens]."""
     tokens = (-1, -1)
-    inputs = (TritonTensor("input_ids", torch.int64, tokens),
-              TritonTensor("attention_mask", torch.int64, tokens, optional=True),
-              *(TritonTensor(name, dtype, (1,), optional=True) for name, (dtype, _) in OPTIONS.items()))
-    return ModelSignature(inputs, (TritonTensor("output_ids", torch.int64, tokens),), None,
-                          "each request is one generate() call with its own options")
+    inputs = (
+        TritonTensor("input_ids", torch.int64, tokens),
+        TritonTensor("attention_mask", torch.int64, tokens, optional=True),
+        *(TritonTensor(name, dtype, (1,), optional=True) for name, (dtype, _) in OPTIONS.items()),
+    )
+    return ModelSignature(
+        inputs,
+        (TritonTensor("output_ids", torch.int64, tokens),),
+        None,
+        "each request is one generate() call with its own options",
+    )
 
 
 class GenerationRunner:
@@ -91,12 +98,14 @@ class GenerationRunner:
         """generate() on the request's prompt with its options (the inputs it carries)."""
         ids, mask = request["input_ids"], request.get("attention_mask")
         if mask is not None and mask.shape != ids.shape:
-            raise ValueError(f"attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(ids.shape)}: they must "
-                             "be the same")
+            raise ValueError(
+                f"attention_mask has shape {tuple(mask.shape)}, input_ids {tuple(ids.shape)}: they must be the same"
+            )
         options = {name: convert(request[name].item()) for name, (_, convert) in OPTIONS.items() if name in request}
         seed = options.pop("seed", None)
         if seed is not None:
             torch.manual_seed(seed)
-        tokens: torch.Tensor = self.model.generate(ids.to(self.device), **options,
-                                                   attention_mask=None if mask is None else mask.to(self.device))
+        tokens: torch.Tensor = self.model.generate(
+            ids.to(self.device), **options, attention_mask=None if mask is None else mask.to(self.device)
+        )
         return tokens.contiguous()

@@ -6,6 +6,7 @@ Triton and torch through DLPack, without copies. The `python_path` parameter of
 config.pbtxt names the Python environment that has trt_lower: the backend's stub process does
 not inherit PYTHONPATH.
 """
+
 import json
 import os
 import site
@@ -54,7 +55,11 @@ class TritonPythonModel:
         responses = []
         for reply in self.runner.run(feeds):
             if isinstance(reply, Exception):
-                code = pb_utils.TritonError.INVALID_ARG if isinstance(reply, self.input_errors) else pb_utils.TritonError.INTERNAL
+                code = (
+                    pb_utils.TritonError.INVALID_ARG
+                    if isinstance(reply, self.input_errors)
+                    else pb_utils.TritonError.INTERNAL
+                )
                 error = pb_utils.TritonError(f"{type(reply).__name__}: {reply}", code)
                 responses.append(pb_utils.InferenceResponse(error=error))
             else:

@@ -1,4 +1,5 @@
 """export_model_repository: a lowered model as a Triton Inference Server model repository entry."""
+
 from __future__ import annotations
 
 import operator
@@ -16,13 +17,13 @@ import torch
 import trt_lower
 from converters.core.segment import OnnxSegment
 from splitter.index_check import check_indices
-from trt_lower.values import device as devices
-from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.runtime.guard import InputGuard
-from trt_lower.values.signature import EngineInputError, TensorSig
+from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.generation import KIND, causal_lm_step, generation_signature
 from trt_lower.triton.signature import ModelSignature, signature
+from trt_lower.values import device as devices
+from trt_lower.values.signature import EngineInputError, TensorSig
 
 if TYPE_CHECKING:
     from trt_lower.llm import LoweredCausalLM
@@ -51,10 +52,17 @@ class SingleEngine:
     names: dict[str, str]
 
 
-def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM | str | os.PathLike[str],
-                            repo_dir: str | os.PathLike[str],
-                            name: str, *, max_batch_size: int = 0, instances: int = 1, platform: str = "auto",
-                            dynamic_batching: bool = True, version: int = 1) -> TritonModel:
+def export_model_repository(
+    artifact_or_lowered: LoweredModule | LoweredCausalLM | str | os.PathLike[str],
+    repo_dir: str | os.PathLike[str],
+    name: str,
+    *,
+    max_batch_size: int = 0,
+    instances: int = 1,
+    platform: str = "auto",
+    dynamic_batching: bool = True,
+    version: int = 1,
+) -> TritonModel:
     """Write `<repo_dir>/<name>/config.pbtxt` and `<repo_dir>/<name>/<version>/` for a model
     lowered by trt_lower (a LoweredModule, or the path of an artifact saved by trt_lower.save).
 
@@ -75,8 +83,10 @@ def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM
     if step is not None:
         return _export_causal_lm(source, step, Path(repo_dir) / name, max_batch_size, instances, platform, version)
     if not isinstance(lowered, LoweredModule):
-        raise ValueError(f"export_model_repository takes a LoweredModule, a LoweredCausalLM or the path of their "
-                         f"artifact, got {type(lowered).__name__}")
+        raise ValueError(
+            f"export_model_repository takes a LoweredModule, a LoweredCausalLM or the path of their "
+            f"artifact, got {type(lowered).__name__}"
+        )
     guard = _guard(lowered)
     sig = signature(lowered, guard.inputs, _device(lowered))
     _check_batching(sig, max_batch_size, guard)
@@ -85,9 +95,15 @@ def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM
     model_dir = Path(repo_dir) / name
     files = model_dir / str(version)
     files.mkdir(parents=True, exist_ok=True)
-    config = ModelConfig(name, chosen, sig, max_batch_size=max_batch_size, instances=instances,
-                         kind="KIND_GPU" if lowered.report.backend == "tensorrt" else "KIND_CPU",
-                         dynamic_batching=dynamic_batching)
+    config = ModelConfig(
+        name,
+        chosen,
+        sig,
+        max_batch_size=max_batch_size,
+        instances=instances,
+        kind="KIND_GPU" if lowered.report.backend == "tensorrt" else "KIND_CPU",
+        dynamic_batching=dynamic_batching,
+    )
     if chosen == "python":
         _write_python(artifact_or_lowered, files, config)
     elif chosen == "onnxruntime_onnx":
@@ -110,22 +126,39 @@ def export_model_repository(artifact_or_lowered: LoweredModule | LoweredCausalLM
     return TritonModel(model_dir, chosen, reason)
 
 
-def _export_causal_lm(source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], step: LoweredModule,
-                      model_dir: Path, max_batch_size: int, instances: int, platform: str, version: int) -> TritonModel:
+def _export_causal_lm(
+    source: LoweredModule | LoweredCausalLM | str | os.PathLike[str],
+    step: LoweredModule,
+    model_dir: Path,
+    max_batch_size: int,
+    instances: int,
+    platform: str,
+    version: int,
+) -> TritonModel:
     """A python model whose runner is generation.GenerationRunner: one generate() per request
     (its artifact, the step's, loads as the LoweredCausalLM)."""
     if platform not in ("auto", "python"):
-        raise ValueError(f"platform={platform!r} cannot serve a causal LM: its generate() loop runs in a python-backend "
-                         "model; use platform='python' or 'auto'")
+        raise ValueError(
+            f"platform={platform!r} cannot serve a causal LM: its generate() loop runs in a python-backend "
+            "model; use platform='python' or 'auto'"
+        )
     assert step.extra is not None  # causal_lm_step read the kind there
     if max_batch_size != 0:
-        raise ValueError(f"max_batch_size={max_batch_size}: a causal LM is served with max_batch_size=0 (Triton's batcher "
-                         "would merge prompts with different options into one generate() call); a request carries up "
-                         f"to max_batch={step.extra['max_batch']} prompts itself")
+        raise ValueError(
+            f"max_batch_size={max_batch_size}: a causal LM is served with max_batch_size=0 (Triton's batcher "
+            "would merge prompts with different options into one generate() call); a request carries up "
+            f"to max_batch={step.extra['max_batch']} prompts itself"
+        )
     files = model_dir / str(version)
     files.mkdir(parents=True, exist_ok=True)
-    config = ModelConfig(model_dir.name, "python", generation_signature(), instances=instances,
-                         kind="KIND_GPU" if step.report.backend == "tensorrt" else "KIND_CPU", dynamic_batching=False)
+    config = ModelConfig(
+        model_dir.name,
+        "python",
+        generation_signature(),
+        instances=instances,
+        kind="KIND_GPU" if step.report.backend == "tensorrt" else "KIND_CPU",
+        dynamic_batching=False,
+    )
     _write_python(source, files, config)
     config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
     (model_dir / "config.pbtxt").write_text(config.text())
@@ -135,8 +168,11 @@ def _export_causal_lm(source: LoweredModule | LoweredCausalLM | str | os.PathLik
 def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
         raise ValueError(f"name must be a model name (letters, digits, '_', '-', '.'), got {name!r}")
-    for option, value, least in (("max_batch_size", max_batch_size, 0), ("instances", instances, 1),
-                                 ("version", version, 1)):
+    for option, value, least in (
+        ("max_batch_size", max_batch_size, 0),
+        ("instances", instances, 1),
+        ("version", version, 1),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{option} must be an int >= {least}, got {value!r}")
     if platform not in PLATFORMS:
@@ -146,7 +182,9 @@ def _check_options(name: str, max_batch_size: int, instances: int, platform: str
 def _guard(lowered: LoweredModule) -> InputGuard:
     guard = getattr(lowered, "_input_guard", None)
     if not isinstance(guard, InputGuard):
-        raise ValueError("this LoweredModule has no input guard; export the module lower_to_trt or trt_lower.load returns")
+        raise ValueError(
+            "this LoweredModule has no input guard; export the module lower_to_trt or trt_lower.load returns"
+        )
     return guard
 
 
@@ -165,8 +203,10 @@ def _check_batching(sig: ModelSignature, max_batch_size: int, guard: InputGuard)
         )
     lo, hi = sig.batch_range
     if lo > 1 or hi < max_batch_size:
-        raise ValueError(f"max_batch_size={max_batch_size}: Triton sends batches of 1..{max_batch_size}, but the model "
-                         f"was lowered for batch sizes {lo}..{hi}")
+        raise ValueError(
+            f"max_batch_size={max_batch_size}: Triton sends batches of 1..{max_batch_size}, but the model "
+            f"was lowered for batch sizes {lo}..{hi}"
+        )
     if guard.conditions is not None:
         # Size conditions (capture/conditions.py) may rule batch sizes out: each one Triton may
         # send must meet them, with the other dims at their optimal sizes.
@@ -194,8 +234,12 @@ def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine |
     results = list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
     picked: list[int] = []  # the engine output each model output is
     for r in results:
-        if (isinstance(r, torch.fx.Node) and r.target is operator.getitem and r.args[0] is engine
-                and isinstance(r.args[1], int)):
+        if (
+            isinstance(r, torch.fx.Node)
+            and r.target is operator.getitem
+            and r.args[0] is engine
+            and isinstance(r.args[1], int)
+        ):
             picked.append(r.args[1])
         elif r is engine and not getattr(module, "tuple_output"):
             picked.append(0)
@@ -203,21 +247,28 @@ def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine |
             return f"the model's output {r} is not an output of its engine"
     if any(n.target is check_indices for n in nodes):
         return "its indices read from data are checked outside the engine (the engine alone would not raise for one out of range)"
-    others = [n for n in nodes if n.op == "call_function" and not (n.target is operator.getitem and n.args[0] is engine)]
+    others = [
+        n for n in nodes if n.op == "call_function" and not (n.target is operator.getitem and n.args[0] is engine)
+    ]
     if others or list(engine.args) != placeholders or sorted(picked) != list(range(len(outputs))):
         return "the engine's inputs and outputs are not exactly the model's"
     names = {s.name: t.name for s, t in zip(inputs, sig.inputs)}
     names.update({outputs[i].name: t.name for i, t in zip(picked, sig.outputs)})
     plan = getattr(module, "plan", None)
-    return SingleEngine(inputs, outputs, plan if isinstance(plan, bytes) else lowered.segments[str(engine.target)].onnx,
-                        names)
+    return SingleEngine(
+        inputs, outputs, plan if isinstance(plan, bytes) else lowered.segments[str(engine.target)].onnx, names
+    )
 
 
 def _narrowed(lowered: LoweredModule, engine: SingleEngine) -> list[str]:
     """The engine I/O whose dtype the engine carries as another (docs/precision.md):
     a Triton model of the engine alone would declare the wrong type."""
     report = lowered.report
-    wide = (torch.int64, torch.float64) if report.backend == "tensorrt" and report.trt_version == "8.6" else (torch.float64,)
+    wide = (
+        (torch.int64, torch.float64)
+        if report.backend == "tensorrt" and report.trt_version == "8.6"
+        else (torch.float64,)
+    )
     return [s.source for s in (*engine.inputs, *engine.outputs) if s.dtype in wide]
 
 
@@ -238,14 +289,20 @@ def _choose(platform: str, lowered: LoweredModule, engine: SingleEngine | str, s
     why_not = why_not or scalar
     if not why_not and conditions is not None:
         # The engine alone would compute a branch the model does not take for shapes that break them.
-        why_not = f"its inputs must meet size conditions the engine alone does not check ({'; '.join(conditions.texts)})"
+        why_not = (
+            f"its inputs must meet size conditions the engine alone does not check ({'; '.join(conditions.texts)})"
+        )
     wanted = {"tensorrt_plan": "tensorrt", "onnxruntime_onnx": "onnxruntime"}
     if platform in wanted:
         if wanted[platform] != backend:
-            raise ValueError(f"platform={platform!r} needs a model lowered with backend={wanted[platform]!r}; "
-                             f"this one runs on {backend}")
+            raise ValueError(
+                f"platform={platform!r} needs a model lowered with backend={wanted[platform]!r}; "
+                f"this one runs on {backend}"
+            )
         if why_not:
-            raise ValueError(f"platform={platform!r} needs the whole model in one engine with the model's I/O: {why_not}")
+            raise ValueError(
+                f"platform={platform!r} needs the whole model in one engine with the model's I/O: {why_not}"
+            )
         return platform, "asked for"
     if platform == "python":
         return "python", "asked for"
@@ -271,8 +328,9 @@ def _compute_capability() -> str:
     """The GPU the plans were built on, as Triton names compute capabilities ("8.0")."""
     found = re.search(r"sm_(\d+)(\d)$", devices.current().identity())
     if found is None:
-        raise ValueError(f"cannot tell the compute capability of {devices.current().identity()!r}, "
-                         "which a tensorrt_plan model needs")
+        raise ValueError(
+            f"cannot tell the compute capability of {devices.current().identity()!r}, which a tensorrt_plan model needs"
+        )
     return f"{found[1]}.{found[2]}"
 
 
@@ -291,8 +349,9 @@ def _python_path() -> str:
     return os.pathsep.join(paths)
 
 
-def _write_python(source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], files: Path,
-                  config: ModelConfig) -> None:
+def _write_python(
+    source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], files: Path, config: ModelConfig
+) -> None:
     if isinstance(source, (str, os.PathLike)):
         shutil.copyfile(source, files / ARTIFACT)
     else:

@@ -7,6 +7,7 @@ naming the running Python's libpython before the wheel's own libraries; and mode
 that put the environment on sys.path themselves (export_model_repository writes them so).
 Its HTTP port is served by a front (front.py) that refuses requests the server would die of.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,8 +54,9 @@ def _check_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as e:
-            raise RuntimeError(f"cannot serve on {host}:{port}: {e.strerror} (another server there?); "
-                               "choose other ports") from None
+            raise RuntimeError(
+                f"cannot serve on {host}:{port}: {e.strerror} (another server there?); choose other ports"
+            ) from None
 
 
 def pytriton_dir() -> Path:
@@ -75,8 +77,11 @@ def backend_dir(into: Path) -> Path:
         raise RuntimeError(f"nvidia-pytriton has no python backend stub for Python {version} ({stub})")
     python = into / "python"
     python.mkdir(parents=True, exist_ok=True)
-    for source in (triton / "backends/python/libtriton_python.so",
-                   triton / "backends/python/triton_python_backend_utils.py", stub):
+    for source in (
+        triton / "backends/python/libtriton_python.so",
+        triton / "backends/python/triton_python_backend_utils.py",
+        stub,
+    ):
         (python / source.name).symlink_to(source)
     return into
 
@@ -114,10 +119,19 @@ class TritonServer:
     port is the front's (front.py), which refuses requests declaring more than `max_input_size`
     bytes."""
 
-    def __init__(self, repo: str | os.PathLike[str], *, host: str = "127.0.0.1", http_port: int = 8000,
-                 grpc_port: int = 8001, metrics_port: int = 8002, log: IO[bytes] | None = None,
-                 args: Sequence[str] = (), ready_timeout: float = 120,
-                 max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> None:
+    def __init__(
+        self,
+        repo: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        http_port: int = 8000,
+        grpc_port: int = 8001,
+        metrics_port: int = 8002,
+        log: IO[bytes] | None = None,
+        args: Sequence[str] = (),
+        ready_timeout: float = 120,
+        max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
+    ) -> None:
         self.repo = Path(repo)
         if not self.repo.is_dir():
             raise ValueError(f"model repository {self.repo} is not a directory")
@@ -146,9 +160,16 @@ class TritonServer:
     def command(self, backends: Path, http: Sequence[str]) -> list[str]:
         """tritonserver's command line, with `http` its HTTP options (the front's server_args)."""
         return [
-            str(pytriton_dir() / "bin" / "tritonserver"), f"--model-repository={self.repo.resolve()}",
-            f"--backend-directory={backends}", *http, f"--grpc-address={self.host}", f"--grpc-port={self.grpc_port}",
-            f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}", "--exit-timeout-secs=5", *self.args,
+            str(pytriton_dir() / "bin" / "tritonserver"),
+            f"--model-repository={self.repo.resolve()}",
+            f"--backend-directory={backends}",
+            *http,
+            f"--grpc-address={self.host}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={self.host}",
+            f"--metrics-port={self.metrics_port}",
+            "--exit-timeout-secs=5",
+            *self.args,
         ]
 
     def start(self) -> None:
@@ -159,8 +180,13 @@ class TritonServer:
             self._backends = Path(tempfile.mkdtemp(prefix="trt_lower_triton_"))
             command = self.command(backend_dir(self._backends), self._front.server_args())
             # Its own process group: stop() can then end the backend stubs with it if they linger.
-            self.process = subprocess.Popen(command, env=environment(), stdout=self.log, stderr=subprocess.STDOUT
-                                            if self.log is not None else None, start_new_session=True)
+            self.process = subprocess.Popen(
+                command,
+                env=environment(),
+                stdout=self.log,
+                stderr=subprocess.STDOUT if self.log is not None else None,
+                start_new_session=True,
+            )
         except BaseException:
             self.stop()
             raise
@@ -183,8 +209,10 @@ class TritonServer:
                 raise TimeoutError(f"tritonserver was not ready within {timeout:.0f} s")
             time.sleep(0.25)
         if self.process.poll() is not None:
-            raise RuntimeError(f"tritonserver {exit_reason(self.process.returncode)} before it was ready "
-                               "(a model failed to load, or a port was taken?); its log says why")
+            raise RuntimeError(
+                f"tritonserver {exit_reason(self.process.returncode)} before it was ready "
+                "(a model failed to load, or a port was taken?); its log says why"
+            )
 
     def stop(self, timeout: float = 20) -> None:
         process, self.process = self.process, None

@@ -5,6 +5,7 @@ ranges). Outputs are found by running the module: once at the optimal shapes, on
 dim (dim 0 of every input) changed and once with the other varying dims changed, so an output dim
 is fixed only if no input range moves it, and dim 0 is a batch dim only if it follows the inputs'.
 """
+
 from __future__ import annotations
 
 import re
@@ -77,8 +78,9 @@ def _others(lo: int, opt: int, hi: int) -> list[int]:
 _TRIES = 8
 
 
-def _probe_any(module: torch.nn.Module, sigs: Sequence[TensorSig], options: Sequence[list[tuple[int, ...]]],
-               device: torch.device) -> tuple[list[tuple[int, ...]], list[torch.Tensor]]:
+def _probe_any(
+    module: torch.nn.Module, sigs: Sequence[TensorSig], options: Sequence[list[tuple[int, ...]]], device: torch.device
+) -> tuple[list[tuple[int, ...]], list[torch.Tensor]]:
     """The first of `options` (input shapes) the module's guard takes, and its outputs: a model
     captured under size conditions (`x.shape[0] % 2 == 0`) refuses the others."""
     for shapes in options:
@@ -86,18 +88,23 @@ def _probe_any(module: torch.nn.Module, sigs: Sequence[TensorSig], options: Sequ
             return shapes, output_tensors(_probe(module, sigs, shapes, device))
         except EngineInputError:
             continue
-    raise ValueError(f"no input shapes near the optimal ones meet the model's size conditions (tried {list(options)}); "
-                     "the outputs' shapes cannot be learnt by running it")
+    raise ValueError(
+        f"no input shapes near the optimal ones meet the model's size conditions (tried {list(options)}); "
+        "the outputs' shapes cannot be learnt by running it"
+    )
 
 
-def _probe(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]],
-           device: torch.device) -> object:
+def _probe(
+    module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]], device: torch.device
+) -> object:
     return _run(module, _examples(sigs, shapes, device))
 
 
 def _examples(sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]], device: torch.device) -> list[torch.Tensor]:
-    tensors = [torch.randn(s).to(sig.dtype) if sig.dtype.is_floating_point else torch.zeros(s, dtype=sig.dtype)
-               for sig, s in zip(sigs, shapes)]
+    tensors = [
+        torch.randn(s).to(sig.dtype) if sig.dtype.is_floating_point else torch.zeros(s, dtype=sig.dtype)
+        for sig, s in zip(sigs, shapes)
+    ]
     return [t.to(device) for t in tensors]
 
 
@@ -106,8 +113,13 @@ def _run(module: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> object:
         return module(*tensors)
 
 
-def _mixed_rows(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequence[tuple[int, ...]],
-                names: Sequence[str], device: torch.device) -> str:
+def _mixed_rows(
+    module: torch.nn.Module,
+    sigs: Sequence[TensorSig],
+    shapes: Sequence[tuple[int, ...]],
+    names: Sequence[str],
+    device: torch.device,
+) -> str:
     """Why dim 0 is no batch dim although the shapes follow it: an output's first row changes
     when the other rows go (a sequence-first model's dim 0), and Triton's batcher would mix
     requests; '' where the first row alone gives the same first rows (or this cannot be tried:
@@ -129,8 +141,10 @@ def _mixed_rows(module: torch.nn.Module, sigs: Sequence[TensorSig], shapes: Sequ
         else:
             same = torch.equal(w, f)
         if not same:
-            return (f"output '{name}' of the first item along dim 0 changes with the other items (dim 0 is not "
-                    "a batch dim: Triton's batcher would mix requests)")
+            return (
+                f"output '{name}' of the first item along dim 0 changes with the other items (dim 0 is not "
+                "a batch dim: Triton's batcher would mix requests)"
+            )
     return ""
 
 
@@ -143,8 +157,10 @@ def _data_dependent_dims(module: torch.nn.Module, count: int) -> list[set[int]]:
     if len(leaves) != count:
         return [set() for _ in range(count)]
     vals = [leaf.meta.get("val") if isinstance(leaf, torch.fx.Node) else None for leaf in leaves]
-    return [{d for d, size in enumerate(v.shape) if free_unbacked_symbols(size)} if isinstance(v, torch.Tensor) else set()
-            for v in vals]
+    return [
+        {d for d, size in enumerate(v.shape) if free_unbacked_symbols(size)} if isinstance(v, torch.Tensor) else set()
+        for v in vals
+    ]
 
 
 def _batch_reason(sigs: Sequence[TensorSig]) -> str:
@@ -186,10 +202,14 @@ def signature(module: torch.nn.Module, sigs: Sequence[TensorSig], device: torch.
         seen = {tuple(t.shape)} | {tuple(p[i].shape) for p in probes}
         # Triton takes a dim >= 1 or -1: varying, data-dependent (probes of zeros may not vary
         # it) and empty dims are -1.
-        dims = tuple(-1 if len({s[d] for s in seen}) > 1 or d in decided[i] or t.shape[d] == 0 else t.shape[d]
-                     for d in range(t.dim()))
+        dims = tuple(
+            -1 if len({s[d] for s in seen}) > 1 or d in decided[i] or t.shape[d] == 0 else t.shape[d]
+            for d in range(t.dim())
+        )
         outputs.append(TritonTensor(name, t.dtype, dims))
-    inputs = tuple(TritonTensor(s.source, s.dtype, tuple(lo if lo == hi else -1 for lo, hi in zip(s.min_shape, s.max_shape)))
-                   for s in sigs)
+    inputs = tuple(
+        TritonTensor(s.source, s.dtype, tuple(lo if lo == hi else -1 for lo, hi in zip(s.min_shape, s.max_shape)))
+        for s in sigs
+    )
     batch_range = None if reason else (max(s.min_shape[0] for s in sigs), min(s.max_shape[0] for s in sigs))
     return ModelSignature(inputs, tuple(outputs), batch_range, reason)

@@ -6,6 +6,7 @@ CUDA-graph capture. The default is torch's current CUDA device. The tests swap i
 (`using`) to run the whole TensorRT path on CPU against a double of the TensorRT API, and run
 CudaDevice itself against a CPU model of `torch.cuda` put in place of `cuda` below.
 """
+
 from __future__ import annotations
 
 import contextlib

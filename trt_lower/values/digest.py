@@ -1,4 +1,5 @@
 """A SHA-256 taken of what is written through it: weights hashed where they lie, as they are written."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,6 @@
 """How the executors name torch's dtypes: ONNX Runtime's type strings and TensorRT's DataType
 member names."""
+
 from __future__ import annotations
 
 import torch

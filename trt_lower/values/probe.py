@@ -1,5 +1,6 @@
 """A probe: example inputs of a lowered model and eager PyTorch's outputs for them, kept so that a
 saved model can be checked again wherever it is loaded (trt_lower/deploy/probe.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
 """Shape ranges: the captured graph's shape symbols over their ranges, and each tensor's signature
 over them (what the capture, convert and stitch stages compute; the runtime only reads the
 resulting TensorSig)."""
+
 from __future__ import annotations
 
 from typing import Mapping, TypeVar
@@ -54,8 +55,9 @@ def _dim_range(dim: int | torch.SymInt, symbols: SymbolRanges) -> tuple[int, int
     expr = dim.node.expr
     if not expr.free_symbols <= set(symbols):
         return _data_dependent_range(dim)
-    low, high = _size_bounds(bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, _, hi) in symbols.items()
-                                                if s in expr.free_symbols}))
+    low, high = _size_bounds(
+        bound_sympy(expr, {s: ValueRanges(lo, hi) for s, (lo, _, hi) in symbols.items() if s in expr.free_symbols})
+    )
     try:
         opt = int(expr.xreplace({s: sympy.Integer(r[1]) for s, r in symbols.items()}))
     except (ZeroDivisionError, TypeError):  # not defined at opt (a size divided by one that is 0 there)

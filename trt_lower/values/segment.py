@@ -1,4 +1,5 @@
 """The values the convert stage hands to build, and build to stitch and deploy."""
+
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,5 @@
 """The lowering settings as every stage receives them (trt_lower/lowering_options.py checks what a user gives)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,9 +27,16 @@ def op_name(op: Any) -> str:
 
 def fp32_nodes(graph: torch.fx.Graph, keep_fp32: frozenset[str]) -> frozenset[str]:
     """The nodes of `graph` that a keep_fp32 setting names, by node name or by op."""
-    return frozenset(n.name for n in graph.nodes if n.op == "call_function" and (
-        n.name in keep_fp32 or op_name(n.target) in keep_fp32
-        or op_name(getattr(n.target, "overloadpacket", "")) in keep_fp32))
+    return frozenset(
+        n.name
+        for n in graph.nodes
+        if n.op == "call_function"
+        and (
+            n.name in keep_fp32
+            or op_name(n.target) in keep_fp32
+            or op_name(getattr(n.target, "overloadpacket", "")) in keep_fp32
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,8 @@ class LoweringSettings:
         names = {n.name for n in graph.nodes}
         unknown = sorted(k for k in self.keep_fp32 if not k.startswith("aten.") and k not in names)
         if unknown:
-            raise ValueError(f"keep_fp32 names no node of the captured graph: {', '.join(unknown)} "
-                             "(give FX node names, as first_divergence/fp16_sensitive report them, or ops like "
-                             "'aten.mul.Tensor')")
+            raise ValueError(
+                f"keep_fp32 names no node of the captured graph: {', '.join(unknown)} "
+                "(give FX node names, as first_divergence/fp16_sensitive report them, or ops like "
+                "'aten.mul.Tensor')"
+            )

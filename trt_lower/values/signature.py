@@ -1,10 +1,12 @@
 """What an engine was built for, and the check that a call matches it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+
 
 @dataclass(frozen=True)
 class TensorSig:
@@ -83,9 +85,16 @@ class InputCheck:
         kind, index = self._kind, self._index
         try:
             for t, (dtype, static, ranges) in zip(tensors, self._plans):
-                if t.dtype is not dtype or (kind is not None and (
-                        not t.is_cpu if kind == "cpu" else
-                        (not t.is_cuda or t.get_device() != index) if kind == "cuda" else t.device != self.device)):
+                if t.dtype is not dtype or (
+                    kind is not None
+                    and (
+                        not t.is_cpu
+                        if kind == "cpu"
+                        else (not t.is_cuda or t.get_device() != index)
+                        if kind == "cuda"
+                        else t.device != self.device
+                    )
+                ):
                     self._fail(tensors)
                 shape = t.shape
                 if static is not None:

@@ -1,4 +1,5 @@
 """TensorSpec: an input whose shape varies at run time, within a declared range."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,13 @@ class TensorSpec:
     max_shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
 
-    def __init__(self, min_shape: Sequence[int], opt_shape: Sequence[int], max_shape: Sequence[int],
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        min_shape: Sequence[int],
+        opt_shape: Sequence[int],
+        max_shape: Sequence[int],
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         shapes = tuple(tuple(int(d) for d in s) for s in (min_shape, opt_shape, max_shape))
         if len({len(s) for s in shapes}) != 1:
             raise ValueError(f"TensorSpec shapes must have one rank, got {shapes}")

@@ -1,4 +1,5 @@
 """Version strings as numbers."""
+
 from __future__ import annotations
 
 import re

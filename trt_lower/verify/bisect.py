@@ -8,6 +8,7 @@ output consumed inside the engine, never written out) shows as a run of two or m
 search never marks an intermediate tensor as an output unless the run itself ends there.
 About 2 log2(units) builds.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -21,6 +22,7 @@ Probe = Callable[[list[Node]], "float | None"]
 def smallest_failing(groups: Sequence[list[Node]], fails: Probe) -> tuple[list[Node], float | None]:
     """The shortest contiguous run of `groups` that `fails`, flattened, and its error; the whole
     when even the whole passes alone (it fails only as built with the rest)."""
+
     def flat(part: Sequence[list[Node]]) -> list[Node]:
         return [n for g in part for n in g]
 

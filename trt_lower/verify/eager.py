@@ -2,6 +2,7 @@
 example inputs (its engine segments still FX subgraphs), keeping only the values at engine
 boundaries; any other node's value is computed on demand, in the captured graph unsplit, from
 the nearest kept values (a bisection needs those inside one engine)."""
+
 from __future__ import annotations
 
 import functools
@@ -41,12 +42,21 @@ class EagerValues:
     (its flattened tensors); `flat` makes the captured graph unsplit, when a value not kept is
     asked for."""
 
-    def __init__(self, split: torch.fx.GraphModule, inputs: Sequence[torch.Tensor], keep: frozenset[str],
-                 outputs: dict[str, list[str]], flat: Callable[[], torch.fx.GraphModule]) -> None:
+    def __init__(
+        self,
+        split: torch.fx.GraphModule,
+        inputs: Sequence[torch.Tensor],
+        keep: frozenset[str],
+        outputs: dict[str, list[str]],
+        flat: Callable[[], torch.fx.GraphModule],
+    ) -> None:
         recorder = _SplitRecorder(split, keep, outputs)
         with torch.no_grad():
-            self.outputs = tuple(t for t in pytree.tree_leaves(recorder.run(*inputs))  # the model's, flattened
-                                 if isinstance(t, torch.Tensor))
+            self.outputs = tuple(
+                t
+                for t in pytree.tree_leaves(recorder.run(*inputs))  # the model's, flattened
+                if isinstance(t, torch.Tensor)
+            )
         self.known: Values = recorder.values
         self._flat = flat
 

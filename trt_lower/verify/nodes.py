@@ -1,5 +1,6 @@
 """Captured-graph nodes as verification and debugging see them: every node's eager value, the
 units a node set is cut into, and where in the model's source a node comes from."""
+
 from __future__ import annotations
 
 import operator
@@ -69,11 +70,28 @@ def module_of(node: Node) -> tuple[str, str]:
 _aten = torch.ops.aten
 # Outputs with no single right value to compare: memory left uninitialised, and the indices an op
 # may pick among equal values (ties: the values output is compared instead).
-_UNINITIALISED = frozenset({_aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
-                            _aten.empty_strided.default, _aten.empty_permuted.default})
-_TIED_INDICES = frozenset({_aten.topk.default, _aten.kthvalue.default, _aten.sort.default, _aten.sort.stable,
-                           _aten.max.dim, _aten.min.dim, _aten.mode.default, _aten.median.dim,
-                           _aten.nanmedian.dim})
+_UNINITIALISED = frozenset(
+    {
+        _aten.empty.memory_format,
+        _aten.empty_like.default,
+        _aten.new_empty.default,
+        _aten.empty_strided.default,
+        _aten.empty_permuted.default,
+    }
+)
+_TIED_INDICES = frozenset(
+    {
+        _aten.topk.default,
+        _aten.kthvalue.default,
+        _aten.sort.default,
+        _aten.sort.stable,
+        _aten.max.dim,
+        _aten.min.dim,
+        _aten.mode.default,
+        _aten.median.dim,
+        _aten.nanmedian.dim,
+    }
+)
 _TIED_ARGS = frozenset({_aten.argmax.default, _aten.argmin.default})
 
 

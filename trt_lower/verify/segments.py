@@ -1,6 +1,7 @@
 """Any set of captured-graph nodes as an engine of its own: converted by the convert stage exactly
 as lowering converts an engine (same converters, target, precision rewrite), built on a backend
 into a scratch cache, and fed given values."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,16 +13,21 @@ import torch
 
 from converters.core import target
 from splitter.partition import Split
-from trt_lower.engine.engines import build
 from trt_lower.convert.driver import convert
+from trt_lower.engine.engines import build
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.nodes import Node
 
 
-def convert_nodes(nodes: Sequence[Node], outputs: Sequence[Node], name: str, settings: LoweringSettings,
-                  constant: Callable[[Node], Any], first_inputs: Sequence[Node] = ()
-                  ) -> tuple[ConvertedSegment, list[Node]]:
+def convert_nodes(
+    nodes: Sequence[Node],
+    outputs: Sequence[Node],
+    name: str,
+    settings: LoweringSettings,
+    constant: Callable[[Node], Any],
+    first_inputs: Sequence[Node] = (),
+) -> tuple[ConvertedSegment, list[Node]]:
     """`nodes` (of one graph) as one engine segment returning `outputs`, and the nodes whose
     values are its inputs (`first_inputs` first, in order). `constant` gives a get_attr's value."""
     order = {n: i for i, n in enumerate(nodes[0].graph.nodes)} if nodes else {}
@@ -47,8 +53,11 @@ def convert_nodes(nodes: Sequence[Node], outputs: Sequence[Node], name: str, set
     root = torch.nn.Module()
     root.add_module(name, torch.fx.GraphModule(torch.nn.Module(), graph))
     parent = torch.fx.Graph()
-    args = {a: parent.get_attr(a.name) if a in constants else parent.placeholder(a.name) for a in env
-            if env[a].op == "placeholder"}
+    args = {
+        a: parent.get_attr(a.name) if a in constants else parent.placeholder(a.name)
+        for a in env
+        if env[a].op == "placeholder"
+    }
     for a in constants:
         setattr(root, a.name, constant(a))
     parent.output(parent.call_module(name, tuple(args[a] for a in env if env[a].op == "placeholder")))

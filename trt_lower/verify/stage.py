@@ -9,6 +9,7 @@ breaks the fusion across it), keeping the run float32 (fp16 engines), keeping it
 then splits, converts and builds again and verifies again; past MAX_ROUNDS a failing engine runs
 eagerly as a whole, and past twice that verification gives up.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -24,9 +25,9 @@ from converters.core.interpreter import ConversionError
 from converters.passes.bfloat16 import has_bfloat16
 from splitter.partition import Split, call_node, is_constant
 from splitter.support import target_label
+from trt_lower.capture.aten_graph import CapturedGraph
 from trt_lower.engine.engines import built_by, forget
 from trt_lower.engine.errors import EngineBuildError
-from trt_lower.capture.aten_graph import CapturedGraph
 from trt_lower.report.entries import Repair
 from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment, Engine
@@ -49,8 +50,9 @@ class VerificationError(RuntimeError):
 
 
 def tolerance_of(segment: ConvertedSegment, precision: str) -> Tolerance:
-    return Tolerance("bf16" if has_bfloat16(segment.onnx.model) else precision, bool(segment.int8_ops),
-                     bool(segment.fp8_ops))
+    return Tolerance(
+        "bf16" if has_bfloat16(segment.onnx.model) else precision, bool(segment.int8_ops), bool(segment.fp8_ops)
+    )
 
 
 @dataclass(frozen=True)
@@ -80,12 +82,15 @@ def input_sources(parts: Split, segments: Sequence[ConvertedSegment]) -> dict[st
             return made[str(call.target)].outputs[index if isinstance(index, int) else 0].source
         return arg.name
 
-    return {name: [source(a) for a in call_node(parts.gm, name).args if isinstance(a, Node) and not is_constant(a)]
-            for name in made}
+    return {
+        name: [source(a) for a in call_node(parts.gm, name).args if isinstance(a, Node) and not is_constant(a)]
+        for name in made
+    }
 
 
-def check_engine(engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues,
-                 precision: str) -> EngineVerdict:
+def check_engine(
+    engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues, precision: str
+) -> EngineVerdict:
     """The engine (whose FX subgraph is `graph`) fed the eager values of its `inputs` (node names),
     each output against its eager value."""
     segment = engine.segment
@@ -97,9 +102,15 @@ def check_engine(engine: Engine, graph: torch.fx.Graph, inputs: list[str], value
         out = engine.module(*(values[name].to(device) if device else values[name] for name in inputs))
     actual = list(out) if segment.tuple_output else [out]
     tol = tolerance_of(segment, precision)
-    return EngineVerdict(segment.name, tol, [check_output(s.source, values[s.source], a, tol)
-                                             for s, a in zip(segment.outputs, actual)
-                                             if not ambiguous(nodes[s.source])])
+    return EngineVerdict(
+        segment.name,
+        tol,
+        [
+            check_output(s.source, values[s.source], a, tol)
+            for s, a in zip(segment.outputs, actual)
+            if not ambiguous(nodes[s.source])
+        ],
+    )
 
 
 @dataclass
@@ -122,8 +133,11 @@ class RepairPlan:
         names = [n.name for n in run]
         # Split at each node of the run but its last (a run of one: after it); never at an int8
         # or FP8 value (a quantize's codes are no engine input or output).
-        cut = [n.name for n in run[:-1] or run if n.name not in {s.source for s in engine.outputs} | self.breakers
-               and not is_quantized(n)]
+        cut = [
+            n.name
+            for n in run[:-1] or run
+            if n.name not in {s.source for s in engine.outputs} | self.breakers and not is_quantized(n)
+        ]
         possible = {"split": bool(cut), "fp32": precision == "fp16" and not set(names) <= self.fp32, "eager": True}
         done = self.tried.get(culprit, 0)
         tried = [a for a in self.ACTIONS[:done] if possible[a]]
@@ -186,8 +200,13 @@ class Verifier:
             self.values = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
         self.verdicts = []
         for engine in engines:
-            verdict = check_engine(engine, getattr(parts.gm, engine.segment.name).graph, sources[engine.segment.name],
-                                   self.values, settings.precision)
+            verdict = check_engine(
+                engine,
+                getattr(parts.gm, engine.segment.name).graph,
+                sources[engine.segment.name],
+                self.values,
+                settings.precision,
+            )
             self.verdicts.append(verdict)
             if not verdict.passed:
                 forget(engine, settings, f"it disagrees with eager PyTorch ({verdict.worst.error:.3g} of scale)")
@@ -198,8 +217,11 @@ class Verifier:
             if repair.error_after is None:
                 repair.error_after = worst
         if self.repairs:
-            log.warning("trt_lower: %d engine(s) disagreed with eager PyTorch and were repaired (%s); see report.repairs",
-                        len(self.repairs), ", ".join(f"{r.node}: {r.action}" for r in self.repairs))
+            log.warning(
+                "trt_lower: %d engine(s) disagreed with eager PyTorch and were repaired (%s); see report.repairs",
+                len(self.repairs),
+                ", ".join(f"{r.node}: {r.action}" for r in self.repairs),
+            )
         return True
 
     def _repair(self, parts: Split, engine: Engine, verdict: EngineVerdict, settings: LoweringSettings) -> None:
@@ -209,13 +231,17 @@ class Verifier:
         culprit = run[0]
         path, _kind = module_of(culprit)
         worst = verdict.worst
-        evidence = (f"{engine.segment.name} ({built_by(engine, self.backend)}) disagrees with eager PyTorch: output "
-                    f"{worst.name} is off by {worst.error:.3g} of its scale (tolerance {verdict.tolerance.describe()}); "
-                    f"the smallest run of nodes that fails alone: {', '.join(n.name for n in run)}; culprit "
-                    f"{culprit.name} ({target_label(culprit.target)}) in {path or '<model>'} at {source_line(culprit)}")
+        evidence = (
+            f"{engine.segment.name} ({built_by(engine, self.backend)}) disagrees with eager PyTorch: output "
+            f"{worst.name} is off by {worst.error:.3g} of its scale (tolerance {verdict.tolerance.describe()}); "
+            f"the smallest run of nodes that fails alone: {', '.join(n.name for n in run)}; culprit "
+            f"{culprit.name} ({target_label(culprit.target)}) in {path or '<model>'} at {source_line(culprit)}"
+        )
         if settings.require_full:
-            raise VerificationError(f"{evidence}. require_full=True: not repaired (keep the culprit eager with "
-                                    "fallback_ops, or float32 with keep_fp32)")
+            raise VerificationError(
+                f"{evidence}. require_full=True: not repaired (keep the culprit eager with "
+                "fallback_ops, or float32 with keep_fp32)"
+            )
         if self.rounds > 2 * MAX_ROUNDS:
             raise VerificationError(f"{evidence}. {2 * MAX_ROUNDS} rounds of repairs did not make every engine agree")
         why = f"verification: {engine.segment.name} disagreed with eager PyTorch here ({worst.error:.3g} of scale)"
@@ -223,25 +249,45 @@ class Verifier:
             action, tried = self.plan.whole_engine(engine.segment, why), ["split", "fp32", "eager"]
         else:
             action, tried = self.plan.apply(run, engine.segment, settings.precision, why)
-        self.repairs.append(Repair(culprit.name, target_label(culprit.target), path, source_line(culprit),
-                                   engine.segment.name, built_by(engine, self.backend), [n.name for n in run],
-                                   worst.error if math.isfinite(worst.error) else None, None, action, tried))
+        self.repairs.append(
+            Repair(
+                culprit.name,
+                target_label(culprit.target),
+                path,
+                source_line(culprit),
+                engine.segment.name,
+                built_by(engine, self.backend),
+                [n.name for n in run],
+                worst.error if math.isfinite(worst.error) else None,
+                None,
+                action,
+                tried,
+            )
+        )
 
-    def _locate(self, parts: Split, engine: Engine, tol: Tolerance,
-                settings: LoweringSettings) -> tuple[list[Node], float | None]:
+    def _locate(
+        self, parts: Split, engine: Engine, tol: Tolerance, settings: LoweringSettings
+    ) -> tuple[list[Node], float | None]:
         """The smallest run of the engine's nodes that fails built alone and fed eager inputs."""
         values = self.values
         assert values is not None
         sub = getattr(parts.gm, engine.segment.name)
-        nodes = sorted((values.nodes[n.name] for n in sub.graph.nodes
-                        if n.op == "call_function" and n.name in values.nodes), key=values.order.__getitem__)
+        nodes = sorted(
+            (values.nodes[n.name] for n in sub.graph.nodes if n.op == "call_function" and n.name in values.nodes),
+            key=values.order.__getitem__,
+        )
         engine_outputs = {values.node(s.source) for s in engine.segment.outputs}
         builder = ScratchBuilder(self.backend, settings)
 
         def fails(run: list[Node]) -> float | None:
             inside = set(run)
-            outputs = [n for n in run if isinstance(values[n], torch.Tensor) and not ambiguous(n)
-                       and (n in engine_outputs or any(u not in inside for u in n.users))]
+            outputs = [
+                n
+                for n in run
+                if isinstance(values[n], torch.Tensor)
+                and not ambiguous(n)
+                and (n in engine_outputs or any(u not in inside for u in n.users))
+            ]
             if not outputs:
                 return None
             try:
@@ -249,8 +295,9 @@ class Verifier:
                 actual = builder.run(segment, [values[a] for a in fed])
             except (ConversionError, EngineBuildError):
                 return None  # a run that cannot stand alone proves nothing
-            errors = [c.error for o, a in zip(outputs, actual)
-                      if not (c := check_output(o.name, values[o], a, tol)).passed]
+            errors = [
+                c.error for o, a in zip(outputs, actual) if not (c := check_output(o.name, values[o], a, tol)).passed
+            ]
             return max(errors, default=None)
 
         return smallest_failing(units(nodes), fails)

@@ -7,6 +7,7 @@ the whole output, so an output near zero where others are large is not flagged f
 the large ones carry. TensorRT computes float32 convolutions and matrix products in TF32 on
 Ampere and newer GPUs (10 mantissa bits), which the float32 figure allows for.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,11 @@ class Tolerance:
 
     @property
     def share(self) -> float:
-        return (SCALE_SHARE[self.precision] + (INT8_STEPS / 127 if self.int8 else 0.0)
-                + (FP8_STEPS * FP8_STEP if self.fp8 else 0.0))
+        return (
+            SCALE_SHARE[self.precision]
+            + (INT8_STEPS / 127 if self.int8 else 0.0)
+            + (FP8_STEPS * FP8_STEP if self.fp8 else 0.0)
+        )
 
     def describe(self) -> str:
         steps = (f" + {INT8_STEPS} int8 steps" if self.int8 else "") + (f" + {FP8_STEPS} FP8 step" if self.fp8 else "")
