@@ -41,10 +41,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # The quick subset (`pytest -m quick`), which CI also runs against the newest ONNX Runtime, onnx and
 # transformers (.ci/run): these files whole (models, saved artifacts, the CLI, the engine runtime
-# on ONNX Runtime) and an eighth of the converter tests, picked by a hash of their id, so the same
+# on ONNX Runtime, generation through transformers' generate()) and an eighth of the converter tests, picked by a hash of their id, so the same
 # ones whatever else is selected.
 QUICK_FILES = frozenset(
-    {"test_models.py", "test_artifact.py", "test_cli.py", "test_engine_runtime.py", "test_ort_runtime.py"}
+    {
+        "test_models.py",
+        "test_artifact.py",
+        "test_cli.py",
+        "test_engine_runtime.py",
+        "test_ort_runtime.py",
+        "test_llm.py",
+    }
 )
 
 

@@ -17,7 +17,7 @@ from transformers import GenerationConfig, PreTrainedModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from trt_lower.llm.step import FixedLayer
+from trt_lower.llm.step import CACHE_KWARG, FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
 
 _CLASS_PATH = re.compile(r"transformers(\.[A-Za-z_][A-Za-z0-9_]*)+")
@@ -230,9 +230,12 @@ class LoweredCausalLM:
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         **kwargs: Any,
     ) -> CausalLMOutputWithPast:
-        """One step: the lowered model over `input_ids` (the tokens not yet in the cache)."""
+        """One step: the lowered model over `input_ids` (the tokens not yet in the cache), which
+        transformers gives as `cache` from 5.24 on, as `past_key_values` before."""
+        past_key_values = past_key_values if cache is None else cache
         if not isinstance(past_key_values, BufferCache):
             raise ValueError("a lowered causal LM runs with the cache generate() is given by LoweredCausalLM.generate")
         batch, q = input_ids.shape
@@ -259,7 +262,8 @@ class LoweredCausalLM:
             keys_buffer.index_copy_(2, written, k)
             values_buffer.index_copy_(2, written, v)
         past_key_values.length = past + q
-        return CausalLMOutputWithPast(logits=logits[:, None, :], past_key_values=past_key_values)
+        cache_field: dict[str, Any] = {CACHE_KWARG: past_key_values}
+        return CausalLMOutputWithPast(logits=logits[:, None, :], **cache_field)
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
         """transformers' `generate()` of the eager model (same arguments, same result), every
@@ -292,4 +296,4 @@ class LoweredCausalLM:
             raise ValueError("a lowered causal LM generates with num_beams=1 (greedy or sampling)")
         with self._buffers.taken() as (keys, values, past):
             cache = BufferCache([k[:batch] for k in keys], [v[:batch] for v in values], past)
-            return self.model.generate(input_ids, attention_mask=attention_mask, past_key_values=cache, **kwargs)
+            return self.model.generate(input_ids, attention_mask=attention_mask, **{CACHE_KWARG: cache}, **kwargs)

@@ -12,6 +12,12 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+# What transformers calls the key/value cache in forward() and generate() and their outputs:
+# `cache` from 5.24 (which still takes `past_key_values`, with a deprecation warning), before that
+# `past_key_values`.
+CACHE_KWARG = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 class FixedLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
@@ -99,8 +105,8 @@ class DecodeStep(torch.nn.Module):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=cache,
             use_cache=True,
+            **{CACHE_KWARG: cache},
             logits_to_keep=1,
         )
         new = [layer.new for layer in cache.buffer_layers]
