@@ -93,14 +93,14 @@ def bert_base() -> Example:
     return Logits(BertForMaskedLM(config)).eval(), batches(0), batches
 
 
-def llama_small() -> Example:
+def _llama(intermediate_size: int) -> Example:
     """A small Llama (hidden 512, 4 layers, grouped-query attention) with its LM head."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
         vocab_size=32000,
         hidden_size=512,
-        intermediate_size=1376,
+        intermediate_size=intermediate_size,
         num_hidden_layers=4,
         num_attention_heads=8,
         num_key_value_heads=4,
@@ -108,6 +108,10 @@ def llama_small() -> Example:
     )
     batches = _ids(config.vocab_size, (1, 64))
     return Logits(LlamaForCausalLM(config)).eval(), batches(0), batches
+
+
+def llama_small() -> Example:
+    return _llama(1376)
 
 
 MODELS: dict[str, Callable[[], Example]] = {"resnet50": resnet50, "bert_base": bert_base, "llama_small": llama_small}
@@ -284,21 +288,8 @@ def _summary(row: dict[str, Any]) -> str:
 
 
 def llama_int4() -> Example:
-    """A small Llama (hidden 512, 4 layers, grouped-query attention) whose linear layers' input
-    channels 128 divides (llama_small's 1376 it does not)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=32000,
-        hidden_size=512,
-        intermediate_size=1536,
-        num_hidden_layers=4,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=256,
-    )
-    batches = _ids(config.vocab_size, (1, 64))
-    return Logits(LlamaForCausalLM(config)).eval(), batches(0), batches
+    """llama_small with linear layers whose input channels 128 divides (1376 it does not)."""
+    return _llama(1536)
 
 
 def qwen2_0_5b() -> Example:
