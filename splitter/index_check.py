@@ -14,11 +14,13 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from converters.core.errors import TrtLowerError
+
 # The node.meta key capture marks the nodes of an index test with.
 INDEX_TEST = "trt_lower_index_test"
 
 
-class IndexOutOfRangeError(IndexError, ValueError):
+class IndexOutOfRangeError(TrtLowerError, IndexError, ValueError):
     """An op of a lowered model read at an index outside its input, where eager PyTorch raises
     IndexError; a ValueError too, as every bad input to a lowered model is."""
 

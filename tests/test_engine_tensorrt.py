@@ -236,7 +236,9 @@ def test_segment_that_fails_to_build_runs_eagerly_with_a_warning(
 def test_build_failure_raises_under_require_full(trt_double: ModuleType) -> None:
     trt_double.state.build_failure = "out of device memory"
     model, inputs = _small()
-    with pytest.raises(trt_lower.EngineBuildError, match="TensorRT could not build engine_0: .*out of device memory"):
+    with pytest.raises(
+        trt_lower.UnsupportedOpsError, match="TensorRT could not build engine_0: .*out of device memory"
+    ):
         trt_lower.lower_to_trt(model, inputs, backend="tensorrt", require_full=True)
 
 

@@ -115,8 +115,9 @@ def test_converter_failure_falls_back_with_warning(
     assert fallback and "simulated converter bug" in fallback[0].reason
     assert "simulated converter bug" in caplog.text
     torch.testing.assert_close(lowered(*inputs), model(*inputs))
-    with pytest.raises(converters.core.interpreter.ConversionError, match="simulated converter bug"):
+    with pytest.raises(trt_lower.UnsupportedOpsError, match="require_full=True but .*simulated converter bug") as e:
         trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", require_full=True)
+    assert isinstance(e.value.__cause__, trt_lower.ConversionError)  # the converter's own error, chained
 
 
 def test_onnx_that_onnx_runtime_refuses_falls_back_with_warning(

@@ -27,7 +27,7 @@ _PUBLIC = {
     "LoweredModule": "trt_lower.stitch.lowered",
     "LoweringReport": "trt_lower.report.report",
     "TensorSpec": "trt_lower.values.spec",
-    "UnsupportedOpsError": "trt_lower.api",
+    "UnsupportedOpsError": "trt_lower.values.errors",
     "WeightUpdateError": "trt_lower.refit.errors",
     "benchmark": "trt_lower.benchmarking.measure",
     "GraphBuilder": "converters.core.builder",
@@ -37,14 +37,25 @@ _PUBLIC = {
     "load": "trt_lower.deploy.artifact",
     "lower_to_trt": "trt_lower.api",
     "save": "trt_lower.deploy.artifact",
+    "CalibrationError": "trt_lower.quantization.quantizer",
+    "ConversionError": "converters.core.interpreter",
+    "GenerationLimitError": "trt_lower.llm.generation",
+    "IndexOutOfRangeError": "splitter.index_check",
+    "InputStructureError": "trt_lower.runtime.inputs",
+    "LoweredMismatch": "trt_lower.testing",
+    "TrtLowerError": "converters.core.errors",
+    "VerificationError": "trt_lower.verify.stage",
 }
 __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
+    __version__: str
     from converters.core.builder import GraphBuilder as GraphBuilder
     from converters.core.builder import Value as Value
+    from converters.core.errors import TrtLowerError as TrtLowerError
+    from converters.core.interpreter import ConversionError as ConversionError
     from converters.core.user import converter as converter
-    from trt_lower.api import UnsupportedOpsError as UnsupportedOpsError
+    from splitter.index_check import IndexOutOfRangeError as IndexOutOfRangeError
     from trt_lower.api import lower_to_trt as lower_to_trt
     from trt_lower.benchmarking.measure import BenchmarkResult as BenchmarkResult
     from trt_lower.benchmarking.measure import benchmark as benchmark
@@ -55,14 +66,24 @@ if TYPE_CHECKING:
     from trt_lower.deploy.artifact import load as load
     from trt_lower.deploy.artifact import save as save
     from trt_lower.engine.errors import EngineBuildError as EngineBuildError
+    from trt_lower.llm.generation import GenerationLimitError as GenerationLimitError
+    from trt_lower.quantization.quantizer import CalibrationError as CalibrationError
     from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError
     from trt_lower.report.report import LoweringReport as LoweringReport
+    from trt_lower.runtime.inputs import InputStructureError as InputStructureError
     from trt_lower.stitch.lowered import LoweredModule as LoweredModule
+    from trt_lower.testing import LoweredMismatch as LoweredMismatch
+    from trt_lower.values.errors import UnsupportedOpsError as UnsupportedOpsError
     from trt_lower.values.signature import EngineInputError as EngineInputError
     from trt_lower.values.spec import TensorSpec as TensorSpec
+    from trt_lower.verify.stage import VerificationError as VerificationError
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from trt_lower.values.versions import own_version
+
+        return own_version()
     if name not in _PUBLIC:
         raise AttributeError(f"module 'trt_lower' has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC[name]), name)
@@ -71,7 +92,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+    return sorted({*globals(), *_PUBLIC, "__version__"})
 
 
 # An installed trt_lower declares the `torch_dynamo_backends` entry point, which torch loads on

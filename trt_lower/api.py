@@ -25,16 +25,13 @@ from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.stitch.swap import stitch
+from trt_lower.values.errors import UnsupportedOpsError
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.samples import reference_inputs
 from trt_lower.verify.stage import RepairPlan, Verifier
 
 log = logging.getLogger("trt_lower")
-
-
-class UnsupportedOpsError(RuntimeError):
-    """require_full=True and some nodes cannot run inside an engine."""
 
 
 @dataclass(frozen=True)
@@ -204,7 +201,7 @@ def _keep_eager(error: ConversionError | EngineBuildError, settings: LoweringSet
     """The nodes to keep eager on the next try, so that a converter bug or a segment TensorRT
     cannot build does not cost the user their model; under require_full, the error itself."""
     if settings.require_full:
-        raise error
+        raise UnsupportedOpsError(f"require_full=True but {error}") from error
     if isinstance(error, ConversionError):
         log.warning("trt_lower: %s; running it in eager PyTorch", error)
         return {error.node_name: error.reason}

@@ -6,12 +6,13 @@ from typing import Any, Sequence
 
 import torch
 
+from converters.core.errors import TrtLowerError
 from trt_lower.api import lower_to_trt
 from trt_lower.debug.accuracy import AccuracyResult, check_accuracy
 from trt_lower.stitch.lowered import LoweredModule
 
 
-class LoweredMismatch(AssertionError):
+class LoweredMismatch(TrtLowerError, AssertionError):
     """assert_lowered_close failed; `result` holds the errors per output and the divergence."""
 
     def __init__(self, message: str, result: AccuracyResult) -> None:

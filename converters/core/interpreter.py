@@ -10,10 +10,11 @@ from torch.fx.node import map_arg
 
 from converters.core import registry
 from converters.core.builder import OPSET, GraphBuilder, Ref, Value
+from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment
 
 
-class ConversionError(RuntimeError):
+class ConversionError(TrtLowerError, RuntimeError):
     """A converter failed on a node its capability check accepted (a converter bug)."""
 
     def __init__(self, node: torch.fx.Node, cause: Exception) -> None:

@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from onnx import TensorProto, numpy_helper
 
 from converters.core.dtypes import FLOAT_WEIGHTS
+from converters.core.errors import TrtLowerError
 
 EXTERNAL_MIN_BYTES = 4096
 # protobuf's limit on one serialized message (an ONNX model with its weights embedded), with room
@@ -62,7 +63,7 @@ class Writable(Protocol):
     def write(self, data: bytes | memoryview, /) -> int: ...
 
 
-class ProtobufLimitError(ValueError):
+class ProtobufLimitError(TrtLowerError, ValueError):
     """A model asked for as one protobuf message that would exceed protobuf's 2 GB limit."""
 
 

@@ -15,6 +15,7 @@ from torch.export import _unlift
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
+from converters.core.errors import TrtLowerError
 from converters.core.target import TrtTarget
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
@@ -27,7 +28,7 @@ from trt_lower.values.ranges import SymbolRanges, int_bound
 from trt_lower.values.spec import TensorSpec
 
 
-class CaptureError(RuntimeError):
+class CaptureError(TrtLowerError, RuntimeError):
     """torch.export could not capture the model."""
 
 

@@ -23,6 +23,7 @@ from trt_lower.cli import verify as verify_cli
 from trt_lower.cli.arguments import input_file, output_file, port
 from trt_lower.cli.dispatch import Parser, run_command
 from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
+from trt_lower.values.versions import own_version
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -145,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    parser.add_argument("--version", action="version", version=f"trt-lower {own_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="lower a model and compare it with eager PyTorch")
     p.add_argument("--model", default="resnet50", choices=sorted(demo_models.MODELS))

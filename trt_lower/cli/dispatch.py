@@ -10,8 +10,10 @@ import argparse
 import sys
 from typing import Callable, NoReturn
 
+from converters.core.errors import TrtLowerError
 
-class UsageError(ValueError):
+
+class UsageError(TrtLowerError, ValueError):
     """Options or arguments that do not fit together (argparse's own checks raise it too)."""
 
 

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import onnx
 import torch
 
+from converters.core.errors import TrtLowerError
 from converters.core.interpreter import ConversionError, segment_to_onnx
 from converters.core.quantized import DEQUANTIZED, INT4_DEQUANTIZE, fp8_dequantizes, fp8_quantizes, quantized_op
 from converters.core.target import TrtTarget
@@ -26,7 +27,7 @@ from trt_lower.values.settings import fp32_nodes
 ON_SEGMENT: list[Callable[[onnx.ModelProto, TrtTarget], object]] = []
 
 
-class UnsupportedOnnx(Exception):
+class UnsupportedOnnx(TrtLowerError):
     """A segment's ONNX breaks the target TensorRT's parser limits (converters/passes/trt_support.py)."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import numpy as np
 from numpy.typing import NDArray
 
+from converters.core.errors import TrtLowerError
 from converters.core.segment import ALIGNMENT
 from trt_lower.values.digest import Hashing
 
@@ -33,7 +34,7 @@ _CHUNK = 1 << 24
 _LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
 
 
-class ArtifactError(ValueError):
+class ArtifactError(TrtLowerError, ValueError):
     """A file that is not a loadable trt_lower artifact, or a module that cannot be saved as one."""
 
 

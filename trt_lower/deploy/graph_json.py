@@ -29,13 +29,14 @@ import torch
 import torch.utils._pytree as pytree
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
+from converters.core.errors import TrtLowerError
 from splitter.index_check import check_indices
 from trt_lower.deploy import operators
 
 log = logging.getLogger("trt_lower")
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(TrtLowerError, ValueError):
     """A graph (or a value in it) that the artifact format cannot hold, or a stored one that does
     not describe a valid graph."""
 

@@ -8,15 +8,16 @@ holds exactly those, so a new kind of member is one more entry there.
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from typing import Any, Iterator, TypeVar, cast
 
 import onnx
 import torch
 
+from converters.core.errors import TrtLowerError
 from trt_lower.deploy.container import ArtifactError, Container
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport, Repair
 from trt_lower.values.signature import TensorSig
+from trt_lower.values.versions import own_version
 
 FORMAT = "trt_lower artifact"
 # 2: the input guard's size conditions (runtime/conditions.py). 3: each engine's weights in a
@@ -37,7 +38,7 @@ _DTYPE = re.compile(r"[a-z][a-z0-9_]*")
 T = TypeVar("T")
 
 
-class FieldError(ValueError):
+class FieldError(TrtLowerError, ValueError):
     """A manifest field that does not hold what the schema says (the loader adds the file's name)."""
 
 
@@ -199,8 +200,4 @@ def report_from_json(data: dict[str, Any]) -> LoweringReport:
 
 
 def versions() -> dict[str, str]:
-    try:
-        own = metadata.version("trt_lower")
-    except metadata.PackageNotFoundError:
-        own = "unknown"
-    return {"trt_lower": own, "torch": torch.__version__, "onnx": onnx.__version__}
+    return {"trt_lower": own_version(), "torch": torch.__version__, "onnx": onnx.__version__}

@@ -22,13 +22,14 @@ from numpy.typing import NDArray
 from onnx import AttributeProto, TensorProto, numpy_helper
 
 from converters.core.dtypes import FLOAT_WEIGHTS
+from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment, initializer, is_external
 from trt_lower.values.signature import TensorSig
 
 _EXTERNAL_KEYS = frozenset({"location", "offset", "length", "checksum"})
 
 
-class OnnxMemberError(ValueError):
+class OnnxMemberError(TrtLowerError, ValueError):
     """An engine's ONNX that a loaded artifact may not hold (the loader names the file and member)."""
 
 

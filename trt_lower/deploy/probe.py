@@ -16,6 +16,7 @@ import safetensors.torch
 import torch
 import torch.utils._pytree as pytree
 
+from converters.core.errors import TrtLowerError
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.probe import Probe
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
@@ -28,7 +29,7 @@ CAP_BYTES = 16 << 20
 LATENCY_CALLS = 5
 
 
-class ProbeError(ValueError):
+class ProbeError(TrtLowerError, ValueError):
     """A manifest's probe entry or member that does not parse."""
 
 

@@ -31,6 +31,7 @@ import torch
 from numpy.typing import NDArray
 
 from converters.core.dtypes import numpy_view
+from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment
 from trt_lower.deploy import onnx_members
 from trt_lower.deploy.onnx_members import OnnxMemberError
@@ -52,7 +53,7 @@ _WEIGHT_TYPES = frozenset(
 _LOCATION = "trt_lower:separate"
 
 
-class WeightFileError(ValueError):
+class WeightFileError(TrtLowerError, ValueError):
     """A weight file (or state dict) that does not fit the artifact: names the file and the key."""
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from converters.core.errors import TrtLowerError
 
-class EngineBuildError(RuntimeError):
+
+class EngineBuildError(TrtLowerError, RuntimeError):
     """TensorRT could not build (or load) a segment's engine, or ONNX Runtime could not load it.
 
     `nodes` maps the FX nodes that run in eager PyTorch instead to the reason: the one node

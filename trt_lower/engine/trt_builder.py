@@ -26,6 +26,7 @@ from typing import Sequence
 import onnx
 import tensorrt as trt
 
+from converters.core.errors import TrtLowerError
 from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 from trt_lower.values.versions import parse_version
@@ -33,7 +34,7 @@ from trt_lower.values.versions import parse_version
 log = logging.getLogger("trt_lower")
 
 
-class BuildFailure(Exception):
+class BuildFailure(TrtLowerError):
     """TensorRT refused the network; `fx_node` is the FX node the parser blamed, if it named one."""
 
     def __init__(self, reason: str, fx_node: str | None = None) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import tensorrt as trt
 import torch
 
+from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment
 from trt_lower.runtime.trt_logger import LOGGER
 from trt_lower.runtime.trt_module import TRTEngineModule
@@ -26,7 +27,7 @@ from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.versions import parse_version
 
 
-class RefitError(RuntimeError):
+class RefitError(TrtLowerError, RuntimeError):
     """TensorRT refused to refit an engine (names the engine and TensorRT's reason)."""
 
 

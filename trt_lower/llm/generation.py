@@ -17,13 +17,14 @@ from transformers import GenerationConfig, PreTrainedModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from converters.core.errors import TrtLowerError
 from trt_lower.llm.step import CACHE_KWARG, FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
 
 _CLASS_PATH = re.compile(r"transformers(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
-class GenerationLimitError(ValueError):
+class GenerationLimitError(TrtLowerError, ValueError):
     """A generate() call beyond the batch or length the model was lowered for."""
 
 

@@ -21,6 +21,7 @@ from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinM
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, QuantizationSpec, Quantizer
 
+from converters.core.errors import TrtLowerError
 from trt_lower.quantization import fp8
 from trt_lower.quantization.int4 import int4_weight_only
 
@@ -94,7 +95,7 @@ class TensorRTQuantizer(Quantizer):  # type: ignore[misc]  # torchao has no type
         pass
 
 
-class CalibrationError(ValueError):
+class CalibrationError(TrtLowerError, ValueError):
     """Calibration data quantize() cannot observe: no batch at all, a batch of another form than
     the example inputs', or NaN/infinite values (which would make the observed ranges meaningless)."""
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from converters.core.errors import TrtLowerError
 
-class WeightUpdateError(ValueError):
+
+class WeightUpdateError(TrtLowerError, ValueError):
     """New weights refused (a missing, unexpected or reshaped tensor, a graph that changes with
     them, an engine that cannot be refitted) or failing the check against eager: the module keeps
     its old weights."""

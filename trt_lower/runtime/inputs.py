@@ -7,8 +7,10 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
+from converters.core.errors import TrtLowerError
 
-class InputStructureError(ValueError):
+
+class InputStructureError(TrtLowerError, ValueError):
     """A call's inputs are not of the structure (tuples, lists, dicts, caches) the model was lowered for."""
 
 

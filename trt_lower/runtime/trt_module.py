@@ -12,6 +12,7 @@ from typing import Callable, Sequence, cast
 import tensorrt as trt
 import torch
 
+from converters.core.errors import TrtLowerError
 from trt_lower.runtime.engine_module import EngineModule, Outputs
 from trt_lower.runtime.trt_logger import LOGGER
 from trt_lower.runtime.trt_output_allocator import OutputAllocator
@@ -36,11 +37,11 @@ Shapes = tuple[torch.Size, ...]
 OutShapes = tuple[tuple[int, ...] | None, ...]
 
 
-class PlanLoadError(RuntimeError):
+class PlanLoadError(TrtLowerError, RuntimeError):
     """TensorRT could not deserialize a plan, or it does not fit the segment it was built for."""
 
 
-class DeviceMemoryError(RuntimeError):
+class DeviceMemoryError(TrtLowerError, RuntimeError):
     """TensorRT could not create an execution context: the GPU has no room for its activations.
     The plan is fine (another is no smaller): not a PlanLoadError, so no cache entry is dropped."""
 

@@ -26,6 +26,8 @@ import urllib.parse
 import zlib
 from typing import Any
 
+from converters.core.errors import TrtLowerError
+
 # What upstream Triton later made its --http-max-input-size default: 64 MiB per request.
 DEFAULT_MAX_INPUT_SIZE = 64 * 2**20
 # Bytes per element of each Triton data type; BYTES counts its 4-byte length prefix only (the
@@ -70,7 +72,7 @@ _FRAMING = ("Content-Length", "Transfer-Encoding", "Content-Encoding", "Inferenc
 CLIENT_TIMEOUT_S = 60
 
 
-class Refused(Exception):
+class Refused(TrtLowerError):
     """A request the front does not hand to the server: its HTTP status and why."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -7,6 +7,8 @@ from typing import Sequence
 
 import torch
 
+from converters.core.errors import TrtLowerError
+
 
 @dataclass(frozen=True)
 class TensorSig:
@@ -40,7 +42,7 @@ class TensorSig:
         return f"({', '.join(dims)}{comma}) {str(self.dtype).removeprefix('torch.')}"
 
 
-class EngineInputError(ValueError):
+class EngineInputError(TrtLowerError, ValueError):
     """A call handed an engine a tensor it was not built for."""
 
 

@@ -29,6 +29,7 @@ from trt_lower.capture.aten_graph import CapturedGraph
 from trt_lower.engine.engines import built_by, forget
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.report.entries import Repair
+from trt_lower.values.errors import UnsupportedOpsError
 from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
@@ -44,7 +45,7 @@ log = logging.getLogger("trt_lower")
 MAX_ROUNDS = 8
 
 
-class VerificationError(RuntimeError):
+class VerificationError(UnsupportedOpsError):
     """An engine disagrees with eager PyTorch, and require_full=True forbids repairing it (or the
     repairs did not converge)."""
 
