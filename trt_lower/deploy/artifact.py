@@ -274,7 +274,7 @@ def save(
     if weights not in ("inside", "separate"):
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
     separate = Separated() if weights == "separate" else None
-    with atomic_file(Path(path)) as file:
+    with atomic_file(Path(path), private=False) as file:
         out = Writer(file)
         try:
             manifest = _write_members(lowered, out, separate)

@@ -100,7 +100,7 @@ class Separated:
 
     def write(self, path: Path, record: dict[str, Any]) -> int:
         """The weights as a safetensors file at `path` (atomically); returns its size in bytes."""
-        with atomic_file(path) as file:
+        with atomic_file(path, private=False) as file:
             file.write(
                 safetensors.torch.save(self.tensors, metadata={"format": FORMAT, "fingerprint": record["fingerprint"]})
             )

@@ -157,7 +157,7 @@ def sign(file: BinaryIO, key: PrivateKey) -> str:
 def sign_file(source: Path, target: Path, key: PrivateKey) -> str:
     """`source` signed with `key`, written to `target` (may be `source`) atomically."""
     signer = private_key(key)  # a bad key fails before the copy
-    with open(source, "rb") as original, atomic_file(target) as copy:
+    with open(source, "rb") as original, atomic_file(target, private=False) as copy:
         shutil.copyfileobj(original, copy, _CHUNK)
         return sign(copy, signer)
 

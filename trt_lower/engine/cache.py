@@ -33,6 +33,7 @@ import logging
 import os
 import stat
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -119,14 +120,30 @@ def _remove_stale_temporaries(path: Path) -> None:
                 tmp.unlink()
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    with _UMASK_LOCK:  # reading the umask means setting it: no other thread of ours may see 0 meanwhile
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, *, private: bool = True) -> Iterator[BinaryIO]:
     """A file to write `path` through: a temporary file in the same directory, renamed over `path`
-    once the block ends without an error (an interrupted write leaves the old file, or none)."""
+    once the block ends without an error (an interrupted write leaves the old file, or none).
+
+    private: readable and writable by its owner only (engine cache entries, which the cache refuses
+    when others may write them); else the mode a plain `open` gives, by the umask (a saved model
+    that a server running as another user must read)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     try:
+        if not private:
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w+b") as f:
             yield f
             f.flush()
