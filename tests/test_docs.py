@@ -74,17 +74,26 @@ def test_every_public_name_has_a_docstring_of_its_own() -> None:
     assert not undocumented, f"public names without a docstring: {undocumented}"
 
 
+def _run_examples(page: Path) -> None:
+    """A page's examples run in order in one namespace, as a reader would paste them."""
+    where = page.relative_to(ROOT)
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    for i, block in enumerate(FENCE.findall(page.read_text())):
+        try:
+            exec(compile(block, f"{where} example {i + 1}", "exec"), namespace)
+        except Exception as e:
+            raise AssertionError(f"{where}, example {i + 1} failed:\n{block}") from e
+
+
 @pytest.mark.parametrize("page", sorted(p.name for p in API.glob("*.md")))
 def test_reference_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A page's examples run in order in one namespace, as a reader would paste them."""
     monkeypatch.chdir(tmp_path)
-    blocks = FENCE.findall((API / page).read_text())
-    namespace: dict[str, object] = {"__name__": f"docs_{page[:-3]}"}
-    for i, block in enumerate(blocks):
-        try:
-            exec(compile(block, f"docs/api/{page} example {i + 1}", "exec"), namespace)
-        except Exception as e:
-            raise AssertionError(f"docs/api/{page}, example {i + 1} failed:\n{block}") from e
+    _run_examples(API / page)
+
+
+def test_getting_started_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _run_examples(ROOT / "docs" / "getting-started.md")
 
 
 def test_contributing_walkthrough_adds_a_working_converter() -> None:
