@@ -5,6 +5,7 @@ stays short while linking every page of the site."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -136,3 +137,57 @@ def test_readme_is_short_and_links_every_guide() -> None:
     }
     unlinked = sorted(p for p in pages if f"docs/{p}" not in readme)
     assert not unlinked, f"README.md does not link these pages of the site: {unlinked}"
+
+
+# Each public function that takes options -> the guides that explain them.
+GUIDES = {
+    "trt_lower.api:lower_to_trt": "lowering.md",
+    "trt_lower.debug.accuracy:check_accuracy": "accuracy.md",
+    "trt_lower.testing:assert_lowered_close": "accuracy.md",
+    "trt_lower.debug.divergence:first_divergence": "accuracy.md",
+    "trt_lower.debug.fp16:fp16_sensitive": "accuracy.md",
+    "trt_lower.benchmarking.measure:benchmark": "benchmarking.md",
+    "trt_lower.deploy.artifact:save": "deploy.md security.md",
+    "trt_lower.deploy.artifact:load": "deploy.md security.md",
+    "trt_lower.quantization.quantizer:quantize": "quantization.md",
+    "trt_lower.stitch.lowered:LoweredModule.update_weights": "refit.md",
+    "trt_lower.llm.lower:lower_causal_lm": "generation.md",
+    "trt_lower.triton.repository:export_model_repository": "triton.md",
+}
+
+
+def _options(function: object) -> list[str]:
+    """The parameters a caller chooses: keyword-only ones and those with a default."""
+    return [
+        p.name
+        for p in inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+        or (p.default is not inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD)
+    ]
+
+
+def _undocumented(options: list[str], page: str) -> list[str]:
+    """The options no code of `page` mentions: a fenced example or an inline span (`name`,
+    `name=...`, a signature)."""
+    blocks = re.findall(r"^```\w*\n(.*?)^```", page, flags=re.S | re.M)
+    prose = re.sub(r"^```.*?^```", "", page, flags=re.S | re.M)
+    spans = " ".join(blocks + re.findall(r"`([^`]+)`", prose))
+    return [o for o in options if not re.search(rf"\b{o}\b", spans)]
+
+
+@pytest.mark.parametrize("where", sorted(GUIDES))
+def test_every_option_appears_in_its_guide(where: str) -> None:
+    module, _, path = where.partition(":")
+    function: object = importlib.import_module(module)
+    for attr in path.split("."):
+        function = getattr(function, attr)
+    pages = GUIDES[where].split()
+    missing = _undocumented(_options(function), "\n".join((ROOT / "docs" / p).read_text() for p in pages))
+    assert not missing, f"docs/{' and docs/'.join(pages)} do not mention {path}'s options {missing}"
+
+
+def test_a_removed_option_is_found() -> None:
+    def lower(model: object, inputs: object, *, backend: str = "auto", verify: bool = True) -> None: ...
+
+    page = "`lower(model, inputs, backend=...)`\n```python\nlower(m, x, backend='auto')\n```\n"
+    assert _undocumented(_options(lower), page) == ["verify"]
