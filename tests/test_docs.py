@@ -191,3 +191,16 @@ def test_a_removed_option_is_found() -> None:
 
     page = "`lower(model, inputs, backend=...)`\n```python\nlower(m, x, backend='auto')\n```\n"
     assert _undocumented(_options(lower), page) == ["verify"]
+
+
+def test_supported_operators_page_is_the_registry() -> None:
+    """docs/operators.md is generated (scripts/supported_ops.py): a converter added or removed
+    without regenerating it fails here. In a fresh process: converters other tests register (a
+    user's, torchao's by name) are no part of the page."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "supported_ops.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -91,6 +91,9 @@ def all_of(*checks: Capability) -> Capability:
                 return reason
         return None
 
+    # Named and described by its parts (the supported-operators page shows them).
+    check.__name__ = " + ".join(c.__name__ for c in checks)
+    check.__doc__ = " ".join((c.__doc__ or "").strip().split("\n")[0] for c in checks if c.__doc__)
     return check
 
 
