@@ -14,6 +14,7 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from unittest.mock import ANY
 
 import numpy as np
 import onnxruntime
@@ -28,8 +29,10 @@ import trt_lower
 from trt_lower.cli import commands as cli
 from trt_lower.triton import TritonServer, export_model_repository
 from trt_lower.triton.backend import Runner
+from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.front import HttpFront, Refused, declared_bytes
 from trt_lower.triton.server import free_ports
+from trt_lower.triton.signature import ModelSignature, TritonTensor
 
 pytest.importorskip("tritonclient.http")
 pytest.importorskip("tritonclient.grpc")
@@ -540,6 +543,33 @@ def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> N
     with pytest.raises(ValueError, match="name must be a model name"):
         export_model_repository(resnet.lowered, tmp_path, "a/b")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_name_in_config_pbtxt_stays_one_name() -> None:
+    """A tensor name (a tampered artifact's manifest chooses them) with a quote, a backslash or a
+    newline: each is one field of config.pbtxt, as given, not protobuf text of its own."""
+    injected = 'x" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "injected'
+    names = [injected, "a\\", "line\nbreak", "naïve-name_2"]
+    sig = ModelSignature(tuple(TritonTensor(n, torch.float32, (2,)) for n in names), (), None)
+    config = ModelConfig("m", "python", sig, parameters={'say "hi"\\': 'x" } name: "other'})
+    parsed = text_format.Parse(config.text(), model_config_pb2.ModelConfig())
+    assert [t.name for t in parsed.input] == names
+    assert parsed.name == "m" and dict(parsed.parameters) == {'say "hi"\\': ANY}
+    assert parsed.parameters['say "hi"\\'].string_value == 'x" } name: "other'
+
+
+def test_a_model_name_is_a_directory_of_its_own(tmp_path: Path) -> None:
+    """'..' wrote the model into the repository's parent, '.' into the repository itself."""
+    lowered = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime")
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    repo = tmp_path / "repo"
+    for name in (".", ".."):
+        with pytest.raises(ValueError, match=r"name must be a model name .*not '\.' or '\.\.'"):
+            export_model_repository(lowered, repo, name)
+        with pytest.raises(SystemExit, match="trt-lower triton: ValueError: name must be a model name"):
+            cli.main(["triton", str(tmp_path / "m.trtl"), "--repo", str(repo), "--name", name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.trtl"]
+    assert parse_config(export_model_repository(lowered, repo, "my-model_2.v1").path).name == "my-model_2.v1"
 
 
 def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

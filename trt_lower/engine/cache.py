@@ -119,10 +119,22 @@ def _remove_stale_temporaries(path: Path) -> None:
                 tmp.unlink()
 
 
+def _check_replaceable(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise FileExistsError(f"{path} exists and is not a regular file (a FIFO, device or directory): not replaced")
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path) -> Iterator[BinaryIO]:
     """A file to write `path` through: a temporary file in the same directory, renamed over `path`
-    once the block ends without an error (an interrupted write leaves the old file, or none)."""
+    once the block ends without an error (an interrupted write leaves the old file, or none).
+    Only a regular file is replaced: the rename would put the file in place of a FIFO or a device
+    (as root, /dev/null), so anything else at `path` is refused before a byte is written."""
+    _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
