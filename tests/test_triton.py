@@ -4,16 +4,21 @@ tritonserver (from nvidia-pytriton) on 127.0.0.1 and queried with tritonclient."
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import gzip
 import http.client
 import http.server as http_server
 import json
+import re
 import socket
 import subprocess
 import sys
 import threading
+import time
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any, Callable, Iterator
+from unittest.mock import ANY
 
 import numpy as np
 import onnxruntime
@@ -28,8 +33,10 @@ import trt_lower
 from trt_lower.cli import commands as cli
 from trt_lower.triton import TritonServer, export_model_repository
 from trt_lower.triton.backend import Runner
-from trt_lower.triton.front import HttpFront, Refused, declared_bytes
+from trt_lower.triton.config import ModelConfig
+from trt_lower.triton.front import PENDING_REQUESTS, HttpFront, Refused, declared_bytes
 from trt_lower.triton.server import free_ports
+from trt_lower.triton.signature import ModelSignature, TritonTensor
 
 pytest.importorskip("tritonclient.http")
 pytest.importorskip("tritonclient.grpc")
@@ -112,8 +119,7 @@ def test_concurrent_clients_with_dynamic_batching(server: TritonServer, resnet: 
     result of its own input, and the server counted every request."""
     clients, requests = 8, 25
     inputs = torch.randn(clients, requests, 1, 3, 64, 64).numpy()
-    with client(server, "http") as c:
-        before = c.get_inference_statistics("resnet18")["model_stats"][0]["inference_count"]
+    before = inference_count(server, "resnet18")
 
     def send(k: int) -> list[np.ndarray]:
         protocol = "http" if k % 2 else "grpc"
@@ -125,9 +131,23 @@ def test_concurrent_clients_with_dynamic_batching(server: TritonServer, resnet: 
     expected = resnet.expected(inputs.reshape(-1, 3, 64, 64))["output"]
     got = torch.from_numpy(np.concatenate([r for rs in replies for r in rs]))
     torch.testing.assert_close(got, expected, **TOL)
-    with client(server, "http") as c:
-        stats = c.get_inference_statistics("resnet18")["model_stats"][0]
-    assert stats["inference_count"] - before == clients * requests
+    deadline = time.monotonic() + TIMEOUT_S  # the server counts a request once it releases it
+    while inference_count(server, "resnet18") - before < clients * requests and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert inference_count(server, "resnet18") - before == clients * requests
+
+
+def inference_count(server: TritonServer, model: str) -> int:
+    """The inferences `model` ran, from the server's metrics (statistics are no client's to read)."""
+    connection = http.client.HTTPConnection(server.host, server.metrics_port, timeout=TIMEOUT_S)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    found = re.search(rf'^nv_inference_count{{model="{model}",version="1"}} (\d+)$', text, re.MULTILINE)
+    assert found is not None, text[:2000]
+    return int(found[1])
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -170,11 +190,13 @@ def test_malformed_requests_get_an_error_and_the_server_keeps_serving(
             check(bert, infer(c, protocol, "bert", {"input_ids": ids}).as_numpy, ids)
 
 
-def post(host: str, port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, str]:
-    """A raw HTTP POST's status and text (tritonclient cannot declare a shape its data does not fill)."""
+def post(
+    host: str, port: int, path: str, body: bytes, headers: dict[str, str] | None = None, method: str = "POST"
+) -> tuple[int, str]:
+    """A raw HTTP request's status and text (tritonclient cannot declare a shape its data does not fill)."""
     connection = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
     try:
-        connection.request("POST", path, body=body, headers=headers or {})
+        connection.request(method, path, body=body, headers=headers or {})
         reply = connection.getresponse()
         return reply.status, reply.read().decode()
     finally:
@@ -205,6 +227,94 @@ def test_a_request_declaring_a_huge_input_is_refused_and_the_server_answers_the_
     status, text = post("127.0.0.1", behind, "/v2/models/bert/infer", huge.encode())
     assert status == 403 and "restricted" in text
     assert server.process.poll() is None
+    ids = torch.randint(0, 500, (2, 8)).numpy()
+    with client(server, "http") as c:
+        check(bert, infer(c, "http", "bert", {"input_ids": ids}).as_numpy, ids)
+
+
+def test_a_header_the_server_would_read_otherwise_is_refused(server: TritonServer, bert: Served) -> None:
+    """Python's JSON parser keeps the last of two "shape" keys, tritonserver's the first: the
+    front checked [1, 2] and the server allocated for [1, 2^40] (SIGABRT). A Content-Length of
+    '²' or of 5,000 digits passed str.isdigit() and killed the front's handler (no answer)."""
+    twice = (
+        '{"inputs": [{"name": "input_ids", "shape": [1, %d], "shape": [1, 2], "datatype": "INT64", "data": [1, 2]}]}'
+    )
+    status, text = post(server.host, server.http_port, "/v2/models/bert/infer", (twice % HUGE).encode())
+    assert status == 400 and "repeats the key 'shape'" in json.loads(text)["error"], text
+    for headers in [
+        "Content-Length: \u00b2",
+        f"Content-Length: {'0' * 5000}2",
+        "Inference-Header-Content-Length: \u00b2",
+    ]:
+        with socket.create_connection((server.host, server.http_port), timeout=TIMEOUT_S) as raw:
+            raw.sendall(f"POST /v2/models/bert/infer HTTP/1.1\r\nHost: x\r\n{headers}\r\n\r\n{{}}".encode("latin-1"))
+            assert raw.recv(4096).startswith(b"HTTP/1.1 400 "), headers
+    assert server.process is not None and server.process.poll() is None
+    ids = torch.randint(0, 500, (2, 8)).numpy()
+    with client(server, "http") as c:
+        check(bert, infer(c, "http", "bert", {"input_ids": ids}).as_numpy, ids)
+
+
+def test_only_inference_and_health_reach_the_server(server: TritonServer) -> None:
+    """Through the public HTTP port (with the front's secret added) and on gRPC, clients reached
+    system shared-memory registration (the server then wrote outputs into another process's
+    /dev/shm object), the repository, model configurations, statistics and log settings."""
+    region = shared_memory.SharedMemory(create=True, size=64)
+    try:
+        register = json.dumps({"key": f"/{region.name}", "offset": 0, "byte_size": 64}).encode()
+        for method, path, body in [
+            ("POST", "/v2/systemsharedmemory/region/r/register", register),
+            ("GET", "/v2/systemsharedmemory/status", b""),
+            ("POST", "/v2/repository/index", b""),
+            ("POST", "/v2/repository/models/bert/unload", b""),
+            ("GET", "/v2/logging", b""),
+            ("GET", "/v2/models/bert/config", b""),
+            ("GET", "/v2/models/bert/stats", b""),
+            ("GET", "/v2", b""),
+            ("PUT", "/v2/models/bert/infer", b""),
+        ]:
+            status, text = post(server.host, server.http_port, path, body, method=method)
+            assert status == 403 and "is not served here" in json.loads(text)["error"], (path, text)
+        with client(server, "grpc") as c:
+            for call in [
+                lambda: c.register_system_shared_memory("r", f"/{region.name}", 64),
+                lambda: c.get_system_shared_memory_status(),
+                lambda: c.get_model_repository_index(),
+                lambda: c.get_log_settings(),
+                lambda: c.get_model_config("bert"),
+                lambda: c.get_inference_statistics("bert"),
+                lambda: c.get_model_metadata("bert"),
+            ]:
+                with pytest.raises(InferenceServerException, match="This protocol is restricted"):
+                    call()
+    finally:
+        region.close()
+        region.unlink()
+    for protocol in ("http", "grpc"):
+        with client(server, protocol) as c:
+            assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("bert"), protocol
+            assert c.is_model_ready("bert", "1"), protocol
+
+
+def test_the_bodies_of_concurrent_requests_are_bounded_together(server: TritonServer, bert: Served) -> None:
+    """Each within --max-input-size, requests at once grew the front without bound (12 concurrent
+    60 MB bodies: 1.1 GB). Past PENDING_REQUESTS bodies of that size in flight, a request gets 503."""
+    limit = server.max_input_size
+
+    def probe(expected: int) -> None:  # a small request, until it gets `expected` (bounded)
+        deadline = time.monotonic() + TIMEOUT_S
+        while post(server.host, server.http_port, "/v2/models/bert/infer", b"{")[0] != expected:
+            assert time.monotonic() < deadline, f"no {expected} within {TIMEOUT_S} s"
+            time.sleep(0.05)
+
+    with contextlib.ExitStack() as held:
+        for _ in range(PENDING_REQUESTS):  # bodies declared in full, sent in part
+            raw = held.enter_context(socket.create_connection((server.host, server.http_port), timeout=TIMEOUT_S))
+            raw.sendall(f"POST /v2/models/bert/infer HTTP/1.1\r\nHost: x\r\nContent-Length: {limit}\r\n\r\n{{".encode())
+        probe(503)
+        status, text = post(server.host, server.http_port, "/v2/models/bert/infer", b"{")
+        assert status == 503 and "the server is busy" in json.loads(text)["error"]
+    probe(400)  # the bodies are given up with their connections: "{" reaches the JSON check again
     ids = torch.randint(0, 500, (2, 8)).numpy()
     with client(server, "http") as c:
         check(bert, infer(c, "http", "bert", {"input_ids": ids}).as_numpy, ids)
@@ -264,10 +374,10 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
     assert post("127.0.0.1", port, infer_path, fits, {"trt-lower-front": "forged"}) == (200, fits.decode())
     ((path, headers, body),) = Upstream.seen
     assert (path, body) == (infer_path, fits)
-    assert (
-        f"--http-restricted-api=health,metadata,inference,shared-memory,model-config,model-repository,statistics,"
-        f"trace,logging:trt-lower-front={headers['trt-lower-front']}" in guard.server_args()
-    )
+    groups = "metadata,shared-memory,model-config,model-repository,statistics,trace,logging"
+    key = f"trt-lower-front={headers['trt-lower-front']}"
+    assert f"--http-restricted-api=health,inference,{groups}:{key}" in guard.server_args()
+    assert f"--grpc-restricted-protocol={groups}:{key}" in guard.server_args()
     assert headers["trt-lower-front"] != "forged"
     declared = json.dumps({"inputs": [{"name": "x", "shape": [2, 126], "datatype": "FP32"}]}).encode()
     bomb = gzip.compress(b" " * 5000 + fits)
@@ -279,6 +389,11 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
         (fits, {"Content-Encoding": "br"}, 415, "Content-Encoding 'br' is not taken"),
         (b"{", {}, 400, "the request's JSON header does not parse"),
         (fits, {"Inference-Header-Content-Length": "-1"}, 400, "Inference-Header-Content-Length '-1'"),
+        (fits, {"Inference-Header-Content-Length": str(len(fits) + 1)}, 400, "past the end of the"),
+        # Read otherwise by the server's parser: a repeated key, Python's NaN, UTF-16.
+        (b'{"inputs": [], "inputs": []}', {}, 400, "repeats the key 'inputs'"),
+        (b'{"inputs": [{"name": "x", "shape": [NaN], "datatype": "FP32"}]}', {}, 400, "holds NaN, which is not JSON"),
+        (declared.decode().encode("utf-16"), {}, 400, "does not parse"),
     ]
     for body, extra, status, message in refused:
         got, text = post("127.0.0.1", port, infer_path, body, extra)
@@ -322,7 +437,7 @@ def test_the_front_answers_502_while_the_server_is_down() -> None:
     port, nothing = free_ports(2)
     guard = HttpFront("127.0.0.1", port, nothing)
     try:
-        status, text = post("127.0.0.1", port, "/v2/health/ready", b"")
+        status, text = post("127.0.0.1", port, "/v2/health/ready", b"", method="GET")
     finally:
         guard.stop()
     assert status == 502 and "did not answer" in text
@@ -540,6 +655,33 @@ def test_batching_needs_a_dynamic_batch_dim(resnet: Served, tmp_path: Path) -> N
     with pytest.raises(ValueError, match="name must be a model name"):
         export_model_repository(resnet.lowered, tmp_path, "a/b")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_name_in_config_pbtxt_stays_one_name() -> None:
+    """A tensor name (a tampered artifact's manifest chooses them) with a quote, a backslash or a
+    newline: each is one field of config.pbtxt, as given, not protobuf text of its own."""
+    injected = 'x" data_type: TYPE_FP32 dims: [ 1 ] }, { name: "injected'
+    names = [injected, "a\\", "line\nbreak", "naïve-name_2"]
+    sig = ModelSignature(tuple(TritonTensor(n, torch.float32, (2,)) for n in names), (), None)
+    config = ModelConfig("m", "python", sig, parameters={'say "hi"\\': 'x" } name: "other'})
+    parsed = text_format.Parse(config.text(), model_config_pb2.ModelConfig())
+    assert [t.name for t in parsed.input] == names
+    assert parsed.name == "m" and dict(parsed.parameters) == {'say "hi"\\': ANY}
+    assert parsed.parameters['say "hi"\\'].string_value == 'x" } name: "other'
+
+
+def test_a_model_name_is_a_directory_of_its_own(tmp_path: Path) -> None:
+    """'..' wrote the model into the repository's parent, '.' into the repository itself."""
+    lowered = trt_lower.lower_to_trt(MLP().eval(), (torch.randn(2, 8),), backend="onnxruntime")
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    repo = tmp_path / "repo"
+    for name in (".", ".."):
+        with pytest.raises(ValueError, match=r"name must be a model name .*not '\.' or '\.\.'"):
+            export_model_repository(lowered, repo, name)
+        with pytest.raises(SystemExit, match="trt-lower triton: ValueError: name must be a model name"):
+            cli.main(["triton", str(tmp_path / "m.trtl"), "--repo", str(repo), "--name", name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.trtl"]
+    assert parse_config(export_model_repository(lowered, repo, "my-model_2.v1").path).name == "my-model_2.v1"
 
 
 def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

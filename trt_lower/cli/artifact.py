@@ -110,12 +110,27 @@ def lower(args: argparse.Namespace) -> int:
     return 0
 
 
+def _printable(value: Any) -> Any:
+    """`value` (JSON data) with every string's unprintable characters escaped: what `info` shows
+    comes from the file, and a newline or a terminal escape there would print lines of its own
+    (a fake "signature: ... (valid)") or hide the real ones."""
+    if isinstance(value, str):
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
+
+
 def info(args: argparse.Namespace) -> int:
     archive = artifact.read(args.file)
-    manifest = archive.manifest
+    manifest = _printable(archive.manifest)
     written = ", ".join(f"{k} {v}" for k, v in manifest["written_by"].items())
     size = sum(info.file_size for info in archive.infos.values())
-    print(f"{archive.path}: trt_lower artifact, format {manifest['format_version']}, written by {written}")
+    print(
+        f"{_printable(str(archive.path))}: trt_lower artifact, format {manifest['format_version']}, written by {written}"
+    )
     print(f"  members: {len(archive.infos) + 1}, {size / 2**20:.1f} MiB (checksums verified)")
     print(f"  signature: {signing.describe(archive.path)}")
     print(f"  settings: {manifest['settings']}")

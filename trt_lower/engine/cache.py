@@ -130,6 +130,15 @@ def _umask() -> int:
     return mask
 
 
+def _check_replaceable(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise FileExistsError(f"{path} exists and is not a regular file (a FIFO, device or directory): not replaced")
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path, *, private: bool = True) -> Iterator[BinaryIO]:
     """A file to write `path` through: a temporary file in the same directory, renamed over `path`
@@ -137,7 +146,11 @@ def atomic_file(path: Path, *, private: bool = True) -> Iterator[BinaryIO]:
 
     private: readable and writable by its owner only (engine cache entries, which the cache refuses
     when others may write them); else the mode a plain `open` gives, by the umask (a saved model
-    that a server running as another user must read)."""
+    that a server running as another user must read).
+
+    Only a regular file is replaced: the rename would put the file in place of a FIFO or a device
+    (as root, /dev/null), so anything else at `path` is refused before a byte is written."""
+    _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")

@@ -51,13 +51,13 @@ class ModelConfig:
         scalar = "dims: [ 1 ] reshape: { shape: [ ] }" if self.max_batch_size > 0 else "dims: [ 1 ]"
         shape = f"dims: [ {', '.join(map(str, dims))} ]" if dims else scalar
         optional = " optional: true" if t.optional else ""
-        return f'  {{ name: "{self.renames.get(t.name, t.name)}" data_type: {dtype} {shape}{optional} }}'
+        return f'  {{ name: "{_escape(self.renames.get(t.name, t.name))}" data_type: {dtype} {shape}{optional} }}'
 
     def text(self) -> str:
         sig = self.signature
         lines = [
-            f'name: "{self.name}"',
-            'backend: "python"' if self.platform == "python" else f'platform: "{self.platform}"',
+            f'name: "{_escape(self.name)}"',
+            'backend: "python"' if self.platform == "python" else f'platform: "{_escape(self.platform)}"',
             f"max_batch_size: {self.max_batch_size}",
             "input [\n" + ",\n".join(self._tensor(t) for t in sig.inputs) + "\n]",
             "output [\n" + ",\n".join(self._tensor(t) for t in sig.outputs) + "\n]",
@@ -65,12 +65,24 @@ class ModelConfig:
         ]
         if self.dynamic_batching and self.max_batch_size > 0:
             lines.append(f"dynamic_batching {{ max_queue_delay_microseconds: {MAX_QUEUE_DELAY_US} }}")
-        lines += [f'cc_model_filenames {{ key: "{cc}" value: "{f}" }}' for cc, f in self.cc_model_filenames.items()]
         lines += [
-            f'parameters {{ key: "{k}" value: {{ string_value: "{_escape(v)}" }} }}' for k, v in self.parameters.items()
+            f'cc_model_filenames {{ key: "{_escape(cc)}" value: "{_escape(f)}" }}'
+            for cc, f in self.cc_model_filenames.items()
+        ]
+        lines += [
+            f'parameters {{ key: "{_escape(k)}" value: {{ string_value: "{_escape(v)}" }} }}'
+            for k, v in self.parameters.items()
         ]
         return "\n".join(lines) + "\n"
 
 
+# Every byte of a UTF-8 name outside printable ASCII, and the quote and backslash, as an octal
+# escape (which protobuf's text parser, Triton's too, reads back as the same byte).
+_ESCAPED = {byte: f"\\{byte:03o}" for byte in range(256) if not 0x20 <= byte < 0x7F or chr(byte) in '\\"'}
+
+
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+    """`value` as the inside of a protobuf text string: every name and value in config.pbtxt goes
+    through it, so a quote, backslash or newline in a tensor name (from a tampered artifact's
+    manifest) stays in that name instead of writing fields of its own."""
+    return "".join(_ESCAPED.get(byte, chr(byte)) for byte in value.encode())

@@ -1,19 +1,25 @@
-"""A guard in front of tritonserver's HTTP endpoint, refusing requests that would bring it down.
+"""A guard in front of tritonserver's HTTP endpoint, refusing requests that would bring it down
+or reach past inference.
 
 tritonserver 2.51 (the one nvidia-pytriton ships) sizes the buffer of an input sent as JSON
 from the shape the request declares, before it compares the shape with the data or the model:
 one request declaring 2^40 rows aborts the whole server (std::bad_alloc). Its own limit
 (`--http-max-input-size`) came in later releases. So TritonServer puts this front on the HTTP
-port: it reads each request (its body bounded by `max_input_size` bytes, compressed or not),
-refuses an inference request whose inputs declare more than `max_input_size` bytes, or whose
-JSON header is not the protocol's, with HTTP 400 in Triton's error form, and hands the rest to
-the server unchanged. The server's own HTTP listens on 127.0.0.1 and answers only requests that
-carry the front's secret header (`--http-restricted-api`, checked before it parses anything).
-gRPC needs no front: its server checks the data against the shape before allocating (tests).
+port: it passes on only the inference and health routes; it reads each request (its body bounded
+by `max_input_size` bytes, compressed or not, and the bodies of all requests in flight together
+by PENDING_REQUESTS times that); it refuses an inference request whose inputs declare more than
+`max_input_size` bytes, or whose JSON header is not the protocol's or could read otherwise to
+the server (a repeated key: Python keeps the last, the server the first), with HTTP 400 in
+Triton's error form, and hands the rest to the server unchanged. The server's own HTTP listens on
+127.0.0.1 and answers only requests that carry the front's secret header
+(`--http-restricted-api`, checked before it parses anything). gRPC needs no front for sizes: its
+server checks the data against the shape before allocating (tests); its APIs other than
+inference and health are restricted to the same secret (`--grpc-restricted-protocol`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
 import json
@@ -24,7 +30,7 @@ import socket
 import threading
 import urllib.parse
 import zlib
-from typing import Any
+from typing import Any, Iterator
 
 from converters.core.errors import TrtLowerError
 
@@ -48,7 +54,19 @@ ITEM_SIZE = {
     "FP64": 8,
     "BYTES": 4,
 }
-_INFER = re.compile(r"^/v2/models/[^/]+(/versions/[^/]+)?/infer$")
+_INFER = re.compile(r"/v2/models/[^/]+(/versions/[^/]+)?/infer")
+# What clients may reach through the front, by method: inference and health (server and model
+# readiness). Shared-memory registration, the repository, logging, trace, statistics and
+# configuration are administration: from the public port they would let a client write into
+# another process's shared memory or reload models.
+_PUBLIC = {"POST": _INFER, "GET": re.compile(r"/v2/health/(live|ready)|/v2/models/[^/]+(/versions/[^/]+)?/ready")}
+_PUBLIC["HEAD"] = _PUBLIC["GET"]
+# tritonserver's API groups (--http-restricted-api, --grpc-restricted-protocol): over HTTP all
+# of them answer only the front; over gRPC, which has no front, all but inference and health.
+_API_GROUPS = ("metadata", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging")
+# The bodies the front holds at once, in requests of max_input_size bytes: a client beyond that
+# gets 503 (many concurrent large bodies would grow the front past any bound).
+PENDING_REQUESTS = 4
 # Headers about one connection, not the message (RFC 9110, 7.6.1), and the length the front sets.
 _HOP = {
     "connection",
@@ -70,6 +88,9 @@ _NOT_PASSED = _HOP | {"content-encoding", "expect", "host", SECRET_HEADER}
 _FRAMING = ("Content-Length", "Transfer-Encoding", "Content-Encoding", "Inference-Header-Content-Length")
 # Seconds a client may stall mid-request before its connection is closed.
 CLIENT_TIMEOUT_S = 60
+# A byte count as the front reads it: ASCII digits only (str.isdigit() takes '²', which int()
+# refuses), and few enough that int() takes them.
+_COUNT = re.compile(r"[0-9]{1,18}")
 
 
 class Refused(TrtLowerError):
@@ -107,6 +128,58 @@ def declared_bytes(header: object) -> int:
     return total
 
 
+def _count(name: str, text: str) -> int:
+    """The byte count header `name` gives; Refused (400) for anything but a plain decimal."""
+    if not _COUNT.fullmatch(text):
+        raise Refused(400, f"{name} {text!r} is not a byte count")
+    return int(text)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members; Refused (400) for a key given twice: Python's parser keeps the
+    last value, tritonserver's the first, so the front would check another shape than it sends."""
+    members: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in members:
+            raise Refused(400, f"the request's JSON header repeats the key {key!r}")
+        members[key] = value
+    return members
+
+
+def _not_json(constant: str) -> Any:
+    raise Refused(400, f"the request's JSON header holds {constant}, which is not JSON")
+
+
+def parse_header(data: bytes) -> object:
+    """An inference request's JSON header, as tritonserver reads it; Refused (400) where it could
+    read otherwise: not UTF-8 (Python's parser also takes UTF-16 and UTF-32), a repeated key, NaN
+    or Infinity (Python's extensions)."""
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique, parse_constant=_not_json)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError among them
+        raise Refused(400, "the request's JSON header does not parse") from None
+
+
+class _Budget:
+    """The bytes of request bodies the front holds at once, across all its connections."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.held = total, 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, size: int) -> Iterator[None]:
+        with self._lock:
+            if self.held + size > self.total:
+                raise Refused(503, f"the server is busy (requests in flight hold {self.held} bytes); retry later")
+            self.held += size
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.held -= size
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the clients use it
     timeout = CLIENT_TIMEOUT_S
@@ -123,13 +196,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> None:
         try:
             target = self._target()
-            body = self._body()
-            if self.command == "POST" and _INFER.match(urllib.parse.urlsplit(target).path):
-                self._check(body)
+            length = self._length()
+            with self.server.budget.hold(self._held(length)):
+                body = self._body(length)
+                if self.command == "POST" and _INFER.fullmatch(urllib.parse.urlsplit(target).path):
+                    self._check(body)
+                self._pass_on(target, body)
         except Refused as refused:
-            return self._reply(
+            self.close_connection = True  # its body may be unread
+            self._reply(
                 refused.status, json.dumps({"error": str(refused)}).encode(), [("Content-Type", "application/json")]
             )
+
+    def _pass_on(self, target: str, body: bytes) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _NOT_PASSED}
         headers[SECRET_HEADER] = self.server.secret
         try:
@@ -145,34 +224,49 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _target(self) -> str:
         """The request's path and query, which the server is sent: the one the front checked
-        (the server also takes an absolute URL, `http://host/v2/...`, as its path)."""
+        (the server also takes an absolute URL, `http://host/v2/...`, as its path). Refused (403)
+        unless it is an inference or health route."""
         parts = urllib.parse.urlsplit(self.path)
         if not parts.path.startswith("/"):
             raise Refused(400, f"the request's target {self.path!r} has no path")
+        public = _PUBLIC.get(self.command)
+        if public is None or not public.fullmatch(parts.path):
+            raise Refused(
+                403,
+                f"{self.command} {parts.path!r} is not served here: this port takes inference "
+                "(POST /v2/models/NAME/infer) and health (GET /v2/health/live, /v2/health/ready, "
+                "/v2/models/NAME/ready) requests only",
+            )
         return parts.path + (f"?{parts.query}" if parts.query else "")
 
-    def _body(self) -> bytes:
-        limit = self.server.max_input_size
+    def _length(self) -> int:
+        """The body's length, from the one Content-Length header (a repeated framing header, a
+        Transfer-Encoding or a length past max_input_size refused)."""
         for name in _FRAMING:  # the server might take another copy than the front checked
             if len(self.headers.get_all(name, [])) > 1:
-                self.close_connection = True
                 raise Refused(400, f"the request has more than one {name} header")
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            self.close_connection = True
+        if "Transfer-Encoding" in self.headers:
             raise Refused(411, "send the request with a Content-Length (chunked bodies are not taken)")
-        length_text = self.headers.get("Content-Length", "0")
-        if not length_text.isdigit():
-            self.close_connection = True
-            raise Refused(400, f"Content-Length {length_text!r} is not a byte count")
-        length = int(length_text)
+        length = _count("Content-Length", self.headers.get("Content-Length", "0"))
+        limit = self.server.max_input_size
         if length > limit:
-            self.close_connection = True  # its body is left unread
             raise Refused(
                 413,
                 f"the request's body has {length} bytes; this server takes at most {limit} "
                 "(trt-lower serve --max-input-size)",
             )
+        return length
+
+    def _held(self, length: int) -> int:
+        """The bytes reading the body holds: the body, and a compressed one's inflated copy."""
+        compressed = self.headers.get("Content-Encoding", "identity").lower() != "identity"
+        return length + (self.server.max_input_size if compressed else 0)
+
+    def _body(self, length: int) -> bytes:
+        limit = self.server.max_input_size
         body = self.rfile.read(length)
+        if len(body) < length:
+            raise Refused(400, f"the request's body ended after {len(body)} of its {length} bytes")
         encoding = self.headers.get("Content-Encoding", "identity").lower()
         if encoding in ("gzip", "deflate"):
             inflate = zlib.decompressobj(32 + zlib.MAX_WBITS)  # either header
@@ -189,15 +283,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return body
 
     def _check(self, body: bytes) -> None:
-        length_text = self.headers.get("Inference-Header-Content-Length", str(len(body)))
-        if not length_text.isdigit():
-            raise Refused(400, f"Inference-Header-Content-Length {length_text!r} is not a byte count")
-        length = int(length_text)
-        try:
-            header = json.loads(body[:length])
-        except (ValueError, RecursionError):
-            raise Refused(400, "the request's JSON header does not parse") from None
-        declared = declared_bytes(header)
+        name = "Inference-Header-Content-Length"
+        length = _count(name, self.headers.get(name, str(len(body))))
+        if length > len(body):
+            raise Refused(400, f"{name} {length} is past the end of the {len(body)}-byte body")
+        declared = declared_bytes(parse_header(body[:length]))
         limit = self.server.max_input_size
         if declared > limit:
             raise Refused(
@@ -226,6 +316,7 @@ class _Listener(http.server.ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.upstream_port = upstream_port
         self.max_input_size = max_input_size
+        self.budget = _Budget(PENDING_REQUESTS * max_input_size)
         self.secret = secrets.token_hex(16)
         self._local = threading.local()  # one connection to the server per client connection's thread
 
@@ -256,13 +347,15 @@ class HttpFront:
         self._thread.start()
 
     def server_args(self) -> list[str]:
-        """tritonserver's HTTP options: on 127.0.0.1, every API only for requests from the front."""
-        apis = "health,metadata,inference,shared-memory,model-config,model-repository,statistics,trace,logging"
+        """tritonserver's options: its HTTP on 127.0.0.1, every API only for requests from the
+        front; over gRPC, every API but inference and health only for requests with its secret."""
         listener = self._listener
+        key = f"{SECRET_HEADER}={listener.secret}"
         return [
             "--http-address=127.0.0.1",
             f"--http-port={listener.upstream_port}",
-            f"--http-restricted-api={apis}:{SECRET_HEADER}={listener.secret}",
+            f"--http-restricted-api={','.join(('health', 'inference', *_API_GROUPS))}:{key}",
+            f"--grpc-restricted-protocol={','.join(_API_GROUPS)}:{key}",
         ]
 
     def stop(self) -> None:

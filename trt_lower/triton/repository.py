@@ -166,8 +166,9 @@ def _export_causal_lm(
 
 
 def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
-        raise ValueError(f"name must be a model name (letters, digits, '_', '-', '.'), got {name!r}")
+    # '.' and '..' are the repository itself and its parent, not a directory of their own.
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name) or name in (".", ".."):
+        raise ValueError(f"name must be a model name (letters, digits, '_', '-', '.'; not '.' or '..'), got {name!r}")
     for option, value, least in (
         ("max_batch_size", max_batch_size, 0),
         ("instances", instances, 1),

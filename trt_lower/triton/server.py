@@ -5,7 +5,9 @@ a stand-alone repository (docs/serving.md): a backend directory holding the pyth
 library, its utilities module and the stub built for the running Python; LD_LIBRARY_PATH
 naming the running Python's libpython before the wheel's own libraries; and model.py files
 that put the environment on sys.path themselves (export_model_repository writes them so).
-Its HTTP port is served by a front (front.py) that refuses requests the server would die of.
+Its HTTP port is served by a front (front.py) that refuses requests the server would die of and
+passes on only inference and health requests; its gRPC APIs other than those are restricted to
+the front's secret.
 """
 
 from __future__ import annotations
@@ -158,7 +160,8 @@ class TritonServer:
         return f"[{self.host}]" if ":" in self.host else self.host
 
     def command(self, backends: Path, http: Sequence[str]) -> list[str]:
-        """tritonserver's command line, with `http` its HTTP options (the front's server_args)."""
+        """tritonserver's command line, with `http` its HTTP options and API restrictions (the
+        front's server_args)."""
         return [
             str(pytriton_dir() / "bin" / "tritonserver"),
             f"--model-repository={self.repo.resolve()}",
