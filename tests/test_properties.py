@@ -72,6 +72,7 @@ class Weighted(torch.nn.Module):
                 self.register_buffer(f"w{i}", value)
         count = itertools.count()
         code = _LITERAL.sub(lambda _: f"self.w{next(count)}", code).replace("def program(", "def program(self, ", 1)
+        self.code = code  # printed with a failure
         self.fn = compile_program(code)
 
     def forward(self, *args: torch.Tensor) -> Any:
@@ -377,7 +378,8 @@ def test_a_lowering_keeps_every_property(name: str, lowered: dict[str, Lowered],
     if made.fresh_load is not None:
         failures.append(f"(b) save, then load in a fresh process: {made.fresh_load}")
     if failures:
-        pytest.fail(f"{where}:\n" + "\n".join(sorted(failures)))
+        program = f"\n{made.model.code}" if isinstance(made.model, Weighted) else ""
+        pytest.fail(f"{where}:\n" + "\n".join(sorted(failures)) + program)
 
 
 # -- each step fails on the fault it is there for --------------------------------------------------
