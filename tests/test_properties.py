@@ -80,8 +80,9 @@ class Weighted(torch.nn.Module):
 
 
 def _drawn(strategy: st.SearchStrategy[Any], seed: int) -> Any:
-    """What `strategy` draws from `seed`, the same on every run (hypothesis is pinned in
-    constraints.txt: its draw from a seeded random is the same from run to run)."""
+    """What `strategy` draws from a random seeded with `seed`: each program its own test, which
+    @given cannot give. ConjectureData is hypothesis's own drawing engine (internal API); at the
+    version constraints.txt pins, a seed draws the same program on every run."""
     return ConjectureData(random=Random(seed)).draw(strategy)
 
 
@@ -330,7 +331,7 @@ def _selected(session: pytest.Session) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def lowered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Lowered]:
+def lowered_cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Lowered]:
     """Every selected case lowered (verify=True), saved, and loaded again in one fresh process."""
     out, found, saved = tmp_path_factory.mktemp("artifacts"), {}, {}
     for name in _selected(request.session):
@@ -355,8 +356,8 @@ def lowered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_lowering_keeps_every_property(name: str, lowered: dict[str, Lowered], tmp_path: Path) -> None:
-    case, made = CASES[name], lowered[name]
+def test_a_lowering_keeps_every_property(name: str, lowered_cases: dict[str, Lowered], tmp_path: Path) -> None:
+    case, made = CASES[name], lowered_cases[name]
     where = f"{name} (model {case.build.__name__}, seed {case.seed})"
     if isinstance(made.module, Exception):
         raise AssertionError(f"{where}: (a) lowering with verify=True raised {summary(made.module)}") from made.module
