@@ -1,0 +1,448 @@
+"""Properties every successful lowering keeps where features meet: for programs of both fuzzers of
+test_fuzz.py and a small zoo of real architectures, a lowering with verify=True
+
+  (a) matches eager with no repair where its engines are right (a repair is false when the same
+      lowering with verify=False matches eager),
+  (b) saves, and loads in a fresh process to return exactly the outputs of the module it saved
+      (one process loads the artifacts of every case a run selects),
+  (c) takes `update_weights` from a copy whose parameters and floating buffers are all perturbed,
+      then matches that copy,
+  (d) saves weight-stripped, loads with the perturbed copy's own `state_dict()`, and matches it.
+
+A fuzzer's program gets weights to replace: each tensor literal becomes a weight of its module
+(float ones alternately a parameter and a buffer, integer ones, indices, a buffer), perturbed by
+multiples of 1/8 so that its arithmetic stays as exact as the fuzzer's. A failing test names the
+case (the model and its seed) and every step that broke, with the error's first line.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import itertools
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import Any, Callable
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+import transformers
+from hypothesis import strategies as st
+from hypothesis.internal.conjecture.data import ConjectureData
+from test_fuzz import GRAPHS_PER_MODEL, compile_program, programs, structured_programs, together
+from test_verify import Block
+from trt_double import miscompile
+from trt_models import bert
+
+import trt_lower
+from trt_lower.report.entries import Repair
+
+Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
+
+
+@dataclass(frozen=True)
+class Case:
+    build: Callable[[int], Example]  # the model and its inputs, from the seed
+    seed: int
+    lowering: dict[str, Any] = field(default_factory=dict)  # lower_to_trt's settings beside the defaults
+    exact: bool = False  # a fuzzer's program: multiples of 1/8, so its arithmetic is exact
+
+
+# -- the fuzzers' programs, with weights --------------------------------------------------------
+_LITERAL = re.compile(r"torch\.tensor\(([^()]*)\)")
+
+
+class Weighted(torch.nn.Module):
+    """A fuzzer's program whose tensor literals are weights of the module."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        for i, literal in enumerate(_LITERAL.findall(code)):
+            value = torch.tensor(ast.literal_eval(literal))
+            if value.is_floating_point() and i % 2 == 0:
+                self.register_parameter(f"w{i}", torch.nn.Parameter(value))
+            else:
+                self.register_buffer(f"w{i}", value)
+        count = itertools.count()
+        code = _LITERAL.sub(lambda _: f"self.w{next(count)}", code).replace("def program(", "def program(self, ", 1)
+        self.code = code  # printed with a failure
+        self.fn = compile_program(code)
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        return self.fn(self, *args)
+
+
+def _drawn(strategy: st.SearchStrategy[Any], seed: int) -> Any:
+    """What `strategy` draws from a random seeded with `seed`: each program its own test, which
+    @given cannot give. ConjectureData is hypothesis's own drawing engine (internal API); at the
+    version constraints.txt pins, a seed draws the same program on every run."""
+    return ConjectureData(random=Random(seed)).draw(strategy)
+
+
+def random_program(seed: int) -> Example:
+    program = _drawn(programs(), seed)
+    return Weighted(program.code), program.inputs()
+
+
+def structured_program(seed: int) -> Example:
+    program = together([_drawn(structured_programs(), seed * GRAPHS_PER_MODEL + j) for j in range(GRAPHS_PER_MODEL)])
+    return Weighted(program.code), program.inputs()
+
+
+# -- the zoo --------------------------------------------------------------------------------------
+def cnn(seed: int) -> Example:
+    """Convolutions with BatchNorm (which lowering folds), in an nn.Sequential (numbered names)."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1, stride=2),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 10),
+    )
+    with torch.no_grad():  # running statistics of their own, not BatchNorm's initial 0 and 1
+        model.train()(torch.randn(4, 3, 16, 16) * 2 + 1)
+    return model.eval(), (torch.randn(2, 3, 16, 16),)
+
+
+def llama(seed: int) -> Example:
+    """A decoder with rotary embeddings (an inv_freq buffer) and grouped-query attention."""
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=500,
+        max_position_embeddings=64,
+        use_cache=False,
+    )
+    model: torch.nn.Module = transformers.LlamaModel(config)
+    return model.eval(), (torch.randint(0, config.vocab_size, (1, 16)),)
+
+
+def bert_model(seed: int) -> Example:
+    torch.manual_seed(seed)
+    model, (ids,) = bert()
+    return model, (ids[:, :8],)
+
+
+def vit(seed: int) -> Example:
+    """A vision transformer (timm): patch embedding, class token, position embedding, LayerNorm."""
+    import timm
+
+    torch.manual_seed(seed)
+    model = timm.create_model(
+        "vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2, num_classes=10
+    )
+    return model.eval(), (torch.randn(1, 3, 32, 32),)
+
+
+class Scaled(torch.nn.Module):
+    """Engines on both sides of an eager node that reads a parameter (`scale`, kept eager by
+    fallback_ops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(8, 16)
+        self.scale = torch.nn.Parameter(torch.rand(16) + 0.5)
+        self.outer = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.outer(torch.relu(self.inner(x)) * self.scale)
+        return out
+
+
+def eager_weight(seed: int) -> Example:
+    torch.manual_seed(seed)
+    return Scaled().eval(), (torch.randn(3, 8),)
+
+
+class Cancelling(torch.nn.Module):
+    """Outputs that are zero but for rounding, each computed in its own way by eager and engines:
+    a sum over a layer-normed value, softmax's total less 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 32)
+        self.norm = torch.nn.LayerNorm(32)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.proj(x)
+        return h, self.norm(h).sum(-1), torch.softmax(h, -1).sum(-1) - 1
+
+
+def cancelling(seed: int) -> Example:
+    torch.manual_seed(seed)
+    return Cancelling().eval(), (torch.randn(4, 16),)
+
+
+def all_eager(seed: int) -> Example:
+    """One layer, too small for an engine at the default min_block_size: its weight, `0.weight`,
+    is held by an eager node."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 4)).eval(), (torch.randn(3, 8),)
+
+
+CASES = {
+    **{f"random_program-seed{s}": Case(random_program, s, {"min_block_size": 1}, exact=True) for s in range(12)},
+    **{f"structured_program-seed{s}": Case(structured_program, s, {"min_block_size": 1}, exact=True) for s in range(4)},
+    "cnn_batchnorm-seed0": Case(cnn, 0),
+    "bert-seed0": Case(bert_model, 0),
+    "vit-seed0": Case(vit, 0),
+    "llama_rotary_gqa-seed0": Case(llama, 0),
+    "eager_weight-seed0": Case(eager_weight, 0, {"fallback_ops": [torch.ops.aten.mul.Tensor]}),
+    "all_eager_sequential-seed0": Case(all_eager, 0),
+    "cancelling_outputs-seed0": Case(cancelling, 0),
+}
+
+
+# -- the steps ------------------------------------------------------------------------------------
+def _matches(case: Case, actual: Any, expected: Any) -> None:
+    """Close to eager; the tolerances fail an engine that returns zeros for outputs of magnitude 1e-3 and up."""
+    rtol, atol = (1e-4, 1e-4) if case.exact else (1e-3, 1e-5)
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def _eager(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Any:
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def _lower(case: Case, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], verify: bool) -> Any:
+    return trt_lower.lower_to_trt(model, inputs, backend="onnxruntime", verify=verify, **case.lowering)
+
+
+def perturbed(case: Case, model: torch.nn.Module, names: set[str]) -> torch.nn.Module:
+    """A copy of `model` whose floating tensors named in `names` are all changed: by multiples of
+    1/8 for a fuzzer's program; else by up to 10 % of each value (keeping its sign: variances and
+    frequencies stay positive) and, for parameters, 2 % of their spread (biases and norms that
+    start at 0 and 1 change too)."""
+    other = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(case.seed + 1)
+    parameters = dict(other.named_parameters())
+    with torch.no_grad():
+        for name, tensor in itertools.chain(other.named_parameters(), other.named_buffers()):
+            if name not in names or not tensor.is_floating_point():
+                continue
+            sign = torch.randint(2, tensor.shape, generator=generator) * 2 - 1
+            if case.exact:
+                tensor += torch.randint(1, 3, tensor.shape, generator=generator) / 8 * sign
+                continue
+            tensor *= 1 + 0.1 * torch.rand(tensor.shape, generator=generator) * sign
+            if name in parameters:
+                tensor += (
+                    0.02 * (tensor.std() if tensor.numel() > 1 else 1) * torch.randn(tensor.shape, generator=generator)
+                )
+    return other
+
+
+def verifies_without_false_repairs(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> None:
+    expected = _eager(model, inputs)
+    _matches(case, lowered(*inputs), expected)
+    repairs = lowered.report.repairs
+    if lowered.report.engines:
+        assert lowered.report.verify_errors, "verify=True verified no engine"
+    if repairs:
+        unverified = _lower(case, model, inputs, verify=False)
+        try:
+            _matches(case, unverified(*inputs), expected)
+        except AssertionError:
+            return  # the engines were wrong: a true repair
+        raise AssertionError(f"{len(repairs)} repair(s) of engines that match eager: {repairs[0]}")
+
+
+def takes_perturbed_weights(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> None:
+    names = {n for n, _ in itertools.chain(model.named_parameters(), model.named_buffers())}
+    new = perturbed(case, model, names)
+    lowered.update_weights(new)
+    _matches(case, lowered(*inputs), _eager(new, inputs))
+
+
+def loads_stripped_with_a_state_dict(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any, tmp: Path) -> None:
+    new = perturbed(case, model, set(model.state_dict()))  # what a state dict can carry
+    trt_lower.save(lowered, tmp / "stripped.trtl", weights="separate")
+    loaded = trt_lower.load(tmp / "stripped.trtl", backend="onnxruntime", weights=new.state_dict())
+    _matches(case, loaded(*inputs), _eager(new, inputs))
+
+
+def summary(error: BaseException) -> str:
+    """The error's type and first line; for assert_close's, where and by how much too."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = lines[:1] + [line for line in lines[1:] if line.startswith(("Greatest absolute", "The failure occurred"))]
+    return f"{type(error).__name__}: {'; '.join(said)}"
+
+
+# (b): one fresh process loads every artifact and compares with the outputs the saved module gave;
+# it imports nothing of the tests but `summary`, so that nothing of the models' code is there.
+FRESH_LOADS = (
+    inspect.getsource(summary)
+    + """
+import json, sys, torch, torch.utils._pytree as pytree, trt_lower
+failures = {}
+for name, artifact, io in json.loads(sys.argv[1]):
+    try:
+        inputs, kind, expected = torch.load(io, weights_only=True)
+        actual = trt_lower.load(artifact, backend="onnxruntime")(*inputs)
+        assert type(actual).__name__ == kind, f"returns a {type(actual).__name__}, saved a {kind}"
+        torch.testing.assert_close(pytree.tree_leaves(actual), expected, rtol=0, atol=0, equal_nan=True)
+    except Exception as e:
+        failures[name] = summary(e)
+print(json.dumps(failures))
+"""
+)
+
+
+@dataclass
+class Lowered:
+    model: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    module: Any  # the LoweredModule, or the exception lowering raised
+    fresh_load: str | None = None  # (b)'s failure
+
+
+def _fresh_loads(saved: dict[str, tuple[Path, Path]]) -> dict[str, str]:
+    jobs = json.dumps([[name, str(artifact), str(io)] for name, (artifact, io) in saved.items()])
+    done = subprocess.run([sys.executable, "-c", FRESH_LOADS, jobs], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        return dict.fromkeys(saved, f"the fresh process failed: {' '.join(done.stderr.strip().splitlines()[-1:])}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _selected(session: pytest.Session) -> list[str]:
+    """The cases this run selected (a -k selection lowers only those)."""
+    return [
+        str(item.callspec.params["name"])
+        for item in session.items
+        if isinstance(item, pytest.Function) and item.function is test_a_lowering_keeps_every_property
+    ]
+
+
+@pytest.fixture(scope="module")
+def lowered_cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Lowered]:
+    """Every selected case lowered (verify=True), saved, and loaded again in one fresh process."""
+    out, found, saved = tmp_path_factory.mktemp("artifacts"), {}, {}
+    for name in _selected(request.session):
+        case = CASES[name]
+        model, inputs = case.build(case.seed)
+        try:
+            module = _lower(case, model, inputs, verify=True)
+        except Exception as e:
+            found[name] = Lowered(model, inputs, e)
+            continue
+        found[name] = Lowered(model, inputs, module)
+        try:
+            trt_lower.save(module, out / f"{name}.trtl")
+            outputs = module(*inputs)  # a transformers ModelOutput is no tensor container torch.load takes
+            torch.save((inputs, type(outputs).__name__, pytree.tree_leaves(outputs)), out / f"{name}.pt")
+            saved[name] = (out / f"{name}.trtl", out / f"{name}.pt")
+        except Exception as e:
+            found[name].fresh_load = f"save: {summary(e)}"
+    for name, failure in (_fresh_loads(saved) if saved else {}).items():
+        found[name].fresh_load = failure
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_lowering_keeps_every_property(name: str, lowered_cases: dict[str, Lowered], tmp_path: Path) -> None:
+    case, made = CASES[name], lowered_cases[name]
+    where = f"{name} (model {case.build.__name__}, seed {case.seed})"
+    if isinstance(made.module, Exception):
+        raise AssertionError(f"{where}: (a) lowering with verify=True raised {summary(made.module)}") from made.module
+    failures = []
+    steps: dict[str, Callable[[], None]] = {
+        "(a) verify": lambda: verifies_without_false_repairs(case, made.model, made.inputs, made.module),
+        "(d) weight-stripped load with the perturbed state_dict": lambda: loads_stripped_with_a_state_dict(
+            case, made.model, made.inputs, made.module, tmp_path
+        ),
+        "(c) update_weights from a perturbed copy": lambda: takes_perturbed_weights(
+            case, made.model, made.inputs, made.module
+        ),
+    }
+    for step, check in steps.items():
+        try:
+            check()
+        except Exception as e:
+            failures.append(f"{step}: {summary(e)}")
+    if made.fresh_load is not None:
+        failures.append(f"(b) save, then load in a fresh process: {made.fresh_load}")
+    if failures:
+        program = f"\n{made.model.code}" if isinstance(made.model, Weighted) else ""
+        pytest.fail(f"{where}:\n" + "\n".join(sorted(failures)) + program)
+
+
+# -- each step fails on the fault it is there for --------------------------------------------------
+@pytest.fixture(scope="module")
+def cnn_lowered() -> tuple[Case, Example, Any]:
+    case = CASES["cnn_batchnorm-seed0"]
+    model, inputs = case.build(case.seed)
+    return case, (model, inputs), _lower(case, model, inputs, verify=True)
+
+
+@pytest.mark.parametrize("name", [name for name, case in sorted(CASES.items()) if not case.exact])
+def test_a_module_returning_zeros_fails_the_comparison(name: str) -> None:
+    case = CASES[name]
+    expected = _eager(*case.build(case.seed))
+    with pytest.raises(AssertionError):
+        _matches(case, pytree.tree_map(torch.zeros_like, expected), expected)
+
+
+def test_step_a_fails_a_repair_of_right_engines_and_passes_a_true_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    case = Case(lambda seed: (Block().eval(), (torch.randn(8, 16),)), 0, {"min_block_size": 1})
+    model, inputs = case.build(case.seed)
+    lowered = _lower(case, model, inputs, verify=True)
+    lowered.report.repairs.append(
+        Repair("tanh", "aten.tanh.default", "", "", "engine_0", "ONNX Runtime", ["tanh"], 1.0, 0.0, "split")
+    )
+    with pytest.raises(AssertionError, match=r"1 repair\(s\) of engines that match eager: tanh"):
+        verifies_without_false_repairs(case, model, inputs, lowered)
+
+    miscompile.on_onnxruntime(monkeypatch, miscompile.Wrong("Tanh"))
+    repaired = _lower(case, model, inputs, verify=True)
+    assert repaired.report.repairs
+    verifies_without_false_repairs(case, model, inputs, repaired)
+
+
+def test_step_b_reports_outputs_that_differ(cnn_lowered: tuple[Case, Example, Any], tmp_path: Path) -> None:
+    _, (_, inputs), lowered = cnn_lowered
+    trt_lower.save(lowered, tmp_path / "cnn.trtl")
+    outputs = lowered(*inputs)
+    torch.save((inputs, "Tensor", [outputs]), tmp_path / "right.pt")
+    torch.save((inputs, "Tensor", [outputs.clone().index_fill_(-1, torch.tensor([3]), 0.0)]), tmp_path / "wrong.pt")
+    found = _fresh_loads(
+        {
+            "right": (tmp_path / "cnn.trtl", tmp_path / "right.pt"),
+            "wrong": (tmp_path / "cnn.trtl", tmp_path / "wrong.pt"),
+        }
+    )
+    assert list(found) == ["wrong"] and "Tensor-likes are not equal" in found["wrong"]
+
+
+def test_step_c_fails_an_update_that_keeps_the_old_weights(
+    cnn_lowered: tuple[Case, Example, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case, (model, inputs), lowered = cnn_lowered
+    monkeypatch.setattr(type(lowered), "update_weights", lambda self, source: None)
+    with pytest.raises(AssertionError, match="not close"):
+        takes_perturbed_weights(case, model, inputs, lowered)
+
+
+def test_step_d_fails_a_load_that_keeps_the_saved_weights(
+    cnn_lowered: tuple[Case, Example, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    case, (model, inputs), lowered = cnn_lowered
+    monkeypatch.setattr(trt_lower, "load", lambda path, **settings: lowered)
+    with pytest.raises(AssertionError, match="not close"):
+        loads_stripped_with_a_state_dict(case, model, inputs, lowered, tmp_path)
