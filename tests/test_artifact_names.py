@@ -83,26 +83,29 @@ def test_round_trip_whatever_the_names(name: str, tmp_path: Path) -> None:
 LOAD_SCRIPT = """
 import sys, torch, trt_lower
 from safetensors.torch import load_file, save_file
-loaded = trt_lower.load(sys.argv[1], backend="onnxruntime")
-save_file({"y": loaded(load_file(sys.argv[2])["x"])}, sys.argv[3])
+x = load_file(sys.argv[1])["x"]
+save_file({path: trt_lower.load(path, backend="onnxruntime")(x) for path in sys.argv[3:]}, sys.argv[2])
 """
 
 
 def test_numbered_and_nested_names_load_in_a_fresh_process(tmp_path: Path) -> None:
+    expected: dict[str, torch.Tensor] = {}
     for name in ("numbered, eager-held", "nested, eager-held"):
-        _, lowered, x = _lowered(name)
-        trt_lower.save(lowered, tmp_path / "m.trtl")
-        safetensors.torch.save_file({"x": x}, tmp_path / "x.safetensors")
-        done = subprocess.run(
-            [sys.executable, "-c", LOAD_SCRIPT, *(str(tmp_path / f) for f in ("m.trtl", "x.safetensors", "y.st"))],
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
+        _, lowered, x = _lowered(name)  # the same x for both (seeded)
+        path = str(tmp_path / f"{len(expected)}.trtl")
+        trt_lower.save(lowered, path)
         with torch.no_grad():
-            torch.testing.assert_close(safetensors.torch.load_file(tmp_path / "y.st")["y"], lowered(x))
+            expected[path] = lowered(x)
+    safetensors.torch.save_file({"x": x}, tmp_path / "x.st")
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_SCRIPT, str(tmp_path / "x.st"), str(tmp_path / "y.st"), *expected],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    torch.testing.assert_close(safetensors.torch.load_file(tmp_path / "y.st"), expected)
 
 
 class Ligature(torch.nn.Module):

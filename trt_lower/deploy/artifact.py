@@ -224,7 +224,6 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
                 f"node '{node.name}' reads {node.target}, a {type(value).__name__}; an artifact holds tensors only"
             )
         weights[node.target] = value.detach().contiguous().clone()  # safetensors refuses shared storage
-    tensor_names.check(weights, "tensor name")  # what load would refuse is refused here
     if separate is None:
         out.add(WEIGHTS, safetensors.torch.save(weights))
     else:  # weights="separate" (deploy/separate_weights.py)
@@ -275,6 +274,10 @@ def save(
     if weights not in ("inside", "separate"):
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
     separate = Separated() if weights == "separate" else None
+    try:  # a name load would refuse, refused before anything is written
+        tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
+    except graph_json.GraphFormatError as e:
+        raise ArtifactError(f"cannot save this module: {e}") from None
     with atomic_file(Path(path)) as file:
         out = Writer(file)
         try:

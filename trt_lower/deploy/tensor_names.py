@@ -67,7 +67,7 @@ def check(names: Iterable[str], what: str) -> None:
         for depth, part in enumerate(parts):
             _part(part, f"{where}, part")
             if part in _taken(depth == 0):
-                raise GraphFormatError(f"{where}, part {part!r} names an attribute every module has")
+                raise GraphFormatError(f"{where}, part {part!r} names an attribute its module already has")
     modules = {name.rsplit(".", depth)[0] for name in names for depth in range(1, name.count(".") + 1)}
     for name in names:
         if name in modules:
