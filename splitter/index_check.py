@@ -5,8 +5,10 @@ behaviour) for any index past the end, where eager PyTorch raises IndexError. Ca
 before each op that reads at indices taken from data (trt_lower/capture/index_checks.py), the
 test of those indices and a clamp of them (computed wherever the op runs, in an engine too), and
 a call of `check_indices` on the test's result: it runs in eager PyTorch, reads the one bool and
-raises IndexOutOfRangeError with the message capture wrote. The splitter counts neither the
-test's nodes (marked INDEX_TEST) nor the check as compute (for coverage and min_block_size).
+raises IndexOutOfRangeError with the message capture wrote. On a GPU it reads nothing: the test
+stays there as an asynchronous device assert, as eager PyTorch's own index checks are on a GPU.
+The splitter counts neither the test's nodes (marked INDEX_TEST) nor the check as compute (for
+coverage and min_block_size).
 """
 
 from __future__ import annotations
@@ -28,8 +30,16 @@ class IndexOutOfRangeError(TrtLowerError, IndexError, ValueError):
 def check_indices(in_range: torch.Tensor, message: str) -> None:
     """Raise IndexOutOfRangeError(message) unless `in_range` (a 0-d bool tensor) is true. A plain
     function, not an operator: the graph calls it once per guarded op per call (~1 µs, where an
-    OpOverload's dispatch into Python costs ~10)."""
-    if not bool(in_range):
+    OpOverload's dispatch into Python costs ~10).
+
+    On a GPU, reading the bool would be a device-to-host copy and a wait for the engine on every
+    call, and would keep the module out of CUDA graphs: there the test is a device-side assert
+    instead (torch._assert_async), which a CUDA graph captures and which fails as eager PyTorch's
+    own out-of-range index does on a GPU (`CUDA error: device-side assert triggered` at the next
+    call that synchronizes; the message does not reach the host)."""
+    if in_range.is_cuda:
+        torch._assert_async(in_range, message)
+    elif not bool(in_range):
         raise IndexOutOfRangeError(message)
 
 

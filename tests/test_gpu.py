@@ -7,6 +7,9 @@ included). The command that installs TensorRT and runs them: README, "what is ve
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,6 +22,7 @@ from trt_double import PATH as DOUBLE_PATH
 from trt_models import MODELS
 
 import trt_lower
+from splitter.index_check import check_indices
 from trt_lower.engine import tensorrt as trt_engine
 from trt_lower.engine.build_options import BuildOptions, InputProfile
 
@@ -115,6 +119,47 @@ def test_cuda_graphs_with_index_inputs_replay_current_inputs(tmp_path: Path) -> 
         for _ in range(3):
             other = torch.randint(0, 1000, (2, 16), device="cuda")
             torch.testing.assert_close(lowered(other), model(other), rtol=1e-3, atol=1e-3)
+
+
+# An index out of range on a GPU, in a process of its own: the device assert it fails leaves the
+# CUDA context unusable, as eager PyTorch's own does.
+OUT_OF_RANGE = """
+import sys, torch, trt_lower
+table = torch.nn.Embedding(10, 4).cuda().eval()
+lowered = trt_lower.lower_to_trt(
+    table, (torch.tensor([[1, 9, 0]], device="cuda"),), backend="tensorrt", cache_dir=sys.argv[1], min_block_size=1
+)
+with torch.no_grad():
+    lowered(torch.tensor([[1, 10, 0]], device="cuda"))
+    torch.cuda.synchronize()
+"""
+
+
+def test_index_checks_read_nothing_back_per_call(tmp_path: Path) -> None:
+    """The index test stays on the GPU (splitter/index_check.py): a call makes no device-to-host
+    read (torch's sync debug mode raises on one), and an index out of range still fails, as
+    eager's does on a GPU."""
+    model = _Embed().eval().cuda()
+    ids = torch.randint(0, 1000, (2, 16), device="cuda")
+    lowered = trt_lower.lower_to_trt(model, (ids,), backend="tensorrt", cache_dir=tmp_path, min_block_size=1)
+    assert check_indices in {n.target for n in lowered.graph.nodes}
+    with torch.no_grad():
+        lowered(ids)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = lowered(ids)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        torch.testing.assert_close(out, model(ids), rtol=1e-3, atol=1e-3)
+    done = subprocess.run(
+        [sys.executable, "-c", OUT_OF_RANGE, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0 and "device-side assert" in done.stderr, done.stderr[-2000:]
 
 
 def test_two_threads_on_one_module(tmp_path: Path) -> None:

@@ -8,11 +8,12 @@ import operator
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
 from harness import Fn, engine_ops, lower_and_compare
 
 import trt_lower
@@ -182,3 +183,61 @@ def test_a_loaded_artifact_checks_its_indices(tmp_path: Path) -> None:
     loaded = trt_lower.load(tmp_path / "m.trtl")
     with pytest.raises(IndexError, match=r"input 'ids' holds an index outside \[0, 10\)"):
         loaded(torch.tensor([[1, 10, 0]]))
+
+
+# What a device-to-host read of a tensor goes through.
+_HOST_READS = {"__bool__", "__int__", "__float__", "__index__", "__array__", "item", "tolist", "cpu", "numpy"}
+
+
+class OnGpu(torch.Tensor):
+    """A tensor that says it is on a GPU (held on the CPU): each read back to the host, a copy
+    and a wait for the GPU there, is counted, as are device asserts."""
+
+    host_reads: ClassVar[list[str]] = []
+    asserts: ClassVar[list[str]] = []
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+    @classmethod
+    def __torch_function__(
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        if getattr(func, "__name__", "") in _HOST_READS:
+            cls.host_reads.append(func.__name__)
+        if func is torch._assert_async:
+            cls.asserts.append(args[1])
+        return super().__torch_function__(func, types, args, kwargs or {})  # type: ignore[no-untyped-call]
+
+
+class OutputsOnGpu(torch.nn.Module):
+    """An engine whose outputs are on a GPU."""
+
+    def __init__(self, engine: torch.nn.Module) -> None:
+        super().__init__()
+        self.engine = engine
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.as_subclass(OnGpu), self.engine(*args))
+
+
+def test_on_a_gpu_a_call_reads_nothing_back_for_its_index_checks() -> None:
+    """The CUDA path of a lowered call (its engine's outputs, the index test's among them, on a
+    GPU): the test becomes a device assert and no call reads anything back to the host; on the
+    CPU an index out of range raises IndexOutOfRangeError as before."""
+    model, ids, bad = Tagger().eval(), torch.tensor([[1, 9, 0]]), torch.tensor([[1, 10, 0]])
+    lowered = trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime", min_block_size=1)
+    assert _eager_calls(lowered) == {check_indices}
+    with pytest.raises(IndexOutOfRangeError, match=r"input 'ids' holds an index outside \[0, 10\)"):
+        lowered(bad)
+    lowered.replace_engines({"engine_0": OutputsOnGpu(lowered.get_submodule("engine_0"))})
+    OnGpu.host_reads.clear()
+    OnGpu.asserts.clear()
+    with torch.no_grad():
+        outs = [lowered(ids) for _ in range(3)]
+        assert OnGpu.host_reads == [] and len(OnGpu.asserts) == 3
+        torch.testing.assert_close(outs[-1].as_subclass(torch.Tensor), model(ids))
+        # Here the assert fails at once; on a GPU, at the next call that synchronizes.
+        with pytest.raises(RuntimeError, match=r"input 'ids' holds an index outside \[0, 10\)"):
+            lowered(bad)

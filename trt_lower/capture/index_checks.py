@@ -3,7 +3,7 @@ raise where eager PyTorch raises, and never reach outside their input.
 
 Before each such op the graph tests its indices (`ok = (low <= i) & (i < size)`), hands `all(ok)`
 to `check_indices` (splitter/index_check.py: eager, it raises IndexOutOfRangeError naming the op
-and the index) and gives the op `where(ok, i, 0)` instead of `i`. The test and the
+and the index; on a GPU it is a device assert) and gives the op `where(ok, i, 0)` instead of `i`. The test and the
 clamp are ordinary ops: they run wherever the op runs, inside an engine too, so indices computed
 inside an engine are covered as well as those an engine takes in, and TensorRT never sees an
 index out of range (it reads out of bounds for one; ONNX Gather counts a negative one from the
@@ -11,7 +11,7 @@ end). Indices whose values all come from a constant (a weight, or views, slices 
 of one: BERT's position and token type ids) are checked here, once, and left alone.
 
 Cost: the test's few elementwise ops and one more engine output, and the check's Python call
-with a one-bool read (on a GPU, a device-to-host copy that waits for the engine); measured in
+with a one-bool read (on a GPU, a device assert instead: no read); measured in
 bench/bench_guards.py.
 
 Ops left out, each unable to reach outside its input: embedding_bag's offsets (they bound the

@@ -18,7 +18,7 @@ The file is a zip (container.py) of:
 Members are stored, not compressed, and written to the file as they are made. The file is
 untrusted input on load: every member is checked against its checksum as it is read into memory
 this process owns, every field against the manifest's schema, every name FX writes into code
-against an identifier's grammar, every operator against an allowlist (operators.py), every
+against an identifier's grammar (the tensors' dotted names: tensor_names.py), every operator against an allowlist (operators.py), every
 engine's ONNX against its signatures (onnx_members.py), before anything is built; a file that
 breaks a rule is refused with an ArtifactError naming it and the field. Nothing is unpickled:
 JSON, safetensors, ONNX protobuf and TensorRT plans only. (Format 2 and older held each engine's
@@ -44,7 +44,7 @@ import torch
 from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
-from trt_lower.deploy import graph_json, onnx_members, separate_weights, signing
+from trt_lower.deploy import graph_json, onnx_members, separate_weights, signing, tensor_names
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import probe as artifact_probe
 from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container
@@ -274,6 +274,10 @@ def save(
     if weights not in ("inside", "separate"):
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
     separate = Separated() if weights == "separate" else None
+    try:  # a name load would refuse, refused before anything is written
+        tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
+    except graph_json.GraphFormatError as e:
+        raise ArtifactError(f"cannot save this module: {e}") from None
     with atomic_file(Path(path), private=False) as file:
         out = Writer(file)
         try:
@@ -338,7 +342,7 @@ def _weights(
     container: Container, where: torch.device, separate: dict[str, torch.Tensor] | None
 ) -> dict[str, torch.Tensor]:
     """The eager nodes' tensors (from the weight file given, for a weights="separate" artifact), by
-    names that are attribute paths (FX writes them as code)."""
+    names that are attribute paths (FX writes them as code: tensor_names.py)."""
     source = f"member '{WEIGHTS}'" if separate is None else "the weight file"
     if separate is not None:
         weights = eager_weights(separate, where)
@@ -349,9 +353,7 @@ def _weights(
             raise
         except Exception as e:  # safetensors raises its own error types on a foreign payload
             raise container.error(f"member '{WEIGHTS}' is not a safetensors file ({e})") from None
-    for name in weights:
-        for part in name.split("."):
-            graph_json.identifier(part, f"{source}: tensor name {name[:80]!r}, part")
+    tensor_names.check(weights, f"{source}: tensor name")
     return weights
 
 
