@@ -57,6 +57,7 @@ _PLAIN = frozenset(
         "SymFloatType",
     }
 )
+_NUMBERS = frozenset({"IntType", "SymIntType", "FloatType", "BoolType", "NumberType", "ComplexType"})
 # Enums, which torch's schema types name rather than class.
 _ENUMS = frozenset({"ScalarType", "Layout", "MemoryFormat"})
 # String arguments that pick a mode from a few words, or carry an assertion's message.
@@ -94,14 +95,20 @@ def _packet(op: torch._ops.OpOverload) -> str:
     return str(op).rpartition(".")[0]  # "aten.add" of "aten.add.Tensor"
 
 
+def _scalar(op: torch._ops.OpOverload) -> bool:
+    """A function of numbers to numbers (`aten.exp.float`): TorchScript's 64-bit scalars, no memory."""
+    kinds = [a.real_type for a in (*op._schema.arguments, *op._schema.returns)]
+    return all(type(kind).__name__ in _NUMBERS for kind in kinds)
+
+
 def _known(op: torch._ops.OpOverload) -> bool:
     """Whether `op`'s kernel is known safe on what a file can pass (before its schema is looked at)."""
+    listed = _packet(op) in SAFE or str(op) in CHECKS or str(op) in ZERO_FILLED
     if op.namespace == "aten":
         public = not op._schema.name.partition("::")[2].startswith("_")
-        listed = _packet(op) in SAFE or str(op) in CHECKS or str(op) in ZERO_FILLED
-        return listed or public and torch.Tag.pointwise in op.tags
+        return listed or public and (torch.Tag.pointwise in op.tags or _scalar(op))
     if op.namespace in _TORCH_NAMESPACES:
-        return False
+        return listed
     return op._schema.name in torch.library._defs or op.namespace in _QUANTIZE
 
 

@@ -41,6 +41,18 @@ SAFE = frozenset(
     threshold tile topk transpose tril triu type_as unbind unfold unsqueeze upsample_bicubic2d
     upsample_bilinear2d upsample_linear1d upsample_nearest1d upsample_nearest2d upsample_nearest3d
     upsample_trilinear3d var var_mean view vstack where zeros zeros_like
+    hardswish hardsigmoid log_sigmoid log_sigmoid_forward copysign fmod fake_quantize_per_channel_affine_cachemask
+    fake_quantize_per_tensor_affine_cachemask _fake_quantize_per_tensor_affine_cachemask_tensor_qparams
+    """.split()
+) | frozenset(
+    # torch's primitives that converters map (elementwise, reductions, cat, casts); not its
+    # constructors (`prims.empty_strided` returns uninitialised memory).
+    f"prims.{name}"
+    for name in """
+    abs acos acosh add amax amin asin asinh atan atan2 atanh bitwise_and bitwise_not bitwise_or bitwise_xor
+    cat ceil convert_element_type cos cosh div eq erf erfc exp exp2 expm1 floor fmax fmin fmod ge gt hypot
+    isfinite le log log10 log1p log2 lt maximum minimum mul ne neg pow prod reciprocal remainder round
+    rsqrt sign sin sinh sqrt sub sum tan tanh trunc var where
     """.split()
 )
 
@@ -49,7 +61,9 @@ SAFE = frozenset(
 CHECKS = frozenset(
     {
         "aten.sym_size.int",
+        "aten.sym_size.default",
         "aten.sym_stride.int",
+        "aten.sym_stride.default",
         "aten.sym_numel.default",
         "aten.sym_storage_offset.default",
         "aten._assert_scalar.default",
