@@ -4,7 +4,9 @@
 
 For each model, in one run: lower once and save; then `--reps` adjacent pairs of (lower_to_trt,
 trt_lower.load) in alternating order, after one untimed warm-up of each. The ratio load / lowering
-is taken per pair; its median is checked against the target (<= 0.15). Sizes: the file's bytes
+is taken per pair; its median is checked against the target (<= 0.15), and so is a fresh process's
+first load (imports done before timing: what the first load costs beyond them, such as tables
+built on first use). Sizes: the file's bytes
 against the bytes of the model's state_dict tensors (target <= 1.1 for fp32). Outputs of the
 loaded module are checked against eager. Imports are done before timing (both sides need them).
 """
@@ -15,6 +17,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +47,8 @@ class Measurement(TypedDict):
     state_dict_bytes: int
     file_vs_state_dict: float
     max_abs_diff_vs_eager: float
+    first_load_s: float
+    first_load_vs_lowering: float
 
 
 def bert_small() -> Example:
@@ -56,10 +61,41 @@ def bert_small() -> Example:
     return model.eval(), (torch.randint(0, config.vocab_size, (1, 128)),)
 
 
+class SmallEager(torch.nn.Module):
+    """A small model with one eager op (erfinv: no converter, no decomposition) between engines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.lin = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.lin(torch.erfinv(torch.tanh(self.conv(x)) * 0.5))
+        return out
+
+
 MODELS: dict[str, Callable[[], Example]] = {
     "resnet50": lambda: demo_models.build("resnet50", 1),
     "bert_small": bert_small,
+    "small_eager": lambda: (SmallEager().eval(), (torch.randn(1, 3, 16, 16),)),
 }
+# A fresh process's first load, after the imports both sides need.
+FIRST_LOAD = """
+import sys, time
+import torch, trt_lower, transformers, onnxruntime
+import trt_lower.deploy.artifact
+start = time.perf_counter()
+trt_lower.load(sys.argv[1], backend="onnxruntime")
+print(time.perf_counter() - start)
+"""
+
+
+def first_load(path: Path) -> float:
+    """The median seconds of a fresh process's first load of `path`, of 3 processes."""
+    runs = [
+        subprocess.run([sys.executable, "-c", FIRST_LOAD, str(path)], capture_output=True, text=True, check=True)
+        for _ in range(3)
+    ]
+    return statistics.median(float(r.stdout.split()[-1]) for r in runs)
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -93,17 +129,21 @@ def measure(name: str, reps: int, workdir: Path) -> Measurement:
             )
         )
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    lower_s = statistics.median(p["lower_s"] for p in pairs)
+    first_s = first_load(path)
     file_bytes = path.stat().st_size
     return {
         "model": name,
         "pairs": pairs,
-        "lower_s_median": statistics.median(p["lower_s"] for p in pairs),
+        "lower_s_median": lower_s,
         "load_s_median": statistics.median(p["load_s"] for p in pairs),
         "load_vs_lowering": statistics.median(p["ratio"] for p in pairs),
         "file_bytes": file_bytes,
         "state_dict_bytes": state_bytes,
         "file_vs_state_dict": file_bytes / state_bytes,
         "max_abs_diff_vs_eager": diff,
+        "first_load_s": first_s,
+        "first_load_vs_lowering": first_s / lower_s,
     }
 
 
@@ -119,11 +159,12 @@ def main() -> int:
         for name in args.models:
             r = measure(name, args.reps, Path(workdir))
             results.append(r)
-            ok_time = r["load_vs_lowering"] <= TARGETS["load_vs_lowering"]
+            ok_time = max(r["load_vs_lowering"], r["first_load_vs_lowering"]) <= TARGETS["load_vs_lowering"]
             ok_size = r["file_vs_state_dict"] <= TARGETS["file_vs_state_dict"]
             print(
                 f"{name}: lower_to_trt {r['lower_s_median']:.2f} s, load {r['load_s_median']:.2f} s, "
-                f"load/lowering {r['load_vs_lowering']:.3f} (target <= {TARGETS['load_vs_lowering']}: "
+                f"load/lowering {r['load_vs_lowering']:.3f}, fresh process's first load {r['first_load_s']:.3f} s = "
+                f"{r['first_load_vs_lowering']:.3f} (target <= {TARGETS['load_vs_lowering']}: "
                 f"{'PASS' if ok_time else 'FAIL'}); file {r['file_bytes'] / 2**20:.1f} MiB vs state_dict "
                 f"{r['state_dict_bytes'] / 2**20:.1f} MiB = {r['file_vs_state_dict']:.3f}x (target <= "
                 f"{TARGETS['file_vs_state_dict']}: {'PASS' if ok_size else 'FAIL'}); "

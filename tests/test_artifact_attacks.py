@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_pipeline import Sandwich
 
 import trt_lower
+from trt_lower.deploy import graph_json
 from trt_lower.engine import ort_session
 from trt_lower.runtime.conditions import SizeConditions
 
@@ -149,7 +150,60 @@ OPS = {
     "an in-place copy": ("aten.copy_.default", [{"node": "x"}, {"node": "x"}], {}),
     "a sparse layout": ("aten.empty.memory_format", [[4]], {"layout": {"layout": "sparse_coo"}}),
     "a C++ op of another library": ("profiler._record_function_enter_new.default", ["name", None], {}),
+    # Allowed by origin before (#49): kernels that trust the integers and flags they are given.
+    "a backward kernel writing at an unchecked index": (
+        "aten.embedding_dense_backward.default",
+        [{"node": "x"}, {"node": "x"}, 4, -1, True],
+        {},
+    ),
+    "unsafe=True, reading past the input": ("aten.segment_reduce.default", [{"node": "x"}, "sum"], {"unsafe": True}),
+    "a resize returning uninitialised memory": ("aten.resize.default", [{"node": "x"}, [64, 64]], {}),
+    "a prim returning uninitialised memory": ("prims.empty_strided.default", [[64], [1]], {"dtype": None}),
+    "an interpolation mode out of range": (
+        "aten.grid_sampler_2d.default",
+        [{"node": "x"}, {"node": "x"}, 7, 0, False],
+        {},
+    ),
+    "a padding mode out of range": ("aten.grid_sampler_2d.default", [{"node": "x"}, {"node": "x"}, 0, 9, False], {}),
+    "a size over the per-call budget": ("aten.ones.default", [[2**33]], {}),
+    "a count over the per-call budget": ("aten.arange.start_step", [0, 1, 1e-12], {}),
+    "a padding over the bound": ("aten.constant_pad_nd.default", [{"node": "x"}, [0, 2**20]], {}),
+    "a string repeated by a Python operator": ("operator.mul", ["A", 8 * 2**30], {}),
+    "a module's outputs repeated": ("operator.mul", [{"node": "MODULE"}, 2**40], {}),
+    "a power spinning for minutes": ("operator.pow", [3, 10**9], {}),
+    "an operator acting only by side effect": ("trt_lower_attack.side_effect.default", [{"node": "x"}], {}),
 }
+
+
+# The operators a converter maps that a loaded graph refuses all the same (a model that leaves one
+# eager does not load): kernels that trust offsets, strides or a sorter from data, constructors
+# of uninitialised memory, a generator argument. Every other one loads (prims and activations
+# that carry no pointwise tag included).
+REFUSED_CONVERTED = {
+    "aten._embedding_bag.default",
+    "aten._embedding_bag_forward_only.default",
+    "aten.embedding_bag.padding_idx",
+    "aten._grouped_mm.default",
+    "aten.masked_scatter.default",
+    "aten.searchsorted.Tensor",
+    "aten.as_strided.default",
+    "aten.empty_strided.default",
+    "aten.rrelu.default",
+}
+
+
+def test_every_other_converted_operator_may_stay_eager_in_a_loaded_graph() -> None:
+    import converters
+    from trt_lower.deploy import operators
+
+    ops = [op for op in converters.supported_ops() if isinstance(op, torch._ops.OpOverload)]
+    assert {str(op) for op in ops if operators.refusal(op) is not None} == REFUSED_CONVERTED
+    assert operators.refusal(torch.ops.aten.exp.float) is None  # numbers to numbers (shape arithmetic)
+
+
+@torch.library.custom_op("trt_lower_attack::side_effect", mutates_args=())
+def _side_effect(x: torch.Tensor) -> None:
+    """A user's operator that returns nothing: a loaded graph could call it only for what it does."""
 
 
 @pytest.mark.parametrize("what", list(OPS))
@@ -158,7 +212,10 @@ def test_planted_operators_are_refused_naming_the_node(sandwich: Path, tmp_path:
 
     def plant(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
         eager = node(manifest, "call_function")
-        eager.update(target=target, args=args, kwargs=kwargs)
+        module = node(manifest, "call_module")["name"]  # the input guard's call: a tuple
+        eager.update(
+            target=target, args=[{"node": module} if a == {"node": "MODULE"} else a for a in args], kwargs=kwargs
+        )
         for n in manifest["graph"]["nodes"]:  # the first placeholder is `x`
             if n["op"] == "placeholder":
                 n["name"] = n["target"] = "x"
@@ -166,6 +223,37 @@ def test_planted_operators_are_refused_naming_the_node(sandwich: Path, tmp_path:
 
     with pytest.raises(trt_lower.ArtifactError, match=r"evil.trtl: node '\w+'(:| calls)"):
         trt_lower.load(tamper(sandwich, tmp_path / "evil.trtl", plant), backend="onnxruntime")
+
+
+def test_uninitialised_memory_is_zero_filled(sandwich: Path, tmp_path: Path) -> None:
+    """`empty` returns what memory held before (a freed secret); a loaded graph calls `zeros`."""
+
+    def plant(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        names.append(node(manifest, "call_function")["name"])
+        node(manifest, "call_function").update(
+            target="aten.empty.memory_format", args=[[4]], kwargs={"memory_format": None}
+        )
+
+    names: list[str] = []
+    loaded = trt_lower.load(tamper(sandwich, tmp_path / "evil.trtl", plant), backend="onnxruntime")
+    planted = next(n for n in loaded.graph.nodes if n.name == names[0])
+    assert planted.target is torch.ops.aten.zeros.default and planted.kwargs == {}
+
+
+def test_legitimate_arguments_of_checked_operators_load(sandwich: Path, tmp_path: Path) -> None:
+    """The bounds refuse only what is over them: sizes, modes and small powers models use load."""
+
+    def plant(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        nodes = manifest["graph"]["nodes"]
+        at = nodes.index(node(manifest, "call_function"))
+        nodes[at:at] = [
+            {"name": "ones", "op": "call_function", "target": "aten.ones.default", "args": [[64, 64]], "kwargs": {}},
+            {"name": "count", "op": "call_function", "target": "aten.arange.start", "args": [0, 128], "kwargs": {}},
+            {"name": "square", "op": "call_function", "target": "operator.pow", "args": [7, 2], "kwargs": {}},
+        ]
+
+    loaded = trt_lower.load(tamper(sandwich, tmp_path / "fine.trtl", plant), backend="onnxruntime")
+    assert {"ones", "count", "square"} <= {n.name for n in loaded.graph.nodes}
 
 
 # -- ONNX external data outside the engine's own weights member --------------------------------------
@@ -423,6 +511,69 @@ def test_causal_lm_cache_bounded_by_memory_when_consistent(causal_lm: Path, tmp_
         trt_lower.ArtifactError, match="evil.trtl: field 'extra': the cache would take .* GiB; this machine has"
     ):
         trt_lower.load(evil, backend="onnxruntime")
+
+
+def test_a_causal_lm_config_deeper_than_its_cache_is_refused(causal_lm: Path, tmp_path: Path) -> None:
+    """The model's shell is built from the stored config: 100,000 layers there cost 77 s and 4 GB
+    at load unless compared with the layers the step's signatures hold caches for."""
+    evil = tamper(causal_lm, tmp_path / "evil.trtl", lambda m, _: m["extra"]["config"].update(num_hidden_layers=3000))
+    with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: field 'extra': config.num_hidden_layers is 3000"):
+        trt_lower.load(evil, backend="onnxruntime")
+
+
+# -- classes a stored output structure names ---------------------------------------------------------------
+def test_an_output_class_is_looked_up_without_importing_its_module() -> None:
+    """A ModelOutput of a model module nobody imported: a dict, and nothing imported (a 72 KB file
+    naming one module per output imported 2,812 of them)."""
+    import importlib.util
+
+    module = next(
+        m
+        for m in ("transformers.models.bark.modeling_bark", "transformers.models.mimi.modeling_mimi")
+        if m not in sys.modules and importlib.util.find_spec(m) is not None
+    )
+    stored = {"type": "ModelOutput", "class": f"{module}.SomeOutput", "keys": ["a"], "children": ["*"]}
+    spec = graph_json.spec_from_json(stored)
+    assert module not in sys.modules and spec.type is dict
+
+
+CONTEXTS = {  # a cache's stored context, planted classes in it
+    "a class built with the file's data on every call": {
+        "_t": "seq",
+        "p": "transformers.training_args:TrainingArguments",
+        "v": ["/attacker/dir"],
+    },
+    "a class re-exported by transformers": {"_t": "obj", "p": "transformers.cache_utils:UserDict", "s": {}},
+    "a class of a module nobody imported": {"_t": "type", "p": "transformers.models.bark.modeling_bark:BarkModel"},
+}
+
+
+@pytest.mark.parametrize("what", list(CONTEXTS))
+def test_classes_planted_in_a_cache_context_are_refused(what: str) -> None:
+    context = {"_t": "obj", "p": "transformers.cache_utils:DynamicCache", "s": {"layers": [CONTEXTS[what]]}}
+    stored = {"type": "cache", "class": "transformers.cache_utils.DynamicCache", "context": context, "children": []}
+    with pytest.raises(graph_json.GraphFormatError, match="(cache context names|malformed cache context tag)"):
+        graph_json.spec_from_json(stored)
+
+
+# -- counts and sizes from the file, bounded before use -------------------------------------------------------
+def test_a_probe_count_is_compared_with_its_member_before_use(sandwich: Path, tmp_path: Path) -> None:
+    """`"inputs": 2**40` made a list of 2**40 names (MemoryError at load)."""
+    evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, _: m["probe"].update(inputs=2**40))
+    with pytest.raises(trt_lower.ArtifactError, match="evil.trtl: .*not the 1099511627776 inputs"):
+        trt_lower.load(evil, backend="onnxruntime")
+
+
+def test_an_oversized_manifest_is_refused_before_it_is_parsed(sandwich: Path, tmp_path: Path) -> None:
+    """Parsed JSON takes up to ~30 times its text: a 57 MB manifest cost 1.6 GB."""
+    evil = tamper(sandwich, tmp_path / "evil.trtl", lambda m, _: m.update(padding="0" * (17 << 20)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(trt_lower.ArtifactError, match=r"evil.trtl: manifest.json is \d+ bytes; at most"):
+            trt_lower.load(evil, backend="onnxruntime")
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20
+    finally:
+        tracemalloc.stop()
 
 
 # -- a loaded module does not change with its file (#39) -----------------------------------------------------

@@ -30,6 +30,9 @@ MANIFEST = "manifest.json"
 # The deepest nesting of lists and objects a manifest may have (a stored graph nests a few levels
 # per argument or pytree level; far fewer than this).
 MAX_DEPTH = 64
+# The largest manifest read (parsed JSON takes up to ~30 times its text in memory): a large
+# model's graph and report take a few MB.
+MAX_MANIFEST_BYTES = 16 << 20
 _CHUNK = 1 << 24
 _LOCAL_HEADER = 30  # bytes of a zip local file header before its name and extra field
 
@@ -72,7 +75,10 @@ class Container:
             named[info.filename] = info
         self._verified: set[str] = set()
         self.sha256: dict[str, str] = {}
-        self.manifest = self._parse_manifest(self._read(named.pop(MANIFEST), None))
+        manifest = named.pop(MANIFEST)
+        if manifest.file_size > MAX_MANIFEST_BYTES:
+            raise self.error(f"{MANIFEST} is {manifest.file_size} bytes; at most {MAX_MANIFEST_BYTES} are read")
+        self.manifest = self._parse_manifest(self._read(manifest, None))
         self.infos = named  # the members besides the manifest
         self.sha256 = self._checksums()
 

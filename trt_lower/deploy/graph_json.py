@@ -31,7 +31,7 @@ from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
 from converters.core.errors import TrtLowerError
 from splitter.index_check import check_indices
-from trt_lower.deploy import operators
+from trt_lower.deploy import operators, output_classes
 
 log = logging.getLogger("trt_lower")
 
@@ -116,6 +116,24 @@ def resolve_target(name: str, node: str) -> Callable[..., Any]:
     return found
 
 
+def _checked_call(
+    target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], node: str
+) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The call a node makes, its arguments checked before anything runs (operators.py); an
+    operator returning uninitialised memory replaced by its zero-filled form."""
+    called = str(target) if isinstance(target, torch._ops.OpOverload) else _PYTHON_NAMES[target]
+    if isinstance(target, torch._ops.OpOverload):
+        refused = operators.argument_refusal(target, args, kwargs)
+        filled = operators.zero_filled(target)
+        takes = {a.name for a in filled._schema.arguments}
+        target, kwargs = filled, {k: v for k, v in kwargs.items() if k in takes}
+    else:
+        refused = None if target is check_indices else operators.python_refusal(target, args)
+    if refused is not None:
+        raise GraphFormatError(f"node '{node}' calls {called} with arguments a loaded graph may not pass: it {refused}")
+    return target, kwargs
+
+
 def identifier(text: Any, what: str) -> str:
     """`text` if it is a Python identifier and no keyword, as Python reads it (NFKC-normalized):
     what may become a name in FX's code. Letters, digits and underscores only: it can name,
@@ -194,19 +212,11 @@ def _arg_from_json(value: Any, nodes: dict[str, torch.fx.Node], node: str, gpu: 
 
 
 # -- pytree specs ------------------------------------------------------------------------------
-def _is_model_output(cls: type) -> bool:
-    return any(base.__module__.startswith("transformers.") and base.__name__ == "ModelOutput" for base in cls.__mro__)
-
-
-def _is_cache(cls: type) -> bool:
-    """A transformers key/value cache class (`DynamicCache`), flattened as transformers' exporter
-    registers it: its context is plain data naming the classes it is built of."""
-    return cls.__module__.startswith("transformers.") and cls.__name__.endswith("Cache")
-
-
-# The tags of a transformers cache's context (its exporter's `_flatten_to_context`); those with a
-# class path ("p") build an instance of that class on unflatten, so each must be a transformers one.
-_CACHE_TAGS = frozenset({"tensor", "sym", "size", "device", "dtype", "layout", "items", "type", "map", "seq", "obj"})
+# The tags of a transformers cache's context (its exporter's `_flatten_to_context`) a stored one
+# may use. "type" and "obj" name a class (an instance is made with __new__, its attributes set
+# from the checked context): each must be a cache's (output_classes.py). "map" and "seq" are
+# refused: transformers calls their class with the file's data on every call.
+_CACHE_TAGS = frozenset({"tensor", "sym", "size", "device", "dtype", "layout", "items", "type", "obj"})
 
 
 def _check_cache_context(value: Any) -> None:
@@ -219,10 +229,13 @@ def _check_cache_context(value: Any) -> None:
         tag = value.get("_t")
         if tag is not None and tag not in _CACHE_TAGS:
             raise GraphFormatError(f"malformed cache context tag {tag!r}")
-        if tag in ("type", "map", "seq", "obj"):
+        if tag in ("type", "obj"):
             path = value.get("p")
-            if not isinstance(path, str) or _transformers_class(path.replace(":", "."), lambda cls: True) is None:
-                raise GraphFormatError(f"cache context names {path!r}, not a class of transformers")
+            if (
+                not isinstance(path, str)
+                or output_classes.transformers_class(path, output_classes.is_cache_part) is None
+            ):
+                raise GraphFormatError(f"cache context names {str(path)[:80]!r}, not a class of transformers' caches")
         if tag in ("dtype", "layout") and not (isinstance(value.get("n"), str) and _OP_NAME.match(value["n"])):
             raise GraphFormatError(f"malformed cache context {value!r}")
         for item in value.values():
@@ -246,14 +259,14 @@ def spec_to_json(spec: pytree.TreeSpec) -> Any:
     if cls is collections.namedtuple:  # pytree's node type of every namedtuple; the class is the context
         named = spec.context
         return {"type": "namedtuple", "name": named.__name__, "fields": list(named._fields), "children": children}
-    if isinstance(cls, type) and _is_model_output(cls):
+    if isinstance(cls, type) and output_classes.is_model_output(cls):
         return {
             "type": "ModelOutput",
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "keys": list(spec.context),
             "children": children,
         }
-    if isinstance(cls, type) and _is_cache(cls):
+    if isinstance(cls, type) and output_classes.is_cache(cls):
         try:
             _check_cache_context(spec.context)
         except GraphFormatError as e:
@@ -271,22 +284,6 @@ def spec_to_json(spec: pytree.TreeSpec) -> Any:
     )
 
 
-def _transformers_class(path: str, kind: Callable[[type], bool]) -> type | None:
-    """The class of transformers `path` names, when transformers is installed and the class is of
-    `kind`. Only modules of the transformers package are imported."""
-    module_name, _, name = path.rpartition(".")
-    if not module_name.startswith("transformers.") or not _OP_NAME.match(name):
-        return None
-    import importlib
-
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    cls = getattr(module, name, None)
-    return cls if isinstance(cls, type) and kind(cls) else None
-
-
 def _moved(context: Any, gpu: torch.device) -> Any:
     """A cache context with each CUDA device it records replaced by `gpu`, as graph arguments are
     (a layer's `device` names where the module was saved)."""
@@ -302,7 +299,7 @@ def _moved(context: Any, gpu: torch.device) -> Any:
 def _cache_spec(data: dict[str, Any], children: list[pytree.TreeSpec], gpu: torch.device) -> pytree.TreeSpec:
     """A transformers cache's spec, its type registered as transformers' exporter registers it;
     without transformers, a list of its tensors (the context, never used then, is not read)."""
-    cls = _transformers_class(str(data["class"]), _is_cache)
+    cls = output_classes.transformers_class(str(data["class"]), output_classes.is_cache)
     try:
         from transformers.exporters.exporter_dynamo import register_pytree_node
     except ImportError:
@@ -355,11 +352,11 @@ def spec_from_json(data: Any, gpu: torch.device = torch.device("cpu")) -> pytree
         return pytree.TreeSpec(collections.namedtuple, cls, children)
     if kind == "ModelOutput":
         keys = _keys(data, children)
-        output_class = _transformers_class(str(data["class"]), _is_model_output)
+        output_class = output_classes.transformers_class(str(data["class"]), output_classes.is_model_output)
         if output_class is None:
             log.warning(
-                "trt_lower: %s is not importable here (transformers not installed?); "
-                "the model returns a dict with its keys instead",
+                "trt_lower: %s is not importable here (transformers not installed, or the module of the "
+                "model's own output class not imported before loading?); the model returns a dict with its keys instead",
                 data["class"],
             )
             return pytree.TreeSpec(dict, keys, children)
@@ -428,13 +425,11 @@ def graph_from_json(data: dict[str, Any], modules: set[str], attrs: set[str], gp
         kwargs = entry.get("kwargs")
         keys = _kwargs(target if op == "call_function" else None, kwargs, name)
         assert isinstance(kwargs, dict) and (callable(target) or isinstance(target, str))  # checked above
-        node = graph.create_node(
-            op,
-            target,
-            tuple(_arg_from_json(args, nodes, name, gpu)),
-            {k: _arg_from_json(kwargs[k], nodes, name, gpu) for k in keys},
-            name=name,
-        )
+        call_args = tuple(_arg_from_json(args, nodes, name, gpu))
+        call_kwargs = {k: _arg_from_json(kwargs[k], nodes, name, gpu) for k in keys}
+        if op == "call_function" and callable(target):
+            target, call_kwargs = _checked_call(target, call_args, call_kwargs, name)
+        node = graph.create_node(op, target, call_args, call_kwargs, name=name)
         if node.name != name:
             raise GraphFormatError(f"node name '{name}' is used twice")
         nodes[name] = node

@@ -100,6 +100,12 @@ def read(entry: Any, member: Callable[[str], bytes], where: torch.device) -> Pro
         tensors = safetensors.torch.load(data)
     except Exception as e:  # safetensors raises its own error types on a foreign payload
         raise ProbeError(f"member {MEMBER} is not a safetensors file ({e})") from None
+    # The counts are the file's: compared with the member's tensors before they size anything.
+    if inputs + outputs != len(tensors):
+        raise ProbeError(
+            f"member {MEMBER} holds {len(tensors)} tensors, not the {inputs} inputs and {outputs} outputs "
+            "field 'probe' counts"
+        )
     names = [f"input.{i}" for i in range(inputs)] + [f"output.{i}" for i in range(outputs)]
     if sorted(tensors) != sorted(names):
         raise ProbeError(

@@ -22,6 +22,9 @@ from trt_lower.llm.step import CACHE_KWARG, FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
 
 _CLASS_PATH = re.compile(r"transformers(\.[A-Za-z_][A-Za-z0-9_]*)+")
+# The most layers an artifact's model may have (building the model's shell costs ~1 ms a layer;
+# the deepest released LLMs have ~130).
+MAX_LAYERS = 1024
 
 
 class GenerationLimitError(TrtLowerError, ValueError):
@@ -122,6 +125,8 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
         isinstance(c, list) and len(c) == 3 and all(type(n) is int and n >= 1 for n in c) for c in cache
     ):
         raise ValueError("cache must be a list of [heads, key dim, value dim] per layer, each an int >= 1")
+    if len(cache) > MAX_LAYERS:
+        raise ValueError(f"cache describes {len(cache)} layers; at most {MAX_LAYERS}")
     dtype = getattr(torch, str(description.get("dtype")), None) if isinstance(description.get("dtype"), str) else None
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype {str(description.get('dtype'))[:80]!r} is not a floating-point torch dtype")
@@ -163,6 +168,11 @@ class LoweredCausalLM:
         if cls.config_class is None:
             raise ValueError(f"{description['model_class']} names no config class")
         config = cls.config_class.from_dict(description["config"])
+        layers = getattr(config, "num_hidden_layers", None)
+        if type(layers) is not int or layers > len(cache):  # the model shell below builds each layer
+            raise ValueError(
+                f"config.num_hidden_layers is {str(layers)[:80]}; the step's signatures hold caches of {len(cache)}"
+            )
         dtype = getattr(torch, description["dtype"])
         guard = getattr(step, "_input_guard", None)  # the device the engines run on, the buffers' too
         device = getattr(getattr(guard, "check", None), "device", None) or torch.device("cpu")
