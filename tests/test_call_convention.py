@@ -72,12 +72,7 @@ def test_kwargs_resize_with_batch_sizes(bert: Any) -> None:
     model, ids, kwargs, _ = bert
     spec = trt_lower.TensorSpec((1, 8), (2, 8), (4, 8), torch.int64)
     dynamic = trt_lower.lower_to_trt(
-        model,
-        (spec,),
-        kwargs={"attention_mask": spec},
-        backend="onnxruntime",
-        verify_inputs=(ids,),
-        verify=False,
+        model, (spec,), kwargs={"attention_mask": spec}, backend="onnxruntime", verify_inputs=(ids,), verify=False
     )
     timed = trt_lower.benchmark(model, dynamic, (ids,), kwargs=kwargs, batch_sizes=[3], **TINY_RUN)
     assert {r.batch_size for r in timed.runs} == {3}
