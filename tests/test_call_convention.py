@@ -68,12 +68,27 @@ def test_a_model_called_with_a_keyword_runs_through_every_use(bert: Any) -> None
     assert run.breakdown and any(p.kind == "engine" for p in run.breakdown)
 
 
-def test_kwargs_resize_with_batch_sizes(bert: Any) -> None:
+def test_kwargs_are_verified_with_their_samples_and_resize_with_batch_sizes(bert: Any) -> None:
     model, ids, kwargs, _ = bert
     spec = trt_lower.TensorSpec((1, 8), (2, 8), (4, 8), torch.int64)
+    specs = {"attention_mask": spec}
+    with pytest.raises(ValueError, match=r"verify_kwargs\['attention_mask'\] must be a tensor"):
+        trt_lower.lower_to_trt(model, (spec,), kwargs=specs, backend="onnxruntime", verify_inputs=ids)
+    with pytest.raises(ValueError, match=r"verify_kwargs\['attention_mask'\] is \(2, 9\) int64, outside"):
+        trt_lower.lower_to_trt(
+            model,
+            spec,
+            kwargs=specs,
+            backend="onnxruntime",
+            verify_inputs=ids,
+            verify_kwargs={"attention_mask": ids[:, :1].repeat(1, 9)},
+        )
+    with pytest.raises(ValueError, match="^verify_kwargs must be a dict of keyword arguments"):
+        trt_lower.lower_to_trt(model, spec, kwargs=specs, backend="onnxruntime", verify_inputs=ids, verify_kwargs=[ids])  # type: ignore[arg-type]
     dynamic = trt_lower.lower_to_trt(
-        model, (spec,), kwargs={"attention_mask": spec}, backend="onnxruntime", verify_inputs=(ids,), verify=False
+        model, spec, kwargs=specs, backend="onnxruntime", verify_inputs=ids, verify_kwargs=kwargs
     )
+    assert dynamic.report.verify_errors  # verified on the samples, not skipped
     timed = trt_lower.benchmark(model, dynamic, (ids,), kwargs=kwargs, batch_sizes=[3], **TINY_RUN)
     assert {r.batch_size for r in timed.runs} == {3}
 

@@ -85,6 +85,7 @@ def lower_to_trt(
     refittable: bool = False,
     verify: bool = True,
     verify_inputs: Inputs | None = None,
+    verify_kwargs: dict[str, Any] | None = None,
 ) -> LoweredModule:
     """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
     stays eager.
@@ -121,6 +122,7 @@ def lower_to_trt(
     verify_inputs: real sample tensors, in the structure of `inputs` (one tensor stands for
         `(x,)`), to verify with where `inputs` holds TensorSpecs (without them verification is
         skipped, with a report note).
+    verify_kwargs: real samples for the TensorSpecs in `kwargs`, in its structure (default: kwargs).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -139,6 +141,8 @@ def lower_to_trt(
     inputs, kwargs = model_call(inputs, kwargs)
     if verify_inputs is not None:
         verify_inputs = model_call(verify_inputs, name="verify_inputs")[0]
+    if verify_kwargs is not None:
+        verify_kwargs = model_call((), verify_kwargs, kwargs_name="verify_kwargs")[1]
     specs = check_inputs(model, inputs, kwargs)
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
@@ -157,7 +161,9 @@ def lower_to_trt(
         captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version))
     settings.check_keep_fp32(captured.program.graph)
     sample, skipped = (
-        reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify else (None, None)
+        reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program, verify_kwargs)
+        if verify
+        else (None, None)
     )
     verifier = None if sample is None else Verifier(captured, sample, resolved)
     # Nodes kept eager with the reason: those a try failed to convert or build, and from the start

@@ -17,11 +17,11 @@ Inputs = Union[torch.Tensor, TensorSpec, Sequence[Any]]
 
 
 def model_call(
-    inputs: Any, kwargs: Mapping[str, Any] | None = None, *, name: str = "inputs"
+    inputs: Any, kwargs: Mapping[str, Any] | None = None, *, name: str = "inputs", kwargs_name: str = "kwargs"
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """`(args, kwargs)` for `model(*args, **kwargs)`. ValueError naming `name` when `inputs` is
     neither a tensor, a TensorSpec, a tuple nor a list (a dict or a generator would be iterated
-    into the wrong arguments), and naming `kwargs` when it is not a dict keyed by strings."""
+    into the wrong arguments), and naming `kwargs_name` when `kwargs` is not a dict keyed by strings."""
     if isinstance(inputs, (torch.Tensor, TensorSpec)):
         args: tuple[Any, ...] = (inputs,)
     elif isinstance(inputs, (tuple, list)):
@@ -32,5 +32,5 @@ def model_call(
             f"{type(inputs).__name__}" + (" (pass keyword arguments as kwargs=)" if isinstance(inputs, Mapping) else "")
         )
     if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
-        raise ValueError(f"kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
+        raise ValueError(f"{kwargs_name} must be a dict of keyword arguments, got {type(kwargs).__name__}")
     return args, dict(kwargs or {})
