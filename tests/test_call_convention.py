@@ -136,6 +136,28 @@ def test_quantize_takes_a_bare_tensor() -> None:
     torch.testing.assert_close(quantized(x), model(x), rtol=0.1, atol=0.1)
 
 
+class Masked(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.fc(x) if mask is None else self.fc(x) * mask
+
+
+def test_fp16_sensitive_and_quantize_take_kwargs() -> None:
+    torch.manual_seed(0)
+    model, x, mask = Masked().eval(), torch.randn(3, 4), torch.tensor([[1.0], [0.0], [1.0]])
+    assert fp16_sensitive(model, x, kwargs={"mask": mask}, backend="onnxruntime", rtol=1e-2, atol=1e-2) == []
+    pytest.importorskip("torchao")
+    from trt_lower.quantization import quantize
+
+    quantized = quantize(model, x, [x], kwargs={"mask": mask})
+    out = quantized(x, mask=mask)
+    assert not out[1].any()  # the mask reached the quantized graph
+    torch.testing.assert_close(out, model(x, mask=mask), rtol=0.1, atol=0.1)
+
+
 def _uses(model: torch.nn.Module, lowered: torch.nn.Module) -> dict[str, Callable[[Any], object]]:
     """Every function of the convention, with `inputs` left to fill in."""
     return {
