@@ -73,7 +73,7 @@ def test_resnet_planted_relu_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert any(row.passed for row in found.table)
 
     with pytest.raises(AssertionError) as failure:
-        assert_lowered_close(model, (x,), lowered=lowered, **TOL)
+        assert_lowered_close(model, lowered, (x,), **TOL)
     message = str(failure.value)
     for part in (
         "differs from eager PyTorch in output",
@@ -111,7 +111,7 @@ def test_bert_planted_gelu_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         match=r"(?s)output\['last_hidden_state'\], output\['pooler_output'\]\n.*"
         r"node gelu_1 \(aten\.gelu\.default\).*encoder\.layer\.1\.intermediate",
     ) as e:
-        assert_lowered_close(model, (ids,), lowered=lowered, **TOL)
+        assert_lowered_close(model, lowered, (ids,), **TOL)
     result = e.value.result
     assert not result.passed and [o.passed for o in result.outputs] == [False, False]
     found = result.divergence
@@ -125,7 +125,7 @@ def test_bert_planted_gelu_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("name", ["resnet18", "bert"])
 def test_correct_model_has_no_divergence(name: str) -> None:
     model, inputs = tiny_bert() if name == "bert" else (torchvision.models.resnet18().eval(), torch.randn(1, 3, 32, 32))
-    lowered = assert_lowered_close(model, (inputs,), backend="onnxruntime", **TOL)
+    lowered = assert_lowered_close(model, None, (inputs,), backend="onnxruntime", **TOL)
     assert first_divergence(model, lowered, (inputs,), **TOL) is None
     result = trt_lower.check_accuracy(model, lowered, (inputs,), **TOL, details=True)
     assert result.passed and result.divergence is None

@@ -255,10 +255,11 @@ def test_a_header_the_server_would_read_otherwise_is_refused(server: TritonServe
         check(bert, infer(c, "http", "bert", {"input_ids": ids}).as_numpy, ids)
 
 
-def test_only_inference_and_health_reach_the_server(server: TritonServer) -> None:
+def test_only_inference_health_and_metadata_reach_the_server(server: TritonServer) -> None:
     """Through the public HTTP port (with the front's secret added) and on gRPC, clients reached
     system shared-memory registration (the server then wrote outputs into another process's
-    /dev/shm object), the repository, model configurations, statistics and log settings."""
+    /dev/shm object), the repository, statistics and log settings. Metadata and model
+    configurations stay readable: clients find a model's inputs there."""
     region = shared_memory.SharedMemory(create=True, size=64)
     try:
         register = json.dumps({"key": f"/{region.name}", "offset": 0, "byte_size": 64}).encode()
@@ -268,9 +269,7 @@ def test_only_inference_and_health_reach_the_server(server: TritonServer) -> Non
             ("POST", "/v2/repository/index", b""),
             ("POST", "/v2/repository/models/bert/unload", b""),
             ("GET", "/v2/logging", b""),
-            ("GET", "/v2/models/bert/config", b""),
             ("GET", "/v2/models/bert/stats", b""),
-            ("GET", "/v2", b""),
             ("PUT", "/v2/models/bert/infer", b""),
         ]:
             status, text = post(server.host, server.http_port, path, body, method=method)
@@ -281,9 +280,7 @@ def test_only_inference_and_health_reach_the_server(server: TritonServer) -> Non
                 lambda: c.get_system_shared_memory_status(),
                 lambda: c.get_model_repository_index(),
                 lambda: c.get_log_settings(),
-                lambda: c.get_model_config("bert"),
                 lambda: c.get_inference_statistics("bert"),
-                lambda: c.get_model_metadata("bert"),
             ]:
                 with pytest.raises(InferenceServerException, match="This protocol is restricted"):
                     call()
@@ -294,6 +291,8 @@ def test_only_inference_and_health_reach_the_server(server: TritonServer) -> Non
         with client(server, protocol) as c:
             assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("bert"), protocol
             assert c.is_model_ready("bert", "1"), protocol
+            # Read-only: what a client needs to find a model's inputs.
+            assert c.get_model_metadata("bert") and c.get_model_config("bert") and c.get_server_metadata(), protocol
 
 
 def test_the_bodies_of_concurrent_requests_are_bounded_together(server: TritonServer, bert: Served) -> None:
@@ -374,9 +373,9 @@ def test_the_front_bounds_bodies_and_declarations_before_passing_requests_on(fro
     assert post("127.0.0.1", port, infer_path, fits, {"trt-lower-front": "forged"}) == (200, fits.decode())
     ((path, headers, body),) = Upstream.seen
     assert (path, body) == (infer_path, fits)
-    groups = "metadata,shared-memory,model-config,model-repository,statistics,trace,logging"
+    groups = "shared-memory,model-repository,statistics,trace,logging"
     key = f"trt-lower-front={headers['trt-lower-front']}"
-    assert f"--http-restricted-api=health,inference,{groups}:{key}" in guard.server_args()
+    assert f"--http-restricted-api=health,inference,metadata,model-config,{groups}:{key}" in guard.server_args()
     assert f"--grpc-restricted-protocol={groups}:{key}" in guard.server_args()
     assert headers["trt-lower-front"] != "forged"
     declared = json.dumps({"inputs": [{"name": "x", "shape": [2, 126], "datatype": "FP32"}]}).encode()

@@ -26,7 +26,7 @@ aten = torch.ops.aten
 
 
 # -- the setting -------------------------------------------------------------------------------
-@pytest.mark.parametrize("version", ["10.13", "10.x", "10", 8.6, "11"])
+@pytest.mark.parametrize("version", ["10.x", "10", 8.6, "11", "7.2", "10.13.0.1.2"])
 def test_trt_version_spellings_are_validated(version: Any) -> None:
     with pytest.raises(ValueError, match=r"trt_version must be one of \('8.6', '10.4', '10.12', 'latest'\)"):
         trt_lower.lower_to_trt(torch.nn.ReLU(), (torch.ones(1),), trt_version=version)

@@ -8,8 +8,9 @@ import dataclasses
 import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -25,6 +26,7 @@ from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.stitch.swap import stitch
+from trt_lower.values.call import Inputs, model_call
 from trt_lower.values.errors import UnsupportedOpsError
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import LoweringSettings
@@ -65,11 +67,11 @@ class Lowering:
 
 def lower_to_trt(
     model: torch.nn.Module,
-    inputs: Sequence[Any],
+    inputs: Inputs,
     *,
     kwargs: dict[str, Any] | None = None,
     backend: str = "auto",
-    precision: str = "fp32",
+    precision: str | torch.dtype = "fp32",
     min_block_size: int = 3,
     fallback_ops: Iterable[Any] = (),
     require_full: bool = False,
@@ -79,25 +81,32 @@ def lower_to_trt(
     keep_fp32: Iterable[Any] = (),
     refittable: bool = False,
     verify: bool = True,
-    verify_inputs: Sequence[Any] | None = None,
+    verify_inputs: Inputs | None = None,
+    verify_kwargs: dict[str, Any] | None = None,
 ) -> LoweredModule:
     """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
     stays eager.
 
-    inputs, kwargs: the positional and keyword arguments, any pytrees torch.export takes (tuples,
-        lists, dicts, transformers' caches) with a tensor or a TensorSpec (where a size varies) at
-        each leaf. The lowered module takes the same structure.
+    inputs, kwargs: the positional arguments (a tuple or list; one tensor stands for `(x,)`) and the
+        keyword arguments (a dict), any pytrees torch.export takes (tuples, lists, dicts,
+        transformers' caches) with a tensor or a TensorSpec (where a size varies) at each leaf.
+        The lowered module takes the same structure. check_accuracy, benchmark and every other
+        function that runs a model take them alike.
 
     backend: "tensorrt", "onnxruntime", or "auto" (TensorRT when usable, else ONNX Runtime).
-    fallback_ops: ATen ops (OpOverload, packet or name like "aten.relu.default") kept in eager.
+    fallback_ops: ATen ops (OpOverload, packet or name like "aten.relu.default") kept in eager; a
+        name that is no registered op is a ValueError.
     require_full: raise UnsupportedOpsError listing every unsupported node instead of falling back.
     cache_dir: where TensorRT engines are cached (default $TRT_LOWER_CACHE_DIR, else ~/.cache/trt_lower).
-    cuda_graphs: replay TensorRT engines from CUDA graphs (static shapes; ignored on ONNX Runtime).
-    precision: "fp32", or "fp16" (fp16 engines, with softmax/normalizations/reductions/exp/log/pow
-        kept fp32 inside; inputs and outputs keep their dtypes).
-    trt_version: the TensorRT whose ONNX parser limits the converters respect: "8.6", "10.4"
-        (10.0-10.11), "10.12" (10.12-10.14) or "latest" (10.15+, 11.x; ONNX opset 23). Default: the
-        installed TensorRT's, else "10.4" (last with V100).
+    cuda_graphs: replay TensorRT engines from CUDA graphs (static shapes; on ONNX Runtime it is
+        ignored, with a warning).
+    precision: "fp32" (or torch.float32), or "fp16" (or torch.float16: fp16 engines, with
+        softmax/normalizations/reductions/exp/log/pow kept fp32 inside; inputs and outputs keep
+        their dtypes).
+    trt_version: the TensorRT whose ONNX parser limits the converters respect: a target, "8.6",
+        "10.4" (10.0-10.11), "10.12" (10.12-10.14) or "latest" (10.15+, 11.x; ONNX opset 23), or a
+        release as tensorrt.__version__ says ("10.13", "11.2.0.1"), lowered for its target (the
+        report shows both). Default: the installed TensorRT's, else "10.4" (last with V100).
     keep_fp32: with precision="fp16", FX node names or ATen ops that stay float32 (e.g. what
         trt_lower.debug.fp16_sensitive returns).
     refittable: build TensorRT engines refittable, so that `lowered.update_weights` replaces their
@@ -107,8 +116,10 @@ def lower_to_trt(
         disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
         listed in report.repairs (docs/verify.md). Under require_full=True it raises
         VerificationError instead.
-    verify_inputs: real sample tensors, in the structure of `inputs`, to verify with where
-        `inputs` holds TensorSpecs (without them verification is skipped, with a report note).
+    verify_inputs: real sample tensors, in the structure of `inputs` (one tensor stands for
+        `(x,)`), to verify with where `inputs` holds TensorSpecs (without them verification is
+        skipped, with a report note).
+    verify_kwargs: real samples for the TensorSpecs in `kwargs`, in its structure (default: kwargs).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -124,10 +135,21 @@ def lower_to_trt(
         keep_fp32=keep_fp32,
         refittable=refittable,
     )
+    inputs, kwargs = model_call(inputs, kwargs)
+    if verify_inputs is not None:
+        verify_inputs = model_call(verify_inputs, name="verify_inputs")[0]
+    if verify_kwargs is not None:
+        verify_kwargs = model_call((), verify_kwargs, kwargs_name="verify_kwargs")[1]
     specs = check_inputs(model, inputs, kwargs)
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
+    elif settings.cuda_graphs:
+        warnings.warn(
+            f"lower_to_trt: cuda_graphs=True is ignored on the {resolved} backend (CUDA graphs replay TensorRT "
+            "engines only)",
+            stacklevel=2,
+        )
     # Wall seconds per stage (LoweringReport.timings), summed over retries and repair rounds.
     timings = dict.fromkeys(("capture", "split", "convert", "build", "verify", "stitch"), 0.0)
     # The tensors traced with (made from the specs where not given): update_weights checks on them.
@@ -136,7 +158,9 @@ def lower_to_trt(
         captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version))
     settings.check_keep_fp32(captured.program.graph)
     sample, skipped = (
-        reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program) if verify else (None, None)
+        reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program, verify_kwargs)
+        if verify
+        else (None, None)
     )
     verifier = None if sample is None else Verifier(captured, sample, resolved)
     # Nodes kept eager with the reason: those a try failed to convert or build, and from the start
@@ -171,6 +195,7 @@ def lower_to_trt(
                 raise
             failed.update(eager)
     lowered.report.timings = timings
+    lowered.report.trt_release = settings.trt_release
     lowered.report.notes[:0] = captured.notes
     lowered.lowering = lowering
     if verifier is not None:

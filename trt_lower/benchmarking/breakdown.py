@@ -15,13 +15,14 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 
 from splitter.partition import ENGINE_PREFIX, is_compute
 from trt_lower.runtime.bindings import eager_ops_bound
+from trt_lower.values.call import Inputs, model_call
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,15 @@ def _no_sync() -> None:
     pass
 
 
-def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], calls: int = 5) -> list[Part]:
-    """The parts of one call of `gm` on `inputs`, each the median over `calls` calls."""
+def breakdown(
+    gm: torch.fx.GraphModule, inputs: Inputs, calls: int = 5, *, kwargs: dict[str, Any] | None = None
+) -> list[Part]:
+    """The parts of one call `gm(*inputs, **kwargs)`, each the median over `calls` calls."""
+    args, kwargs = model_call(inputs, kwargs)
+    # The graph's placeholders take the leaves as the lowered module's forward flattens them.
+    leaves = pytree.tree_leaves((args, kwargs))
     owner = _segments(gm)
-    cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in leaves)
     sync = torch.cuda.synchronize if cuda else _no_sync
     runs, overheads = [], []
     # The interpreter calls eager ops as the generated forward does (the forward itself is unchanged).
@@ -84,10 +90,10 @@ def breakdown(gm: torch.fx.GraphModule, inputs: Sequence[Any], calls: int = 5) -
             with torch.inference_mode():
                 sync()
                 start = time.perf_counter()
-                gm(*inputs)
+                gm(*args, **kwargs)
                 sync()
                 call_ms = (time.perf_counter() - start) * 1e3
-                interp.run(*pytree.tree_leaves(tuple(inputs)))
+                interp.run(*leaves)
             runs.append(interp.ms)
             overheads.append(call_ms - sum(interp.ms.values()))
     counts = Counter(owner.values())  # an eager segment's compute nodes (an engine: 1 call)

@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, cast
 
 import torch
+import torch.utils._pytree as pytree
 
 from trt_lower.benchmarking import machine
 from trt_lower.benchmarking.breakdown import Part, breakdown
 from trt_lower.benchmarking.timing import CallTime, cuda_time, host_time
+from trt_lower.values.call import Inputs, model_call
 
 VARIANTS = ("eager", "lowered", "compile")
 PERCENTILES = (90, 95, 99)
@@ -108,18 +110,18 @@ class BenchmarkResult:
         return self.summary()
 
 
-def at_batch(inputs: Sequence[Any], batch: int | None) -> tuple[Any, ...]:
-    """`inputs` with dim 0 of every tensor resized to `batch`, cycling through its samples."""
+def at_batch(inputs: Any, batch: int | None) -> Any:
+    """`inputs` (any pytree: the arguments, or `(args, kwargs)`) with dim 0 of every tensor at a
+    leaf resized to `batch`, cycling through its samples."""
     if batch is None:
-        return tuple(inputs)
-    return tuple(
-        t[torch.arange(batch, device=t.device) % t.shape[0]] if isinstance(t, torch.Tensor) and t.dim() else t
-        for t in inputs
+        return inputs
+    return pytree.tree_map_only(
+        torch.Tensor, lambda t: t[torch.arange(batch, device=t.device) % t.shape[0]] if t.dim() else t, inputs
     )
 
 
-def _batch_of(inputs: Sequence[Any]) -> int:
-    return next((t.shape[0] for t in inputs if isinstance(t, torch.Tensor) and t.dim()), 1)
+def _batch_of(inputs: Any) -> int:
+    return next((t.shape[0] for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor) and t.dim()), 1)
 
 
 def _lowered_for(lowered: torch.nn.Module | Mapping[int, torch.nn.Module], batch: int) -> torch.nn.Module:
@@ -176,8 +178,9 @@ def _interleaved(
 def benchmark(
     model: torch.nn.Module | None,
     lowered: torch.nn.Module | Mapping[int, torch.nn.Module],
-    inputs: Sequence[Any],
+    inputs: Inputs,
     *,
+    kwargs: dict[str, Any] | None = None,
     warmup: int = 10,
     iterations: int = 100,
     duration: float | None = None,
@@ -187,31 +190,33 @@ def benchmark(
     cv_threshold: float = 0.05,
     breakdown_calls: int = 5,
 ) -> BenchmarkResult:
-    """Time `model` (eager), `lowered` and optionally torch.compile(model) on `inputs`.
+    """Time `model` (eager), `lowered` and optionally torch.compile(model) on `f(*inputs, **kwargs)`
+    (the arguments as lower_to_trt takes them: one tensor stands for `(x,)`).
 
     lowered: a module that accepts every batch size (lowered with a TensorSpec over dim 0), or
         {batch size: module lowered for it}.
     iterations: at least this many timed calls per variant and batch size (in blocks of `block`);
         duration: and at least this many seconds per variant.
-    batch_sizes: resize dim 0 of each input tensor to each size (cycling its samples); default:
-        the inputs as given.
+    batch_sizes: resize dim 0 of each input tensor (in inputs and kwargs) to each size (cycling its
+        samples); default: the inputs as given.
     compare: which of "eager" (model), "lowered" and "compile" (torch.compile(model)) to run;
         model may be None when only "lowered" runs (e.g. a loaded artifact).
     cv_threshold: warn when a run's coefficient of variation (stdev / mean) is above it.
     """
     if iterations < 1 or warmup < 0 or block < 1:
         raise ValueError(f"need iterations >= 1, warmup >= 0, block >= 1; got {iterations}, {warmup}, {block}")
-    cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    call = model_call(inputs, kwargs)
+    cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in pytree.tree_leaves(call))
     timer = cuda_time if cuda else host_time
     sizes: list[int | None] = list(batch_sizes) if batch_sizes else [None]
     runs = []
     for size in sizes:
-        batch_inputs = at_batch(inputs, size)
-        batch = size or _batch_of(inputs)
+        batch_args, batch_kwargs = at_batch(call, size)
+        batch = size or _batch_of(call)
         fns = _variants(model, lowered, compare, batch)
         with torch.inference_mode():
             times = _interleaved(
-                {v: functools.partial(f, *batch_inputs) for v, f in fns.items()},
+                {v: functools.partial(f, *batch_args, **batch_kwargs) for v, f in fns.items()},
                 timer,
                 warmup,
                 iterations,
@@ -232,7 +237,7 @@ def benchmark(
                 )
             fn = fns[variant]
             parts = (
-                breakdown(fn, batch_inputs, breakdown_calls)
+                breakdown(fn, batch_args, breakdown_calls, kwargs=batch_kwargs)
                 if variant == "lowered" and isinstance(fn, torch.fx.GraphModule)
                 else None
             )

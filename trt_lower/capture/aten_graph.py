@@ -24,6 +24,7 @@ from trt_lower.capture.fused_ops import fuse
 from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
 from trt_lower.runtime.conditions import renamed
+from trt_lower.values.call import model_call
 from trt_lower.values.ranges import SymbolRanges, int_bound
 from trt_lower.values.spec import TensorSpec
 
@@ -38,14 +39,9 @@ def check_inputs(model: torch.nn.Module, inputs: Any, kwargs: dict[str, Any] | N
 
     inputs and kwargs are any pytrees torch.export takes (tuples, lists, dicts, registered classes
     such as transformers' caches) whose leaves are tensors or TensorSpecs."""
-    if isinstance(inputs, (torch.Tensor, TensorSpec)):
-        inputs = (inputs,)
-    if not isinstance(inputs, (tuple, list)):
-        raise ValueError(f"inputs must be a tuple or list of tensors/TensorSpecs, got {type(inputs).__name__}")
-    if kwargs is not None and not (isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs)):
-        raise ValueError(f"kwargs must be a dict of keyword arguments, got {type(kwargs).__name__}")
+    args, kwargs = model_call(inputs, kwargs)
     _register_cache_types(model)  # before flattening: a cache is a leaf until registered
-    leaves, _ = pytree.tree_flatten_with_path((tuple(inputs), kwargs or {}))
+    leaves, _ = pytree.tree_flatten_with_path((args, kwargs))
     for path, x in leaves:
         if not isinstance(x, (torch.Tensor, TensorSpec)):
             # A Python value would be baked into the graph, and a call with another would be wrong.
@@ -55,10 +51,10 @@ def check_inputs(model: torch.nn.Module, inputs: Any, kwargs: dict[str, Any] | N
                 + (" (leave it out)" if x is None else " (fix a Python value in a wrapper module's forward)")
             )
     try:
-        inspect.signature(model.forward).bind(*inputs, **(kwargs or {}))
+        inspect.signature(model.forward).bind(*args, **kwargs)
     except TypeError as e:
         raise ValueError(
-            f"inputs has {len(inputs)} tensor(s)"
+            f"inputs has {len(args)} tensor(s)"
             + (f" and kwargs {sorted(kwargs)}" if kwargs else "")
             + f", which {type(model).__name__}.forward does not accept: {e}"
         ) from None

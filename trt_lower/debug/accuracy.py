@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
 from trt_lower.debug.compare import OutputError, compare
 from trt_lower.debug.divergence import Divergence, first_divergence
+from trt_lower.values.call import Inputs, model_call
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,7 @@ class AccuracyResult:
     def __str__(self) -> str:
         lines = [f"accuracy vs eager (rtol={self.rtol:g}, atol={self.atol:g}): {'PASS' if self.passed else 'FAIL'}"]
         for o in self.outputs:
-            lines.append(
-                f"  output{o.path}: max abs err {o.max_abs:.3g}, max rel err {o.max_rel:.3g}"
-                f"{'' if o.passed else '  <-- out of tolerance'}"
-            )
+            lines.append(f"  {o}{'' if o.passed or o.mismatch else '  <-- out of tolerance'}")
         if self.divergence is not None:
             lines.append(str(self.divergence))
         return "\n".join(lines)
@@ -45,19 +43,24 @@ class AccuracyResult:
 def check_accuracy(
     model: torch.nn.Module,
     lowered: torch.nn.Module,
-    inputs: Sequence[torch.Tensor],
+    inputs: Inputs,
     rtol: float = 1e-3,
     atol: float = 1e-3,
     details: bool = False,
+    *,
+    kwargs: dict[str, Any] | None = None,
 ) -> AccuracyResult:
-    """Run both on `inputs` and compare every output tensor (max abs/rel error, pass flag).
-    details=True: on failure, also locate the first diverging node (trt_lower.debug.first_divergence)."""
+    """Run both as `f(*inputs, **kwargs)` (as lower_to_trt takes them: one tensor stands for
+    `(x,)`) and compare every output tensor (max abs/rel error, pass flag; a dtype or shape
+    mismatch is named as such). details=True: on failure, also locate the first diverging node
+    (trt_lower.debug.first_divergence)."""
+    args, kwargs = model_call(inputs, kwargs)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            expected = model(*inputs)
-            actual = lowered(*inputs)
+            expected = model(*args, **kwargs)
+            actual = lowered(*args, **kwargs)
     finally:
         model.train(was_training)
     exp_leaves = pytree.tree_flatten_with_path(expected)[0]
@@ -69,6 +72,9 @@ def check_accuracy(
         if isinstance(e, torch.Tensor):
             outputs.append(compare(pytree.keystr(path), e, a, rtol, atol))
     result = AccuracyResult(outputs, rtol, atol)
-    if details and not result.passed:
-        result = AccuracyResult(outputs, rtol, atol, first_divergence(model, lowered, inputs, rtol=rtol, atol=atol))
+    # A dtype or shape mismatch is its own explanation: no node's values diverge for it.
+    if details and any(not o.passed and not o.mismatch for o in outputs):
+        result = AccuracyResult(
+            outputs, rtol, atol, first_divergence(model, lowered, args, kwargs=kwargs, rtol=rtol, atol=atol)
+        )
     return result

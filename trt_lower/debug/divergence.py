@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
 from trt_lower.debug.compare import compare
 from trt_lower.debug.replay import EngineNodes, Replay
+from trt_lower.values.call import Inputs
 from trt_lower.verify.nodes import Node, module_of, source_line, units
 
 
@@ -130,11 +131,18 @@ class _Search:
 
 
 def first_divergence(
-    model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor], *, rtol: float, atol: float
+    model: torch.nn.Module,
+    lowered: torch.nn.Module,
+    inputs: Inputs,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    rtol: float,
+    atol: float,
 ) -> Divergence | None:
     """The first node, in graph order, whose engine-computed value departs from eager PyTorch
-    beyond `atol + rtol * |eager|` when its own inputs are eager's; None when no engine departs."""
-    replay = Replay(model, lowered, inputs)
+    beyond `atol + rtol * |eager|` when its own inputs are eager's, for `model(*inputs, **kwargs)`
+    (as lower_to_trt takes them); None when no engine departs."""
+    replay = Replay(model, lowered, inputs, kwargs)
     search = _Search(replay, rtol, atol)
     for engine in replay.engines:
         found = search.bisect(engine)

@@ -21,13 +21,14 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch.ao.quantization.fx._decomposed import quantized_decomposed_lib  # noqa: F401  (defines the ops)
 
 from converters.core.quantized import INT4_DEQUANTIZE, fp8_quantizes
 from trt_lower.debug.replay import EngineNodes, Replay
+from trt_lower.values.call import Inputs
 from trt_lower.verify.nodes import Node
 
 qd = torch.ops.quantized_decomposed
@@ -78,15 +79,16 @@ def _activation_quantizes(gm: torch.fx.GraphModule) -> list[Node]:
 
 
 def quantized_layers(
-    model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor]
+    model: torch.nn.Module, lowered: torch.nn.Module, inputs: Inputs, *, kwargs: dict[str, Any] | None = None
 ) -> list[LayerCodes]:
     """Every per-tensor quantize node (int8; FP8: torchao's float8 quantize, a cast to
     float8_e4m3fn) of an activation that an engine of `lowered` computes, in graph order: its
     layer (the engine's nodes it depends on that no earlier quantize node depends on) converted
     and built alone on `lowered`'s backend, fed the eager values of its inputs (the earlier layers'
     dequantized values among them), its codes compared with eager's. Then every INT4 weight
-    an engine dequantizes group-wise, alone, in INT4 codes of its group's scale."""
-    replay = Replay(model, lowered, inputs)
+    an engine dequantizes group-wise, alone, in INT4 codes of its group's scale. inputs, kwargs:
+    the model's arguments, as lower_to_trt takes them."""
+    replay = Replay(model, lowered, inputs, kwargs)
     owner = {n: e for e in replay.engines for n in e.nodes}
     settled: set[Node] = set()  # computed by earlier layers: their eager values are fed
     rows = []

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 
 from splitter.partition import ENGINE_PREFIX
 from trt_lower import lowering_options
 from trt_lower.capture.aten_graph import capture, check_inputs, graph_module
+from trt_lower.values.call import Inputs, model_call
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.verify.nodes import Node, Recorder
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
@@ -54,17 +56,20 @@ def _members(outputs: Sequence[Node], inputs: set[Node]) -> set[Node]:
 
 
 class Replay:
-    """`model` captured again for `inputs`, run eagerly, with `lowered`'s engines located in it."""
+    """`model` captured again for `model(*inputs, **kwargs)`, run eagerly, with `lowered`'s engines
+    located in it."""
 
-    def __init__(self, model: torch.nn.Module, lowered: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> None:
+    def __init__(
+        self, model: torch.nn.Module, lowered: torch.nn.Module, inputs: Inputs, kwargs: dict[str, Any] | None = None
+    ) -> None:
         report = getattr(lowered, "report", None)
         if report is None or not isinstance(lowered, torch.fx.GraphModule):
             raise ValueError(f"lowered must be what trt_lower.lower_to_trt returned, got {type(lowered).__name__}")
-        tensors = tuple(inputs)
-        specs = check_inputs(model, tensors)
+        args, kwargs = model_call(inputs, kwargs)
+        specs = check_inputs(model, args, kwargs)
         if any(s.dynamic_dims for s in specs):
             raise ValueError("inputs must be tensors (the values to debug with), not TensorSpecs")
-        self.gm = graph_module(capture(model, tensors, specs).program)
+        self.gm = graph_module(capture(model, args, specs, kwargs).program)
         self.settings = lowering_options.create(
             backend=report.backend,
             precision=report.precision,
@@ -76,7 +81,7 @@ class Replay:
         )
         recorder = Recorder(self.gm)
         with torch.no_grad():
-            recorder.run(*tensors)
+            recorder.run(*pytree.tree_leaves((args, kwargs)))
         self.values = recorder.values
         self.order = {n: i for i, n in enumerate(self.gm.graph.nodes)}
         by_name = {n.name: n for n in self.gm.graph.nodes}

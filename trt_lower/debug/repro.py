@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -20,6 +20,7 @@ from polygraphy.json import save_json
 
 from converters.core.segment import OnnxSegment
 from trt_lower.debug.replay import Replay
+from trt_lower.values.call import Inputs
 from trt_lower.verify.nodes import Recorder
 
 MODEL, INPUTS, OUTPUTS = "model.onnx", "inputs.json", "eager_outputs.json"
@@ -65,16 +66,18 @@ def _save(
 def write_repro(
     model: torch.nn.Module,
     lowered: torch.nn.Module,
-    inputs: Sequence[torch.Tensor],
+    inputs: Inputs,
     engine: str,
     out_dir: str | Path,
     *,
+    kwargs: dict[str, Any] | None = None,
     rtol: float = 1e-3,
     atol: float = 1e-3,
 ) -> str:
     """Write `engine`'s repro, with eager PyTorch's outputs, into `out_dir`; return the
-    `polygraphy run` command that checks it."""
-    replay = Replay(model, lowered, inputs)
+    `polygraphy run` command that checks it. inputs, kwargs: the model's arguments, as
+    lower_to_trt takes them."""
+    replay = Replay(model, lowered, inputs, kwargs)
     nodes = replay.engine(engine)
     # The engine's ONNX as lowering made it (a TensorRT engine module keeps only its plan).
     segment, fed = replay.convert(nodes.nodes, nodes.outputs, engine, nodes.inputs)

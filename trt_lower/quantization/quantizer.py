@@ -24,6 +24,7 @@ from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, Quantiza
 from converters.core.errors import TrtLowerError
 from trt_lower.quantization import fp8
 from trt_lower.quantization.int4 import int4_weight_only
+from trt_lower.values.call import model_call
 
 aten = torch.ops.aten
 
@@ -106,15 +107,13 @@ Batch = torch.Tensor | Sequence[Any]
 def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...]:
     """A batch's inputs: a tensor is the model's one input, a tuple or list holds them all; each
     float tensor in it finite. CalibrationError naming `what` otherwise."""
-    if isinstance(batch, torch.Tensor):
-        inputs: tuple[Any, ...] = (batch,)
-    elif isinstance(batch, (tuple, list)):
-        inputs = tuple(batch)
-    else:
+    try:
+        inputs, _ = model_call(batch, name=what)
+    except ValueError:
         raise CalibrationError(
             f"{what} is a {type(batch).__name__}: a batch is a tensor (the model's one input) "
             "or a tuple or list of the model's inputs"
-        )
+        ) from None
     if count is not None and len(inputs) != count:
         raise CalibrationError(f"{what} holds {len(inputs)} input(s), the example inputs {count}")
     for i, t in enumerate(pytree.tree_leaves(inputs)):
@@ -135,6 +134,7 @@ def quantize(
     example_inputs: Batch | None = None,
     calibration_batches: Iterable[Batch] = (),
     *,
+    kwargs: dict[str, Any] | None = None,
     dtype: str = "int8",
     group_size: int = 128,
 ) -> torch.nn.Module:
@@ -145,7 +145,8 @@ def quantize(
     "latest"). The example inputs and each batch are a tensor (the model's one input, as a
     DataLoader of inputs yields them) or a tuple or list of the model's inputs. CalibrationError,
     naming the batch, for an empty set of batches, a batch of another number of inputs than the
-    example's, or NaN/infinite values. dtype="int4_weight_only": a copy of `model` with INT4
+    example's, or NaN/infinite values. kwargs: the model's keyword arguments (a dict, as
+    lower_to_trt takes them), the same for the example and every batch. dtype="int4_weight_only": a copy of `model` with INT4
     linear weights, one scale per `group_size` input channels, activations float; no inputs
     needed (trt_lower/quantization/int4.py). ValueError for another `dtype`."""
     if dtype not in DTYPES:
@@ -155,13 +156,14 @@ def quantize(
     if example_inputs is None:
         raise CalibrationError(f"example_inputs is None: {dtype} quantization captures the model with example inputs")
     example = _inputs(example_inputs, "example_inputs")
-    captured = torch.export.export(model.eval(), example).module()
+    keywords = model_call(example, kwargs)[1]
+    captured = torch.export.export(model.eval(), example, keywords).module()
     specs = (fp8.ACTIVATION, fp8.WEIGHT) if dtype == "fp8" else (ACTIVATION, WEIGHT)
     prepared = prepare_pt2e(captured, TensorRTQuantizer(*specs))
     seen = 0
     with torch.no_grad():
         for k, batch in enumerate(calibration_batches):
-            prepared(*_inputs(batch, f"calibration batch {k}", len(example)))
+            prepared(*_inputs(batch, f"calibration batch {k}", len(example)), **keywords)
             seen += 1
     if not seen:
         raise CalibrationError(

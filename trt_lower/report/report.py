@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trt_lower.report.draw import draw
 from trt_lower.report.entries import EngineReport, Fallback, GraphNode, Repair
@@ -24,6 +27,8 @@ class LoweringReport:
     precision: str = "fp32"
     # The TensorRT version whose ONNX parser limits the engines respect (the trt_version setting).
     trt_version: str = ""
+    # The TensorRT release asked for as trt_version ("10.13"), when it was not a target's name.
+    trt_release: str = ""
     # precision="fp16": the keep_fp32 setting (FX node names and ATen ops kept float32).
     keep_fp32: list[str] = field(default_factory=list)
     # Where engines compute in a narrower dtype than the model (float64, and int64 on 8.6).
@@ -39,6 +44,22 @@ class LoweringReport:
     # The lowered graph in topological order, engines collapsed to one node each (for draw()).
     graph: list[GraphNode] = field(default_factory=list)
 
+    @property
+    def repairs_per_engine(self) -> dict[str, int]:
+        """How many repair actions verification took in each engine that disagreed with eager
+        (len(repairs) counts actions: one engine may take several)."""
+        return dict(Counter(r.engine for r in self.repairs))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready data, with repairs_per_engine."""
+        return {**dataclasses.asdict(self), "repairs_per_engine": self.repairs_per_engine}
+
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write to_dict() to `path` as JSON; returns the path written."""
+        out = Path(path)
+        out.write_text(json.dumps(self.to_dict(), indent=1))
+        return out
+
     def draw(self, path: str | os.PathLike[str]) -> Path:
         """Write a picture of the split to `path`: `.svg` or `.png` (need Graphviz's `dot`),
         `.html` or `.dot` (need nothing). Engines are coloured blocks (op count, op histogram,
@@ -46,8 +67,9 @@ class LoweringReport:
         return draw(self, Path(path))
 
     def __str__(self) -> str:
+        asked = f" (asked {self.trt_release})" if self.trt_release else ""
         lines = [
-            f"trt_lower report: backend={self.backend} precision={self.precision} trt_version={self.trt_version} "
+            f"trt_lower report: backend={self.backend} precision={self.precision} trt_version={self.trt_version}{asked} "
             f"coverage={self.coverage:.1%} engines={len(self.engines)} fallbacks={len(self.fallbacks)}"
         ]
         for e in self.engines:
@@ -71,6 +93,9 @@ class LoweringReport:
             lines.append(
                 "  verified against eager: " + ", ".join(f"{k} {v:.2g}" for k, v in self.verify_errors.items())
             )
+        if self.repairs:
+            per_engine = ", ".join(f"{e} {n}" for e, n in self.repairs_per_engine.items())
+            lines.append(f"  {len(self.repairs_per_engine)} engine(s) repaired, actions per engine: {per_engine}")
         lines.extend(f"  repaired: {r}" for r in self.repairs)
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.timings:

@@ -55,15 +55,21 @@ ITEM_SIZE = {
     "BYTES": 4,
 }
 _INFER = re.compile(r"/v2/models/[^/]+(/versions/[^/]+)?/infer")
-# What clients may reach through the front, by method: inference and health (server and model
-# readiness). Shared-memory registration, the repository, logging, trace, statistics and
-# configuration are administration: from the public port they would let a client write into
-# another process's shared memory or reload models.
-_PUBLIC = {"POST": _INFER, "GET": re.compile(r"/v2/health/(live|ready)|/v2/models/[^/]+(/versions/[^/]+)?/ready")}
+# What clients may reach through the front, by method: inference, health (server and model
+# readiness), and the read-only metadata and configuration clients use to find a model's inputs.
+# Shared-memory registration, the repository, logging, trace and statistics are administration:
+# from the public port they would let a client write into another process's shared memory or
+# reload models.
+_PUBLIC = {
+    "POST": _INFER,
+    "GET": re.compile(r"/v2(/health/(live|ready)|/models/[^/]+(/versions/[^/]+)?(/ready|/config)?)?"),
+}
 _PUBLIC["HEAD"] = _PUBLIC["GET"]
 # tritonserver's API groups (--http-restricted-api, --grpc-restricted-protocol): over HTTP all
-# of them answer only the front; over gRPC, which has no front, all but inference and health.
-_API_GROUPS = ("metadata", "shared-memory", "model-config", "model-repository", "statistics", "trace", "logging")
+# of them answer only the front; over gRPC, which has no front, the administrative ones answer
+# only requests with the secret.
+_READ_ONLY_GROUPS = ("metadata", "model-config")
+_ADMIN_GROUPS = ("shared-memory", "model-repository", "statistics", "trace", "logging")
 # The bodies the front holds at once, in requests of max_input_size bytes: a client beyond that
 # gets 503 (many concurrent large bodies would grow the front past any bound).
 PENDING_REQUESTS = 4
@@ -234,8 +240,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise Refused(
                 403,
                 f"{self.command} {parts.path!r} is not served here: this port takes inference "
-                "(POST /v2/models/NAME/infer) and health (GET /v2/health/live, /v2/health/ready, "
-                "/v2/models/NAME/ready) requests only",
+                "(POST /v2/models/NAME/infer), health (GET /v2/health/live, /v2/health/ready, "
+                "/v2/models/NAME/ready) and metadata (GET /v2, /v2/models/NAME, /v2/models/NAME/config) "
+                "requests only",
             )
         return parts.path + (f"?{parts.query}" if parts.query else "")
 
@@ -348,14 +355,14 @@ class HttpFront:
 
     def server_args(self) -> list[str]:
         """tritonserver's options: its HTTP on 127.0.0.1, every API only for requests from the
-        front; over gRPC, every API but inference and health only for requests with its secret."""
+        front; over gRPC, the administrative APIs only for requests with its secret."""
         listener = self._listener
         key = f"{SECRET_HEADER}={listener.secret}"
         return [
             "--http-address=127.0.0.1",
             f"--http-port={listener.upstream_port}",
-            f"--http-restricted-api={','.join(('health', 'inference', *_API_GROUPS))}:{key}",
-            f"--grpc-restricted-protocol={','.join(_API_GROUPS)}:{key}",
+            f"--http-restricted-api={','.join(('health', 'inference', *_READ_ONLY_GROUPS, *_ADMIN_GROUPS))}:{key}",
+            f"--grpc-restricted-protocol={','.join(_ADMIN_GROUPS)}:{key}",
         ]
 
     def stop(self) -> None:

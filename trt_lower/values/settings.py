@@ -25,6 +25,20 @@ def op_name(op: Any) -> str:
     return name
 
 
+def is_op(name: str) -> bool:
+    """Whether `name` ('aten.relu', 'aten.relu.default', 'mylib.op.default') names a registered op
+    or overload packet: a misspelt or bare name ('relu') would match no node and do nothing."""
+    namespace, _, rest = name.partition(".")
+    packet_name, _, overload = rest.partition(".")
+    if not namespace or not packet_name:
+        return False
+    try:
+        packet = getattr(getattr(torch.ops, namespace), packet_name)
+    except (AttributeError, RuntimeError):
+        return False
+    return not overload or overload in packet.overloads()
+
+
 def fp32_nodes(graph: torch.fx.Graph, keep_fp32: frozenset[str]) -> frozenset[str]:
     """The nodes of `graph` that a keep_fp32 setting names, by node name or by op."""
     return frozenset(
@@ -52,6 +66,8 @@ class LoweringSettings:
     cuda_graphs: bool = False
     # What the converters may emit: the TensorRT version's ONNX parser limits (converters/core/target.py).
     trt_version: str = DEFAULT
+    # The TensorRT release the user gave as trt_version ("10.13") when it was not a target's name.
+    trt_release: str = ""
     # precision="fp16": FX node names and ATen ops whose ONNX stays float32 (debug.fp16_sensitive).
     keep_fp32: frozenset[str] = frozenset()
     # TensorRT engines built refittable (BuilderFlag.REFIT), so that update_weights refits them in place.

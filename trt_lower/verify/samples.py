@@ -35,10 +35,11 @@ def reference_inputs(
     specs: Sequence[TensorSpec],
     verify_inputs: Sequence[Any] | None,
     program: torch.export.ExportedProgram,
+    verify_kwargs: dict[str, Any] | None = None,
 ) -> tuple[tuple[torch.Tensor, ...] | None, str | None]:
     """The flattened tensors to verify with (`samples`), or None and the report note saying why
     verification is skipped."""
-    found = samples(model, inputs, kwargs, specs, verify_inputs)
+    found = samples(model, inputs, kwargs, specs, verify_inputs, verify_kwargs)
     if found is None:
         return None, SKIPPED
     return (None, MUTATES) if _mutates(program) else (found, None)
@@ -58,25 +59,28 @@ def samples(
     kwargs: dict[str, Any] | None,
     specs: Sequence[TensorSpec],
     verify_inputs: Sequence[Any] | None,
+    verify_kwargs: dict[str, Any] | None = None,
 ) -> tuple[torch.Tensor, ...] | None:
-    """The flattened tensors of `(inputs, kwargs)`, or of `(verify_inputs, kwargs)` when given
-    (ValueError naming a leaf that is no tensor or outside its spec); None when some input is a
-    TensorSpec and no samples were given."""
+    """The flattened tensors of `(inputs, kwargs)`, each replaced by its samples where given
+    (`verify_inputs`, `verify_kwargs`; ValueError naming a leaf that is no tensor or outside its
+    spec); None when some input is a TensorSpec and no samples were given."""
+    sampled = verify_inputs is not None or verify_kwargs is not None
     given = inputs if verify_inputs is None else verify_inputs
-    if verify_inputs is not None:
-        check_inputs(model, verify_inputs, kwargs)
-    leaves, _ = pytree.tree_flatten_with_path((tuple(given), kwargs or {}))
+    given_kwargs = kwargs if verify_kwargs is None else verify_kwargs
+    if sampled:
+        check_inputs(model, given, given_kwargs)
+    leaves, _ = pytree.tree_flatten_with_path((tuple(given), given_kwargs or {}))
     if len(leaves) != len(specs):
         raise ValueError(
-            f"verify_inputs has {len(leaves)} tensors with kwargs, the inputs {len(specs)}: "
+            f"verify_inputs and verify_kwargs have {len(leaves)} tensors, the inputs and kwargs {len(specs)}: "
             "give one sample per input, in the same structure"
         )
     for (path, leaf), spec in zip(leaves, specs):
         if isinstance(leaf, TensorSpec):
-            if verify_inputs is None:
+            if not sampled:
                 return None
             raise ValueError(f"verify_{leaf_name(path)} must be a tensor (a real sample), got a TensorSpec")
-        if verify_inputs is not None and not _fits(spec, leaf):
+        if sampled and not _fits(spec, leaf):
             raise ValueError(
                 f"verify_{leaf_name(path)} is {tuple(leaf.shape)} "
                 f"{str(leaf.dtype).removeprefix('torch.')}, outside its input's {spec.describe()}"
