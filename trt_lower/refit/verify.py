@@ -7,13 +7,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from trt_lower.debug.compare import OutputError, compare
-
-
-def tolerance(precision: str) -> tuple[float, float]:
-    """(rtol, atol) an updated module must meet against eager, for its precision. The one place
-    that says it: build-time verification's own rules replace it where they exist."""
-    return (1e-2, 1e-2) if precision == "fp16" else (1e-3, 1e-3)
+from trt_lower.report.report import LoweringReport
+from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
 
 
 def eager_outputs(model: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -29,16 +24,22 @@ def eager_outputs(model: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
             m.training = training
 
 
-def mismatches(expected: Any, actual: Any, precision: str) -> list[OutputError]:
-    """The outputs of `actual` out of tolerance against `expected` (structure differences included)."""
-    rtol, atol = tolerance(precision)
+def module_tolerance(report: LoweringReport) -> Tolerance:
+    """What verification accepts of an engine, for the module's precision (with int8 or FP8 steps
+    where an engine has quantized layers): an updated module is held to it, no looser."""
+    return Tolerance(report.precision, any(e.int8_ops for e in report.engines), any(e.fp8_ops for e in report.engines))
+
+
+def mismatches(expected: Any, actual: Any, tol: Tolerance) -> list[OutputCheck]:
+    """The outputs of `actual` that verification's check fails against `expected` (structure
+    differences included)."""
     want = pytree.tree_flatten_with_path(expected)[0]
     got = pytree.tree_leaves(actual)
     if len(want) != len(got):
-        return [OutputError("", float("inf"), float("inf"), False)]
-    errors = [
-        compare(pytree.keystr(path), e, a.to(e.device), rtol, atol)
+        return [OutputCheck("the outputs' structure", float("inf"), False)]
+    checks = [
+        check_output(f"output{pytree.keystr(path)}", e, a.to(e.device), tol)
         for (path, e), a in zip(want, got)
         if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)
     ]
-    return [e for e in errors if not e.passed]
+    return [c for c in checks if not c.passed]

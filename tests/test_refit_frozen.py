@@ -1,0 +1,120 @@
+"""update_weights derives again every tensor lowering froze, not only the state dict: non-persistent
+buffers (a transformers Llama's rotary `inv_freq`), batch-norm statistics, tensor attributes; a
+model without one of them is refused by name, and the check after an update is verification's."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from test_refit import finetuned
+
+import trt_lower
+import trt_lower.refit.state
+from trt_lower.refit.errors import WeightUpdateError
+
+transformers = pytest.importorskip("transformers")
+
+
+def _llama() -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        vocab_size=100,
+        max_position_embeddings=32,
+        use_cache=False,
+    )
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def _logits(module: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        out = module(ids)
+    logits = out if isinstance(out, torch.Tensor) else out[0] if isinstance(out, (tuple, list)) else out.logits
+    assert isinstance(logits, torch.Tensor)
+    return logits
+
+
+def _rotary_changed(model: torch.nn.Module, factor: float) -> torch.nn.Module:
+    """`model` with its rotary frequencies scaled (a RoPE rescaling), weights as they were."""
+    new = copy.deepcopy(model)
+    new.model.rotary_emb.inv_freq.mul_(factor)
+    return new
+
+
+@pytest.fixture(scope="module")
+def llama() -> tuple[torch.nn.Module, torch.Tensor, trt_lower.LoweredModule]:
+    model, ids = _llama(), torch.randint(0, 100, (1, 8))
+    return model, ids, trt_lower.lower_to_trt(model, (ids,), backend="onnxruntime")
+
+
+def test_a_changed_rotary_buffer_is_derived_again(
+    llama: tuple[torch.nn.Module, torch.Tensor, trt_lower.LoweredModule],
+) -> None:
+    model, ids, lowered = llama
+    new = _rotary_changed(model, 1.05)
+    assert "model.rotary_emb.inv_freq" not in new.state_dict()  # non-persistent: a state dict has none
+    lowered.update_weights(new)
+    torch.testing.assert_close(_logits(lowered, ids), _logits(new, ids))  # fp32 tightness
+    # A state dict leaves a non-persistent buffer as it is (as load_state_dict does), or sets it by name.
+    lowered.update_weights(model.state_dict())
+    torch.testing.assert_close(_logits(lowered, ids), _logits(new, ids))
+    lowered.update_weights({**model.state_dict(), "model.rotary_emb.inv_freq": model.model.rotary_emb.inv_freq})
+    torch.testing.assert_close(_logits(lowered, ids), _logits(model, ids))
+
+
+def test_a_model_without_the_buffer_is_refused_by_name(
+    llama: tuple[torch.nn.Module, torch.Tensor, trt_lower.LoweredModule],
+) -> None:
+    model, ids, lowered = llama
+    new = copy.deepcopy(model)
+    del new.model.rotary_emb.inv_freq
+    with pytest.raises(WeightUpdateError, match=r"buffer 'model\.rotary_emb\.inv_freq'"):
+        lowered.update_weights(new)
+    wrong = {**model.state_dict(), "model.rotary_emb.inv_freq": torch.ones(3)}
+    with pytest.raises(WeightUpdateError, match=r"'model\.rotary_emb\.inv_freq' is torch\.float32 \(3,\)"):
+        lowered.update_weights(wrong)
+    torch.testing.assert_close(_logits(lowered, ids), _logits(model, ids))
+
+
+class ConvBn(torch.nn.Sequential):
+    """conv + batch norm with numbered names (`0.weight`, `1.running_mean`), and an offset kept as
+    a non-persistent buffer."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
+        self.register_buffer("offset", torch.randn(1, 4, 1, 1), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + self.offset
+
+
+def test_conv_batch_norm_takes_new_parameters_statistics_and_buffers() -> None:
+    torch.manual_seed(0)
+    model, x = ConvBn().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    new = finetuned(model, scale=0.1)
+    new[1].running_var.abs_()
+    assert not torch.equal(new[1].running_mean, model[1].running_mean)
+    lowered.update_weights(new)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), new(x))
+
+
+def test_a_stale_constant_fails_the_check_after_the_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted fault: constants kept from lowering, as before (the state dict alone taken)."""
+    torch.manual_seed(0)
+    model, x = ConvBn().eval(), torch.randn(2, 3, 8, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime")
+    new = copy.deepcopy(model)
+    new.offset.add_(1.0)
+    monkeypatch.setattr(trt_lower.refit.state, "_taken", lambda program, source: dict(source.state_dict()))
+    with pytest.raises(WeightUpdateError, match=r"does not match eager PyTorch .*fp32"):
+        lowered.update_weights(new)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), model(x))
