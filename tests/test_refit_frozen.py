@@ -5,10 +5,11 @@ model without one of them is refused by name, and the check after an update is v
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
-from test_refit import finetuned
+from test_refit import ConvBn, finetuned
 
 import trt_lower
 import trt_lower.refit.state
@@ -82,18 +83,6 @@ def test_a_model_without_the_buffer_is_refused_by_name(
     torch.testing.assert_close(_logits(lowered, ids), _logits(model, ids))
 
 
-class ConvBn(torch.nn.Sequential):
-    """conv + batch norm with numbered names (`0.weight`, `1.running_mean`), and an offset kept as
-    a non-persistent buffer."""
-
-    def __init__(self) -> None:
-        super().__init__(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
-        self.register_buffer("offset", torch.randn(1, 4, 1, 1), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x) + self.offset
-
-
 def test_conv_batch_norm_takes_new_parameters_statistics_and_buffers() -> None:
     torch.manual_seed(0)
     model, x = ConvBn().eval(), torch.randn(2, 3, 8, 8)
@@ -118,3 +107,15 @@ def test_a_stale_constant_fails_the_check_after_the_update(monkeypatch: pytest.M
         lowered.update_weights(new)
     with torch.no_grad():
         torch.testing.assert_close(lowered(x), model(x))
+
+
+def test_a_stripped_llama_takes_the_models_names(
+    llama: tuple[torch.nn.Module, torch.Tensor, trt_lower.LoweredModule], tmp_path: Path
+) -> None:
+    """The weight file's engine weights, rotary table included, from the model's own names."""
+    model, ids, lowered = llama
+    trt_lower.save(lowered, tmp_path / "m.trtl", weights="separate")
+    new = _rotary_changed(finetuned(model, scale=0.05), 1.05)
+    weights = {**new.state_dict(), "model.rotary_emb.inv_freq": new.model.rotary_emb.inv_freq}
+    module = trt_lower.load(tmp_path / "m.trtl", backend="onnxruntime", weights=weights)
+    torch.testing.assert_close(_logits(module, ids), _logits(new, ids))

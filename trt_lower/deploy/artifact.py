@@ -273,7 +273,7 @@ def save(
         )
     if weights not in ("inside", "separate"):
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
-    separate = Separated() if weights == "separate" else None
+    separate = Separated.of(lowered) if weights == "separate" else None
     with atomic_file(Path(path)) as file:
         out = Writer(file)
         try:
@@ -515,7 +515,7 @@ def load(
     of the file: replacing or deleting the file afterwards changes nothing of it.
 
     weights: for a file saved with weights="separate", the weight file (or a state dict of its
-    keys) to run it with. trusted_keys: Ed25519 public keys (or their PEM files); when given, or
+    keys, or the model's own `state_dict()`) to run it with. trusted_keys: Ed25519 public keys (or their PEM files); when given, or
     when $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by one of them is refused
     (deploy/signing.py)."""
     start = time.perf_counter()

@@ -1,0 +1,82 @@
+"""Which of the model's own tensors (by its state dict's names) each weight of a weight-stripped
+artifact is, so that load(path, weights=model.state_dict()) can fill the artifact: found the way
+update_weights derives weights (rederive.py: the captured graph split and converted again), run
+once with every float and int8 tensor moved (a probe). An engine weight that moved the way one
+tensor moved is that tensor (in the engine's dtype); one that did not move is a constant of the
+conversion; one that moved otherwise is computed from the weights by conversion (say a quantized
+weight), which a load cannot redo without the captured graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from converters.core.dtypes import ONNX_TYPES, numpy_view
+from trt_lower.api import Lowering
+from trt_lower.deploy.separate_weights import EAGER, WEIGHT_TYPES, StateNames
+from trt_lower.refit.errors import WeightUpdateError
+from trt_lower.refit.rederive import rederive
+from trt_lower.refit.state import frozen
+from trt_lower.stitch.lowered import LoweredModule
+
+_TORCH_TYPES = {t: d for d, t in ONNX_TYPES.items()}
+
+
+def _moved(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """`tensor` with every element moved at random (float and int8 ones; others as they are)."""
+    if tensor.is_floating_point():
+        return tensor.detach() + torch.randn(tensor.shape, generator=generator).to(tensor.dtype)
+    if tensor.dtype == torch.int8:
+        step = torch.randint(1, 255, tensor.shape, generator=generator, dtype=torch.int16)
+        return ((tensor.detach().to(torch.int16) + 128 + step) % 256 - 128).to(torch.int8)
+    return tensor.detach()
+
+
+def state_names(lowered: LoweredModule) -> StateNames | None:
+    """The names of `lowered`'s weights in its model's state dict; None for a module that holds no
+    captured graph (trt_lower.load made it) or whose graph changes with moved weights."""
+    lowering = lowered.lowering
+    if not isinstance(lowering, Lowering):
+        return None
+    program = lowering.captured.program
+    tensors = frozen(program)
+    generator = torch.Generator().manual_seed(0)
+    probe = {k: _moved(t.cpu(), generator) for k, t in tensors.items()}
+    try:
+        moved = rederive(lowered, lowering, probe, expected=())
+    except WeightUpdateError:
+        return None
+    sources: dict[str, str] = {}
+    literals, derived = set(), set()
+    for name, segment in moved.segments.items():
+        old = lowered.segments[name].onnx
+        new = {i.name: i for i in segment.onnx.model.graph.initializer}
+        for init in old.model.graph.initializer:
+            if init.data_type not in WEIGHT_TYPES:
+                continue
+            key, before = f"{name}/{init.name}", old.values(init)
+            after = segment.onnx.values(new[init.name])
+            if np.array_equal(before, after):
+                literals.add(key)
+                continue
+            dtype = _TORCH_TYPES[init.data_type]
+            same = [
+                k
+                for k, t in probe.items()
+                if tuple(t.shape) == after.shape and np.array_equal(numpy_view(t.to(dtype).contiguous()), after)
+            ]
+            if len(same) == 1:
+                sources[key] = same[0]
+            else:
+                derived.add(key)
+    for node in lowered.graph.find_nodes(op="get_attr"):
+        target = str(node.target)
+        if target in tensors:  # eager nodes read the model's tensors by the model's names
+            sources[EAGER + target] = target
+    return StateNames(
+        sources=sources,
+        state={k: (t.dtype, tuple(t.shape)) for k, t in tensors.items()},
+        required=frozenset(program.state_dict),
+        literals=frozenset(literals),
+        derived=frozenset(derived),
+    )
