@@ -4,6 +4,7 @@ file is untrusted input (names, shapes, dtypes and the architecture it was saved
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from types import ModuleType
 
@@ -14,7 +15,9 @@ from test_refit import EAGER_LINEAR, ConvBn, ConvBnNet, finetuned
 
 import trt_lower
 import trt_lower.deploy.artifact
+from trt_lower.deploy import separate_weights
 from trt_lower.deploy.artifact import ArtifactError
+from trt_lower.deploy.separate_weights import WeightFileError
 
 
 class Wide(ConvBnNet):
@@ -142,6 +145,12 @@ def test_the_models_own_state_dict_serves(saved: tuple[torch.nn.Module, torch.nn
     for model in (a, b):
         module = trt_lower.load(tmp / "a.trtl", backend="onnxruntime", weights=model.state_dict())
         torch.testing.assert_close(_out(module, x), _out(model, x))
+    # A loaded module holds no captured graph to find the names by: saved again, its file says so.
+    trt_lower.save(module, tmp / "again.trtl", weights="separate")
+    with pytest.raises(ArtifactError, match="records no names of the model's own"):
+        trt_lower.load(tmp / "again.trtl", backend="onnxruntime", weights=b.state_dict())
+    module = trt_lower.load(tmp / "again.trtl", backend="onnxruntime", weights=tmp / "again.safetensors")
+    torch.testing.assert_close(_out(module, x), _out(b, x))
 
 
 def _sequential(tmp: Path, backend: str) -> tuple[torch.nn.Module, torch.Tensor, Path]:
@@ -180,3 +189,18 @@ def test_a_state_dict_that_does_not_fit_is_named(tmp_path: Path) -> None:
     for match, weights in cases.items():
         with pytest.raises(ArtifactError, match=match):
             trt_lower.load(code, backend="onnxruntime", weights=weights)
+
+
+def test_a_weight_no_name_gives_is_named(tmp_path: Path) -> None:
+    """A weight the conversion computes from several (recorded without a name), or a buffer too
+    large for the manifest to keep (a name, no value), is refused by name, not filled with zeros."""
+    model, _, code = _sequential(tmp_path, "onnxruntime")
+    record = trt_lower.deploy.artifact.read(code).manifest["separate_weights"]
+    derived = copy.deepcopy(record)
+    del derived["names"]["sources"]["engine_0/_0_weight"]
+    with pytest.raises(WeightFileError, match=r"'engine_0/_0_weight' is computed from the weights while converting"):
+        separate_weights.read(model.state_dict(), derived, code)
+    large = copy.deepcopy(record)
+    del large["names"]["defaults"]["engine_0/offset"]
+    with pytest.raises(WeightFileError, match=r"the state dict has no 'offset' .*: give it by name"):
+        separate_weights.read(model.state_dict(), large, code)

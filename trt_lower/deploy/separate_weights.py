@@ -164,7 +164,13 @@ def read(
     expected: Mapping[str, Any] = record["tensors"]
     if isinstance(source, Mapping):
         where, tensors = "the state dict", dict(source)
-        if "names" in record and not set(tensors) & set(expected):  # the model's own names
+        if not set(tensors) & set(expected):  # none of the file's keys: the model's own names
+            if "names" not in record:
+                raise WeightFileError(
+                    f"the state dict has none of the weight file's keys, and {artifact} records no "
+                    "names of the model's own (saved from a module trt_lower.load made, or from a "
+                    "model whose weights the conversion derives otherwise): load it with its weight file"
+                )
             tensors = from_state(tensors, record["names"], expected, artifact)
     elif isinstance(source, (str, os.PathLike)):
         where, tensors = str(source), _load_file(Path(source), str(record["fingerprint"]), artifact)

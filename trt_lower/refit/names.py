@@ -23,9 +23,13 @@ _TORCH_TYPES = {t: d for d, t in ONNX_TYPES.items()}
 
 
 def _moved(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """`tensor` with every element moved at random (float and int8 ones; others as they are)."""
+    """`tensor` with every element moved at random (float and int8 ones; others as they are). A
+    float keeps its sign, as converters may take a positive scale only where it is one; zeros move
+    up a little, so that two all-zero biases still tell apart."""
     if tensor.is_floating_point():
-        return tensor.detach() + torch.randn(tensor.shape, generator=generator).to(tensor.dtype)
+        factor = 1.5 + torch.rand(tensor.shape, generator=generator)
+        lift = 1e-2 * torch.rand(tensor.shape, generator=generator)
+        return (tensor.detach() * factor.to(tensor.dtype) + lift.to(tensor.dtype)).to(tensor.dtype)
     if tensor.dtype == torch.int8:
         step = torch.randint(1, 255, tensor.shape, generator=generator, dtype=torch.int16)
         return ((tensor.detach().to(torch.int16) + 128 + step) % 256 - 128).to(torch.int8)
@@ -43,7 +47,7 @@ def state_names(lowered: LoweredModule) -> StateNames | None:
     generator = torch.Generator().manual_seed(0)
     probe = {k: _moved(t.cpu(), generator) for k, t in tensors.items()}
     try:
-        moved = rederive(lowered, lowering, probe, expected=())
+        moved = rederive(lowered, lowering, probe, expected=())  # expected given: no eager run
     except WeightUpdateError:
         return None
     sources: dict[str, str] = {}
