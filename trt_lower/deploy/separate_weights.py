@@ -31,6 +31,7 @@ import safetensors
 import safetensors.torch
 import torch
 from numpy.typing import NDArray
+from onnx import numpy_helper
 
 from converters.core.dtypes import numpy_view
 from converters.core.segment import OnnxSegment
@@ -95,22 +96,23 @@ class Separated:
         return cls(importlib.import_module("trt_lower.refit.names").state_names(lowered))
 
     def strip(self, engine: str, segment: OnnxSegment) -> bytes:
-        """`segment`'s graph with every weight declared but not held (its values go to the file)."""
+        """`segment`'s graph with every weight declared but not held (its values go to the file);
+        the conversion's own constants (names.literals) held in the graph, large ones too."""
         model = onnx.ModelProto()
         model.CopyFrom(segment.model)
         for tensor in model.graph.initializer:
-            kept = self.names is not None and f"{engine}/{tensor.name}" in self.names.literals
-            if tensor.data_type in WEIGHT_TYPES and not kept:
-                # A copy: weights of one parameter read twice (tied) must not share storage in the file.
-                self.tensors[f"{engine}/{tensor.name}"] = _tensor(segment.values(tensor))
-                stripped = onnx.TensorProto(
-                    name=tensor.name,
-                    data_type=tensor.data_type,
-                    dims=tensor.dims,
-                    data_location=onnx.TensorProto.EXTERNAL,
-                )
-                stripped.external_data.add(key="location", value=_LOCATION)
-                tensor.CopyFrom(stripped)
+            if tensor.data_type not in WEIGHT_TYPES:
+                continue
+            if self.names is not None and f"{engine}/{tensor.name}" in self.names.literals:
+                tensor.CopyFrom(numpy_helper.from_array(segment.values(tensor), tensor.name))
+                continue
+            # A copy: weights of one parameter read twice (tied) must not share storage in the file.
+            self.tensors[f"{engine}/{tensor.name}"] = _tensor(segment.values(tensor))
+            stripped = onnx.TensorProto(
+                name=tensor.name, data_type=tensor.data_type, dims=tensor.dims, data_location=onnx.TensorProto.EXTERNAL
+            )
+            stripped.external_data.add(key="location", value=_LOCATION)
+            tensor.CopyFrom(stripped)
         return bytes(model.SerializeToString())
 
     def eager(self, target: str, tensor: torch.Tensor) -> None:
