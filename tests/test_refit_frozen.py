@@ -120,3 +120,28 @@ def test_a_stripped_llama_takes_the_models_names(
     weights = {**new.state_dict(), "model.rotary_emb.inv_freq": new.model.rotary_emb.inv_freq}
     module = trt_lower.load(tmp_path / "m.trtl", backend="onnxruntime", weights=weights)
     torch.testing.assert_close(_logits(module, ids), _logits(new, ids))
+
+
+class Scaled(torch.nn.Module):
+    """A linear layer whose output a plain tensor attribute scales (no parameter, no buffer: a
+    constant of the program), plus a tensor the forward makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.scale = torch.rand(4) + 0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale + torch.tensor([1.0, 2.0, 3.0, 4.0])
+
+
+def test_a_tensor_attribute_is_taken_from_the_model() -> None:
+    torch.manual_seed(0)
+    model, x = Scaled().eval(), torch.randn(2, 4)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1)
+    assert "scale" in lowered.lowering.captured.program.constants
+    new = copy.deepcopy(model)
+    new.scale = torch.rand(4) + 2.0
+    lowered.update_weights(new)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), new(x))
