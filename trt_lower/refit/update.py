@@ -38,7 +38,7 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
         swapped = True  # from the first change on: a swap that fails halfway is undone too
         _swap(lowered, modules, derived.eager)
         actual = eager_outputs(lowered, lowering.inputs, lowering.kwargs)
-        tol = module_tolerance(lowered.report)
+        tol = module_tolerance(derived.segments.values(), lowering.settings.precision)
         failed = mismatches(derived.expected, actual, tol)
         if failed:
             worst = ", ".join(f"{c.name} error {c.error:.3g}" for c in failed[:4])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.utils._pytree as pytree
 
-from trt_lower.report.report import LoweringReport
+from trt_lower.values.segment import ConvertedSegment
+from trt_lower.verify.stage import tolerance_of
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
 
 
@@ -24,10 +25,18 @@ def eager_outputs(model: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
             m.training = training
 
 
-def module_tolerance(report: LoweringReport) -> Tolerance:
-    """What verification accepts of an engine, for the module's precision (with int8 or FP8 steps
-    where an engine has quantized layers): an updated module is held to it, no looser."""
-    return Tolerance(report.precision, any(e.int8_ops for e in report.engines), any(e.fp8_ops for e in report.engines))
+# Precisions from the strictest tolerance to the widest.
+_WIDENING = ("fp32", "fp16", "bf16")
+
+
+def module_tolerance(segments: Iterable[ConvertedSegment], precision: str) -> Tolerance:
+    """What verification accepts of the module's engines (each at its own tolerance: bf16 where its
+    ONNX computes in bfloat16, int8 or FP8 steps where it has quantized layers), the widest of
+    them: an updated module is held to it, no looser."""
+    each = [tolerance_of(s, precision) for s in segments] or [Tolerance(precision, False)]
+    return Tolerance(
+        max((t.precision for t in each), key=_WIDENING.index), any(t.int8 for t in each), any(t.fp8 for t in each)
+    )
 
 
 def mismatches(expected: Any, actual: Any, tol: Tolerance) -> list[OutputCheck]:
