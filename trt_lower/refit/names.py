@@ -8,8 +8,11 @@ weight), which a load cannot redo without the captured graph."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from converters.core.dtypes import ONNX_TYPES, numpy_view
 from trt_lower.api import Lowering
@@ -20,20 +23,33 @@ from trt_lower.refit.state import frozen
 from trt_lower.stitch.lowered import LoweredModule
 
 _TORCH_TYPES = {t: d for d, t in ONNX_TYPES.items()}
+# How many elements _is compares before the whole tensor.
+_HEAD = 16
 
 
 def _moved(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """`tensor` with every element moved at random (float and int8 ones; others as they are). A
     float keeps its sign, as converters may take a positive scale only where it is one; zeros move
     up a little, so that two all-zero biases still tell apart."""
-    if tensor.is_floating_point():
-        factor = 1.5 + torch.rand(tensor.shape, generator=generator)
-        lift = 1e-2 * torch.rand(tensor.shape, generator=generator)
-        return (tensor.detach() * factor.to(tensor.dtype) + lift.to(tensor.dtype)).to(tensor.dtype)
+    if tensor.is_floating_point():  # computed in float64: torch has no arithmetic on FP8
+        factor = 1.5 + torch.rand(tensor.shape, generator=generator, dtype=torch.float64)
+        lift = 1e-2 * torch.rand(tensor.shape, generator=generator, dtype=torch.float64)
+        return (tensor.detach().double() * factor + lift).to(tensor.dtype)
     if tensor.dtype == torch.int8:
         step = torch.randint(1, 255, tensor.shape, generator=generator, dtype=torch.int16)
         return ((tensor.detach().to(torch.int16) + 128 + step) % 256 - 128).to(torch.int8)
     return tensor.detach()
+
+
+def _is(tensor: torch.Tensor, array: NDArray[Any], dtype: torch.dtype) -> bool:
+    """Whether `array` is `tensor` cast to `dtype`: its first elements first, as most tensors of a
+    model share their shape with many others."""
+    if tuple(tensor.shape) != array.shape:
+        return False
+    head = numpy_view(tensor.reshape(-1)[:_HEAD].to(dtype).contiguous())
+    if not np.array_equal(head, array.reshape(-1)[:_HEAD]):
+        return False
+    return bool(np.array_equal(numpy_view(tensor.to(dtype).contiguous()), array))
 
 
 def state_names(lowered: LoweredModule) -> StateNames | None:
@@ -63,12 +79,7 @@ def state_names(lowered: LoweredModule) -> StateNames | None:
             if np.array_equal(before, after):
                 literals.add(key)
                 continue
-            dtype = _TORCH_TYPES[init.data_type]
-            same = [
-                k
-                for k, t in probe.items()
-                if tuple(t.shape) == after.shape and np.array_equal(numpy_view(t.to(dtype).contiguous()), after)
-            ]
+            same = [k for k, t in probe.items() if _is(t, after, _TORCH_TYPES[init.data_type])]
             if len(same) == 1:
                 sources[key] = same[0]
             else:
