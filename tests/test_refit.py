@@ -30,6 +30,18 @@ class ConvBnNet(torch.nn.Module):
         return torch.sigmoid(self.head(torch.tanh(self.fc(y)) * 2.0)) + 1.0
 
 
+class ConvBn(torch.nn.Sequential):
+    """conv + batch norm with numbered names (`0.weight`, `1.running_mean`), and an offset kept as
+    a non-persistent buffer."""
+
+    def __init__(self) -> None:
+        super().__init__(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
+        self.register_buffer("offset", torch.randn(1, 4, 1, 1), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + self.offset
+
+
 EAGER_LINEAR = ("aten.linear.default", "aten.addmm.default")
 
 

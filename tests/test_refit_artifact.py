@@ -4,17 +4,20 @@ file is untrusted input (names, shapes, dtypes and the architecture it was saved
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import safetensors.torch
 import torch
-from test_refit import EAGER_LINEAR, ConvBnNet, finetuned
+from test_refit import EAGER_LINEAR, ConvBn, ConvBnNet, finetuned
 
 import trt_lower
 import trt_lower.deploy.artifact
+from trt_lower.deploy import separate_weights
 from trt_lower.deploy.artifact import ArtifactError
+from trt_lower.deploy.separate_weights import WeightFileError
 
 
 class Wide(ConvBnNet):
@@ -133,3 +136,71 @@ def test_a_separate_weights_artifact_on_the_tensorrt_double(
     # (lowering built them for these very weights) or a build.
     assert trt_double.state.refits == (2 * len(manifest["engines"]) if refittable else 0)
     assert trt_double.state.builds == 0 or not refittable
+
+
+def test_the_models_own_state_dict_serves(saved: tuple[torch.nn.Module, torch.nn.Module, torch.Tensor, Path]) -> None:
+    """By the model's names (engine and eager weights, batch-norm statistics): each model's
+    state_dict() loads into the code artifact and matches that model."""
+    a, b, x, tmp = saved
+    for model in (a, b):
+        module = trt_lower.load(tmp / "a.trtl", backend="onnxruntime", weights=model.state_dict())
+        torch.testing.assert_close(_out(module, x), _out(model, x))
+    # A loaded module holds no captured graph to find the names by: saved again, its file says so.
+    trt_lower.save(module, tmp / "again.trtl", weights="separate")
+    with pytest.raises(ArtifactError, match="records no names of the model's own"):
+        trt_lower.load(tmp / "again.trtl", backend="onnxruntime", weights=b.state_dict())
+    module = trt_lower.load(tmp / "again.trtl", backend="onnxruntime", weights=tmp / "again.safetensors")
+    torch.testing.assert_close(_out(module, x), _out(b, x))
+
+
+def _sequential(tmp: Path, backend: str) -> tuple[torch.nn.Module, torch.Tensor, Path]:
+    """ConvBn (numbered names, a non-persistent buffer) saved with separate weights."""
+    torch.manual_seed(0)
+    model, x = ConvBn().eval(), torch.randn(2, 3, 8, 8)
+    extra = {"refittable": True} if backend == "tensorrt" else {}
+    trt_lower.save(trt_lower.lower_to_trt(model, (x,), backend=backend, **extra), tmp / "m.trtl", weights="separate")
+    return model, x, tmp / "m.trtl"
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
+def test_numbered_names_statistics_and_buffers(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    if backend == "tensorrt":
+        request.getfixturevalue("trt_double")
+    model, x, code = _sequential(tmp_path, backend)
+    new = finetuned(model, scale=0.1)  # parameters, running statistics and the buffer moved
+    new[1].running_var.abs_()
+    # A state dict holds no non-persistent buffer: the artifact keeps the lowered one, or takes it by name.
+    module = trt_lower.load(code, backend=backend, weights=new.state_dict())
+    torch.testing.assert_close(_out(module, x), _out(new, x) - new.offset + model.offset)
+    module = trt_lower.load(code, backend=backend, weights={**new.state_dict(), "offset": new.offset})
+    torch.testing.assert_close(_out(module, x), _out(new, x))
+
+
+def test_a_state_dict_that_does_not_fit_is_named(tmp_path: Path) -> None:
+    model, _, code = _sequential(tmp_path, "onnxruntime")
+    state = model.state_dict()
+    cases = {
+        r"'0\.bias' is float32 \[3\]; .*m\.trtl takes float32 \[8\]": {**state, "0.bias": torch.zeros(3)},
+        r"'1\.running_var' is float64": {**state, "1.running_var": state["1.running_var"].double()},
+        r"missing '1\.running_mean'": {k: v for k, v in state.items() if k != "1.running_mean"},
+        r"unexpected '4\.weight'": {**state, "4.weight": torch.zeros(1)},
+        r"'offset' is float32 \[4\]": {**state, "offset": torch.zeros(4)},
+    }
+    for match, weights in cases.items():
+        with pytest.raises(ArtifactError, match=match):
+            trt_lower.load(code, backend="onnxruntime", weights=weights)
+
+
+def test_a_weight_no_name_gives_is_named(tmp_path: Path) -> None:
+    """A weight the conversion computes from several (recorded without a name), or a buffer too
+    large for the manifest to keep (a name, no value), is refused by name, not filled with zeros."""
+    model, _, code = _sequential(tmp_path, "onnxruntime")
+    record = trt_lower.deploy.artifact.read(code).manifest["separate_weights"]
+    derived = copy.deepcopy(record)
+    del derived["names"]["sources"]["engine_0/_0_weight"]
+    with pytest.raises(WeightFileError, match=r"'engine_0/_0_weight' is computed from the weights while converting"):
+        separate_weights.read(model.state_dict(), derived, code)
+    large = copy.deepcopy(record)
+    del large["names"]["defaults"]["engine_0/offset"]
+    with pytest.raises(WeightFileError, match=r"the state dict has no 'offset' .*: give it by name"):
+        separate_weights.read(model.state_dict(), large, code)

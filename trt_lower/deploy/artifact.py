@@ -273,7 +273,7 @@ def save(
         )
     if weights not in ("inside", "separate"):
         raise ValueError(f"weights must be 'inside' or 'separate', got {weights!r}")
-    separate = Separated() if weights == "separate" else None
+    separate = Separated.of(lowered) if weights == "separate" else None
     try:  # a name load would refuse, refused before anything is written
         tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
     except graph_json.GraphFormatError as e:
@@ -517,7 +517,7 @@ def load(
     of the file: replacing or deleting the file afterwards changes nothing of it.
 
     weights: for a file saved with weights="separate", the weight file (or a state dict of its
-    keys) to run it with. trusted_keys: Ed25519 public keys (or their PEM files); when given, or
+    keys, or the model's own `state_dict()`) to run it with. trusted_keys: Ed25519 public keys (or their PEM files); when given, or
     when $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by one of them is refused
     (deploy/signing.py)."""
     start = time.perf_counter()

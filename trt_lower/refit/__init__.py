@@ -5,6 +5,7 @@ the same architecture. The graph is split and converted again with the new weigh
 cheap, an engine build is not): state.py checks the new tensors against the lowered ones,
 rederive.py converts, diff.py checks that every engine's ONNX differs in its weights only,
 engines.py makes each engine's new module (a new ONNX Runtime session, a refitted TensorRT
-engine), verify.py compares the result with eager PyTorch, and update.py swaps it all in at once,
-or nothing.
+engine), verify.py compares the result with eager PyTorch (verification's own check), and
+update.py swaps it all in at once, or nothing. names.py runs the same derivation for a
+weight-stripped artifact: which of the model's tensors, by its own names, each weight is.
 """

@@ -7,18 +7,7 @@ import numpy as np
 import onnx
 
 from converters.core.segment import OnnxSegment
-
-# The initializer types a refit replaces: weights (float, and int8 where quantized). Others (shapes,
-# axes, indices) are part of the graph: TensorRT builds them in.
-_WEIGHT_TYPES = frozenset(
-    {
-        onnx.TensorProto.FLOAT,
-        onnx.TensorProto.FLOAT16,
-        onnx.TensorProto.BFLOAT16,
-        onnx.TensorProto.DOUBLE,
-        onnx.TensorProto.INT8,
-    }
-)
+from trt_lower.deploy.separate_weights import WEIGHT_TYPES
 
 
 def _io(values: list[onnx.ValueInfoProto]) -> list[bytes]:
@@ -53,7 +42,7 @@ def difference(old: OnnxSegment, new: OnnxSegment) -> str | None:
         u = news[name]
         if (t.data_type, list(t.dims)) != (u.data_type, list(u.dims)):
             return f"initializer '{name}' changed type or shape"
-        if t.data_type not in _WEIGHT_TYPES and not np.array_equal(old.values(t), new.values(u)):
+        if t.data_type not in WEIGHT_TYPES and not np.array_equal(old.values(t), new.values(u)):
             return (
                 f"initializer '{name}' ({onnx.TensorProto.DataType.Name(t.data_type)}) is derived from the weights "
                 "but is not a weight TensorRT refits (a shape, index or axis)"

@@ -11,8 +11,8 @@ from trt_lower.api import Lowering
 from trt_lower.refit.engines import check_refittable, new_modules
 from trt_lower.refit.errors import WeightUpdateError
 from trt_lower.refit.rederive import rederive
-from trt_lower.refit.state import assign, new_state
-from trt_lower.refit.verify import eager_outputs, mismatches, tolerance
+from trt_lower.refit.state import assign, keep, new_state
+from trt_lower.refit.verify import eager_outputs, mismatches, module_tolerance
 from trt_lower.stitch.lowered import LoweredModule
 
 
@@ -27,7 +27,7 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
     backend = lowered.report.backend
     old_modules = {name: lowered.get_submodule(name) for name in lowered.segments}
     check_refittable(old_modules, backend)
-    state = new_state(source, lowering.captured.program.state_dict)
+    state = new_state(source, lowering.captured.program)
     expected = eager_outputs(source, lowering.inputs, lowering.kwargs) if isinstance(source, torch.nn.Module) else None
     derived = rederive(lowered, lowering, state, expected)
     modules = new_modules(old_modules, derived.segments, backend, lowering.settings, len(lowered.report.fallbacks))
@@ -38,13 +38,13 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
         swapped = True  # from the first change on: a swap that fails halfway is undone too
         _swap(lowered, modules, derived.eager)
         actual = eager_outputs(lowered, lowering.inputs, lowering.kwargs)
-        failed = mismatches(derived.expected, actual, lowering.settings.precision)
+        tol = module_tolerance(derived.segments.values(), lowering.settings.precision)
+        failed = mismatches(derived.expected, actual, tol)
         if failed:
-            rtol, atol = tolerance(lowering.settings.precision)
-            worst = ", ".join(f"output{e.path or ''} max abs err {e.max_abs:.3g}" for e in failed[:4])
+            worst = ", ".join(f"{c.name} error {c.error:.3g}" for c in failed[:4])
             raise WeightUpdateError(
                 f"the module with the new weights does not match eager PyTorch on the example "
-                f"inputs (rtol={rtol:g}, atol={atol:g}): {worst}; kept the old weights"
+                f"inputs (verification's tolerance, {tol.describe()}): {worst}; kept the old weights"
             )
     except BaseException:
         if swapped:
@@ -52,7 +52,7 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
         raise
     lowered.segments = derived.segments
     # The captured program holds the new weights from now on, not the old ones (whose model may be gone).
-    lowering.captured.program.state_dict.update(state)
+    keep(lowering.captured.program, state)
 
 
 def _swap(lowered: LoweredModule, modules: Mapping[str, torch.nn.Module], eager: Mapping[str, torch.Tensor]) -> None:

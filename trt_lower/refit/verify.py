@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.utils._pytree as pytree
 
-from trt_lower.debug.compare import OutputError, compare
-
-
-def tolerance(precision: str) -> tuple[float, float]:
-    """(rtol, atol) an updated module must meet against eager, for its precision. The one place
-    that says it: build-time verification's own rules replace it where they exist."""
-    return (1e-2, 1e-2) if precision == "fp16" else (1e-3, 1e-3)
+from trt_lower.values.segment import ConvertedSegment
+from trt_lower.verify.stage import tolerance_of
+from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
 
 
 def eager_outputs(model: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -29,16 +25,30 @@ def eager_outputs(model: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
             m.training = training
 
 
-def mismatches(expected: Any, actual: Any, precision: str) -> list[OutputError]:
-    """The outputs of `actual` out of tolerance against `expected` (structure differences included)."""
-    rtol, atol = tolerance(precision)
+# Precisions from the strictest tolerance to the widest.
+_WIDENING = ("fp32", "fp16", "bf16")
+
+
+def module_tolerance(segments: Iterable[ConvertedSegment], precision: str) -> Tolerance:
+    """What verification accepts of the module's engines (each at its own tolerance: bf16 where its
+    ONNX computes in bfloat16, int8 or FP8 steps where it has quantized layers), the widest of
+    them: an updated module is held to it, no looser."""
+    each = [tolerance_of(s, precision) for s in segments] or [Tolerance(precision, False)]
+    return Tolerance(
+        max((t.precision for t in each), key=_WIDENING.index), any(t.int8 for t in each), any(t.fp8 for t in each)
+    )
+
+
+def mismatches(expected: Any, actual: Any, tol: Tolerance) -> list[OutputCheck]:
+    """The outputs of `actual` that verification's check fails against `expected` (structure
+    differences included)."""
     want = pytree.tree_flatten_with_path(expected)[0]
     got = pytree.tree_leaves(actual)
     if len(want) != len(got):
-        return [OutputError("", float("inf"), float("inf"), False)]
-    errors = [
-        compare(pytree.keystr(path), e, a.to(e.device), rtol, atol)
+        return [OutputCheck("the outputs' structure", float("inf"), False)]
+    checks = [
+        check_output(f"output{pytree.keystr(path)}", e, a.to(e.device), tol)
         for (path, e), a in zip(want, got)
         if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)
     ]
-    return [e for e in errors if not e.passed]
+    return [c for c in checks if not c.passed]
