@@ -307,7 +307,7 @@ def _reads_bounded(monkeypatch: pytest.MonkeyPatch, fault: type[BaseException]) 
         def __exit__(self, *exc: object) -> None:
             self._file.close()
 
-    monkeypatch.setattr(engine_cache.os, "fdopen", lambda *a, **k: Bounded(fdopen(*a, **k)))
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: Bounded(fdopen(*a, **k)))
 
 
 def _entry(cache: EngineCache, header_size: int | None, body: int) -> Path:
