@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import pytest
 import safetensors.torch
@@ -301,8 +302,23 @@ def _other_file(model: onnx.ModelProto) -> None:
     next(e for e in tensor.external_data if e.key == "location").value = "../../secret.bin"
 
 
+def _function_default(model: onnx.ModelProto) -> None:
+    """A function whose default attribute is a tensor in a file: ONNX Runtime read it from the
+    working directory, and the node calling the function returned it (a private key came back)."""
+    default = helper.make_attribute("value", numpy_helper.from_array(torch.zeros(4).numpy()))
+    _external(default.t, "secret.bin")
+    constant = helper.make_node("Constant", [], ["out"])
+    constant.attribute.add(name="value", type=onnx.AttributeProto.TENSOR, ref_attr_name="value")
+    leak = helper.make_function("evil", "Leak", [], ["out"], [constant], [helper.make_opsetid("", 17)])
+    leak.attribute_proto.append(default)
+    model.functions.append(leak)
+    model.opset_import.append(helper.make_opsetid("evil", 1))
+    model.graph.node.insert(0, helper.make_node("Leak", [], ["leaked"], domain="evil"))
+
+
 ROUTES = {
     "format 2, an initializer": _old_format,
+    "format 3, an ONNX function's default attribute": edit_onnx("engines/engine_0.onnx", _function_default),
     "format 3, a Constant's tensor": edit_onnx("engines/engine_0.onnx", _constant_attribute),
     "format 3, a subgraph's initializer": edit_onnx("engines/engine_0.onnx", _subgraph_initializer),
     "format 3, an initializer naming another file": edit_onnx("engines/engine_0.onnx", _other_file),
@@ -331,6 +347,86 @@ def _big_engine_file(tmp_path: Path) -> Path:
     path = tmp_path / "big.trtl"
     trt_lower.save(trt_lower.lower_to_trt(model, (torch.randn(2, 64),), backend="onnxruntime", min_block_size=1), path)
     return path
+
+
+# -- ONNX operators beyond what lowering writes, and tensors no input pays for -----------------------------
+def _first_output_through(op: str, domain: str = "", **attributes: Any) -> Any:
+    """An edit that passes the engine's first output through one `op` node of `domain`."""
+
+    def edit(model: onnx.ModelProto) -> None:
+        out = model.graph.output[0].name
+        for n in model.graph.node:
+            n.output[:] = [f"{o}_pre" if o == out else o for o in n.output]
+        model.graph.node.append(helper.make_node(op, [f"{out}_pre"], [out], domain=domain, **attributes))
+        if domain:
+            model.opset_import.append(helper.make_opsetid(domain, 1))
+
+    return edit
+
+
+def _constant_of_shape(model: onnx.ModelProto) -> None:
+    """A 32 GiB constant whatever the inputs: a shape from an initializer, its sum added to nothing."""
+    model.graph.initializer.append(numpy_helper.from_array(np.array([2**31, 4], dtype=np.int64), "huge_shape"))
+    model.graph.node.append(helper.make_node("ConstantOfShape", ["huge_shape"], ["huge"]))
+    model.graph.node.append(helper.make_node("ReduceSum", ["huge"], ["huge_sum"], keepdims=0))
+
+
+OPERATORS = {
+    # ONNX Runtime's contrib ops loaded and ran: TensorRT's parser takes none of them.
+    "a com.microsoft op": (
+        edit_onnx("engines/engine_0.onnx", _first_output_through("Gelu", "com.microsoft")),
+        "uses the op domain 'com.microsoft'",
+    ),
+    "a default-domain op no converter writes": (
+        edit_onnx("engines/engine_0.onnx", _first_output_through("Bernoulli")),
+        "uses the op 'Bernoulli'",
+    ),
+    "ConstantOfShape([2**31, 4])": (
+        edit_onnx("engines/engine_0.onnx", _constant_of_shape),
+        r"makes the tensor 'huge' of \[2147483648, 4\] \(34359738368 bytes, whatever the inputs\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(OPERATORS))
+def test_onnx_beyond_what_lowering_writes_is_refused(sandwich: Path, tmp_path: Path, what: str) -> None:
+    change, message = OPERATORS[what]
+    with pytest.raises(trt_lower.ArtifactError, match=rf"evil.trtl: member 'engines/engine_0.onnx' {message}"):
+        trt_lower.load(tamper(sandwich, tmp_path / "evil.trtl", change), backend="onnxruntime")
+
+
+def test_onnx_functions_are_refused(sandwich: Path, tmp_path: Path) -> None:
+    def function(model: onnx.ModelProto) -> None:
+        body = [helper.make_node("Identity", ["x"], ["y"])]
+        model.functions.append(helper.make_function("mine", "Same", ["x"], ["y"], body, [helper.make_opsetid("", 17)]))
+        _first_output_through("Same", "mine")(model)
+
+    with pytest.raises(
+        trt_lower.ArtifactError, match=r"member 'engines/engine_0.onnx' declares ONNX functions \('Same'\)"
+    ):
+        trt_lower.load(
+            tamper(sandwich, tmp_path / "evil.trtl", edit_onnx("engines/engine_0.onnx", function)),
+            backend="onnxruntime",
+        )
+
+
+def test_engines_with_subgraphs_and_constants_load_back(tmp_path: Path) -> None:
+    # The operator and size checks accept what lowering writes: an If (torch.cond) with its
+    # subgraphs, constants, casts and reductions.
+    class Branchy(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.cond(x.sum() > 0, lambda t: t.exp(), lambda t: t - 1.0, (x,))
+            return torch.nn.functional.layer_norm(y.to(torch.float16).float(), (8,)) * torch.ones(8)
+
+    x = torch.randn(2, 8)
+    lowered = trt_lower.lower_to_trt(Branchy().eval(), (x,), backend="onnxruntime", min_block_size=1)
+    trt_lower.save(lowered, tmp_path / "ok.trtl")
+    with zipfile.ZipFile(tmp_path / "ok.trtl") as z:
+        ops = {
+            n.op_type for m in z.namelist() if m.endswith(".onnx") for n in onnx.load_from_string(z.read(m)).graph.node
+        }
+    assert "If" in ops
+    torch.testing.assert_close(trt_lower.load(tmp_path / "ok.trtl", backend="onnxruntime")(x), lowered(x))
 
 
 # -- engine outputs that disagree with the manifest ------------------------------------------------------

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import torch
@@ -228,7 +228,7 @@ def test_a_lock_held_by_a_hung_process_is_reported_within_seconds(
     tmp_path: Path, holder: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(engine_cache, "LOCK_REPORT_S", 0.5)
-    monkeypatch.setattr(engine_cache, "LOCK_TIMEOUT_S", 3.0)
+    monkeypatch.setenv(engine_cache.LOCK_TIMEOUT_VAR, "3")
     cache = EngineCache(tmp_path / "engines", "10.13.0", "trt_double host")
     (tmp_path / "engines").mkdir(mode=0o700)
     holder(tmp_path / "engines" / f"{KEY.name}.lock")
@@ -237,7 +237,126 @@ def test_a_lock_held_by_a_hung_process_is_reported_within_seconds(
         with cache.exclusive(KEY):
             entered = time.time()
     report, gave_up = caplog.records
-    assert "another process has held the engine cache lock" in report.getMessage()
-    assert "for 0.5 s (building the same engine, or hung); waiting up to 2.5 s more" in report.getMessage()
+    assert "is held by a process that did not record itself" in report.getMessage()
+    assert "waited 0.5 s, waiting up to 2.5 s more (TRT_LOWER_CACHE_LOCK_TIMEOUT)" in report.getMessage()
     assert report.created - start < 2.0 <= entered - start  # reported long before the wait ends
     assert "waited 3 s for the engine cache lock" in gave_up.getMessage()
+
+
+def test_a_waiter_names_the_holder_and_gives_up_when_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The default wait is bounded (it was 30 minutes), and $TRT_LOWER_CACHE_LOCK_TIMEOUT sets it.
+    assert engine_cache.LOCK_TIMEOUT_S <= 600
+    monkeypatch.setattr(engine_cache, "LOCK_REPORT_S", 0.2)
+    monkeypatch.setenv(engine_cache.LOCK_TIMEOUT_VAR, "0.5")
+    holding, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another lowering of the same engine: a lock of its own on the same file
+        with EngineCache(tmp_path / "engines", "10.13.0", "trt_double host").exclusive(KEY):
+            holding.set()
+            done.wait(timeout=60)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    try:
+        assert holding.wait(timeout=30)
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="trt_lower"):
+            with EngineCache(tmp_path / "engines", "10.13.0", "trt_double host").exclusive(KEY):
+                waited = time.monotonic() - start
+    finally:
+        done.set()
+        thread.join(timeout=30)
+    assert 0.5 <= waited < 10
+    report, gave_up = _warnings(caplog)
+    assert f"is held by process {os.getpid()} on " in report
+    assert f"(held by process {os.getpid()} on " in gave_up and "building without it" in gave_up
+
+
+def test_a_lock_timeout_that_is_not_a_number_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(engine_cache.LOCK_TIMEOUT_VAR, "ten minutes")
+    with pytest.raises(ValueError, match=r"\$TRT_LOWER_CACHE_LOCK_TIMEOUT is 'ten minutes'; it takes a number"):
+        with EngineCache(tmp_path / "engines", "10.13.0", "trt_double host").exclusive(KEY):
+            pass
+
+
+# -- an entry too large to read, or unreadable -----------------------------------------------------------
+_SMALL_READ = 1 << 20
+
+
+def _reads_bounded(monkeypatch: pytest.MonkeyPatch, fault: type[BaseException]) -> None:
+    """Files the cache opens raise `fault` on any read of more than a MiB (or of everything)."""
+    fdopen = os.fdopen
+
+    class Bounded:
+        def __init__(self, file: Any) -> None:
+            self._file = file
+
+        def read(self, n: int = -1) -> bytes:
+            if n < 0 or n > _SMALL_READ:
+                raise fault(f"read({n})")
+            return bytes(self._file.read(n))
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._file, name)
+
+        def __enter__(self) -> "Bounded":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._file.close()
+
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: Bounded(fdopen(*a, **k)))
+
+
+def _entry(cache: EngineCache, header_size: int | None, body: int) -> Path:
+    """An entry for KEY: a genuine header (declaring `header_size` bytes of payload, when given) or
+    zeros, then `body` bytes of zeros, sparse."""
+    path = cache.engine_path(KEY)
+    cache.store(KEY, b"plan")
+    start = len(MAGIC) + 4
+    data = path.read_bytes()
+    header = json.loads(data[start : -len(b"plan")])
+    header["size"] = header_size
+    text = json.dumps(header).encode()
+    data = MAGIC + len(text).to_bytes(4, "big") + text if header_size is not None else bytes(start + len(text))
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(len(data) + body)
+    return path
+
+
+@pytest.mark.parametrize(
+    "header_size, why",
+    [
+        (None, "not a trt_lower cache file"),
+        (16 << 30, "truncated or padded: 4 bytes of payload, its header says 17179869184"),
+    ],
+    ids=["zeros", "declares 16 GiB"],
+)
+def test_a_huge_entry_is_discarded_before_its_body_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, header_size: int | None, why: str
+) -> None:
+    # A 16 GiB sparse entry was read whole before its header was looked at: MemoryError on every
+    # lowering, and never discarded.
+    cache = EngineCache(tmp_path / "engines", "10.13.0", "trt_double host")
+    path = _entry(cache, header_size, 16 << 30 if header_size is None else 4)
+    _reads_bounded(monkeypatch, AssertionError)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        assert cache.load(KEY) is None
+    assert f"discarding cache entry {path} ({why}" in caplog.text and not path.exists()
+
+
+def test_an_entry_that_cannot_be_read_is_discarded_and_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = EngineCache(tmp_path / "engines", "10.13.0", "trt_double host")
+    path = _entry(cache, 2 * _SMALL_READ, 2 * _SMALL_READ)  # genuine, but no memory to read it into
+    _reads_bounded(monkeypatch, MemoryError)
+    with caplog.at_level(logging.WARNING, logger="trt_lower"):
+        assert cache.load(KEY) is None
+    assert f"discarding cache entry {path} (unreadable: MemoryError" in caplog.text and not path.exists()
+    monkeypatch.undo()
+    cache.store(KEY, b"plan")  # rebuilt
+    assert cache.load(KEY) == b"plan"

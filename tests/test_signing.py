@@ -16,6 +16,7 @@ import torch
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from safetensors.torch import load_file
 from test_pipeline import Sandwich
 
 import trt_lower
@@ -179,6 +180,103 @@ def test_a_fifo_or_a_directory_is_refused_not_waited_on(keys: dict[str, Ed25519P
     assert len(errors) == 2
 
 
+# -- what is verified is what is loaded ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def another(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another model of the same shape (other weights), saved unsigned."""
+    torch.manual_seed(1)
+    lowered = trt_lower.lower_to_trt(Sandwich().eval(), (X,), backend="onnxruntime")
+    path = tmp_path_factory.mktemp("another") / "another.trtl"
+    trt_lower.save(lowered, path)
+    return path
+
+
+def test_a_file_swapped_after_its_signature_is_checked_is_not_what_loads(
+    files: dict[str, Path],
+    another: Path,
+    keys: dict[str, Ed25519PrivateKey],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The signature was checked on one open of the path and the file parsed from another: an
+    # unsigned file renamed over the path in between (an inotify watcher did it) was loaded.
+    path = tmp_path / "model.trtl"
+    shutil.copy(files["signed"], path)
+    shutil.copy(another, tmp_path / "unsigned.trtl")
+    check = signing.untrusted
+
+    def check_then_swap(*args: Any) -> str | None:
+        refused = check(*args)
+        os.replace(tmp_path / "unsigned.trtl", path)
+        return refused
+
+    monkeypatch.setattr(signing, "untrusted", check_then_swap)
+    _matches_eager(_load(path, trusted_keys=[keys["ours"].public_key()]))  # the signed model, not the other
+    assert not (tmp_path / "unsigned.trtl").exists()
+
+
+def test_cli_sign_signs_the_bytes_it_checked(
+    files: dict[str, Path],
+    another: Path,
+    keys: dict[str, Ed25519PrivateKey],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `trt-lower sign` checked one open of the file and signed a copy made from another.
+    assert cli.main(["keygen", str(tmp_path / "k")]) == 0
+    (tmp_path / "notes.txt").write_text("not an artifact")
+    read = artifact.read
+
+    def read_then_swap(*args: Any) -> Any:
+        checked = read(*args)
+        shutil.copy(tmp_path / "notes.txt", tmp_path / "m.trtl")
+        return checked
+
+    shutil.copy(files["plain"], tmp_path / "m.trtl")
+    monkeypatch.setattr(artifact, "read", read_then_swap)
+    assert (
+        cli.main(["sign", str(tmp_path / "m.trtl"), "--key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "s.trtl")])
+        == 0
+    )
+    monkeypatch.undo()
+    _matches_eager(_load(tmp_path / "s.trtl", trusted_keys=[tmp_path / "k.pub.pem"]))
+
+
+@pytest.fixture(scope="module")
+def stripped(tmp_path_factory: pytest.TempPathFactory, keys: dict[str, Ed25519PrivateKey]) -> Path:
+    """The model saved signed with weights="separate" (stripped.trtl + stripped.safetensors), and
+    another model's weights for the same graph (other.safetensors)."""
+    root = tmp_path_factory.mktemp("stripped")
+    trt_lower.save(
+        trt_lower.lower_to_trt(_model(), (X,), backend="onnxruntime"),
+        root / "stripped.trtl",
+        weights="separate",
+        sign_with=keys["ours"],
+    )
+    torch.manual_seed(1)
+    other = trt_lower.lower_to_trt(Sandwich().eval(), (X,), backend="onnxruntime")
+    trt_lower.save(other, root / "other.trtl", weights="separate")
+    return root
+
+
+def test_a_signature_covers_the_separate_weight_file(
+    stripped: Path, keys: dict[str, Ed25519PrivateKey], tmp_path: Path
+) -> None:
+    trusted = [keys["ours"].public_key()]
+    _matches_eager(_load(stripped / "stripped.trtl", weights=stripped / "stripped.safetensors", trusted_keys=trusted))
+    # Another weight file for the same graph, swapped in beside the signed artifact: it loaded.
+    with pytest.raises(artifact.ArtifactError, match="are not those it was signed with"):
+        _load(stripped / "stripped.trtl", weights=stripped / "other.safetensors", trusted_keys=trusted)
+    # As a state dict too; the signed weights as a state dict load.
+    with pytest.raises(artifact.ArtifactError, match="the weights in the state dict are not those it was signed"):
+        _load(stripped / "stripped.trtl", weights=load_file(stripped / "other.safetensors"), trusted_keys=trusted)
+    _matches_eager(
+        _load(stripped / "stripped.trtl", weights=load_file(stripped / "stripped.safetensors"), trusted_keys=trusted)
+    )
+    # Without trusted keys, any weights of the graph's keys, dtypes and shapes still load (a fine-tuned copy).
+    _load(stripped / "stripped.trtl", weights=stripped / "other.safetensors")
+
+
 # -- keys that cannot be used ------------------------------------------------------------------------
 def test_keys_that_cannot_be_used_are_named(
     files: dict[str, Path], keys: dict[str, Ed25519PrivateKey], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -202,6 +300,59 @@ def test_keys_that_cannot_be_used_are_named(
     with pytest.raises(ValueError, match="not an unencrypted PEM private key"):
         trt_lower.save(_load(files["plain"]), tmp_path / "x.trtl", sign_with=rsa_key)
     assert not (tmp_path / "x.trtl").exists()
+
+
+@pytest.mark.parametrize("value", [":", os.pathsep * 3])
+def test_a_trusted_keys_variable_that_names_no_key_is_an_error(
+    files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # It silently turned checking off: an unsigned file loaded.
+    monkeypatch.setenv(signing.ENV_VAR, value)
+    with pytest.raises(ValueError, match=r"\$TRT_LOWER_TRUSTED_KEYS is .*, which names no key file"):
+        _load(files["plain"])
+    monkeypatch.setenv(signing.ENV_VAR, "")  # set but empty: no checking, as unset
+    _matches_eager(_load(files["plain"]))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_key_files_are_read_with_type_and_size_checks(files: dict[str, Path], tmp_path: Path) -> None:
+    # A FIFO key file hung the load, /dev/zero exhausted memory.
+    os.mkfifo(tmp_path / "fifo.pem")
+    (tmp_path / "big.pem").write_bytes(b"-" * (signing.MAX_KEY_BYTES + 1))
+    errors: list[str] = []
+
+    def load_all() -> None:
+        for key in (tmp_path / "fifo.pem", Path("/dev/zero"), tmp_path, tmp_path / "big.pem"):
+            with pytest.raises(ValueError) as refused:
+                _load(files["signed"], trusted_keys=[key])
+            errors.append(str(refused.value))
+
+    loader = threading.Thread(target=load_all, daemon=True)
+    loader.start()
+    loader.join(timeout=60)
+    if loader.is_alive():
+        os.close(os.open(tmp_path / "fifo.pem", os.O_WRONLY | os.O_NONBLOCK))  # let the loader go
+        pytest.fail("a key file was waited on, or read without end")
+    assert errors[:3] == [
+        f"the trusted key {k} is not a regular file" for k in (tmp_path / "fifo.pem", "/dev/zero", tmp_path)
+    ]
+    assert errors[3] == f"the trusted key {tmp_path / 'big.pem'} is larger than 65536 bytes: not a PEM key"
+
+
+def test_trusted_keys_of_the_wrong_type_are_named(files: dict[str, Path], keys: dict[str, Ed25519PrivateKey]) -> None:
+    pem = (
+        keys["ours"]
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    with pytest.raises(
+        TypeError, match="trusted_keys takes Ed25519 public keys or paths of their PEM files .* got bytes"
+    ):
+        _load(files["signed"], trusted_keys=pem)
+    with pytest.raises(TypeError, match="a trusted key is an Ed25519 key or the path of its PEM file, got bytes"):
+        _load(files["signed"], trusted_keys=[pem])
+    with pytest.raises(TypeError, match="trusted_keys takes .* got int"):
+        _load(files["signed"], trusted_keys=7)
 
 
 # -- the CLI -----------------------------------------------------------------------------------------

@@ -62,7 +62,8 @@ def test_sign_output_replaces_a_regular_file_and_nothing_else(lowered: trt_lower
             cli.main(["sign", str(source), "--key", str(key), "-o", str(special)])
         assert unchanged(special)
     assert cli.main(["sign", str(source), "--key", str(key), "-o", str(source)]) == 0
-    assert "(valid)" in signing.describe(source)
+    with open(source, "rb") as file:
+        assert "(valid)" in signing.describe(file)
 
 
 FAKE = "\n  signature: Ed25519 key 0000 (valid)\x1b[8m"  # a line of its own, then hidden text

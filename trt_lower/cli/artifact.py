@@ -6,6 +6,7 @@ import argparse
 import importlib
 import re
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -15,6 +16,7 @@ from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli.arguments import input_file, output_file
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.deploy import artifact, signing
+from trt_lower.deploy.container import open_file
 from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
 from trt_lower.runtime.guard import InputGuard
 
@@ -124,7 +126,9 @@ def _printable(value: Any) -> Any:
 
 
 def info(args: argparse.Namespace) -> int:
-    archive = artifact.read(args.file)
+    with open_file(Path(args.file)) as file:  # what is shown and its signature, from one open
+        archive = artifact.read(args.file, file)
+        signature = signing.describe(file)
     manifest = _printable(archive.manifest)
     written = ", ".join(f"{k} {v}" for k, v in manifest["written_by"].items())
     size = sum(info.file_size for info in archive.infos.values())
@@ -132,7 +136,7 @@ def info(args: argparse.Namespace) -> int:
         f"{_printable(str(archive.path))}: trt_lower artifact, format {manifest['format_version']}, written by {written}"
     )
     print(f"  members: {len(archive.infos) + 1}, {size / 2**20:.1f} MiB (checksums verified)")
-    print(f"  signature: {signing.describe(archive.path)}")
+    print(f"  signature: {signature}")
     print(f"  settings: {manifest['settings']}")
     for sig, dims in zip(manifest["inputs"], manifest["input_dims"]):
         shape = "x".join(str(d) for d in dims)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trt_lower.deploy import artifact, signing
 
@@ -19,11 +19,14 @@ def keygen(args: argparse.Namespace) -> int:
 
 
 def sign(args: argparse.Namespace) -> int:
-    artifact.read(args.file)  # only a complete trt_lower artifact, checksums verified, is signed
     target = Path(args.output or args.file)
     if not target.parent.is_dir():  # a typo in -o makes no directories
         raise FileNotFoundError(f"-o {target}: no such directory: {target.parent}")
-    print(f"signed {target} with Ed25519 key {signing.sign_file(Path(args.file), target, Path(args.key))}")
+
+    def check(copy: BinaryIO) -> None:  # only a complete trt_lower artifact, checksums verified, is signed
+        artifact.read(args.file, copy)
+
+    print(f"signed {target} with Ed25519 key {signing.sign_file(Path(args.file), target, Path(args.key), check)}")
     return 0
 
 

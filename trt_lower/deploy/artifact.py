@@ -37,17 +37,17 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, cast
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping, cast
 
 import safetensors.torch
 import torch
 from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
-from trt_lower.deploy import graph_json, onnx_members, separate_weights, signing, tensor_names
+from trt_lower.deploy import graph_json, onnx_members, separate_weights, signed_weights, signing, tensor_names
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import probe as artifact_probe
-from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container
+from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container, open_file
 from trt_lower.deploy.manifest import FORMAT, FORMAT_VERSION, GUARD, SEPARATE, WEIGHTS, FieldError, report_from_json
 from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, weights_path
 from trt_lower.engine.backend import check_target, resolve_backend
@@ -286,6 +286,7 @@ def save(
             raise ArtifactError(f"cannot save this module: {e}") from None
         if separate is not None:
             manifest[SEPARATE] = separate.record([out.zip.read(e["onnx"]) for e in manifest["engines"]])
+            signed_weights.record(manifest[SEPARATE], separate.tensors)  # what a signature covers
             separate.write(weights_path(path), manifest[SEPARATE])
         out.close(manifest)
         if key is not None:  # the finished file signed before it is renamed into place
@@ -293,10 +294,11 @@ def save(
 
 
 # -- load ------------------------------------------------------------------------------------------
-def read(path: PathLike) -> Container:
+def read(path: PathLike, file: BinaryIO | None = None) -> Container:
     """Open and verify the artifact at `path` (also what `trt-lower info` shows): its structure,
-    its manifest's header and member list, and every member's checksum, read in chunks."""
-    container = open_container(Path(path))
+    its manifest's header and member list, and every member's checksum, read in chunks. `file`:
+    the artifact already open (container.open_file), read from rather than `path`."""
+    container = open_container(Path(path)) if file is None else Container(Path(path), file)
     schema.check_header(container)
     with _malformed(container):
         schema.check_members(container)
@@ -517,16 +519,33 @@ def load(
     of the file: replacing or deleting the file afterwards changes nothing of it.
 
     weights: for a file saved with weights="separate", the weight file (or a state dict of its
-    keys, or the model's own `state_dict()`) to run it with. trusted_keys: Ed25519 public keys (or their PEM files); when given, or
-    when $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by one of them is refused
-    (deploy/signing.py)."""
+    keys, or the model's own `state_dict()`) to run it with. trusted_keys: Ed25519 public keys (or
+    their PEM files); when given, or when $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by
+    one of them is refused, and so are weights other than those a weights="separate" file was
+    signed with (deploy/signing.py)."""
     start = time.perf_counter()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    # The signature is checked before anything else in the file is parsed.
-    if (refused := signing.untrusted(path, trusted_keys)) is not None:
-        raise ArtifactError(refused)
-    container = open_container(Path(path))
+    required = signing.trusted(trusted_keys)
+    # One open file: the signature is checked on it before anything else in it is parsed, and
+    # everything loaded is read from it (a path replaced in between changes nothing).
+    with open_file(Path(path)) as file:
+        if (refused := signing.untrusted(file, path, required)) is not None:
+            raise ArtifactError(refused)
+        container = Container(Path(path), file)
+        return _load(container, start, backend, cache_dir, weights, signed=required is not None)
+
+
+def _load(
+    container: Container,
+    start: float,
+    backend: str,
+    cache_dir: PathLike | None,
+    weights: PathLike | Mapping[str, torch.Tensor] | None,
+    *,
+    signed: bool,
+) -> Any:
+    """`load`'s module from the open `container`; `signed`: its signature was checked against trusted keys."""
     schema.check_header(container)
     manifest = container.manifest
     # Everything the file says is read, verified and checked before any engine is made.
@@ -538,7 +557,7 @@ def load(
     resolved = _resolve_backend(backend, saved.trt_version)
     # The eager nodes run where the engines do (weights and CUDA device arguments included).
     where = devices.current().torch_device() if resolved == "tensorrt" else torch.device("cpu")
-    separate = _separate_weights(container, weights)
+    separate = _separate_weights(container, weights, signed)
     with _malformed(container):
         eager = _weights(container, where, separate)
         entries = list(schema.items(manifest, "engines", ""))
@@ -601,10 +620,12 @@ _USES = {"causal_lm": "trt_lower.llm.generation.LoweredCausalLM"}
 
 
 def _separate_weights(
-    container: Container, weights: PathLike | Mapping[str, torch.Tensor] | None
+    container: Container, weights: PathLike | Mapping[str, torch.Tensor] | None, signed: bool
 ) -> dict[str, torch.Tensor] | None:
     """The checked tensors of the weight file given for a weights="separate" artifact; None for
-    one that holds its weights. ArtifactError where one is given without the other."""
+    one that holds its weights. ArtifactError where one is given without the other, and where
+    the artifact is `signed` (checked against trusted keys) and they are not the weights it was
+    signed with (signed_weights.py)."""
     record = container.manifest.get(SEPARATE)
     if record is None:
         if weights is not None:
@@ -619,6 +640,10 @@ def _separate_weights(
         )
     with _malformed(container):
         try:
-            return separate_weights.read(weights, schema.need(record, dict, SEPARATE), container.path)
+            tensors = separate_weights.read(weights, schema.need(record, dict, SEPARATE), container.path)
         except WeightFileError as e:
             raise ArtifactError(str(e)) from None
+    where = "the state dict" if isinstance(weights, Mapping) else str(weights)
+    if signed and (refused := signed_weights.refusal(record, tensors, where)) is not None:
+        raise container.error(refused)
+    return tensors

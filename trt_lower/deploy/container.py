@@ -7,17 +7,24 @@ Rules, each checked before a member's bytes are used:
 - no name appears twice, and the members are exactly those the manifest lists (plus the manifest);
 - a member is hashed while it is read into memory this process owns, and refused on a mismatch:
   what was checked is what is used, whatever happens to the file afterwards (it may be
-  overwritten, truncated or replaced while the model runs; nothing of it is memory-mapped).
+  overwritten, truncated or replaced while the model runs; nothing of it is memory-mapped);
+- the file is opened once (`open_file`), and its structure, its members and its signature
+  (signing.py) are all read from that one open file: replacing the path while it is read
+  changes nothing of what is loaded.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
+import stat
 import struct
+import weakref
 import zipfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,11 +64,12 @@ class Container:
     `manifest` is the parsed manifest (checked only for being a JSON object of bounded depth
     with its checksums: its schema is manifest.py's)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, file: BinaryIO) -> None:
         self.path = path
-        self.size = path.stat().st_size
+        self.file = file  # the one open file everything is read from (`open_file`)
+        self.size = os.fstat(file.fileno()).st_size
         try:
-            with zipfile.ZipFile(path) as archive:
+            with zipfile.ZipFile(file) as archive:
                 infos = archive.infolist()
         except zipfile.BadZipFile as e:
             raise ArtifactError(f"{path} is not a trt_lower artifact, or is truncated or corrupted ({e})") from None
@@ -134,23 +142,23 @@ class Container:
         when the hash is not the manifest's (once the manifest is read)."""
         digest = hashlib.sha256()
         parts = []
-        with open(self.path, "rb") as file:
-            file.seek(self._start(file, info))
-            done = 0
-            while done < info.file_size:
-                n = min(_CHUNK, info.file_size - done)
-                if into is None:
-                    chunk = file.read(n)
-                    if keep:
-                        parts.append(chunk)
-                    got = len(chunk)
-                    digest.update(chunk)
-                else:
-                    got = file.readinto(into[done : done + n])
-                    digest.update(into[done : done + got])
-                if got != n:
-                    raise self.error(f"member '{info.filename}' runs past the end of the file (truncated?)")
-                done += n
+        file = self.file
+        file.seek(self._start(file, info))
+        done = 0
+        while done < info.file_size:
+            n = min(_CHUNK, info.file_size - done)
+            if into is None:
+                chunk = file.read(n)
+                if keep:
+                    parts.append(chunk)
+                got = len(chunk)
+                digest.update(chunk)
+            else:
+                got = cast(io.BufferedIOBase, file).readinto(into[done : done + n])  # every open binary file has it
+                digest.update(into[done : done + got])
+            if got != n:
+                raise self.error(f"member '{info.filename}' runs past the end of the file (truncated?)")
+            done += n
         if info.filename != MANIFEST and digest.hexdigest() != self.sha256.get(info.filename):
             raise self.error(f"checksum mismatch in member '{info.filename}' (the file is corrupted)")
         self._verified.add(info.filename)
@@ -170,8 +178,7 @@ class Container:
         lies in the file modulo ALIGNMENT (arrays the writer placed aligned in the file are
         aligned in memory too)."""
         info = self._info(name)
-        with open(self.path, "rb") as file:
-            start = self._start(file, info)
+        start = self._start(self.file, info)
         raw = np.empty(info.file_size + ALIGNMENT, dtype=np.uint8)
         offset = (start - raw.ctypes.data) % ALIGNMENT
         buffer = raw[offset : offset + info.file_size]
@@ -185,11 +192,29 @@ class Container:
                 self._read(self.infos[name], None, keep=False)
 
 
+def open_file(path: Path) -> BinaryIO:
+    """The artifact file at `path`, opened once for everything read from it; FileNotFoundError when
+    there is none, ArtifactError for a directory, FIFO or device (not read, nor waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"trt_lower.load: no such file: {path}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ArtifactError(f"{path} is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def open_container(path: Path) -> Container:
-    """The container at `path`; FileNotFoundError when it is not a regular file."""
-    if not path.is_file():
-        raise FileNotFoundError(f"trt_lower.load: no such file: {path}")
-    return Container(path)
+    """The container at `path`, holding its own open file (closed with it)."""
+    file = open_file(path)
+    try:
+        container = Container(path, file)
+    except BaseException:
+        file.close()
+        raise
+    weakref.finalize(container, file.close)
+    return container
 
 
 class Writer:

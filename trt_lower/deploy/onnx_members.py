@@ -3,8 +3,15 @@ the file or disagree with the manifest.
 
 - External data: only the graph's top-level initializers may declare it, each pointing into the
   engine's own weights member (format 3) by the name save gave it, within that member; a tensor
-  anywhere else (node attributes, subgraphs, sparse initializers, functions) that declares
-  external data is refused, in every format version (format 2 and older embed every weight).
+  anywhere else (node attributes, subgraphs, sparse initializers, functions' nodes and their
+  default attributes) that declares external data is refused, in every format version (format 2
+  and older embed every weight).
+- Operators: only what lowering writes and TensorRT's parser takes: ops of the default ONNX domain
+  in the TensorRT support table (converters/passes/trt_support.py) and TensorRT plugin nodes; no
+  other domain (ONNX Runtime's contrib ops, `com.microsoft`, would run) and no ONNX functions.
+- Sizes: no tensor whose shape is known statically (a constant, or an intermediate shape inference
+  derives from constants, such as `ConstantOfShape([2**31, 4])`) is larger than MAX_TENSOR_BYTES:
+  building or running the engine would allocate it whatever the inputs.
   Once read, each weight is an array over memory this process owns (container.py), handed to
   ONNX Runtime or TensorRT from memory: neither reads a file the ONNX names.
 - The graph's inputs and outputs are the manifest's signatures: same names in the same order,
@@ -14,60 +21,104 @@ the file or disagree with the manifest.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import onnx
 from numpy.typing import NDArray
-from onnx import AttributeProto, TensorProto, numpy_helper
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
+from converters.core.builder import PLUGIN_DOMAIN
 from converters.core.dtypes import FLOAT_WEIGHTS
 from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment, initializer, is_external
+from converters.passes.trt_support import TABLE
 from trt_lower.values.signature import TensorSig
 
 _EXTERNAL_KEYS = frozenset({"location", "offset", "length", "checksum"})
+# The largest tensor of statically known shape an engine's graph may hold (4 GiB; the largest a
+# lowering makes, the logits of a long sequence over a large vocabulary, are well under it).
+MAX_TENSOR_BYTES = 1 << 32
+_DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 class OnnxMemberError(TrtLowerError, ValueError):
     """An engine's ONNX that a loaded artifact may not hold (the loader names the file and member)."""
 
 
+def _parts(
+    model: onnx.ModelProto,
+) -> tuple[list[tuple[str, onnx.GraphProto]], list[tuple[str, onnx.NodeProto]], list[tuple[str, AttributeProto]]]:
+    """Every graph (the model's own first), node and attribute of the model, subgraphs and
+    functions (their nodes and default attributes) included, each with where it is (walked with
+    a stack: no recursion)."""
+    graphs: list[tuple[str, onnx.GraphProto]] = []
+    nodes: list[tuple[str, onnx.NodeProto]] = []
+    attributes: list[tuple[str, AttributeProto]] = []
+    pending_graphs = [("graph", model.graph)]
+    pending_nodes = [(f"function '{f.name}', node '{n.name or n.op_type}'", n) for f in model.functions for n in f.node]
+    pending_attributes = [
+        (f"function '{f.name}', default attribute '{a.name}'", a) for f in model.functions for a in f.attribute_proto
+    ]
+    while pending_graphs or pending_nodes or pending_attributes:
+        if pending_graphs:
+            where, graph = pending_graphs.pop()
+            graphs.append((where, graph))
+            pending_nodes.extend((f"{where}, node '{n.name or n.op_type}'", n) for n in graph.node)
+        elif pending_nodes:
+            where, node = pending_nodes.pop()
+            nodes.append((where, node))
+            pending_attributes.extend((f"{where}, attribute '{a.name}'", a) for a in node.attribute)
+        else:
+            where, attribute = pending_attributes.pop()
+            attributes.append((where, attribute))
+            subgraphs = [attribute.g] if attribute.type == AttributeProto.GRAPH else list(attribute.graphs)
+            pending_graphs.extend((f"{where} (a subgraph)", g) for g in subgraphs)
+    return graphs, nodes, attributes
+
+
 def _nested_tensors(model: onnx.ModelProto) -> Iterator[tuple[str, TensorProto]]:
-    """Every tensor of the model but its top-level initializers, with where it is (no recursion:
-    subgraphs are walked with a stack)."""
-    graphs: list[tuple[str, onnx.GraphProto]] = [("graph", model.graph)]
-    nodes = [(f"function '{f.name}'", n) for f in model.functions for n in f.node]
+    """Every tensor of the model but its top-level initializers, with where it is."""
+    graphs, _, attributes = _parts(model)
     for sparse in model.graph.sparse_initializer:
         yield "a sparse initializer", sparse.values
         yield "a sparse initializer", sparse.indices
-    first = True
-    while graphs or nodes:
-        if graphs:
-            where, graph = graphs.pop()
-            if not first:
-                for tensor in graph.initializer:
-                    yield where, tensor
-                for sparse in graph.sparse_initializer:
-                    yield where, sparse.values
-                    yield where, sparse.indices
-            first = False
-            nodes.extend((f"{where}, node '{n.name or n.op_type}'", n) for n in graph.node)
+    for where, graph in graphs[1:]:
+        yield from ((where, t) for t in graph.initializer)
+        for sparse in graph.sparse_initializer:
+            yield where, sparse.values
+            yield where, sparse.indices
+    for where, attribute in attributes:
+        yield from ((where, t) for t in ([attribute.t] if attribute.HasField("t") else []))
+        yield from ((where, t) for t in attribute.tensors)
+        for sparse in [attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []:
+            yield where, sparse.values
+            yield where, sparse.indices
+        for sparse in attribute.sparse_tensors:
+            yield where, sparse.values
+            yield where, sparse.indices
+
+
+def _check_operators(model: onnx.ModelProto) -> None:
+    """Only the ops lowering writes and TensorRT's parser takes (see the module's docstring)."""
+    if model.functions:
+        raise OnnxMemberError(
+            f"declares ONNX functions ({', '.join(repr(f.name[:80]) for f in model.functions[:4])}); "
+            "an engine's ONNX holds none"
+        )
+    for where, node in _parts(model)[1]:
+        if node.domain == PLUGIN_DOMAIN:  # a TensorRT plugin: only TensorRT runs it, by its name
             continue
-        where, node = nodes.pop()
-        for attribute in node.attribute:
-            at = f"{where}, attribute '{attribute.name}'"
-            if attribute.type == AttributeProto.TENSOR:
-                yield at, attribute.t
-            elif attribute.type == AttributeProto.TENSORS:
-                yield from ((at, t) for t in attribute.tensors)
-            elif attribute.type == AttributeProto.SPARSE_TENSOR:
-                yield at, attribute.sparse_tensor.values
-                yield at, attribute.sparse_tensor.indices
-            elif attribute.type == AttributeProto.GRAPH:
-                graphs.append((f"{at} (a subgraph)", attribute.g))
-            elif attribute.type == AttributeProto.GRAPHS:
-                graphs.extend((f"{at} (a subgraph)", g) for g in attribute.graphs)
+        if node.domain not in _DEFAULT_DOMAINS:
+            raise OnnxMemberError(
+                f"uses the op domain '{node.domain[:80]}' ({where[:200]}); an engine's ONNX holds only "
+                f"default-domain ops and TensorRT plugins ('{PLUGIN_DOMAIN}')"
+            )
+        if node.op_type not in TABLE:
+            raise OnnxMemberError(
+                f"uses the op '{node.op_type[:80]}' ({where[:200]}), which TensorRT's ONNX parser does not take"
+            )
 
 
 def _declares_external(tensor: TensorProto) -> bool:
@@ -85,6 +136,7 @@ def _parse(data: bytes) -> onnx.ModelProto:
                 f"declares external data in {where} (tensor '{tensor.name[:80]}'); only the "
                 "graph's top-level initializers may, in the engine's weights member"
             )
+    _check_operators(model)
     return model
 
 
@@ -186,6 +238,31 @@ def check_io(model: onnx.ModelProto, inputs: tuple[TensorSig, ...], outputs: tup
                     f"declares '{sig.name}' as {dims}, the manifest's signature says {sig.describe()}"
                 )
     try:
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except Exception as e:  # onnx's InferenceError and the checker's
         raise OnnxMemberError(f"does not compute what it declares ({type(e).__name__}: {str(e)[:300]})") from None
+    _check_sizes(inferred)
+
+
+def _bytes(value: onnx.ValueInfoProto) -> int:
+    """The size of a tensor whose dims shape inference knows all of (0 when it does not)."""
+    kind = value.type.tensor_type
+    dims = [d for d in _dims(value) or [None] if d is not None]
+    if len(dims) != len(kind.shape.dim):
+        return 0
+    try:
+        itemsize = helper.tensor_dtype_to_np_dtype(kind.elem_type).itemsize
+    except (KeyError, TypeError):  # no NumPy type (strings, 4-bit types): count a byte each
+        itemsize = 1
+    return math.prod(dims) * itemsize
+
+
+def _check_sizes(inferred: onnx.ModelProto) -> None:
+    """No tensor of statically known shape (from constants, whatever the inputs) is larger than
+    MAX_TENSOR_BYTES."""
+    for value in [*inferred.graph.value_info, *inferred.graph.output]:
+        if (size := _bytes(value)) > MAX_TENSOR_BYTES:
+            raise OnnxMemberError(
+                f"makes the tensor '{value.name[:80]}' of {_dims(value)} ({size} bytes, whatever the "
+                f"inputs); an engine's tensors are limited to {MAX_TENSOR_BYTES} bytes"
+            )

@@ -7,9 +7,11 @@ The signature is the zip's archive comment, the last bytes of the file, in a fix
 
 It signs a SHA-256 of everything before it (every member, the manifest, the zip's own records, the
 comment's length), so it is checked by reading the file's tail and hashing the rest: before anything
-in the file is parsed. Unsigned files still load; `trusted_keys` (or $TRT_LOWER_TRUSTED_KEYS) makes
-load refuse any file that no trusted key signed. docs/security.md says what that does and does not
-protect against.
+in the file is parsed, and on the same open file the loader then reads (container.open_file), so what
+was verified is what is parsed. A weights="separate" file's weight file is covered through its
+digest, recorded in the signed manifest (signed_weights.py). Unsigned files still load;
+`trusted_keys` (or $TRT_LOWER_TRUSTED_KEYS) makes load refuse any file that no trusted key signed.
+docs/security.md says what that does and does not protect against.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import shutil
 import stat
 import zipfile
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO, Callable, Iterable
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -37,6 +39,8 @@ TRAILER_BYTES = len(_PREFIX) + 64 + 1 + 128
 # signature means nothing anywhere else, and a signature of anything else means nothing here).
 _CONTEXT = b"trt_lower artifact signature 1\0"
 _CHUNK = 1 << 24
+# A PEM key is a few hundred bytes; a key file larger than this is not one, and is not read whole.
+MAX_KEY_BYTES = 1 << 16
 
 PathLike = str | os.PathLike[str]
 PrivateKey = Ed25519PrivateKey | PathLike
@@ -45,18 +49,31 @@ PublicKey = Ed25519PublicKey | PathLike
 
 # -- keys ------------------------------------------------------------------------------------------
 def _pem(path: PathLike, what: str) -> bytes:
+    """The bytes of the key file at `path`: a regular file of at most MAX_KEY_BYTES (a FIFO is not
+    waited on, a device such as /dev/zero not read)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"a {what} is an Ed25519 key or the path of its PEM file, got {type(path).__name__}")
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ValueError(f"the {what} {path} is not a regular file")
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(MAX_KEY_BYTES + 1)
     except OSError as e:
         raise type(e)(e.errno, f"cannot read the {what} {path}: {e.strerror}") from None
+    if len(data) > MAX_KEY_BYTES:
+        raise ValueError(f"the {what} {path} is larger than {MAX_KEY_BYTES} bytes: not a PEM key")
+    return data
 
 
 def private_key(key: PrivateKey) -> Ed25519PrivateKey:
     """`key`, or the unencrypted PEM private key in the file it names."""
     if isinstance(key, Ed25519PrivateKey):
         return key
+    data = _pem(key, "signing key")
     try:
-        loaded = serialization.load_pem_private_key(_pem(key, "signing key"), password=None)
+        loaded = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:  # not PEM, or encrypted (TypeError: no password given)
         raise ValueError(f"{key}: not an unencrypted PEM private key ({e})") from None
     if not isinstance(loaded, Ed25519PrivateKey):
@@ -68,8 +85,9 @@ def public_key(key: PublicKey) -> Ed25519PublicKey:
     """`key`, or the PEM public key in the file it names."""
     if isinstance(key, Ed25519PublicKey):
         return key
+    data = _pem(key, "trusted key")
     try:
-        loaded = serialization.load_pem_public_key(_pem(key, "trusted key"))
+        loaded = serialization.load_pem_public_key(data)
     except ValueError as e:
         raise ValueError(f"{key}: not a PEM public key ({e})") from None
     if not isinstance(loaded, Ed25519PublicKey):
@@ -88,14 +106,25 @@ def fingerprint(key: Ed25519PublicKey | bytes) -> str:
 
 def trusted(keys: Iterable[PublicKey] | PublicKey | None) -> list[Ed25519PublicKey] | None:
     """The keys load trusts: `keys`, else the PEM files $TRT_LOWER_TRUSTED_KEYS lists (separated by
-    os.pathsep), else None (unsigned files load)."""
+    os.pathsep), else None (unsigned files load). A variable that is set but names no file (":")
+    is an error, not "no checking"."""
     if keys is None:
-        listed = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-        if not listed:
+        value = os.environ.get(ENV_VAR, "")
+        if not value:
             return None
-        keys = listed
+        keys = [p for p in value.split(os.pathsep) if p]
+        if not keys:
+            raise ValueError(
+                f"${ENV_VAR} is {value[:40]!r}, which names no key file; list the trusted public keys' "
+                "PEM files, or unset it to load unsigned files"
+            )
     if isinstance(keys, (str, os.PathLike, Ed25519PublicKey)):  # one key, not a list of them
         keys = [keys]
+    if isinstance(keys, (bytes, bytearray, memoryview)) or not isinstance(keys, Iterable):
+        raise TypeError(
+            f"trusted_keys takes Ed25519 public keys or paths of their PEM files (one, or a list), got "
+            f"{type(keys).__name__}; for PEM text, pass load_pem_public_key(text) (cryptography)"
+        )
     loaded = [public_key(k) for k in keys]
     if not loaded:
         raise ValueError("trusted_keys is empty: no file could load; pass None to load unsigned files")
@@ -154,31 +183,22 @@ def sign(file: BinaryIO, key: PrivateKey) -> str:
     return fingerprint(public)
 
 
-def sign_file(source: Path, target: Path, key: PrivateKey) -> str:
-    """`source` signed with `key`, written to `target` (may be `source`) atomically."""
+def sign_file(source: Path, target: Path, key: PrivateKey, check: Callable[[BinaryIO], object] | None = None) -> str:
+    """`source` signed with `key`, written to `target` (may be `source`) atomically. `check` (which
+    raises on a file that may not be signed) reads the copy that is signed, not `source` again."""
     signer = private_key(key)  # a bad key fails before the copy
     with open(source, "rb") as original, atomic_file(target, private=False) as copy:
         shutil.copyfileobj(original, copy, _CHUNK)
+        copy.flush()
+        if check is not None:
+            check(copy)
         return sign(copy, signer)
 
 
 # -- checking --------------------------------------------------------------------------------------
-class _NotAFile(ValueError):
-    """A path to a directory, FIFO or device: refused, not read."""
-
-
-def _signature(path: PathLike) -> tuple[bytes, bytes, bytes] | None:
-    """The public key and signature the trailer of the file at `path` holds, and the digest of
-    what they sign; None when the file has no trailer. A FIFO or a device is not read (nor waited on)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise _NotAFile(f"{path} is not a regular file")
-    with os.fdopen(fd, "rb") as file:
-        return _tail(file)
-
-
-def _tail(file: BinaryIO) -> tuple[bytes, bytes, bytes] | None:
+def _signature(file: BinaryIO) -> tuple[bytes, bytes, bytes] | None:
+    """The public key and signature the trailer of the open `file` holds, and the digest of what
+    they sign; None when the file has no trailer."""
     size = file.seek(0, os.SEEK_END)
     if size < TRAILER_BYTES:
         return None
@@ -197,17 +217,13 @@ def _valid(public: bytes, signature: bytes, digest: bytes) -> bool:
     return True
 
 
-def untrusted(path: PathLike, keys: Iterable[PublicKey] | PublicKey | None) -> str | None:
-    """Why the file at `path` may not be loaded under `keys` (see `trusted`), or None: it is
-    signed by one of them (or no keys are required). Reads the file's tail and hashes the rest;
-    parses nothing else."""
-    required = trusted(keys)
+def untrusted(file: BinaryIO, path: PathLike, required: list[Ed25519PublicKey] | None) -> str | None:
+    """Why the open `file` (at `path`) may not be loaded under the `required` keys (`trusted`), or
+    None: it is signed by one of them (or no keys are required). Reads the file's tail and hashes
+    the rest; parses nothing else."""
     if required is None:
         return None
-    try:
-        found = _signature(path)
-    except _NotAFile as e:
-        return str(e)
+    found = _signature(file)
     if found is None:
         return f"{path} is not signed, and only files signed by a trusted key may be loaded"
     public, signature, digest = found
@@ -221,10 +237,10 @@ def untrusted(path: PathLike, keys: Iterable[PublicKey] | PublicKey | None) -> s
     return None
 
 
-def describe(path: PathLike) -> str:
-    """Who signed the file at `path`, and whether the signature matches the file (not whether
-    that key is trusted: that is the loader's list)."""
-    found = _signature(path)
+def describe(file: BinaryIO) -> str:
+    """Who signed the open `file`, and whether the signature matches the file (not whether that
+    key is trusted: that is the loader's list)."""
+    found = _signature(file)
     if found is None:
         return "none (unsigned)"
     public, signature, digest = found

@@ -6,7 +6,9 @@ file is an envelope — magic, a JSON header (what the plan was built from: the 
 graph, its weights and the build options; TensorRT version, device, size and SHA-256 of the
 payload), the payload — so a truncated, corrupted or foreign entry, or one built from another
 graph than the one being built, is detected, discarded with a warning and rebuilt instead of being
-handed to TensorRT.
+handed to TensorRT. The header and the size it declares are checked before the payload is read
+(a huge entry that is not ours costs no memory), and an entry that cannot be read (an I/O error,
+no memory for it) is discarded and rebuilt too: a bad entry costs one rebuild, not every lowering.
 
 The directory may be shared or planted, and TensorRT runs whatever plan it is given, so only
 entries the current user wrote are used (docs/security.md). The directory is created private
@@ -16,7 +18,10 @@ symbolic link or a special file is discarded with a warning and rebuilt. Writes 
 file renamed into place, so a crash or a concurrent lowering never leaves a half-written entry
 behind (a killed writer's temporary file is deleted by the next write of that entry, once it is
 old), and `exclusive(key)` (a lock file per key) lets one process build an engine while the others
-lowering the same model wait and then load it; a wait past a few seconds is logged. A directory
+lowering the same model wait and then load it; a wait past a few seconds is logged, naming the
+holder (its process id, host and start, which it records beside the lock), and a wait is given up
+after $TRT_LOWER_CACHE_LOCK_TIMEOUT seconds (default 10 minutes): then the engine is built without
+the lock. A directory
 that cannot be written (read-only, full, not a directory) costs one warning: lowering goes on,
 building without caching.
 The TensorRT timing cache (kernel timings, which speed up later builds) is kept beside the engines.
@@ -31,6 +36,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import stat
 import tempfile
 import threading
@@ -54,11 +60,17 @@ MAGIC = b"trt_lower cache\n"
 # plan was built from (graph, weights, build), checked before use.
 FORMAT = 4
 _LENGTH_BYTES = 4
+# A header is a few hundred bytes of JSON: a longer one is not ours, and is not read.
+_MAX_HEADER_BYTES = 1 << 16
 # How long a lowering waits for another process building the same engine before building it too
-# (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever), and
-# after how long the wait is logged (so that a hung holder is seen, not waited on in silence).
-LOCK_TIMEOUT_S = 1800.0
+# (TensorRT builds take minutes; a holder that hangs must not hang everyone else for ever; set by
+# LOCK_TIMEOUT_VAR), and after how long the wait is logged (so that a hung holder is seen, not
+# waited on in silence).
+LOCK_TIMEOUT_VAR = "TRT_LOWER_CACHE_LOCK_TIMEOUT"
+LOCK_TIMEOUT_S = 600.0
 LOCK_REPORT_S = 5.0
+# A killed writer's temporary file is deleted once older than this: no live writer takes that long.
+_STALE_TEMPORARY_S = 1800.0
 # The refused directories this process has warned about (once each).
 _refused_dirs: set[tuple[Path, str]] = set()
 # What the timing cache is "built from": no one engine (its file name and header name the TensorRT
@@ -111,12 +123,11 @@ def _temporary_prefix(path: Path) -> str:
 
 
 def _remove_stale_temporaries(path: Path) -> None:
-    """Delete what writers of `path` that were killed mid-write left (plans are large). Only
-    files older than the lock time-out: no live writer takes that long to write one."""
+    """Delete what writers of `path` that were killed mid-write left (plans are large), once old."""
     now = time.time()
     for tmp in path.parent.glob(f"{glob.escape(_temporary_prefix(path))}*.tmp"):
         with contextlib.suppress(OSError):  # another process cleaning up, or not ours to remove
-            if now - tmp.stat().st_mtime > LOCK_TIMEOUT_S:
+            if now - tmp.stat().st_mtime > _STALE_TEMPORARY_S:
                 tmp.unlink()
 
 
@@ -217,13 +228,16 @@ class EngineCache:
         lock = filelock.FileLock(self.root / f"{key.name}.lock")
         locked = False
         try:
-            locked = self._usable() and _acquire(lock)
+            locked = self._usable() and _acquire(lock, lock_timeout())
+            if locked:
+                write_atomic(_holder_path(lock), _holder().encode())
         except OSError as e:
             self._cannot_write(e)
         try:
             yield
         finally:
             if locked:
+                _holder_path(lock).unlink(missing_ok=True)
                 lock.release()
 
     def load(self, key: Key) -> bytes | None:
@@ -297,47 +311,59 @@ class EngineCache:
         if not self._usable():
             return None
         try:
-            data, refused = _own_bytes(path)
+            payload, problem = self._entry(path, built_from)
         except FileNotFoundError:
             return None
-        except OSError as e:
-            log.warning("trt_lower: could not read the engine cache entry %s: %s; building it", path, e)
-            return None
-        if refused is not None:
-            self._discard(path, f"{refused}: someone else may have written it")
-            return None
-        payload, problem = self._unpack(data, built_from)
+        except (OSError, MemoryError) as e:  # the entry is ours but cannot be read: it would fail every time
+            payload, problem = b"", f"unreadable: {type(e).__name__}: {e}"
         if problem is not None:
             self._discard(path, problem)
             return None
         return payload
 
-    def _unpack(self, data: bytes, built_from: dict[str, str]) -> tuple[bytes, str | None]:
-        if not data.startswith(MAGIC):
-            return b"", "not a trt_lower cache file"
+    def _entry(self, path: Path, built_from: dict[str, str]) -> tuple[bytes, str | None]:
+        """The entry's payload, or why it is not used: refused, or its header (read first, alone)
+        not this entry's, or its payload not what the header declares."""
+        with _open_own(path) as file:
+            if isinstance(file, str):
+                return b"", f"{file}: someone else may have written it"
+            header, problem = self._check_header(file, built_from)
+            if problem is not None:
+                return b"", problem
+            payload = file.read()
+        if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+            return b"", "checksum mismatch (corrupted)"
+        return payload, None
+
+    def _check_header(self, file: BinaryIO, built_from: dict[str, str]) -> tuple[dict[str, object], str | None]:
+        """The entry's header, checked; `file` left at the payload, whose size is the header's."""
+        size = os.fstat(file.fileno()).st_size
         start = len(MAGIC) + _LENGTH_BYTES
-        length = int.from_bytes(data[len(MAGIC) : start], "big")
+        prefix = file.read(start)
+        if not prefix.startswith(MAGIC) or len(prefix) != start:
+            return {}, "not a trt_lower cache file"
+        length = int.from_bytes(prefix[len(MAGIC) :], "big")
         try:
-            header = json.loads(data[start : start + length])
+            header = json.loads(file.read(length)) if length <= min(_MAX_HEADER_BYTES, size - start) else None
         except ValueError:
             header = None
         if not isinstance(header, dict):
-            return b"", "unreadable header (truncated or corrupted)"
-        payload = data[start + length :]
+            return {}, "unreadable header (truncated or corrupted)"
         expected = {"format": FORMAT, "tensorrt": self.tensorrt_version, "device": self.device}
         for field, value in expected.items():
             if header.get(field) != value:
-                return b"", f"its {field} is {header.get(field)!r}, expected {value!r}"
+                return {}, f"its {field} is {header.get(field)!r}, expected {value!r}"
         recorded = header.get("built_from")
         for part, digest in built_from.items():
             found = recorded.get(part) if isinstance(recorded, dict) else None
             if found != digest:
-                return b"", f"its {part} hash is {found!r}, expected {digest!r} (it was built from something else)"
-        if len(payload) != header.get("size"):
-            return b"", f"truncated: {len(payload)} of {header.get('size')} bytes"
-        if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
-            return b"", "checksum mismatch (corrupted)"
-        return payload, None
+                return {}, f"its {part} hash is {found!r}, expected {digest!r} (it was built from something else)"
+        if size - start - length != header.get("size"):
+            return (
+                {},
+                f"truncated or padded: {size - start - length} bytes of payload, its header says {header.get('size')!r}",
+            )
+        return header, None
 
     def _discard(self, path: Path, why: str) -> None:
         log.warning("trt_lower: discarding cache entry %s (%s); it will be rebuilt", path, why)
@@ -347,39 +373,79 @@ class EngineCache:
             self._cannot_write(e)
 
 
-def _own_bytes(path: Path) -> tuple[bytes, str | None]:
-    """The bytes of the entry at `path`, or why it is refused (`refusal`, checked on the open file).
-    A symbolic link is not followed and a FIFO not waited on."""
+@contextlib.contextmanager
+def _open_own(path: Path) -> Iterator[BinaryIO | str]:
+    """The entry at `path`, open, or why it is refused (`refusal`, checked on the open file). A
+    symbolic link is not followed and a FIFO not waited on."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            return b"", "a symbolic link"
-        raise
+        if e.errno != errno.ELOOP:
+            raise
+        yield "a symbolic link"
+        return
     with os.fdopen(fd, "rb") as file:
-        refused = refusal(os.fstat(fd))
-        return (b"", refused) if refused is not None else (file.read(), None)
+        yield refusal(os.fstat(fd)) or file
 
 
-def _acquire(lock: filelock.FileLock) -> bool:
-    """Take `lock`, waiting for its holder: after LOCK_REPORT_S the wait is logged, after
-    LOCK_TIMEOUT_S it is given up (False: build without it)."""
+def lock_timeout() -> float:
+    """How long to wait for another process's lock: $TRT_LOWER_CACHE_LOCK_TIMEOUT seconds, else LOCK_TIMEOUT_S."""
+    text = os.environ.get(LOCK_TIMEOUT_VAR, "").strip()
+    if not text:
+        return LOCK_TIMEOUT_S
     try:
-        lock.acquire(timeout=LOCK_REPORT_S)
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"${LOCK_TIMEOUT_VAR} is {text[:40]!r}; it takes a number of seconds (0 or more)")
+    return seconds
+
+
+def _holder_path(lock: filelock.FileLock) -> Path:
+    # Beside the lock file, not in it: a waiter opening the lock file truncates it.
+    return Path(f"{lock.lock_file}.holder")
+
+
+def _holder() -> str:
+    return f"process {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+
+def _holder_of(lock: filelock.FileLock) -> str:
+    """Who holds `lock`, as it recorded itself (a bounded read; refused like an entry), or why unknown."""
+    try:
+        with _open_own(_holder_path(lock)) as file:
+            text = "" if isinstance(file, str) else file.read(200).decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    shown = "".join(c if c.isprintable() else "?" for c in text.strip())
+    return shown or "a process that did not record itself (not trt_lower, or an older one)"
+
+
+def _acquire(lock: filelock.FileLock, timeout: float) -> bool:
+    """Take `lock`, waiting for its holder: after LOCK_REPORT_S the wait is logged, naming the
+    holder; after `timeout` it is given up (False: build without it)."""
+    try:
+        lock.acquire(timeout=min(LOCK_REPORT_S, timeout))
         return True
     except filelock.Timeout:
         log.warning(
-            "trt_lower: another process has held the engine cache lock %s for %g s (building the same "
-            "engine, or hung); waiting up to %g s more, then building without it",
+            "trt_lower: the engine cache lock %s is held by %s (building the same engine, or hung); "
+            "waited %g s, waiting up to %g s more (%s), then building without it",
             lock.lock_file,
-            LOCK_REPORT_S,
-            LOCK_TIMEOUT_S - LOCK_REPORT_S,
+            _holder_of(lock),
+            min(LOCK_REPORT_S, timeout),
+            max(timeout - LOCK_REPORT_S, 0),
+            LOCK_TIMEOUT_VAR,
         )
     try:
-        lock.acquire(timeout=LOCK_TIMEOUT_S - LOCK_REPORT_S)
+        lock.acquire(timeout=max(timeout - LOCK_REPORT_S, 0))
         return True
     except filelock.Timeout:
         log.warning(
-            "trt_lower: waited %g s for the engine cache lock %s; building without it", LOCK_TIMEOUT_S, lock.lock_file
+            "trt_lower: waited %g s for the engine cache lock %s (held by %s); building without it",
+            timeout,
+            lock.lock_file,
+            _holder_of(lock),
         )
         return False
