@@ -275,6 +275,14 @@ def test_a_signature_covers_the_separate_weight_file(
     )
     # Without trusted keys, any weights of the graph's keys, dtypes and shapes still load (a fine-tuned copy).
     _load(stripped / "stripped.trtl", weights=stripped / "other.safetensors")
+    # The model's own state dict (its parameter names) is the signed weights too, and another
+    # model's is refused the same way.
+    _matches_eager(_load(stripped / "stripped.trtl", weights=_model().state_dict(), trusted_keys=trusted))
+    other = _model()
+    with torch.no_grad():
+        next(other.parameters()).add_(1.0)
+    with pytest.raises(artifact.ArtifactError, match="are not those it was signed with"):
+        _load(stripped / "stripped.trtl", weights=other.state_dict(), trusted_keys=trusted)
 
 
 # -- keys that cannot be used ------------------------------------------------------------------------
