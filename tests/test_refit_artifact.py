@@ -204,3 +204,24 @@ def test_a_weight_no_name_gives_is_named(tmp_path: Path) -> None:
     del large["names"]["defaults"]["engine_0/offset"]
     with pytest.raises(WeightFileError, match=r"the state dict has no 'offset' .*: give it by name"):
         separate_weights.read(model.state_dict(), large, code)
+
+
+class _Hypot(torch.nn.Module):
+    """hypot's converter writes a NaN constant (NaN != NaN: it looked moved by the weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.hypot(self.linear(x), x)
+
+
+def test_a_nan_constant_of_the_conversion_is_no_weight(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model, x = _Hypot().eval(), torch.randn(2, 4)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1)
+    trt_lower.save(lowered, tmp_path / "hypot.trtl", weights="separate")
+    other = _Hypot().eval()
+    module = trt_lower.load(tmp_path / "hypot.trtl", backend="onnxruntime", weights=other.state_dict())
+    torch.testing.assert_close(module(x), other(x))

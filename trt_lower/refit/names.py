@@ -76,7 +76,7 @@ def state_names(lowered: LoweredModule) -> StateNames | None:
                 continue
             key, before = f"{name}/{init.name}", old.values(init)
             after = segment.onnx.values(new[init.name])
-            if np.array_equal(before, after):
+            if np.array_equal(before, after, equal_nan=True):  # a NaN constant (hypot's) did not move
                 literals.add(key)
                 continue
             same = [k for k, t in probe.items() if _is(t, after, _TORCH_TYPES[init.data_type])]
