@@ -13,11 +13,12 @@ eagerly as a whole, and past twice that verification gives up.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -34,6 +35,7 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.bisect import smallest_failing
 from trt_lower.verify.eager import EagerValues
+from trt_lower.verify.float64 import graph_float64, run_float64
 from trt_lower.verify.nodes import Node, ambiguous, is_quantized, module_of, source_line, units
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
@@ -88,11 +90,26 @@ def input_sources(parts: Split, segments: Sequence[ConvertedSegment]) -> dict[st
     }
 
 
+def float64_outputs(parts: Split, name: str, inputs: list[str], values: EagerValues) -> list[Any]:
+    """Engine `name`'s FX subgraph computed in float64, fed the eager values of its `inputs` (node
+    names, as input_sources gives them) and its weights."""
+    fed = iter(inputs)
+    args = [
+        functools.reduce(getattr, str(a.target).split("."), parts.gm)
+        if is_constant(a)
+        else values[next(fed)]
+        if isinstance(a, Node)
+        else a
+        for a in call_node(parts.gm, name).args
+    ]
+    return graph_float64(getattr(parts.gm, name), args)
+
+
 def check_engine(
-    engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues, precision: str
+    engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues, precision: str, reference: list[Any]
 ) -> EngineVerdict:
     """The engine (whose FX subgraph is `graph`) fed the eager values of its `inputs` (node names),
-    each output against its eager value."""
+    each output against its eager value and its float64 `reference` (float64_outputs)."""
     segment = engine.segment
     # The subgraph's nodes carry the captured graph's names and targets: whether an output has one
     # right value is read there, not in the captured graph unsplit (which would be built for it).
@@ -106,8 +123,8 @@ def check_engine(
         segment.name,
         tol,
         [
-            check_output(s.source, values[s.source], a, tol)
-            for s, a in zip(segment.outputs, actual)
+            check_output(s.source, values[s.source], a, tol, r)
+            for s, a, r in zip(segment.outputs, actual, reference)
             if not ambiguous(nodes[s.source])
         ],
     )
@@ -131,13 +148,12 @@ class RepairPlan:
         tried before it. Past the last, the whole engine stays eager."""
         culprit = run[0].name
         names = [n.name for n in run]
-        # Split at each node of the run but its last (a run of one: after it); never at an int8
-        # or FP8 value (a quantize's codes are no engine input or output).
-        cut = [
-            n.name
-            for n in run[:-1] or run
-            if n.name not in {s.source for s in engine.outputs} | self.breakers and not is_quantized(n)
-        ]
+        # Split at each value of the run but its last (a run of one: after it): only at a single
+        # tensor (a multi-output node after its getitems: no engine output is a tuple), never at
+        # an int8 or FP8 value (a quantize's codes are no engine input or output).
+        tensors = [n for n in run if isinstance(n.meta.get("val"), torch.Tensor)]
+        taken = {s.source for s in engine.outputs} | self.breakers
+        cut = [n.name for n in tensors[:-1] or tensors if n.name not in taken and not is_quantized(n)]
         possible = {"split": bool(cut), "fp32": precision == "fp16" and not set(names) <= self.fp32, "eager": True}
         done = self.tried.get(culprit, 0)
         tried = [a for a in self.ACTIONS[:done] if possible[a]]
@@ -200,16 +216,14 @@ class Verifier:
             self.values = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
         self.verdicts = []
         for engine in engines:
+            name = engine.segment.name
+            reference = float64_outputs(parts, name, sources[name], self.values)
             verdict = check_engine(
-                engine,
-                getattr(parts.gm, engine.segment.name).graph,
-                sources[engine.segment.name],
-                self.values,
-                settings.precision,
+                engine, getattr(parts.gm, name).graph, sources[name], self.values, settings.precision, reference
             )
             self.verdicts.append(verdict)
             if not verdict.passed:
-                forget(engine, settings, f"it disagrees with eager PyTorch ({verdict.worst.error:.3g} of scale)")
+                forget(engine, settings, f"it disagrees with eager PyTorch ({verdict.worst.error:.3g}x its tolerance)")
                 self._repair(parts, engine, verdict, settings)
                 return False
         worst = max((v.worst.error for v in self.verdicts), default=0.0)
@@ -233,7 +247,7 @@ class Verifier:
         worst = verdict.worst
         evidence = (
             f"{engine.segment.name} ({built_by(engine, self.backend)}) disagrees with eager PyTorch: output "
-            f"{worst.name} is off by {worst.error:.3g} of its scale (tolerance {verdict.tolerance.describe()}); "
+            f"{worst.name} is off by {worst.error:.3g}x its tolerance ({verdict.tolerance.describe()}); "
             f"the smallest run of nodes that fails alone: {', '.join(n.name for n in run)}; culprit "
             f"{culprit.name} ({target_label(culprit.target)}) in {path or '<model>'} at {source_line(culprit)}"
         )
@@ -244,7 +258,9 @@ class Verifier:
             )
         if self.rounds > 2 * MAX_ROUNDS:
             raise VerificationError(f"{evidence}. {2 * MAX_ROUNDS} rounds of repairs did not make every engine agree")
-        why = f"verification: {engine.segment.name} disagreed with eager PyTorch here ({worst.error:.3g} of scale)"
+        why = (
+            f"verification: {engine.segment.name} disagreed with eager PyTorch here ({worst.error:.3g}x its tolerance)"
+        )
         if self.rounds > MAX_ROUNDS:  # the repairs by node did not converge: the failing engine runs eagerly
             action, tried = self.plan.whole_engine(engine.segment, why), ["split", "fp32", "eager"]
         else:
@@ -295,8 +311,11 @@ class Verifier:
                 actual = builder.run(segment, [values[a] for a in fed])
             except (ConversionError, EngineBuildError):
                 return None  # a run that cannot stand alone proves nothing
+            reference = run_float64(run, values.__getitem__)
             errors = [
-                c.error for o, a in zip(outputs, actual) if not (c := check_output(o.name, values[o], a, tol)).passed
+                c.error
+                for o, a in zip(outputs, actual)
+                if not (c := check_output(o.name, values[o], a, tol, reference[o])).passed
             ]
             return max(errors, default=None)
 
