@@ -12,6 +12,7 @@ import torch
 from trt_double import miscompile
 
 import trt_lower
+from trt_lower.verify.float64 import graph_float64
 from trt_lower.verify.tolerance import Tolerance, check_output
 
 BACKENDS = ["onnxruntime", "tensorrt"]
@@ -144,3 +145,21 @@ def test_the_measure_is_elementwise_against_the_float64_reference() -> None:
     assert not check_output("out", eager, flipped, tol, reference).passed
     tiny = torch.tensor([2e-9, -1e-9])  # every element wrong in sign, 1e-9 in size
     assert not check_output("out", tiny, -tiny, tol, tiny.double()).passed
+
+
+def test_a_node_that_refuses_float64_runs_in_eagers_dtype_inside_the_reference() -> None:
+    """A quantize asserts float32 input: the reference runs it so, and widens what it gives."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+
+    qd = torch.ops.quantized_decomposed
+
+    class Quantized(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = qd.quantize_per_tensor.default(x * 3, 0.1, 0, -128, 127, torch.int8)
+            return qd.dequantize_per_tensor.default(q, 0.1, 0, -128, 127, torch.int8) + 1  # type: ignore[no-any-return]
+
+    x = torch.randn(4, 8)
+    gm = torch.export.export(Quantized(), (x,)).module()
+    (out,) = graph_float64(gm, [x])
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, Quantized()(x).double())
