@@ -4,7 +4,7 @@ that is right.
     python bench/bench_verify.py [--models resnet50,bert] [--reps 2] [--json out.json]
     python bench/bench_verify.py --zoo [--models vit_b_16,...] [--precisions fp32,fp16] [--json out.json]
     python bench/bench_verify.py --zoo --int8 [--models resnet50,...] [--precisions fp32] [--json out.json]
-    python bench/bench_verify.py --fuzz 300 [--json out.json]
+    python bench/bench_verify.py --fuzz 300 [--normal] [--seed S] [--json out.json]
 
 Default mode: ResNet-50 (1x3x224x224) and BERT-base (1x128 token ids), random weights, lowered on
 ONNX Runtime with verify=False and verify=True, alternating (the order rotating per repetition),
@@ -17,10 +17,13 @@ bound an element reached, trt_lower/verify/tolerance.py: above 1 fails) and the 
 instead, each quantized as bench_quant.py does (trt_lower.quantization, calibrated on its random
 batches) before it is lowered.
 --fuzz N: N graphs of tests/test_fuzz.py's structural fuzzer (layers returning intermediates,
-lowered six to a module as the test does, its derandomized CI profile), each lowered with
+lowered six to a module as the test does; its derandomized CI profile's, or random ones drawn
+from --seed), each lowered with
 verify=True; a lowering with repairs is lowered again with verify=False, and each repair counts as
 false when that one matches eager (the fuzzer's tolerance, 1e-4). Prints the lowerings, repairs
-(false, true), crashes (lower_to_trt raising) and wrong results, and the mean coverage.
+(false, true), crashes (lower_to_trt raising) and wrong results, and the mean coverage. The
+fuzzer's inputs are multiples of 1/8, on which its sums and products are exact; --normal feeds the
+same graphs standard normal inputs instead, so that they round (and cancellations leave noise).
 See bench/README.md, "verify".
 """
 
@@ -130,9 +133,10 @@ def zoo_one(name: str, precision: str, int8: bool) -> dict[str, Any]:
     }
 
 
-def fuzz(graphs: int) -> dict[str, Any]:
+def fuzz(graphs: int, normal: bool, seed: int | None) -> dict[str, Any]:
     """The structural fuzzer's graphs lowered with verify=True: false repairs, crashes, coverage."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    import hypothesis
     import test_fuzz
     from hypothesis import given, settings
     from hypothesis import strategies as st
@@ -149,10 +153,13 @@ def fuzz(graphs: int) -> dict[str, Any]:
             return False
         return True
 
-    @settings(test_fuzz.PROFILE, max_examples=graphs // per)
+    @settings(test_fuzz.PROFILE, max_examples=graphs // per, derandomize=seed is None, database=None)
     @given(st.lists(test_fuzz.structured_programs(), min_size=per, max_size=per).map(test_fuzz.together))
     def one(program: Any) -> None:
         inputs, fn = program.inputs(), test_fuzz.compile_program(program.code)
+        if normal:
+            generator = torch.Generator().manual_seed(program.seed)
+            inputs = tuple(torch.randn(t.shape, generator=generator) for t in inputs)
         expected = fn(*inputs)
         totals["lowerings"] += 1
         totals["graphs"] += per
@@ -173,7 +180,7 @@ def fuzz(graphs: int) -> dict[str, Any]:
             cases.append({"repairs": repairs, "false": right, "program": program.describe()})
             print(f"  {'FALSE' if right else 'true'} repair(s): {'; '.join(repairs)}", flush=True)
 
-    one()
+    (one if seed is None else hypothesis.seed(seed)(one))()
     row: dict[str, Any] = {**totals, "coverage": statistics.mean(coverage) if coverage else None, "cases": cases}
     print(
         f"structural fuzzer: {totals['graphs']} graphs in {totals['lowerings']} lowerings; repairs "
@@ -189,6 +196,8 @@ def main() -> None:
     parser.add_argument("--zoo", action="store_true")
     parser.add_argument("--int8", action="store_true", help="with --zoo: bench_quant.py's models, quantized")
     parser.add_argument("--fuzz", type=int, default=0, help="this many structural fuzzer graphs instead")
+    parser.add_argument("--normal", action="store_true", help="with --fuzz: standard normal inputs")
+    parser.add_argument("--seed", type=int, default=None, help="with --fuzz: random graphs from this seed, not CI's")
     parser.add_argument("--models", default=None)
     parser.add_argument("--precisions", default="fp32,fp16")
     parser.add_argument("--reps", type=int, default=2)
@@ -198,7 +207,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, backend onnxruntime")
     if args.fuzz:
-        results["fuzz"] = fuzz(args.fuzz)
+        results["fuzz"] = fuzz(args.fuzz, args.normal, args.seed)
     elif not args.zoo:
         warm, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
         trt_lower.lower_to_trt(warm, (x,), backend="onnxruntime")  # torch.export's first-call costs

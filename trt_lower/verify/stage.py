@@ -1,9 +1,10 @@
 """Stage 4b, verify: every built engine against eager PyTorch, and the repair of one that disagrees.
 
 The captured graph runs eagerly once on the example inputs, keeping the values at engine
-boundaries. Each engine is fed its inputs' eager values and its outputs compared with eager's at
-its precision's tolerance (tolerance.py). The first engine that fails is bisected to the smallest
-run of nodes that fails alone (bisect.py); its first node is the culprit, and the repair plan
+boundaries. Each engine is fed its inputs' eager values and its outputs compared, element by
+element, with a float64 run of its subgraph on the same values (float64.py), allowing a multiple
+of eager's own error at its precision (tolerance.py). The first engine that fails is bisected to
+the smallest run of nodes that fails alone (bisect.py); its first node is the culprit, and the plan
 tries, one round each, splitting the engine there (an extra engine output, which on TensorRT
 breaks the fusion across it), keeping the run float32 (fp16 engines), keeping it eager. api.py
 then splits, converts and builds again and verifies again; past MAX_ROUNDS a failing engine runs
