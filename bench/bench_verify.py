@@ -4,7 +4,7 @@ that is right.
     python bench/bench_verify.py [--models resnet50,bert] [--reps 2] [--json out.json]
     python bench/bench_verify.py --zoo [--models vit_b_16,...] [--precisions fp32,fp16] [--json out.json]
     python bench/bench_verify.py --zoo --int8 [--models resnet50,...] [--precisions fp32] [--json out.json]
-    python bench/bench_verify.py --fuzz 300 [--normal] [--seed S] [--json out.json]
+    python bench/bench_verify.py --fuzz 300 [--normal] [--wide] [--seed S] [--json out.json]
 
 Default mode: ResNet-50 (1x3x224x224) and BERT-base (1x128 token ids), random weights, lowered on
 ONNX Runtime with verify=False and verify=True, alternating (the order rotating per repetition),
@@ -23,7 +23,10 @@ verify=True; a lowering with repairs is lowered again with verify=False, and eac
 false when that one matches eager (the fuzzer's tolerance, 1e-4). Prints the lowerings, repairs
 (false, true), crashes (lower_to_trt raising) and wrong results, and the mean coverage. The
 fuzzer's inputs are multiples of 1/8, on which its sums and products are exact; --normal feeds the
-same graphs standard normal inputs instead, so that they round (and cancellations leave noise).
+same graphs standard normal inputs instead, so that they round (and cancellations leave noise);
+--wide adds the random-program fuzzer's reductions (sum, mean, softmax, norm, ...) and
+torch.nn.functional layers (layer_norm, normalize, gelu, ...) to the graphs' lines: sums over
+normalised values, zero but for rounding.
 See bench/README.md, "verify".
 """
 
@@ -133,7 +136,7 @@ def zoo_one(name: str, precision: str, int8: bool) -> dict[str, Any]:
     }
 
 
-def fuzz(graphs: int, normal: bool, seed: int | None) -> dict[str, Any]:
+def fuzz(graphs: int, normal: bool, seed: int | None, wide: bool) -> dict[str, Any]:
     """The structural fuzzer's graphs lowered with verify=True: false repairs, crashes, coverage."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
     import hypothesis
@@ -141,6 +144,8 @@ def fuzz(graphs: int, normal: bool, seed: int | None) -> dict[str, Any]:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    if wide:
+        test_fuzz.STRUCTURE_OPS += [test_fuzz.reduce, test_fuzz.nn]
     per = test_fuzz.GRAPHS_PER_MODEL
     totals = {"lowerings": 0, "graphs": 0, "repairs": 0, "false": 0, "true": 0, "crashes": 0, "wrong": 0}
     coverage: list[float] = []
@@ -197,6 +202,7 @@ def main() -> None:
     parser.add_argument("--int8", action="store_true", help="with --zoo: bench_quant.py's models, quantized")
     parser.add_argument("--fuzz", type=int, default=0, help="this many structural fuzzer graphs instead")
     parser.add_argument("--normal", action="store_true", help="with --fuzz: standard normal inputs")
+    parser.add_argument("--wide", action="store_true", help="with --fuzz: reductions and layers too")
     parser.add_argument("--seed", type=int, default=None, help="with --fuzz: random graphs from this seed, not CI's")
     parser.add_argument("--models", default=None)
     parser.add_argument("--precisions", default="fp32,fp16")
@@ -207,7 +213,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, backend onnxruntime")
     if args.fuzz:
-        results["fuzz"] = fuzz(args.fuzz, args.normal, args.seed)
+        results["fuzz"] = fuzz(args.fuzz, args.normal, args.seed, args.wide)
     elif not args.zoo:
         warm, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
         trt_lower.lower_to_trt(warm, (x,), backend="onnxruntime")  # torch.export's first-call costs

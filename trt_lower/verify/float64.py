@@ -10,7 +10,7 @@ refuses float64 (a quantize expecting float32) runs in the dtypes eager gave it,
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -33,29 +33,33 @@ def widened(value: Any) -> Any:
     return pytree.tree_map(_widen, value)
 
 
-def run_float64(nodes: Sequence[Node], given: Callable[[Node], Any]) -> dict[Node, Any]:
-    """The values of `nodes` (call_function nodes in graph order) computed in float64; a node
-    outside them that one reads is `given` its eager value."""
+def run_float64(nodes: Sequence[Node], given: Callable[[Node], Any], keep: Collection[Node]) -> dict[Node, Any]:
+    """The values of `keep` among `nodes` (call_function nodes in graph order) computed in float64;
+    a node outside them that one reads is `given` its eager value. Every other value is dropped
+    after its last read: a float64 copy of each weight lives only while its node runs."""
+    last = {a: i for i, n in enumerate(nodes) for a in n.all_input_nodes}
     values: dict[Node, Any] = {}
 
     def read(a: Node) -> Any:
-        if a not in values:
-            values[a] = widened(given(a))
-        return values[a]
+        return values[a] if a in values else widened(given(a))
 
     def as_eager(a: Node) -> Any:
-        value, val = values[a], a.meta.get("val")
+        value, val = read(a), a.meta.get("val")
         return value.to(val.dtype) if isinstance(value, torch.Tensor) and isinstance(val, torch.Tensor) else value
 
     with torch.no_grad():
-        for n in nodes:
+        for i, n in enumerate(nodes):
             args, kwargs = widened(torch.fx.node.map_arg((n.args, n.kwargs), read))
             try:
                 values[n] = n.target(*args, **kwargs)  # type: ignore[operator]
             except (RuntimeError, TypeError, NotImplementedError, AssertionError):
                 args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), as_eager)
                 values[n] = widened(n.target(*args, **kwargs))  # type: ignore[operator]
-    return values
+            del args, kwargs
+            for a in n.all_input_nodes:
+                if last[a] == i and a not in keep:
+                    values.pop(a, None)
+    return {n: values[n] for n in keep if n in values}
 
 
 def graph_float64(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any]:
@@ -66,7 +70,9 @@ def graph_float64(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Any]:
     def given(a: Node) -> Any:
         return fed[a] if a.op == "placeholder" else functools.reduce(getattr, str(a.target).split("."), gm)
 
-    values = run_float64([n for n in gm.graph.nodes if n.op == "call_function"], given)
     out = gm.graph.output_node().args[0]
+    outputs: list[Node] = []
+    torch.fx.node.map_arg(out, outputs.append)
+    values = run_float64([n for n in gm.graph.nodes if n.op == "call_function"], given, outputs)
     results = torch.fx.node.map_arg(out, lambda a: values[a] if a in values else widened(given(a)))
     return list(results) if isinstance(results, (tuple, list)) else [results]

@@ -47,6 +47,10 @@ log = logging.getLogger("trt_lower")
 MAX_ROUNDS = 8
 
 
+# Float64 outputs of each engine of a split, by its name.
+References = dict[str, list[Any]]
+
+
 class VerificationError(RuntimeError):
     """An engine disagrees with eager PyTorch, and require_full=True forbids repairing it (or the
     repairs did not converge)."""
@@ -182,7 +186,9 @@ class Verifier:
     def __init__(self, captured: CapturedGraph, inputs: tuple[torch.Tensor, ...], backend: str) -> None:
         self.captured, self.inputs, self.backend = captured, inputs, backend
         self.values: EagerValues | None = None
-        self._eager: concurrent.futures.Future[EagerValues] | None = None
+        self._eager: concurrent.futures.Future[tuple[EagerValues, References]] | None = None
+        # The float64 references of the first split's engines, computed with the eager values.
+        self._references: tuple[Split, References] | None = None
         self.plan = RepairPlan()
         self.repairs: list[Repair] = []
         self.verdicts: list[EngineVerdict] = []
@@ -202,11 +208,14 @@ class Verifier:
             self._eager = pool.submit(self._eager_values, parts, segments)
             pool.shutdown(wait=False)  # the thread ends with the run
 
-    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> EagerValues:
+    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> tuple[EagerValues, References]:
+        """Eager's values, and the float64 reference of each engine of `parts` (beside the build
+        too: float64 costs about four eager passes on a CPU)."""
         sources = input_sources(parts, segments)
         outputs = {s.name: [o.source for o in s.outputs] for s in segments}
         keep = frozenset(n for names in (*sources.values(), *outputs.values()) for n in names)
-        return EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+        values = EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+        return values, {s.name: float64_outputs(parts, s.name, sources[s.name], values) for s in segments}
 
     def passes(self, parts: Split, engines: list[Engine], settings: LoweringSettings) -> bool:
         """True when every engine agrees with eager; else the first that does not is evicted from
@@ -214,11 +223,14 @@ class Verifier:
         segments = [e.segment for e in engines]
         sources = input_sources(parts, segments)
         if self.values is None:
-            self.values = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
+            found = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
+            self.values, self._references = found[0], (parts, found[1])
+        computed = self._references[1] if self._references is not None and self._references[0] is parts else {}
+        self._references = None  # used once: a repair makes another split
         self.verdicts = []
         for engine in engines:
             name = engine.segment.name
-            reference = float64_outputs(parts, name, sources[name], self.values)
+            reference = computed.get(name) or float64_outputs(parts, name, sources[name], self.values)
             verdict = check_engine(
                 engine, getattr(parts.gm, name).graph, sources[name], self.values, settings.precision, reference
             )
@@ -312,7 +324,7 @@ class Verifier:
                 actual = builder.run(segment, [values[a] for a in fed])
             except (ConversionError, EngineBuildError):
                 return None  # a run that cannot stand alone proves nothing
-            reference = run_float64(run, values.__getitem__)
+            reference = run_float64(run, values.__getitem__, outputs)
             errors = [
                 c.error
                 for o, a in zip(outputs, actual)
