@@ -80,10 +80,10 @@ def test_a_planted_miscompile_is_found_and_repaired(
     assert repair.source.endswith(text) or text in repair.source
     assert f"test_verify.py:{_line(text)}" in repair.source
     assert repair.module_path == ("inner" if culprit == "addmm" else "")
-    assert (repair.error_before is None) == (case == "NaN layer") and (repair.error_before or 1.0) > 0.1
-    assert repair.error_after is not None and repair.error_after < 0.05
+    assert (repair.error_before is None) == (case == "NaN layer") and (repair.error_before or 2.0) > 1
+    assert repair.error_after is not None and repair.error_after <= 1
     assert repair.built_by.startswith("TensorRT" if backend == "tensorrt" else "ONNX Runtime")
-    assert all(e < 0.05 for e in lowered.report.verify_errors.values())
+    assert all(e <= 1 for e in lowered.report.verify_errors.values())
     assert "repaired" in str(lowered.report)
     trt_lower.save(lowered, tmp_path / "repaired.trtl")  # the report's repairs travel with it
     assert trt_lower.load(tmp_path / "repaired.trtl", backend=backend).report.repairs == lowered.report.repairs

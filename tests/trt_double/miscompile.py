@@ -9,6 +9,9 @@ the CPU: an ONNX graph rewritten as a faulty compiler would have built it. The d
 - NaN(layer): the layer of that FX node always outputs NaN (kept eager is the only way out).
 - Fp16Overflow(layer): the layer of that FX node overflows to infinity when it computes in
   float16 (kept float32, it is right).
+- Flip(layer): the layer of that FX node computes the negated result (a sign lost), fused or not.
+- Small(layer, share): the layer of that FX node negates its entries under `share` of its largest
+  magnitude (a wrong value no comparison at the output's scale sees).
 """
 
 from __future__ import annotations
@@ -40,7 +43,18 @@ class Fp16Overflow:
     layer: str
 
 
-Miscompile = Wrong | NaN | Fp16Overflow
+@dataclass(frozen=True)
+class Flip:
+    layer: str
+
+
+@dataclass(frozen=True)
+class Small:
+    layer: str
+    share: float
+
+
+Miscompile = Wrong | NaN | Fp16Overflow | Flip | Small
 
 
 def _layer_results(graph: onnx.GraphProto, layer: str) -> list[str]:
@@ -63,11 +77,29 @@ def _corrupt(graph: onnx.GraphProto, tensor: str, make: Any) -> None:
     graph.node.extend(make(right, tensor))
 
 
+def _negate_small(graph: onnx.GraphProto, t: str, share: float, elem_type: int) -> None:
+    """`t` with its entries under `share` of its largest magnitude negated."""
+    threshold = numpy_helper.from_array(np.array(share, helper.tensor_dtype_to_np_dtype(elem_type)), f"{t}__share")
+    graph.initializer.append(threshold)
+    _corrupt(
+        graph,
+        t,
+        lambda r, t: [
+            helper.make_node("Abs", [r], [f"{t}__abs"], name=f"planted/{t}/abs"),
+            helper.make_node("ReduceMax", [f"{t}__abs"], [f"{t}__max"], keepdims=0, name=f"planted/{t}/max"),
+            helper.make_node("Mul", [f"{t}__max", f"{t}__share"], [f"{t}__under"], name=f"planted/{t}/under"),
+            helper.make_node("Less", [f"{t}__abs", f"{t}__under"], [f"{t}__small"], name=f"planted/{t}/small"),
+            helper.make_node("Neg", [r], [f"{t}__neg"], name=f"planted/{t}/neg"),
+            helper.make_node("Where", [f"{t}__small", f"{t}__neg", r], [t], name=f"planted/{t}"),
+        ],
+    )
+
+
 def plant(model: onnx.ModelProto, miscompiles: Sequence[Miscompile]) -> onnx.ModelProto:
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     outputs = {o.name for o in graph.output}
-    types = elem_types(model) if any(isinstance(m, Fp16Overflow) for m in miscompiles) else {}
+    types = elem_types(model) if any(isinstance(m, (Fp16Overflow, Small)) for m in miscompiles) else {}
     for m in miscompiles:
         if isinstance(m, Wrong):
             fused = [o for n in graph.node if n.op_type == m.op_type for o in n.output if o not in outputs]
@@ -83,6 +115,12 @@ def plant(model: onnx.ModelProto, miscompiles: Sequence[Miscompile]) -> onnx.Mod
                         helper.make_node("Div", [f"{t}__zero", f"{t}__zero"], [t], name=f"planted/{t}"),
                     ],
                 )
+        elif isinstance(m, Flip):
+            for t in _layer_results(graph, m.layer):
+                _corrupt(graph, t, lambda r, t: [helper.make_node("Neg", [r], [t], name=f"planted/{t}")])
+        elif isinstance(m, Small):
+            for t in _layer_results(graph, m.layer):
+                _negate_small(graph, t, m.share, types[t])
         else:
             for t in _layer_results(graph, m.layer):
                 if types.get(t) == TensorProto.FLOAT16:

@@ -29,7 +29,7 @@ def verify(args: argparse.Namespace) -> int:
         f"{result.tolerance.describe()}"
     )
     for c in result.outputs:
-        print(f"  {c.name:<12} error {c.error:9.3g} of scale  {'ok' if c.passed else 'FAIL'}")
+        print(f"  {c.name:<12} error {c.error:9.3g} of tolerance  {'ok' if c.passed else 'FAIL'}")
     assert result.latency_s is not None
     recorded = f"{probe.latency_s * 1e3:.3f} ms at save" if probe.latency_s is not None else "none recorded at save"
     change = f" ({result.latency_s / probe.latency_s:.2f}x)" if probe.latency_s else ""

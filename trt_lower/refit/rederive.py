@@ -14,7 +14,7 @@ from trt_lower.api import Lowering
 from trt_lower.refit.diff import difference
 from trt_lower.refit.errors import WeightUpdateError
 from trt_lower.refit.state import assign
-from trt_lower.refit.verify import eager_outputs
+from trt_lower.refit.verify import eager_outputs, float64_outputs
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.segment import ConvertedSegment
 
@@ -25,6 +25,9 @@ class Rederived:
     eager: dict[str, torch.Tensor]  # the eager nodes' get_attr targets -> their new tensors
     # The lowered architecture's outputs on the example inputs with the new weights.
     expected: Any
+    # The same computation in float64, by output leaf (verify/float64.py): what the check after
+    # the update judges both against, as verification does.
+    references: list[Any]
 
 
 def rederive(
@@ -37,6 +40,8 @@ def rederive(
     assign(gm, state)
     if expected is None:
         expected = eager_outputs(gm, lowering.inputs, lowering.kwargs)
+    checked = not (isinstance(expected, tuple) and len(expected) == 0)  # () asks for no check (names.py)
+    references = float64_outputs(gm, lowering.inputs, lowering.kwargs) if checked else []
     parts = lowering.split(gm)
     old_eager = sorted(f.node for f in lowered.report.fallbacks)
     if list(parts.engines) != list(lowered.segments) or sorted(n.name for n in parts.fallbacks) != old_eager:
@@ -67,4 +72,4 @@ def rederive(
                 f"eager node '{node.name}' reads '{target}', which the new weights change in shape or dtype"
             )
         eager[target] = new.detach().to(old.device)
-    return Rederived(segments, eager, expected)
+    return Rederived(segments, eager, expected, references)

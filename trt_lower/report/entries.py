@@ -46,8 +46,9 @@ class Repair:
     engine: str  # the engine it was in when it failed
     built_by: str  # what built that engine: "TensorRT 10.13.0", "ONNX Runtime 1.23.2"
     nodes: list[str]  # the smallest run of nodes that failed alone
-    # Max |engine - eager| over the output's scale: the failing engine's worst output before
-    # (None: not finite, a NaN or infinity where eager is finite), the worst engine's after.
+    # The largest |engine - reference| over its allowed bound (trt_lower/verify/tolerance.py; above
+    # 1 fails): the failing engine's worst output before (None: not finite, a NaN or infinity
+    # where eager is finite), the worst engine's after.
     error_before: float | None
     error_after: float | None
     action: str  # "split" (an extra engine output at the culprit), "fp32", "eager" or "engine eager"
@@ -59,7 +60,7 @@ class Repair:
         tried = f" (after {', '.join(self.tried)} did not help)" if self.tried else ""
         return (
             f"{self.node} ({self.op}) in {self.engine} [{self.built_by}]: {self.action}{tried}; "
-            f"error {before} -> {after} of scale; {self.module_path or '<model>'} at {self.source}"
+            f"error {before} -> {after} of tolerance; {self.module_path or '<model>'} at {self.source}"
         )
 
 

@@ -1,9 +1,10 @@
 """Stage 4b, verify: every built engine against eager PyTorch, and the repair of one that disagrees.
 
 The captured graph runs eagerly once on the example inputs, keeping the values at engine
-boundaries. Each engine is fed its inputs' eager values and its outputs compared with eager's at
-its precision's tolerance (tolerance.py). The first engine that fails is bisected to the smallest
-run of nodes that fails alone (bisect.py); its first node is the culprit, and the repair plan
+boundaries. Each engine is fed its inputs' eager values and its outputs compared, element by
+element, with a float64 run of its subgraph on the same values (float64.py), allowing a multiple
+of eager's own error at its precision (tolerance.py). The first engine that fails is bisected to
+the smallest run of nodes that fails alone (bisect.py); its first node is the culprit, and the plan
 tries, one round each, splitting the engine there (an extra engine output, which on TensorRT
 breaks the fusion across it), keeping the run float32 (fp16 engines), keeping it eager. api.py
 then splits, converts and builds again and verifies again; past MAX_ROUNDS a failing engine runs
@@ -13,11 +14,12 @@ eagerly as a whole, and past twice that verification gives up.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -35,6 +37,7 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 from trt_lower.verify.bisect import smallest_failing
 from trt_lower.verify.eager import EagerValues
+from trt_lower.verify.float64 import graph_float64, run_float64
 from trt_lower.verify.nodes import Node, ambiguous, is_quantized, module_of, source_line, units
 from trt_lower.verify.segments import ScratchBuilder, convert_nodes
 from trt_lower.verify.tolerance import OutputCheck, Tolerance, check_output
@@ -43,6 +46,10 @@ log = logging.getLogger("trt_lower")
 
 # Repair rounds (each a split, convert, build and verify) before verification gives up.
 MAX_ROUNDS = 8
+
+
+# Float64 outputs of each engine of a split, by its name.
+References = dict[str, list[Any]]
 
 
 class VerificationError(UnsupportedOpsError):
@@ -89,11 +96,26 @@ def input_sources(parts: Split, segments: Sequence[ConvertedSegment]) -> dict[st
     }
 
 
+def float64_outputs(parts: Split, name: str, inputs: list[str], values: EagerValues) -> list[Any]:
+    """Engine `name`'s FX subgraph computed in float64, fed the eager values of its `inputs` (node
+    names, as input_sources gives them) and its weights."""
+    fed = iter(inputs)
+    args = [
+        functools.reduce(getattr, str(a.target).split("."), parts.gm)
+        if is_constant(a)
+        else values[next(fed)]
+        if isinstance(a, Node)
+        else a
+        for a in call_node(parts.gm, name).args
+    ]
+    return graph_float64(getattr(parts.gm, name), args)
+
+
 def check_engine(
-    engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues, precision: str
+    engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues, precision: str, reference: list[Any]
 ) -> EngineVerdict:
     """The engine (whose FX subgraph is `graph`) fed the eager values of its `inputs` (node names),
-    each output against its eager value."""
+    each output against its eager value and its float64 `reference` (float64_outputs)."""
     segment = engine.segment
     # The subgraph's nodes carry the captured graph's names and targets: whether an output has one
     # right value is read there, not in the captured graph unsplit (which would be built for it).
@@ -107,8 +129,8 @@ def check_engine(
         segment.name,
         tol,
         [
-            check_output(s.source, values[s.source], a, tol)
-            for s, a in zip(segment.outputs, actual)
+            check_output(s.source, values[s.source], a, tol, r)
+            for s, a, r in zip(segment.outputs, actual, reference)
             if not ambiguous(nodes[s.source])
         ],
     )
@@ -132,13 +154,12 @@ class RepairPlan:
         tried before it. Past the last, the whole engine stays eager."""
         culprit = run[0].name
         names = [n.name for n in run]
-        # Split at each node of the run but its last (a run of one: after it); never at an int8
-        # or FP8 value (a quantize's codes are no engine input or output).
-        cut = [
-            n.name
-            for n in run[:-1] or run
-            if n.name not in {s.source for s in engine.outputs} | self.breakers and not is_quantized(n)
-        ]
+        # Split at each value of the run but its last (a run of one: after it): only at a single
+        # tensor (a multi-output node after its getitems: no engine output is a tuple), never at
+        # an int8 or FP8 value (a quantize's codes are no engine input or output).
+        tensors = [n for n in run if isinstance(n.meta.get("val"), torch.Tensor)]
+        taken = {s.source for s in engine.outputs} | self.breakers
+        cut = [n.name for n in tensors[:-1] or tensors if n.name not in taken and not is_quantized(n)]
         possible = {"split": bool(cut), "fp32": precision == "fp16" and not set(names) <= self.fp32, "eager": True}
         done = self.tried.get(culprit, 0)
         tried = [a for a in self.ACTIONS[:done] if possible[a]]
@@ -166,7 +187,9 @@ class Verifier:
     def __init__(self, captured: CapturedGraph, inputs: tuple[torch.Tensor, ...], backend: str) -> None:
         self.captured, self.inputs, self.backend = captured, inputs, backend
         self.values: EagerValues | None = None
-        self._eager: concurrent.futures.Future[EagerValues] | None = None
+        self._eager: concurrent.futures.Future[tuple[EagerValues, References]] | None = None
+        # The float64 references of the first split's engines, computed with the eager values.
+        self._references: tuple[Split, References] | None = None
         self.plan = RepairPlan()
         self.repairs: list[Repair] = []
         self.verdicts: list[EngineVerdict] = []
@@ -186,11 +209,14 @@ class Verifier:
             self._eager = pool.submit(self._eager_values, parts, segments)
             pool.shutdown(wait=False)  # the thread ends with the run
 
-    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> EagerValues:
+    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> tuple[EagerValues, References]:
+        """Eager's values, and the float64 reference of each engine of `parts` (beside the build
+        too: float64 costs about four eager passes on a CPU)."""
         sources = input_sources(parts, segments)
         outputs = {s.name: [o.source for o in s.outputs] for s in segments}
         keep = frozenset(n for names in (*sources.values(), *outputs.values()) for n in names)
-        return EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+        values = EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+        return values, {s.name: float64_outputs(parts, s.name, sources[s.name], values) for s in segments}
 
     def passes(self, parts: Split, engines: list[Engine], settings: LoweringSettings) -> bool:
         """True when every engine agrees with eager; else the first that does not is evicted from
@@ -198,19 +224,20 @@ class Verifier:
         segments = [e.segment for e in engines]
         sources = input_sources(parts, segments)
         if self.values is None:
-            self.values = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
+            found = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
+            self.values, self._references = found[0], (parts, found[1])
+        computed = self._references[1] if self._references is not None and self._references[0] is parts else {}
+        self._references = None  # used once: a repair makes another split
         self.verdicts = []
         for engine in engines:
+            name = engine.segment.name
+            reference = computed.get(name) or float64_outputs(parts, name, sources[name], self.values)
             verdict = check_engine(
-                engine,
-                getattr(parts.gm, engine.segment.name).graph,
-                sources[engine.segment.name],
-                self.values,
-                settings.precision,
+                engine, getattr(parts.gm, name).graph, sources[name], self.values, settings.precision, reference
             )
             self.verdicts.append(verdict)
             if not verdict.passed:
-                forget(engine, settings, f"it disagrees with eager PyTorch ({verdict.worst.error:.3g} of scale)")
+                forget(engine, settings, f"it disagrees with eager PyTorch ({verdict.worst.error:.3g}x its tolerance)")
                 self._repair(parts, engine, verdict, settings)
                 return False
         worst = max((v.worst.error for v in self.verdicts), default=0.0)
@@ -234,7 +261,7 @@ class Verifier:
         worst = verdict.worst
         evidence = (
             f"{engine.segment.name} ({built_by(engine, self.backend)}) disagrees with eager PyTorch: output "
-            f"{worst.name} is off by {worst.error:.3g} of its scale (tolerance {verdict.tolerance.describe()}); "
+            f"{worst.name} is off by {worst.error:.3g}x its tolerance ({verdict.tolerance.describe()}); "
             f"the smallest run of nodes that fails alone: {', '.join(n.name for n in run)}; culprit "
             f"{culprit.name} ({target_label(culprit.target)}) in {path or '<model>'} at {source_line(culprit)}"
         )
@@ -245,7 +272,9 @@ class Verifier:
             )
         if self.rounds > 2 * MAX_ROUNDS:
             raise VerificationError(f"{evidence}. {2 * MAX_ROUNDS} rounds of repairs did not make every engine agree")
-        why = f"verification: {engine.segment.name} disagreed with eager PyTorch here ({worst.error:.3g} of scale)"
+        why = (
+            f"verification: {engine.segment.name} disagreed with eager PyTorch here ({worst.error:.3g}x its tolerance)"
+        )
         if self.rounds > MAX_ROUNDS:  # the repairs by node did not converge: the failing engine runs eagerly
             action, tried = self.plan.whole_engine(engine.segment, why), ["split", "fp32", "eager"]
         else:
@@ -296,8 +325,11 @@ class Verifier:
                 actual = builder.run(segment, [values[a] for a in fed])
             except (ConversionError, EngineBuildError):
                 return None  # a run that cannot stand alone proves nothing
+            reference = run_float64(run, values.__getitem__, outputs)
             errors = [
-                c.error for o, a in zip(outputs, actual) if not (c := check_output(o.name, values[o], a, tol)).passed
+                c.error
+                for o, a in zip(outputs, actual)
+                if not (c := check_output(o.name, values[o], a, tol, reference[o])).passed
             ]
             return max(errors, default=None)
 

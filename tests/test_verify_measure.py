@@ -1,0 +1,165 @@
+"""The verification measure (trt_lower/verify/tolerance.py): elementwise against a float64 run, so
+that outputs zero by cancellation are never repaired, while wrong small entries, a sign flipped
+on a tiny output and a wrong multi-output layer are each found and repaired without a crash."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Callable
+
+import pytest
+import torch
+from trt_double import miscompile
+
+import trt_lower
+from trt_lower.verify.float64 import graph_float64
+from trt_lower.verify.tolerance import Tolerance, check_output
+
+BACKENDS = ["onnxruntime", "tensorrt"]
+
+
+class Probabilities(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.logits = torch.nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.logits(x) * 2, -1)
+
+
+class Tiny(torch.nn.Module):
+    """An output of magnitude 1e-9 beside one of magnitude 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.inner(x))
+        return h, h * 1e-9
+
+
+class Features(torch.nn.Module):
+    """tanh features, returned and read by the next layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(16, 32)
+        self.outer = torch.nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(self.inner(x))
+        return h, self.outer(h)
+
+
+class Normed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(16, 32)
+        self.norm = torch.nn.LayerNorm(32)
+        self.outer = torch.nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y: torch.Tensor = self.outer(self.norm(self.inner(x)))
+        return y
+
+
+# model, plant, the culprit node, the repair
+CASES: dict[str, tuple[Callable[[], torch.nn.Module], Any, str, str]] = {
+    # probabilities under 0.4% of the largest negated: no error reaches 1% of the output's scale
+    "small probabilities negated": (Probabilities, miscompile.Small("_softmax", 0.004), "_softmax", "eager"),
+    "tiny output sign flipped": (Tiny, miscompile.Flip("mul"), "mul", "eager"),
+    "sign of features near zero flipped": (Features, miscompile.Small("tanh", 0.01), "tanh", "eager"),
+    "wrong LayerNormalization": (Normed, miscompile.Wrong("LayerNormalization"), "native_layer_norm", "split"),
+}
+
+
+@pytest.fixture
+def double(request: pytest.FixtureRequest) -> ModuleType | None:
+    """The TensorRT double for backend="tensorrt" tests, nothing for ONNX Runtime's."""
+    if request.node.callspec.params["backend"] == "tensorrt":
+        return request.getfixturevalue("trt_double")  # type: ignore[no-any-return]
+    return None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_wrong_value_below_the_outputs_scale_is_found_and_repaired(
+    backend: str, case: str, double: ModuleType | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make, plant, culprit, action = CASES[case]
+    torch.manual_seed(0)
+    model, x = make().eval(), torch.randn(8, 16)
+    expected = model(x)
+    if double is None:
+        miscompile.on_onnxruntime(monkeypatch, plant)
+    else:
+        double.state.miscompiles = [plant]
+
+    unverified = trt_lower.lower_to_trt(model, (x,), backend=backend, min_block_size=1, verify=False)
+    with pytest.raises(AssertionError):  # the plant is wrong, and by more than rounding
+        torch.testing.assert_close(unverified(x), expected, rtol=1e-4, atol=1e-12)
+    lowered = trt_lower.lower_to_trt(model, (x,), backend=backend, min_block_size=1)
+    torch.testing.assert_close(lowered(x), expected, rtol=1e-4, atol=1e-12)
+    (repair,) = lowered.report.repairs
+    assert (repair.node, repair.action) == (culprit, action)
+    assert repair.error_before is not None and repair.error_before > 1
+    assert repair.error_after is not None and repair.error_after <= 1
+
+
+class Cancellations(torch.nn.Module):
+    """Outputs that are zero but for rounding, and so differ between any two right computations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(16, 64)
+        self.norm = torch.nn.LayerNorm(64)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.inner(x) * 30
+        centred = h - h.mean(-1, keepdim=True)
+        return (torch.softmax(h, -1).sum(-1) - 1, (h + 1) - 1 - h, self.norm(h).sum(-1), centred.sum(-1), h)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_outputs_zero_by_cancellation_are_not_repaired(precision: str) -> None:
+    torch.manual_seed(0)
+    model = Cancellations().eval()
+    for seed in range(3):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(seed))
+        lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", precision=precision, min_block_size=1)
+        assert lowered.report.repairs == [], (seed, lowered.report.repairs)
+        assert all(e <= 1 for e in lowered.report.verify_errors.values())
+
+
+def test_the_measure_is_elementwise_against_the_float64_reference() -> None:
+    """Without the guards: a cancellation's noise (eager's own error) would fail at its own scale,
+    and a small entry's sign would pass at the output's."""
+    tol = Tolerance("fp32", int8=False)
+    reference = torch.tensor([5e-3, 1.0, 0.0], dtype=torch.float64)
+    eager = torch.tensor([5e-3, 1.0, 3e-8])  # float32: 5e-3 rounded, the zero a cancellation's noise
+    assert check_output("out", eager, eager.clone(), tol, reference).passed
+    noisy = torch.tensor([5e-3, 1.0, -6e-8])  # other noise, at the size of eager's
+    assert check_output("out", eager, noisy, tol, reference).passed
+    flipped = torch.tensor([-5e-3, 1.0, 3e-8])
+    assert not check_output("out", eager, flipped, tol, reference).passed
+    tiny = torch.tensor([2e-9, -1e-9])  # every element wrong in sign, 1e-9 in size
+    assert not check_output("out", tiny, -tiny, tol, tiny.double()).passed
+
+
+def test_a_node_that_refuses_float64_runs_in_eagers_dtype_inside_the_reference() -> None:
+    """A quantize asserts float32 input: the reference runs it so, and widens what it gives."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+
+    qd = torch.ops.quantized_decomposed
+
+    class Quantized(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = qd.quantize_per_tensor.default(x * 3, 0.1, 0, -128, 127, torch.int8)
+            return qd.dequantize_per_tensor.default(q, 0.1, 0, -128, 127, torch.int8) + 1  # type: ignore[no-any-return]
+
+    x = torch.randn(4, 8)
+    gm = torch.export.export(Quantized(), (x,)).module()
+    (out,) = graph_float64(gm, [x])
+    assert out.value.dtype == torch.float64
+    torch.testing.assert_close(out.value, Quantized()(x).double())
