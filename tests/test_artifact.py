@@ -25,6 +25,7 @@ from artifact_tamper import tamper
 from test_pipeline import Sandwich
 from trt_double.activate import trt_double as use_trt_double
 from trt_double.device import HostDevice
+from trt_models import llama_config
 
 import trt_lower
 from trt_lower.cli import commands as cli
@@ -221,15 +222,7 @@ def test_model_output_without_its_class_comes_back_as_a_dict(caplog: pytest.LogC
 
 
 def _small_llama() -> Any:
-    config = transformers.LlamaConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        vocab_size=500,
-        max_position_embeddings=64,
-    )
+    config = llama_config()
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(config).eval()
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torchvision
 from harness import check_onnx
+from trt_models import llama_config
 
 import trt_lower
 
@@ -99,15 +100,7 @@ def test_causal_lm_with_its_key_value_cache() -> None:
     torch.export flattens once transformers' cache types are registered as pytree nodes."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        vocab_size=500,
-        max_position_embeddings=64,
-    )
+    config = llama_config()
     model = transformers.LlamaForCausalLM(config).eval()
     ids = torch.randint(0, 500, (1, 8))
     lowered = _lower_whole(model, (ids,))

@@ -39,7 +39,7 @@ from hypothesis.internal.conjecture.data import ConjectureData
 from test_fuzz import GRAPHS_PER_MODEL, compile_program, programs, structured_programs, together
 from test_verify import Block
 from trt_double import miscompile
-from trt_models import bert
+from trt_models import bert, llama_config
 
 import trt_lower
 from trt_lower.report.entries import Repair
@@ -119,16 +119,7 @@ def cnn(seed: int) -> Example:
 def llama(seed: int) -> Example:
     """A decoder with rotary embeddings (an inv_freq buffer) and grouped-query attention."""
     torch.manual_seed(seed)
-    config = transformers.LlamaConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        vocab_size=500,
-        max_position_embeddings=64,
-        use_cache=False,
-    )
+    config = llama_config(use_cache=False)
     model: torch.nn.Module = transformers.LlamaModel(config)
     return model.eval(), (torch.randint(0, config.vocab_size, (1, 16)),)
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 from test_refit import finetuned
+from trt_models import llama_config
 
 import trt_lower
 from trt_lower.refit.errors import WeightUpdateError
@@ -54,17 +55,7 @@ def test_bert() -> None:
 
 
 def _llama() -> torch.nn.Module:
-    config = transformers.LlamaConfig(
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
-        vocab_size=500,
-        max_position_embeddings=64,
-        use_cache=False,
-        tie_word_embeddings=True,
-    )
+    config = llama_config(use_cache=False, tie_word_embeddings=True)
     return transformers.LlamaForCausalLM(config).eval()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torchvision
@@ -33,6 +33,21 @@ def bert() -> Example:
         hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=500
     )
     return transformers.BertModel(config).eval(), (torch.randint(0, config.vocab_size, (2, 16)),)
+
+
+def llama_config(**overrides: Any) -> transformers.LlamaConfig:
+    """A tiny Llama's configuration (rotary embeddings, grouped-query attention), the one the
+    suite's Llama tests share; `overrides` change or add settings."""
+    settings: dict[str, Any] = dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=500,
+        max_position_embeddings=64,
+    )
+    return transformers.LlamaConfig(**{**settings, **overrides})
 
 
 MODELS: dict[str, Callable[[], Example]] = {"resnet18": resnet18, "bert": bert}
