@@ -95,8 +95,8 @@ def widened(value: Any) -> Any:
 
 
 def _size(value: Any) -> Any:
-    """|value| for floating tensors (also inside tuples), else value."""
-    return pytree.tree_map(lambda v: v.abs() if isinstance(v, torch.Tensor) and v.is_floating_point() else v, value)
+    """|value| for number tensors, floating or integer (also inside tuples), else value."""
+    return pytree.tree_map(lambda v: v.abs() if isinstance(v, torch.Tensor) and v.dtype != torch.bool else v, value)
 
 
 def _magnitude(node: Node, value: Any, magnitude_of: Callable[[Node], Any]) -> Any:
