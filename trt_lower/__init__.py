@@ -27,6 +27,7 @@ _PUBLIC = {
     "LoweredModule": "trt_lower.stitch.lowered",
     "LoweringReport": "trt_lower.report.report",
     "TensorSpec": "trt_lower.values.spec",
+    "TimingCacheError": "trt_lower.engine.errors",
     "UnsupportedOpsError": "trt_lower.values.errors",
     "WeightUpdateError": "trt_lower.refit.errors",
     "benchmark": "trt_lower.benchmarking.measure",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from trt_lower.deploy.artifact import load as load
     from trt_lower.deploy.artifact import save as save
     from trt_lower.engine.errors import EngineBuildError as EngineBuildError
+    from trt_lower.engine.errors import TimingCacheError as TimingCacheError
     from trt_lower.llm.generation import GenerationLimitError as GenerationLimitError
     from trt_lower.quantization.quantizer import CalibrationError as CalibrationError
     from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError

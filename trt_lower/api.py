@@ -22,6 +22,7 @@ from trt_lower import lowering_options
 from trt_lower.capture.aten_graph import CapturedGraph, capture, check_inputs, example_call
 from trt_lower.convert.driver import convert
 from trt_lower.engine.backend import check_target, resolve_backend
+from trt_lower.engine.build_memory import PeakMemory, peak_resident
 from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.stitch.lowered import LoweredModule
@@ -80,6 +81,11 @@ def lower_to_trt(
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
     refittable: bool = False,
+    optimization_level: int | None = None,
+    workspace_bytes: int | None = None,
+    tactic_sources: Iterable[str] | None = None,
+    timing_cache: str | os.PathLike[str] | None = None,
+    performance_tuner: bool = False,
     verify: bool = True,
     verify_inputs: Inputs | None = None,
     verify_kwargs: dict[str, Any] | None = None,
@@ -111,6 +117,20 @@ def lower_to_trt(
         trt_lower.debug.fp16_sensitive returns).
     refittable: build TensorRT engines refittable, so that `lowered.update_weights` replaces their
         weights in place (docs/refit.md); ONNX Runtime engines take new weights either way.
+    optimization_level: TensorRT's builder optimization level, 0 (fastest build) to 5 (longest
+        search for faster kernels); None: TensorRT's default, 3 (docs/build-options.md).
+    workspace_bytes: the scratch memory TensorRT's kernels may use (tactics needing more are
+        skipped); None: 4 GiB.
+    tactic_sources: the TensorRT tactic sources kernels may come from, by name: "cublas",
+        "cublas_lt", "cudnn", "edge_mask_convolutions", "jit_convolutions" (an empty set: TensorRT's
+        own kernels only); None: TensorRT's default set.
+    timing_cache: a TensorRT timing cache file, read before each engine build when it exists and
+        written back (atomically) after, to share kernel timings across builds and machines with
+        the same GPU and TensorRT; one TensorRT cannot use is a TimingCacheError naming it.
+    performance_tuner: TensorRT 11.1's Global Performance Tuner; refused (ValueError) on every
+        TensorRT version for now (docs/build-options.md says why).
+    The builder knobs change the engine cache key, except timing_cache; ONNX Runtime ignores them
+    (with a warning).
     verify: feed each engine the values eager PyTorch computes for its inputs from the example
         inputs and compare its outputs with eager's, at its precision's tolerance; an engine that
         disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
@@ -134,6 +154,11 @@ def lower_to_trt(
         trt_version=trt_version,
         keep_fp32=keep_fp32,
         refittable=refittable,
+        optimization_level=optimization_level,
+        workspace_bytes=workspace_bytes,
+        tactic_sources=tactic_sources,
+        timing_cache=timing_cache,
+        performance_tuner=performance_tuner,
     )
     inputs, kwargs = model_call(inputs, kwargs)
     if verify_inputs is not None:
@@ -144,10 +169,10 @@ def lower_to_trt(
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
-    elif settings.cuda_graphs:
+    elif ignored := lowering_options.ignored_on_onnxruntime(settings):
         warnings.warn(
-            f"lower_to_trt: cuda_graphs=True is ignored on the {resolved} backend (CUDA graphs replay TensorRT "
-            "engines only)",
+            f"lower_to_trt: {', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} ignored on the {resolved} "
+            "backend (they set up TensorRT's engines and their builds only)",
             stacklevel=2,
         )
     # Wall seconds per stage (LoweringReport.timings), summed over retries and repair rounds.
@@ -168,6 +193,7 @@ def lower_to_trt(
     failed: dict[str, str] = plugin_refusals(captured.graph_module(), resolved)
     plan = verifier.plan if verifier is not None else RepairPlan()  # what verification changes
     lowering = Lowering(captured, settings, failed, args, keywords, plan)
+    builds: list[PeakMemory] = []  # the host memory of each round's build stage
     while True:
         run_settings = dataclasses.replace(settings, keep_fp32=settings.keep_fp32 | plan.fp32)
         try:
@@ -178,7 +204,8 @@ def lower_to_trt(
                 segments = lowering.convert(parts)
             if verifier is not None:
                 verifier.start(parts, segments)  # eager's reference values, computed beside the build
-            with _timed(timings, "build"):
+            with _timed(timings, "build"), peak_resident() as memory:
+                builds.append(memory)
                 alone = engine_is_whole_call(len(parts.engines), len(parts.fallbacks))
                 engines = build(segments, resolved, run_settings, alone=alone)
             with _timed(timings, "verify"):
@@ -195,6 +222,7 @@ def lower_to_trt(
                 raise
             failed.update(eager)
     lowered.report.timings = timings
+    _report_build_memory(lowered, builds)
     lowered.report.trt_release = settings.trt_release
     lowered.report.notes[:0] = captured.notes
     lowered.lowering = lowering
@@ -205,6 +233,13 @@ def lower_to_trt(
     elif skipped:
         lowered.report.notes.append(skipped)
     return lowered
+
+
+def _report_build_memory(lowered: LoweredModule, builds: list[PeakMemory]) -> None:
+    measured = [m for m in builds if m.peak is not None and m.start is not None]
+    if measured:
+        lowered.report.build_peak_rss_bytes = max(m.peak or 0 for m in measured)
+        lowered.report.build_rss_growth_bytes = max((m.peak or 0) - (m.start or 0) for m in measured)
 
 
 @contextlib.contextmanager

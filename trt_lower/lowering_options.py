@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import torch
 
 from converters.core import target
+from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
 from trt_lower.engine.tensorrt import installed_target
 from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS, LoweringSettings, is_op, op_name
 from trt_lower.values.versions import parse_version
@@ -72,6 +73,56 @@ def op_names(option: str, ops: Any, node_names: bool = False) -> frozenset[str]:
     return frozenset(names)
 
 
+def optimization_level_of(level: Any) -> int | None:
+    if level is None or isinstance(level, int) and not isinstance(level, bool) and level in OPTIMIZATION_LEVELS:
+        return level
+    raise ValueError(
+        f"optimization_level must be an int from {OPTIMIZATION_LEVELS[0]} to {OPTIMIZATION_LEVELS[-1]} "
+        f"or None (TensorRT's default, 3), got {level!r}"
+    )
+
+
+def workspace_of(size: Any) -> int | None:
+    if size is None or isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    raise ValueError(f"workspace_bytes must be a positive int (bytes) or None (4 GiB), got {size!r}")
+
+
+def tactic_sources_of(sources: Any) -> frozenset[str] | None:
+    """The tactic source names given (an empty set: none but TensorRT's own kernels); ValueError
+    naming tactic_sources and each name that is no TensorRT tactic source."""
+    if sources is None:
+        return None
+    if isinstance(sources, str) or not hasattr(sources, "__iter__"):
+        raise ValueError(f"tactic_sources must be a set of names such as {{'cublas', 'cudnn'}}, got {sources!r}")
+    names = frozenset(sources)
+    unknown = sorted(map(repr, names - TACTIC_SOURCES.keys()))
+    if unknown:
+        raise ValueError(
+            f"tactic_sources names no TensorRT tactic source: {', '.join(unknown)} (known: {', '.join(TACTIC_SOURCES)})"
+        )
+    return names
+
+
+def timing_cache_of(path: Any) -> Path | None:
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise ValueError(f"timing_cache must be a file path or None, got {path!r}")
+    return Path(path).expanduser()
+
+
+def refuse_performance_tuner(performance_tuner: Any) -> None:
+    """TensorRT 11.1's Global Performance Tuner: its Python API (build routes, and the accuracy
+    bound of its verification) is not pinned down by NVIDIA's public documentation, so trt_lower
+    refuses it on every TensorRT version rather than guess at it (docs/build-options.md)."""
+    if performance_tuner is not False:
+        raise ValueError(
+            f"performance_tuner={performance_tuner!r}: trt_lower does not drive TensorRT's Global Performance "
+            "Tuner on any TensorRT version yet (11.1 has it, through trtexec); leave it False"
+        )
+
+
 def create(
     *,
     backend: str,
@@ -84,6 +135,11 @@ def create(
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
     refittable: bool = False,
+    optimization_level: int | None = None,
+    workspace_bytes: int | None = None,
+    tactic_sources: Iterable[str] | None = None,
+    timing_cache: str | os.PathLike[str] | None = None,
+    performance_tuner: bool = False,
 ) -> LoweringSettings:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -99,6 +155,7 @@ def create(
     keep = op_names("keep_fp32", keep_fp32, node_names=True)  # node names are checked against the graph later
     if keep and precision != "fp16":
         raise ValueError(f"keep_fp32 applies to precision='fp16' only, got precision={precision!r}")
+    refuse_performance_tuner(performance_tuner)
     return LoweringSettings(
         backend=backend,
         precision=precision,
@@ -111,4 +168,18 @@ def create(
         trt_release=release,
         keep_fp32=keep,
         refittable=refittable,
+        optimization_level=optimization_level_of(optimization_level),
+        workspace_bytes=workspace_of(workspace_bytes),
+        tactic_sources=tactic_sources_of(tactic_sources),
+        timing_cache=timing_cache_of(timing_cache),
     )
+
+
+# The builder knobs ONNX Runtime has no use for, as the settings name them.
+_BUILDER_KNOBS = ("optimization_level", "workspace_bytes", "tactic_sources", "timing_cache")
+
+
+def ignored_on_onnxruntime(settings: LoweringSettings) -> list[str]:
+    """The TensorRT-only options `settings` sets, as `name=value` (ONNX Runtime ignores them, with a warning)."""
+    given = [f"{name}={getattr(settings, name)!r}" for name in _BUILDER_KNOBS if getattr(settings, name) is not None]
+    return (["cuda_graphs=True"] if settings.cuda_graphs else []) + given

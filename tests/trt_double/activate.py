@@ -19,6 +19,7 @@ from trt_lower.values import device
 TRT_MODULES = (
     "trt_lower.runtime.trt_logger",
     "trt_lower.engine.trt_builder",
+    "trt_lower.engine.build_progress",
     "trt_lower.engine.trt_engines",
     "trt_lower.runtime.trt_output_allocator",
     "trt_lower.runtime.trt_module",

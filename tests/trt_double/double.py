@@ -79,6 +79,8 @@ if TYPE_CHECKING:
     _ITensor = stubs.ITensor
     _INetworkDefinition = stubs.INetworkDefinition
     _IOptimizationProfile = stubs.IOptimizationProfile
+    _IProgressMonitor = stubs.IProgressMonitor
+    _TacticSource = stubs.TacticSource
     _ITimingCache = stubs.ITimingCache
     _MemoryPoolType = stubs.MemoryPoolType
     _NetworkDefinitionCreationFlag = stubs.NetworkDefinitionCreationFlag
@@ -98,6 +100,7 @@ else:
     _Builder = _BuilderFlag = _DataType = _Dims = _IBuilderConfig = _ICudaEngine = object
     _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
+    _IProgressMonitor = _TacticSource = object
     _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
     _Runtime = _Severity = _TensorIOMode = _ILayer = _ITensor = object
     _OnnxParserRefitter = _Refitter = _TensorLocation = _Weights = _ISerializationConfig = _SerializationFlag = object
@@ -223,6 +226,21 @@ class BuilderFlag(_Enum, _BuilderFlag):
 BuilderFlag._define(FP16=0, INT8=1, REFIT=4, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
 
 
+class TacticSource(_Enum, _TacticSource):
+    pass
+
+
+TacticSource._define(CUBLAS=0, CUBLAS_LT=1, CUDNN=2, EDGE_MASK_CONVOLUTIONS=3, JIT_CONVOLUTIONS=4)
+
+
+_TACTIC_SOURCE_BITS = 5  # TacticSource's members, bits 0-4
+
+
+def _default_tactic_sources() -> int:
+    """10.0 turned cuBLAS, cuBLASLt and cuDNN off by default; 8.6 has all five on."""
+    return 0b11000 if _version()[0] >= 10 else 0b11111
+
+
 class PreviewFeature(_Enum, _PreviewFeature):
     pass
 
@@ -329,6 +347,7 @@ class BuildRecord:
     optimization_level: int
     profiles: dict[str, tuple[tuple[int, ...], ...]]
     timing_cache_entries: int
+    tactic_sources: int = 0
 
 
 @dataclass
@@ -344,6 +363,9 @@ class State:
     output_reallocations: int = 0
     shape_notifications: int = 0
     timing_cache_hits: int = 0
+    # What the builds told their IProgressMonitor: ("start", phase, parent, steps), ("step", phase,
+    # step), ("finish", phase).
+    progress: list[tuple[Any, ...]] = field(default_factory=list)
     refits: int = 0  # engines refitted (Refitter.refit_cuda_engine that succeeded)
     last_build: BuildRecord | None = None
     # Set: CUDA does not start (a driver older than the wheel's CUDA); Builder and Runtime log it
@@ -576,38 +598,119 @@ class IOptimizationProfile(_IOptimizationProfile):
 
 
 class ITimingCache(_ITimingCache):
+    """Kernel timings of one TensorRT version on one GPU model (here: compute capability), which
+    the serialized form records: another version's does not deserialize, another GPU's is refused
+    by set_timing_cache unless ignore_mismatch."""
+
     MAGIC = b"trt_double timing cache\n"
 
-    def __init__(self, entries: dict[str, float]) -> None:
+    def __init__(self, entries: dict[str, float], version: str, compute_capability: str) -> None:
         self.entries = entries
+        self.version = version
+        self.compute_capability = compute_capability
 
     @classmethod
     def parse(cls, data: bytes) -> "ITimingCache | None":
         if not data:
-            return cls({})
+            return cls({}, __version__, state.compute_capability)
         if not data.startswith(cls.MAGIC):
             return None
         try:
-            return cls(dict(json.loads(data[len(cls.MAGIC) :])))
-        except ValueError:
+            blob = json.loads(data[len(cls.MAGIC) :])
+            cache = cls(dict(blob["entries"]), str(blob["version"]), str(blob["compute_capability"]))
+        except (ValueError, KeyError, TypeError):
             return None
+        return cache if cache.version == __version__ else None
 
     def serialize(self) -> IHostMemory:
-        return IHostMemory(self.MAGIC + json.dumps(self.entries, sort_keys=True).encode())
+        blob = {"entries": self.entries, "version": self.version, "compute_capability": self.compute_capability}
+        return IHostMemory(self.MAGIC + json.dumps(blob, sort_keys=True).encode())
+
+
+class _ProgressMonitor(_IProgressMonitor):
+    """IProgressMonitor, the base class applications derive from: 10.0 and newer (`__getattr__`)."""
+
+    def __init__(self) -> None:
+        self._initialised = True
+
+    def phase_start(self, phase_name: str, parent_phase: str, num_steps: int) -> None:
+        raise NotImplementedError("IProgressMonitor.phase_start is pure virtual: override it")
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        raise NotImplementedError("IProgressMonitor.step_complete is pure virtual: override it")
+
+    def phase_finish(self, phase_name: str) -> None:
+        raise NotImplementedError("IProgressMonitor.phase_finish is pure virtual: override it")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "IProgressMonitor" and _version()[0] >= 10:
+        return _ProgressMonitor
+    raise AttributeError(f"module 'tensorrt' has no attribute '{name}' in TensorRT {__version__}")
 
 
 class IBuilderConfig(_IBuilderConfig):
     def __init__(self, logger: stubs.ILogger) -> None:
         self._logger = logger
         self.flags = _TF32
-        self.builder_optimization_level = 3
+        self._optimization_level = 3
         self._pools: dict[int, int] = {}
         self._timing_cache: ITimingCache | None = None
+        self._tactic_sources = _default_tactic_sources()
+        self._progress_monitor: _ProgressMonitor | None = None
         self.profiles: list[IOptimizationProfile] = []
         self.preview_features: set[int] = set()
 
+    @property
+    def builder_optimization_level(self) -> int:
+        return self._optimization_level
+
+    @builder_optimization_level.setter
+    def builder_optimization_level(self, level: int) -> None:
+        # TensorRT's API check: a negative level is an error and changes nothing; above the
+        # highest (5) it builds as at 5.
+        if level < 0:
+            _error(self._logger, f"IBuilderConfig::setBuilderOptimizationLevel: level {level} must be >= 0")
+            return
+        self._optimization_level = level
+
+    @property
+    def progress_monitor(self) -> _ProgressMonitor:
+        self._progress_monitor_api()
+        return self._progress_monitor if self._progress_monitor is not None else _null(_ProgressMonitor)
+
+    @progress_monitor.setter
+    def progress_monitor(self, monitor: stubs.IProgressMonitor) -> None:
+        self._progress_monitor_api()
+        own = _own(monitor, _ProgressMonitor)
+        if not getattr(own, "_initialised", False):  # pybind11 refuses a trampoline never initialised
+            raise TypeError(f"{type(own).__name__}.__init__() must be called when overriding __init__")
+        self._progress_monitor = own
+
+    def _progress_monitor_api(self) -> None:
+        if _version()[0] < 10:
+            raise AttributeError(
+                f"'tensorrt.IBuilderConfig' object has no attribute 'progress_monitor' in TensorRT {__version__}"
+            )
+
     def set_memory_pool_limit(self, pool: stubs.MemoryPoolType, pool_size: int) -> None:
+        pool = _own(pool, MemoryPoolType)
+        if not isinstance(pool_size, int) or pool_size < 0:  # a size_t: pybind11 refuses anything else
+            raise TypeError(f"set_memory_pool_limit(): incompatible function arguments: pool_size={pool_size!r}")
         self._pools[int(pool)] = pool_size
+
+    def set_tactic_sources(self, tactic_sources: int) -> bool:
+        """False (and an error) for a bit no TacticSource member has, as TensorRT's API check does."""
+        if not isinstance(tactic_sources, int) or tactic_sources < 0:
+            raise TypeError(f"set_tactic_sources(): incompatible function arguments: {tactic_sources!r}")
+        if tactic_sources >> _TACTIC_SOURCE_BITS:
+            _error(self._logger, f"IBuilderConfig::setTacticSources: invalid tactic sources {tactic_sources:#x}")
+            return False
+        self._tactic_sources = tactic_sources
+        return True
+
+    def get_tactic_sources(self) -> int:
+        return self._tactic_sources
 
     def set_flag(self, flag: stubs.BuilderFlag) -> None:
         self.flags |= 1 << int(flag)
@@ -629,7 +732,15 @@ class IBuilderConfig(_IBuilderConfig):
         return cache
 
     def set_timing_cache(self, cache: stubs.ITimingCache, ignore_mismatch: bool) -> bool:
-        self._timing_cache = _own(cache, ITimingCache)
+        own = _own(cache, ITimingCache)
+        if own.compute_capability != state.compute_capability and not ignore_mismatch:
+            _error(
+                self._logger,
+                f"IBuilderConfig::setTimingCache: the timing cache was made for a device of compute capability "
+                f"{own.compute_capability}, this one is {state.compute_capability}",
+            )
+            return False
+        self._timing_cache = own
         return True
 
     def get_timing_cache(self) -> ITimingCache:
@@ -784,6 +895,27 @@ def _unpinned_float32(network: INetworkDefinition, config: IBuilderConfig) -> st
     return None
 
 
+def _report_progress(monitor: _ProgressMonitor | None, layers: int) -> bool:
+    """Tell `monitor` a build's phases as TensorRT does (a top phase, a nested one with a step per
+    layer); False when step_complete asked to stop (the phases still finish)."""
+    if monitor is None:
+        return True
+    go_on = True
+    monitor.phase_start("Building engine", None, 1)  # type: ignore[arg-type]  # the stub says str; TensorRT passes None
+    state.progress.append(("start", "Building engine", None, 1))
+    monitor.phase_start("Tactic selection", "Building engine", max(layers, 1))
+    state.progress.append(("start", "Tactic selection", "Building engine", max(layers, 1)))
+    for step in range(max(layers, 1)):
+        state.progress.append(("step", "Tactic selection", step))
+        if not monitor.step_complete("Tactic selection", step):
+            go_on = False
+            break
+    for phase in ("Tactic selection", "Building engine"):
+        monitor.phase_finish(phase)
+        state.progress.append(("finish", phase))
+    return go_on
+
+
 class Builder(_Builder):
     def __init__(self, logger: stubs.ILogger) -> None:
         self._logger = logger
@@ -869,7 +1001,11 @@ class Builder(_Builder):
             optimization_level=cfg.builder_optimization_level,
             profiles=profiles,
             timing_cache_entries=len(cfg._timing_cache.entries) if cfg._timing_cache else 0,
+            tactic_sources=cfg._tactic_sources,
         )
+        if not _report_progress(cfg._progress_monitor, len(net.model.graph.node)):
+            _error(self._logger, "Builder: the build was cancelled by the IProgressMonitor")
+            return _null(IHostMemory)
         self._time_layers(net.model, cfg._timing_cache)
         # Before 10.0 a profile serves one execution context at a time unless the engine was built
         # with PROFILE_SHARING_0806 (on by default from 10.0).

@@ -17,6 +17,7 @@ from trt_lower.cli.arguments import input_file, output_file
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.deploy import artifact, signing
 from trt_lower.deploy.container import open_file
+from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
 from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
 from trt_lower.runtime.guard import InputGuard
 
@@ -78,6 +79,10 @@ def _factory_model(path: str) -> torch.nn.Module:
     return model.eval()
 
 
+def _names(text: str) -> frozenset[str]:
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
 def lower(args: argparse.Namespace) -> int:
     torch.manual_seed(0)
     inputs: Sequence[Any]
@@ -102,6 +107,10 @@ def lower(args: argparse.Namespace) -> int:
         trt_version=args.trt_version,
         min_block_size=args.min_block_size,
         fallback_ops=args.fallback_op or (),
+        optimization_level=args.optimization_level,
+        workspace_bytes=args.workspace,
+        tactic_sources=args.tactic_sources,
+        timing_cache=args.timing_cache,
     )
     print(f"lowered in {time.perf_counter() - start:.1f} s")
     print(lowered.report)
@@ -204,6 +213,24 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS)
     p.add_argument("--min-block-size", type=int, default=3)
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
+    p.add_argument(
+        "--optimization-level",
+        type=int,
+        choices=OPTIMIZATION_LEVELS,
+        help="TensorRT builder optimization level, 0 (fastest build) to 5 (default: TensorRT's, 3)",
+    )
+    p.add_argument("--workspace", type=int, metavar="BYTES", help="TensorRT workspace limit (default 4 GiB)")
+    p.add_argument(
+        "--tactic-sources",
+        type=_names,
+        metavar="NAMES",
+        help=f"comma-separated TensorRT tactic sources ({', '.join(TACTIC_SOURCES)}; '' for none)",
+    )
+    p.add_argument(
+        "--timing-cache",
+        metavar="PATH",
+        help="TensorRT timing cache file: read before each build if present, written back after",
+    )
     p.add_argument(
         "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
     )

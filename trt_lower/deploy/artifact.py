@@ -37,13 +37,14 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping, cast
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, cast
 
 import safetensors.torch
 import torch
 from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
+from trt_lower import lowering_options
 from trt_lower.deploy import graph_json, onnx_members, separate_weights, signed_weights, signing, tensor_names
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import probe as artifact_probe
@@ -120,6 +121,20 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
         "backend": report.backend,
         "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
         "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False)),
+        **_builder_knobs_to_json(getattr(lowering, "settings", None)),
+    }
+
+
+def _builder_knobs_to_json(settings: LoweringSettings | None) -> dict[str, Any]:
+    """The builder knobs engines built on load are built with, as lowered (a machine's
+    timing_cache file is not kept: the loading machine names its own)."""
+    if settings is None:
+        return {}
+    sources = settings.tactic_sources
+    return {
+        "optimization_level": settings.optimization_level,
+        "workspace_bytes": settings.workspace_bytes,
+        "tactic_sources": None if sources is None else sorted(sources),
     }
 
 
@@ -337,7 +352,22 @@ def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
     for key in ("precision", "trt_version", "backend"):
         if key in known:
             schema.need(known[key], str, f"settings.{key}")
+    known.pop("timing_cache", None)  # never written; a planted path is not followed
+    for key, check in _BUILDER_KNOBS.items():
+        if key in known:  # absent from artifacts written before the knobs: the builder's defaults
+            try:
+                known[key] = check(known[key])
+            except ValueError as e:
+                raise FieldError(f"field 'settings.{key}': {e}") from None
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
+
+
+# Each builder knob the manifest's settings may hold, and the check lower_to_trt makes of it.
+_BUILDER_KNOBS: dict[str, Callable[[Any], Any]] = {
+    "optimization_level": lowering_options.optimization_level_of,
+    "workspace_bytes": lowering_options.workspace_of,
+    "tactic_sources": lowering_options.tactic_sources_of,
+}
 
 
 def _weights(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trt_lower.values.settings import PRECISIONS
+from trt_lower.values.settings import PRECISIONS, LoweringSettings
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,27 @@ class BuildOptions:
     optimization_level: int = 3
     # BuilderFlag.REFIT: every weight can be replaced after the build (engine/trt_refit.py).
     refittable: bool = False
+    # trt.TacticSource names (engine/builder_knobs.py), sorted; None: TensorRT's default set.
+    tactic_sources: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, settings: LoweringSettings) -> BuildOptions:
+        """The options `settings`' engines are built with: the knobs it sets, these defaults for the rest."""
+        default = cls()
+        level, workspace = settings.optimization_level, settings.workspace_bytes
+        return cls(
+            precision=settings.precision,
+            workspace_bytes=default.workspace_bytes if workspace is None else workspace,
+            optimization_level=default.optimization_level if level is None else level,
+            refittable=settings.refittable,
+            tactic_sources=None if settings.tactic_sources is None else tuple(sorted(settings.tactic_sources)),
+        )
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The options as the cache key hashes them; an option left unset (None) is left out, so
+        that the keys of engines built without it stay what they were before it existed."""
+        return {k: v for k, v in asdict(self).items() if v is not None}

@@ -48,8 +48,9 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
         segment.outputs,
         segment.tuple_output,
         nodes=segment.nodes,
-        options=BuildOptions(precision=settings.precision, refittable=settings.refittable),
+        options=BuildOptions.of(settings),
         cache_dir=settings.cache_dir,
+        timing_cache=settings.timing_cache,
         cuda_graphs=settings.cuda_graphs,
     )
     return Engine(segment, trt_module, cache_hit)
@@ -72,7 +73,7 @@ def forget(engine: Engine, settings: LoweringSettings, why: str) -> None:
     from trt_lower.engine.trt_engines import discard_engine
 
     segment = engine.segment
-    discard_engine(segment.onnx, segment.inputs, BuildOptions(precision=settings.precision), settings.cache_dir, why)
+    discard_engine(segment.onnx, segment.inputs, BuildOptions.of(settings), settings.cache_dir, why)
 
 
 def engine_is_whole_call(engines: int, eager_ops: int) -> bool:

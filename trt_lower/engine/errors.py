@@ -19,3 +19,14 @@ class EngineBuildError(TrtLowerError, RuntimeError):
         self.reason = reason
         self.nodes = dict(nodes)
         super().__init__(f"{runtime} could not build {segment}: {reason}")
+
+
+class TimingCacheError(TrtLowerError, ValueError):
+    """The timing_cache file given cannot be used: unreadable, or TensorRT refuses what it holds
+    (corrupt, or written by another TensorRT version or for another GPU). `path` is the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(
+            f"timing_cache {path}: {reason} (delete it, or give another path, to start a new timing cache there)"
+        )

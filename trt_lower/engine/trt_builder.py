@@ -21,13 +21,17 @@ Version branches (docs/tensorrt.md):
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Sequence
 
 import onnx
 import tensorrt as trt
 
 from converters.core.errors import TrtLowerError
+from trt_lower.engine import build_progress
 from trt_lower.engine.build_options import BuildOptions, InputProfile
+from trt_lower.engine.builder_knobs import TACTIC_SOURCES
+from trt_lower.engine.errors import TimingCacheError
 from trt_lower.runtime.trt_logger import LOGGER, TrtLogger
 from trt_lower.values.versions import parse_version
 
@@ -98,15 +102,38 @@ def _dims(shape: tuple[int, ...]) -> trt.Dims:
     return trt.Dims(list(shape))
 
 
-def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: TrtLogger) -> None:
+def _use_timing_cache(
+    config: trt.IBuilderConfig, serialized: bytes, logger: TrtLogger, source: Path | None = None
+) -> None:
+    """`source`: the timing_cache file `serialized` was read from; what TensorRT refuses from it is
+    a TimingCacheError (the file is the user's), from the engine cache a warning and a new cache."""
     cache = config.create_timing_cache(serialized)
+    # ignore_mismatch=False: another GPU's timings would mislead tactic selection here.
     if cache is not None and config.set_timing_cache(cache, False):
         return
+    if source is not None:
+        raise TimingCacheError(
+            str(source),
+            "TensorRT cannot use it ("
+            + (logger.take_errors() or "written by another TensorRT or for another GPU")
+            + ")",
+        )
     log.warning(
         "trt_lower: TensorRT rejected the saved timing cache (%s); starting a new one",
         logger.take_errors() or "no reason given",
     )
     config.set_timing_cache(config.create_timing_cache(b""), False)
+
+
+def _tactic_sources(names: tuple[str, ...]) -> int:
+    """The trt.TacticSource bitmask of `names`; ValueError naming one this TensorRT's API lacks."""
+    mask = 0
+    for name in names:
+        member = getattr(trt.TacticSource, TACTIC_SOURCES[name], None)
+        if member is None:
+            raise ValueError(f"tactic_sources: TensorRT {trt.__version__} has no tactic source {name!r}")
+        mask |= 1 << int(member)
+    return mask
 
 
 def build_plan(
@@ -117,11 +144,15 @@ def build_plan(
     *,
     typed: bool = False,
     path: str | None = None,
+    name: str = "engine",
+    timing_cache_file: Path | None = None,
 ) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
     `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
     (converters/passes/bfloat16.py: has_bfloat16), INT4 weights or FP8 (onnx_types.has_int4/has_fp8); `path`:
-    where the model was written, for a model whose weights are external data beside it."""
+    where the model was written, for a model whose weights are external data beside it; `name`: the
+    engine's, in the progress log; `timing_cache_file`: the timing_cache file `timing_cache` came
+    from, if it did."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
@@ -155,7 +186,12 @@ def build_plan(
         # A profile serves one execution context at a time on 8.x unless shared (10.0's default);
         # the runtime makes one per thread and stream, and one per CUDA graph.
         config.set_preview_feature(trt.PreviewFeature.PROFILE_SHARING_0806, True)
-    _use_timing_cache(config, timing_cache, logger)
+    if options.tactic_sources is not None and not config.set_tactic_sources(_tactic_sources(options.tactic_sources)):
+        raise ValueError(f"tactic_sources: TensorRT {trt.__version__} refused {options.tactic_sources}")
+    _use_timing_cache(config, timing_cache, logger, timing_cache_file)
+    progress = build_progress.monitor(name)  # held until the build returns: TensorRT only borrows it
+    if progress is not None:
+        config.progress_monitor = progress
     profile = builder.create_optimization_profile()
     for p in profiles:
         profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))

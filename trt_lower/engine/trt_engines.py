@@ -14,6 +14,8 @@ import tensorrt as trt
 from converters.core.segment import OnnxSegment
 from converters.passes.bfloat16 import has_bfloat16
 from converters.passes.onnx_types import has_fp8, has_int4
+from trt_lower.engine import timing_cache_file
+from trt_lower.engine.build_memory import peak_resident
 from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.engine.cache import EngineCache, Key, default_dir
 from trt_lower.engine.errors import EngineBuildError
@@ -63,10 +65,12 @@ def load_engine(
     options: BuildOptions,
     cache_dir: Path | None,
     cuda_graphs: bool,
+    timing_cache: Path | None = None,
 ) -> tuple[TRTEngineModule, bool]:
     """The engine module for one segment, and whether it came from the cache.
 
     `nodes` are the segment's FX nodes: an EngineBuildError names those that must run eagerly.
+    `timing_cache`: the timing_cache file a build reads and updates (else the engine cache's).
     """
     # TensorRT parses the self-contained model where it fits one protobuf message, else the graph
     # from a file with its weights beside it (ONNX external data), which has no size limit.
@@ -86,6 +90,7 @@ def load_engine(
             nodes=nodes,
             options=options,
             cuda_graphs=cuda_graphs,
+            timing_cache=timing_cache,
         )
 
 
@@ -102,6 +107,7 @@ def _load_or_build(
     nodes: Sequence[str],
     options: BuildOptions,
     cuda_graphs: bool,
+    timing_cache: Path | None,
 ) -> tuple[TRTEngineModule, bool]:
     cached = cache.load(key)
     if cached is not None:
@@ -118,8 +124,8 @@ def _load_or_build(
     log.info("trt_lower: %s: building TensorRT engine (TensorRT %s, %s) ...", name, trt.__version__, cache.device)
     start = time.perf_counter()
     try:
-        plan, timing_cache = _build(segment, profiles, options, cache.load_timing_cache())
-        cache.store_timing_cache(timing_cache)
+        with peak_resident() as memory:
+            plan = _build_and_time(name, cache, segment, profiles, options, timing_cache)
         module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
     except BuildFailure as e:
         raise _fallback(name, e.reason, nodes, e.fx_node) from e
@@ -130,16 +136,58 @@ def _load_or_build(
         cache.store(key, plan)
         raise _fallback(name, str(e), nodes) from e
     cache.store(key, plan)
-    log.info("trt_lower: %s: built TensorRT engine in %.1f s", name, time.perf_counter() - start)
+    growth = (
+        "" if memory.peak is None or memory.start is None else f", host memory peak +{_mib(memory.peak - memory.start)}"
+    )
+    log.info("trt_lower: %s: built TensorRT engine in %.1f s%s", name, time.perf_counter() - start, growth)
     return module, False
 
 
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
+
+
+def _build_and_time(
+    name: str,
+    cache: EngineCache,
+    segment: OnnxSegment,
+    profiles: list[InputProfile],
+    options: BuildOptions,
+    timing_cache: Path | None,
+) -> bytes:
+    """The plan, built with the timings of the timing_cache file (else the engine cache's), which
+    get this build's timings back."""
+    timings = cache.load_timing_cache() if timing_cache is None else timing_cache_file.read(timing_cache)
+    plan, timings = _build(name, segment, profiles, options, timings, timing_cache)
+    if timing_cache is None:
+        cache.store_timing_cache(timings)
+    else:
+        timing_cache_file.write(timing_cache, timings)
+    return plan
+
+
 def _build(
-    segment: OnnxSegment, profiles: list[InputProfile], options: BuildOptions, timing_cache: bytes
+    name: str,
+    segment: OnnxSegment,
+    profiles: list[InputProfile],
+    options: BuildOptions,
+    timings: bytes,
+    timing_cache: Path | None,
 ) -> tuple[bytes, bytes]:
     typed = has_bfloat16(segment.model) or has_int4(segment.model) or has_fp8(segment.model)
     if segment.fits_one_protobuf():
-        return build_plan(segment.to_bytes(), profiles, options, timing_cache, typed=typed)
+        return build_plan(
+            segment.to_bytes(), profiles, options, timings, typed=typed, name=name, timing_cache_file=timing_cache
+        )
     with tempfile.TemporaryDirectory(prefix="trt_lower_") as tmp:
         path = segment.save(Path(tmp) / "model.onnx")
-        return build_plan(path.read_bytes(), profiles, options, timing_cache, typed=typed, path=str(path))
+        return build_plan(
+            path.read_bytes(),
+            profiles,
+            options,
+            timings,
+            typed=typed,
+            path=str(path),
+            name=name,
+            timing_cache_file=timing_cache,
+        )

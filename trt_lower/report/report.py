@@ -37,6 +37,11 @@ class LoweringReport:
     # convert, build (TensorRT engine builds or cache loads, ONNX Runtime session creation), verify
     # (engines against eager, repairs included), stitch.
     timings: dict[str, float] = field(default_factory=dict)
+    # The build stage's host memory (engine/build_memory.py): the process's peak resident set
+    # size, sampled while engines built, and its largest rise over the RSS at a build's start
+    # (None: not measured, off Linux).
+    build_peak_rss_bytes: int | None = None
+    build_rss_growth_bytes: int | None = None
     # verify=True: each engine's worst output error against eager, as a share of the output's
     # scale (trt_lower/verify/tolerance.py), and the miscompiles repaired on the way.
     verify_errors: dict[str, float] = field(default_factory=dict)
@@ -100,4 +105,9 @@ class LoweringReport:
         lines.extend(f"  note: {n}" for n in self.notes)
         if self.timings:
             lines.append("  timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in self.timings.items()))
+        if self.build_peak_rss_bytes is not None and self.build_rss_growth_bytes is not None:
+            lines.append(
+                f"  build host memory: peak RSS {self.build_peak_rss_bytes / 2**20:.0f} MiB "
+                f"(+{self.build_rss_growth_bytes / 2**20:.0f} MiB during the build)"
+            )
         return "\n".join(lines)

@@ -72,6 +72,12 @@ class LoweringSettings:
     keep_fp32: frozenset[str] = frozenset()
     # TensorRT engines built refittable (BuilderFlag.REFIT), so that update_weights refits them in place.
     refittable: bool = False
+    # TensorRT's builder knobs (docs/build-options.md); None: the builder's defaults.
+    optimization_level: int | None = None  # IBuilderConfig.builder_optimization_level, 0-5
+    workspace_bytes: int | None = None  # the WORKSPACE memory pool limit
+    tactic_sources: frozenset[str] | None = None  # names of engine/builder_knobs.py's TACTIC_SOURCES
+    # A TensorRT timing cache file read before each build and written back after it.
+    timing_cache: Path | None = None
 
     def check_keep_fp32(self, graph: torch.fx.Graph) -> None:
         """ValueError naming each keep_fp32 entry that is neither an op nor a node of `graph`."""
