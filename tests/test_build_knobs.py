@@ -267,3 +267,38 @@ def test_an_artifact_with_a_bad_knob_is_refused_naming_the_field(trt_double: Mod
 
     with pytest.raises(trt_lower.ArtifactError, match=r"settings\.optimization_level.*must be an int from 0 to 5"):
         trt_lower.load(tamper(path, tmp_path / "bad.trtl", bad), backend="tensorrt")
+
+
+# -- the CLI and lower_causal_lm ---------------------------------------------------------------
+def small_model() -> torch.nn.Module:
+    """The CLI's MODULE:FACTORY for the test below."""
+    return _model()
+
+
+def test_trt_lower_lower_takes_the_knobs_and_shows_build_progress(
+    trt_double: ModuleType, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from trt_lower.cli import commands as cli
+
+    timing = tmp_path / "timing.cache"
+    argv = ["lower", "test_build_knobs:small_model", "--input", "2x4:float32", "--backend", "tensorrt"]
+    knobs = ["--optimization-level", "1", "--workspace", "1048576", "--tactic-sources", "cudnn,cublas"]
+    with caplog.at_level(logging.INFO, logger="trt_lower"):
+        code = cli.main([*argv, *knobs, "--timing-cache", str(timing), "-o", str(tmp_path / "m.trtl")])
+    assert code == 0, capsys.readouterr().out
+    record = trt_double.state.last_build
+    assert (record.optimization_level, record.workspace_bytes, record.tactic_sources) == (1, 1 << 20, 0b101)
+    assert timing.exists() and "engine_0: Building engine (1 steps)" in caplog.text
+    assert cli.main(["info", str(tmp_path / "m.trtl")]) == 0
+    assert "'optimization_level': 1" in capsys.readouterr().out
+
+
+def test_lower_causal_lm_passes_the_knobs_on() -> None:
+    transformers = pytest.importorskip("transformers")
+    from trt_models import llama_config
+
+    from trt_lower.llm import lower_causal_lm
+
+    model = transformers.LlamaForCausalLM(llama_config()).eval()
+    with pytest.raises(ValueError, match="^optimization_level must be an int from 0 to 5"):
+        lower_causal_lm(model, max_batch=1, max_length=8, backend="onnxruntime", optimization_level=7)
