@@ -215,11 +215,14 @@ def test_the_report_has_the_builds_peak_host_memory(trt_double: ModuleType) -> N
 
 
 def test_peak_memory_sees_native_memory_held_only_during_the_block() -> None:
+    """64 MiB that native code allocates and frees inside the block: only the sampling thread sees it."""
     from trt_lower.engine.build_memory import SAMPLE_S, peak_resident
 
     with peak_resident() as memory:
-        block = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB allocated by native code
-        time.sleep(SAMPLE_S * 5)
+        block = torch.ones(64 << 20, dtype=torch.uint8)
+        deadline = time.monotonic() + 10  # bounded: the sampler runs every SAMPLE_S
+        while (memory.peak or 0) - (memory.start or 0) < 48 << 20 and time.monotonic() < deadline:
+            time.sleep(SAMPLE_S)
         del block
     assert memory.peak is not None and memory.start is not None
     assert memory.peak - memory.start >= 48 << 20
@@ -302,3 +305,36 @@ def test_lower_causal_lm_passes_the_knobs_on() -> None:
     model = transformers.LlamaForCausalLM(llama_config()).eval()
     with pytest.raises(ValueError, match="^optimization_level must be an int from 0 to 5"):
         lower_causal_lm(model, max_batch=1, max_length=8, backend="onnxruntime", optimization_level=7)
+
+
+def test_the_doubles_build_stops_when_the_progress_monitor_says_so(trt_double: ModuleType) -> None:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu/Relu")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    logger = importlib.import_module("trt_lower.runtime.trt_logger").LOGGER
+    builder = trt_double.Builder(logger)
+    network = builder.create_network(0)
+    assert trt_double.OnnxParser(network, logger).parse(model.SerializeToString())
+
+    class Stop(trt_double.IProgressMonitor):
+        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+            pass
+
+        def step_complete(self, phase_name: str, step: int) -> bool:
+            return False
+
+        def phase_finish(self, phase_name: str) -> None:
+            pass
+
+    config = builder.create_builder_config()
+    config.progress_monitor = Stop()
+    logger.take_errors()
+    assert builder.build_serialized_network(network, config) is None
+    assert "cancelled by the IProgressMonitor" in logger.take_errors()
+    assert [p[0] for p in trt_double.state.progress] == ["start", "start", "step", "finish", "finish"]

@@ -28,6 +28,12 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
   enqueue runs the stream's earlier work and the engine at once (TensorRT waits for the size),
   asks the allocator for the bytes (reallocate_output_async from 10.x, reallocate_output on 8.x)
   and tells it the shape before returning, and writes the data when the stream runs.
+- the builder's knobs: a negative builder_optimization_level is an error that changes nothing;
+  set_memory_pool_limit takes a MemoryPoolType and a size_t; set_tactic_sources refuses bits no
+  TacticSource has (the default set per version: 8.6 all five, 10.0 on without cuBLAS/cuBLASLt/
+  cuDNN); IProgressMonitor (10.0 and newer only) hears each build's phases and steps, and a False
+  from step_complete cancels the build; a timing cache records its TensorRT version and GPU:
+  another version's does not deserialize, another GPU's is refused unless ignore_mismatch.
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).

@@ -136,15 +136,10 @@ def _load_or_build(
         cache.store(key, plan)
         raise _fallback(name, str(e), nodes) from e
     cache.store(key, plan)
-    growth = (
-        "" if memory.peak is None or memory.start is None else f", host memory peak +{_mib(memory.peak - memory.start)}"
-    )
+    measured = memory.peak is not None and memory.start is not None
+    growth = f", host memory peak +{((memory.peak or 0) - (memory.start or 0)) / 2**20:.0f} MiB" if measured else ""
     log.info("trt_lower: %s: built TensorRT engine in %.1f s%s", name, time.perf_counter() - start, growth)
     return module, False
-
-
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.0f} MiB"
 
 
 def _build_and_time(
