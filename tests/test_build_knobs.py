@@ -338,3 +338,15 @@ def test_the_doubles_build_stops_when_the_progress_monitor_says_so(trt_double: M
     assert builder.build_serialized_network(network, config) is None
     assert "cancelled by the IProgressMonitor" in logger.take_errors()
     assert [p[0] for p in trt_double.state.progress] == ["start", "start", "step", "finish", "finish"]
+
+
+@pytest.mark.parametrize("trt_double", ["11.0.0"], indirect=True)
+def test_a_tactic_source_the_installed_tensorrt_lacks_is_refused_by_name(
+    trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every name is in 8.6-11.x's API; a release that drops one (deprecated: cuBLAS) is refused by name."""
+    monkeypatch.setattr(trt_double.TacticSource, "_versions", {"CUBLAS": (0, 11)})
+    with pytest.raises(ValueError, match=r"^tactic_sources: TensorRT 11\.0\.0 has no tactic source 'cublas'$"):
+        _lower(tactic_sources={"cublas", "cudnn"})
+    _lower(tactic_sources={"cudnn"})
+    assert trt_double.state.last_build.tactic_sources == 1 << 2
