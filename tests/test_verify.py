@@ -106,15 +106,18 @@ def test_require_full_raises_with_the_evidence(
 
 
 @pytest.mark.parametrize("backend", ["tensorrt"])
-def test_the_engine_cache_keeps_the_repaired_plan(backend: str, double: ModuleType, tmp_path: Any) -> None:
+@pytest.mark.parametrize("options", [{}, {"refittable": True}, {"optimization_level": 1}])
+def test_the_engine_cache_keeps_the_repaired_plan(
+    backend: str, double: ModuleType, tmp_path: Any, options: dict[str, Any]
+) -> None:
     """The broken plan is dropped from the cache: a later lowering without verification (and
-    without the plant) must not load it."""
+    without the plant) must not load it, whatever build options made it (they are in its key)."""
     model, x = Block().eval(), torch.randn(8, 16)
     double.state.miscompiles = [miscompile.Wrong("Tanh")]
-    repaired = trt_lower.lower_to_trt(model, (x,), backend=backend, min_block_size=1)
+    repaired = trt_lower.lower_to_trt(model, (x,), backend=backend, min_block_size=1, **options)
     assert [r.action for r in repaired.report.repairs] == ["split"]
     double.state.miscompiles = []
-    again = trt_lower.lower_to_trt(model, (x,), backend=backend, min_block_size=1, verify=False)
+    again = trt_lower.lower_to_trt(model, (x,), backend=backend, min_block_size=1, verify=False, **options)
     torch.testing.assert_close(again(x), model(x))
 
 
