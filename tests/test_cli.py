@@ -28,7 +28,7 @@ def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str
             "mobilenet_v3_small",
             "--backend",
             "onnxruntime",
-            "--iters",
+            "--iterations",
             "2",
             "--warmup",
             "1",
