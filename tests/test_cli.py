@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -227,3 +228,30 @@ def test_lower_signs_and_takes_a_verification_sample_and_run_trusts_only_given_k
     monkeypatch.setenv("TRT_LOWER_TRUSTED_KEYS", str(tmp_path / "theirs.pub.pem"))
     fails(["verify", str(out), "--trusted-key", str(tmp_path / "theirs.pub.pem")], r".*which is not trusted.*")
     assert cli.main(["verify", str(out), "--trusted-key", str(tmp_path / "ours.pub.pem")]) == 0
+
+
+def test_what_a_command_writes_to_stderr_is_held_but_trt_lowers_progress_is_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """torch's logs and prints reach sys.stderr: shown after a command that succeeds, dropped after
+    one that fails (its one line stands alone); trt_lower's own lines show as they come."""
+    import logging
+
+    from trt_lower.cli.output import configure_logs
+
+    def command(fail: bool) -> Callable[[argparse.Namespace], int]:
+        def run(args: argparse.Namespace) -> int:
+            logging.getLogger("trt_lower").info("building engine_0")
+            print("a partial graph torch.export prints", file=sys.stderr)
+            if fail:
+                raise RuntimeError("capture failed")
+            return 0
+
+        return run
+
+    configure_logs(debug=False)
+    assert run_command("lower", command(fail=False), argparse.Namespace(), debug=False) == 0
+    assert capsys.readouterr().err == "building engine_0\na partial graph torch.export prints\n"
+    with pytest.raises(SystemExit, match="^trt-lower lower: RuntimeError: capture failed$"):
+        run_command("lower", command(fail=True), argparse.Namespace(), debug=False)
+    assert capsys.readouterr().err == "building engine_0\n"
