@@ -26,7 +26,7 @@ def main() -> int:
             "bench",
             "--model",
             args.model,
-            "--batch",
+            "--batch-sizes",
             args.batch,
             "--iterations",
             args.iterations,

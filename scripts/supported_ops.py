@@ -4,22 +4,33 @@
     python scripts/supported_ops.py --check    # exit 1 if the page is not what the registry says
 
 One row per ATen overload (or op of another library) that has a converter: its family (the module
-under converters/ops/ that holds it), the function, and the check that may still refuse a node of
-it, with that check's own description. tests/test_docs.py runs --check, so the page cannot go stale.
+under converters/ops/ that holds it), the function, the check that may still refuse a node of it,
+with that check's own description, and one column per TensorRT target with the limits that target
+adds. Those are read from the check's code (and the functions of its module it calls): each use of
+the target it is given (`at_least`, `opset` against a constant, `int64_native`, `fp8_reason`,
+`bf16_reason`) is evaluated for every target of converters/core/target.py, so the columns follow the
+code. The limits every node has on a target (bfloat16, FP8, int64) head the page, from the same
+TrtTarget. tests/test_docs.py runs --check, so the page cannot go stale.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
 import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from converters.core import registry  # noqa: E402
+from converters.core.target import VERSIONS, TrtTarget  # noqa: E402
+
+TARGETS = [TrtTarget(v) for v in VERSIONS]
 
 PAGE = ROOT / "docs" / "operators.md"
 HEADER = """# Supported operators
@@ -33,6 +44,8 @@ converted ONNX, per `trt_version` ([TensorRT versions](targets.md)); an operator
 is decomposed into core ATen ops by capture where PyTorch has a decomposition, else it runs eagerly.
 Your own operators can get converters too ([Converters for your own ops](custom_converters.md)).
 
+A target's column shows what that target refuses beyond the check (✓: nothing more), read from
+the check's code. Every operator on a target also has the target's own limits:
 """
 
 
@@ -50,6 +63,113 @@ def _check(entry: Any) -> str:
     return f"{name}: {described}" if described else name
 
 
+def _functions(check: Callable[..., Any]) -> Iterator[ast.FunctionDef]:
+    """The check's definition and those of the functions of its module it calls, transitively."""
+    module = sys.modules[check.__module__]
+    seen: set[str] = set()
+    todo = [check]
+    while todo:
+        function = todo.pop()
+        if function.__name__ in seen or getattr(function, "__module__", None) != module.__name__:
+            continue
+        seen.add(function.__name__)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        yield from (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        todo += [f for name in called if callable(f := getattr(module, name, None)) and inspect.isfunction(f)]
+
+
+Limit = Callable[[TrtTarget], "str | None"]
+
+
+def _uses(check: Callable[..., Any]) -> Iterator[Limit]:
+    """For each use of the target in the check's code: what it refuses on a target, or None."""
+    module = vars(sys.modules[check.__module__])
+    for function in _functions(check):
+        parents = {child: node for node in ast.walk(function) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "trt_target":
+                limited = _limited(node, parents, module)
+                if limited is not None:
+                    yield _with_text(limited, _returned(node, parents), module)
+
+
+def _limited(node: ast.Attribute, parents: dict[ast.AST, ast.AST], module: dict[str, Any]) -> Limit | None:
+    """Whether the target, as this use of it reads it, limits a node: a default text, or None."""
+    parent = parents[node]
+    if node.attr == "at_least" and isinstance(parent, ast.Call):
+        since = ast.literal_eval(parent.args[0])
+        return lambda t: None if t.at_least(since) else f"narrower below TensorRT {since}"
+    if node.attr == "opset" and isinstance(parent, ast.Compare) and isinstance(parent.comparators[0], ast.Name):
+        needed = module[parent.comparators[0].id]
+        return lambda t: None if t.opset >= needed else f"needs opset {needed} (written at {t.opset})"
+    if node.attr == "int64_native":
+        return lambda t: None if t.int64_native else "int64 computed as int32"
+    if node.attr in ("fp8_reason", "bf16_reason"):
+        return lambda t: getattr(t, node.attr)()
+    return None
+
+
+def _returned(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.expr | None:
+    """What the check returns where this use of the target refuses: the first return of the `if`
+    whose test holds it, or the value of the conditional expression."""
+    while node in parents:
+        child, node = node, parents[node]
+        if isinstance(node, ast.If) and child is node.test:
+            return next((r.value for b in node.body for r in ast.walk(b) if isinstance(r, ast.Return)), None)
+        if isinstance(node, ast.IfExp) and child is node.test:
+            return node.body
+    return None
+
+
+def _with_text(limited: Limit, returned: ast.expr | None, module: dict[str, Any]) -> Limit:
+    """`limited`, saying what the check returns there (the target's parts filled in, the node's
+    parts as …) when that is text."""
+    if not isinstance(returned, (ast.JoinedStr, ast.Constant)) or not isinstance(getattr(returned, "value", ""), str):
+        return limited
+
+    def text(t: TrtTarget) -> str | None:
+        if limited(t) is None:
+            return None
+        parts = returned.values if isinstance(returned, ast.JoinedStr) else [returned]
+        return "".join(_part(p, t, module) for p in parts)
+
+    return text
+
+
+def _part(part: ast.expr, t: TrtTarget, module: dict[str, Any]) -> str:
+    if isinstance(part, ast.Constant):
+        return str(part.value)
+    assert isinstance(part, ast.FormattedValue)
+    value = part.value
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "trt_target":
+        return str(getattr(t, value.attr))
+    if isinstance(value, ast.Name) and isinstance(module.get(value.id), (int, str)):
+        return str(module[value.id])
+    return "…"
+
+
+def _per_target(entry: Any) -> list[str]:
+    """One cell per target: what it refuses beyond the check, ✓ where nothing."""
+    uses = list(_uses(entry.capability)) if entry.capability is not None else []
+    cells = []
+    for target in TARGETS:
+        limits = dict.fromkeys(text for use in uses if (text := use(target)))
+        cells.append("; ".join(limits).replace("|", "\\|") or "✓")
+    return cells
+
+
+def _target_limits() -> list[str]:
+    """The limits of every node on each target (splitter/support.py applies them)."""
+    lines = ["| target | opset written (parsed) | int64 | bfloat16 | FP8 |", "|---|---|---|---|---|"]
+    for t in TARGETS:
+        int64 = "native" if t.int64_native else "computed as int32 (values must fit)"
+        lines.append(
+            f"| {t.label} | {t.opset} ({t.max_opset}) | {int64} | {t.bf16_reason() or '✓'} | {t.fp8_reason() or '✓'} |"
+        )
+    return [*lines, ""]
+
+
 def render() -> str:
     families: dict[str, list[str]] = defaultdict(list)
     ops = registry.supported_ops()
@@ -57,14 +177,16 @@ def render() -> str:
         entry = registry.lookup(op) if not isinstance(op, str) else registry.lookup_name(op)
         assert entry is not None, op
         family = entry.fn.__module__.rsplit(".", 1)[-1]
-        families[family].append(f"| `{op}` | `{entry.fn.__name__}` | {_check(entry)} |")
-    lines = [HEADER, f"{len(ops)} operators in {len(families)} families.\n"]
+        cells = " | ".join(_per_target(entry))
+        families[family].append(f"| `{op}` | `{entry.fn.__name__}` | {_check(entry)} | {cells} |")
+    lines = [HEADER, *_target_limits(), f"{len(ops)} operators in {len(families)} families.\n"]
+    columns = " | ".join(t.label.removeprefix("TensorRT ") for t in TARGETS)
     for family in sorted(families):
         lines += [
             f"## {family}\n",
             f"`converters/ops/{family}.py`\n",
-            "| operator | converter | check that may refuse a node |",
-            "|---|---|---|",
+            f"| operator | converter | check that may refuse a node | {columns} |",
+            "|---|---|---|" + "---|" * len(TARGETS),
             *families[family],
             "",
         ]

@@ -595,7 +595,7 @@ def test_cli_lower_info_run(
     assert "saved" in text and "format 3" in text and "checksums verified" in text
     assert "input x: " in text and "(min [1, 3, 8, 8], opt [2, 3, 8, 8], max [4, 3, 8, 8])" in text
     assert "engine_0: engines/engine_0.onnx; TensorRT plans: none" in text and "eager fallbacks" in text
-    assert cli.main(["run", str(out), "--iters", "2", "--warmup", "1"]) == 0
+    assert cli.main(["run", str(out), "--iterations", "2", "--warmup", "1"]) == 0
     text = capsys.readouterr().out
     assert "inputs: x (2, 3, 8, 8) float32" in text and "median latency over 2 runs" in text
     with pytest.raises(SystemExit, match="expected INPUT.DIM=MIN..MAX"):

@@ -321,7 +321,7 @@ def test_cli_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pyte
             "bench",
             "--model",
             "tiny",
-            "--batch",
+            "--batch-sizes",
             "2",
             "--backend",
             "onnxruntime",

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_demo_prints_report_accuracy_and_speed(capsys: pytest.CaptureFixture[str
             "mobilenet_v3_small",
             "--backend",
             "onnxruntime",
-            "--iters",
+            "--iterations",
             "2",
             "--warmup",
             "1",
@@ -147,3 +148,110 @@ def test_the_command_exits_with_status_1_and_one_line_on_stderr(tmp_path: Path) 
         done.stderr == f"trt-lower info: UsageError: argument file: {tmp_path} is a directory, not a file "
         "(see trt-lower info --help)\n"
     )
+
+
+FAILING_MODEL = """
+import torch
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        return x + 1 if x.sum() > 0 else x - 1  # torch.export cannot capture a branch on data
+
+
+def make():
+    return DataDependent()
+"""
+
+
+def test_a_failing_lower_through_the_console_script_is_one_line_and_finds_the_module_here(tmp_path: Path) -> None:
+    """torch.export printed the partial graph and torch logged a warning (about 20 lines) before the
+    one-line error; and the console script's sys.path, which starts with its own directory, did not
+    find a MODULE in the current directory (ModuleNotFoundError)."""
+    script = Path(sys.executable).parent / "trt-lower"
+    if not script.is_file():
+        pytest.skip("trt_lower is not installed here: no trt-lower console script")
+    (tmp_path / "here_model.py").write_text(FAILING_MODEL)
+    argv = [str(script), "lower", "here_model:make", "--input", "2x3", "--backend", "onnxruntime", "-o", "m.trtl"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("trt-lower lower: CaptureError: "), done.stderr
+    debug = subprocess.run([*argv, "--debug"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "def forward" in debug.stderr and "Traceback" in debug.stderr  # --debug shows it all
+
+
+def test_info_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`trt-lower info FILE | head -1`: the reader gone, the write failed with BrokenPipeError,
+    reported as a failure (or at exit, "Exception ignored ... BrokenPipeError")."""
+    import torch
+
+    import trt_lower
+
+    model = torch.nn.Linear(3, 2).eval()
+    trt_lower.save(trt_lower.lower_to_trt(model, (torch.randn(2, 3),), backend="onnxruntime"), tmp_path / "m.trtl")
+    command = [sys.executable, "-m", "trt_lower", "info", str(tmp_path / "m.trtl")]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as info:
+        assert info.stdout is not None and info.stderr is not None
+        info.stdout.close()  # before it writes a line: every write it makes finds the pipe closed
+        stderr = info.stderr.read()
+        assert info.wait(timeout=120) == 1
+    assert stderr == b""
+
+
+def test_lower_signs_and_takes_a_verification_sample_and_run_trusts_only_given_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "linear_model.py").write_text("import torch\n\ndef make():\n    return torch.nn.Linear(3, 2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("ours", "theirs"):
+        assert cli.main(["keygen", str(tmp_path / name)]) == 0
+    out = tmp_path / "m.trtl"
+    lower = ["lower", "linear_model:make", "--input", "2x3", "--dynamic", "0.0=1..8", "--backend", "onnxruntime"]
+    fails(
+        [*lower, "--verify-input", "5x3", "--verify-input", "5x3", "-o", str(out)], r".*UsageError: --verify-input:.*"
+    )
+    fails([*lower[:4], "--verify-input", "5x3", "-o", str(out)], r".*UsageError: --verify-input is for --dynamic.*")
+    signed = [*lower, "--verify-input", "7x3", "--sign-with", str(tmp_path / "ours.pem"), "-o", str(out)]
+    assert cli.main(signed) == 0
+
+    import trt_lower
+
+    probe = trt_lower.load(out).probe
+    assert probe is not None and [tuple(t.shape) for t in probe.inputs] == [(7, 3)]  # the sample, not --input's
+    run = ["run", str(out), "--iterations", "1", "--warmup", "0", "--trusted-key"]
+    assert cli.main([*run, str(tmp_path / "ours.pub.pem")]) == 0
+    assert "signed with" in capsys.readouterr().out
+    fails(
+        [*run, str(tmp_path / "theirs.pub.pem")],
+        r"trt-lower run: \w+: .*signed by key sha256:\w+, which is not trusted.*",
+    )
+    monkeypatch.setenv("TRT_LOWER_TRUSTED_KEYS", str(tmp_path / "theirs.pub.pem"))
+    fails(["verify", str(out), "--trusted-key", str(tmp_path / "theirs.pub.pem")], r".*which is not trusted.*")
+    assert cli.main(["verify", str(out), "--trusted-key", str(tmp_path / "ours.pub.pem")]) == 0
+
+
+def test_what_a_command_writes_to_stderr_is_held_but_trt_lowers_progress_is_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """torch's logs and prints reach sys.stderr: shown after a command that succeeds, dropped after
+    one that fails (its one line stands alone); trt_lower's own lines show as they come."""
+    import logging
+
+    from trt_lower.cli.output import configure_logs
+
+    def command(fail: bool) -> Callable[[argparse.Namespace], int]:
+        def run(args: argparse.Namespace) -> int:
+            logging.getLogger("trt_lower").info("building engine_0")
+            print("a partial graph torch.export prints", file=sys.stderr)
+            if fail:
+                raise RuntimeError("capture failed")
+            return 0
+
+        return run
+
+    configure_logs(debug=False)
+    assert run_command("lower", command(fail=False), argparse.Namespace(), debug=False) == 0
+    assert capsys.readouterr().err == "building engine_0\na partial graph torch.export prints\n"
+    with pytest.raises(SystemExit, match="^trt-lower lower: RuntimeError: capture failed$"):
+        run_command("lower", command(fail=True), argparse.Namespace(), debug=False)
+    assert capsys.readouterr().err == "building engine_0\n"

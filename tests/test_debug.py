@@ -233,11 +233,11 @@ def test_repro_cli_from_a_saved_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     model, x = Block().eval(), torch.randn(2, 3, 8, 8)
     trt_lower.save(trt_lower.lower_to_trt(model, (x,), backend="onnxruntime"), tmp_path / "model.trtl")
     out = tmp_path / "repro"
-    assert cli.main(["repro", str(tmp_path / "model.trtl"), "--engine", "engine_0", "--out", str(out)]) == 0
+    assert cli.main(["repro", str(tmp_path / "model.trtl"), "--engine", "engine_0", "-o", str(out)]) == 0
     assert f"polygraphy run {out}/model.onnx --trt --onnxrt" in capsys.readouterr().out
     (feeds,) = load_json(str(out / "inputs.json"))
     with torch.no_grad():
         expected = model(torch.from_numpy(feeds["x"]))
     _check_repro(out, [expected])
     with pytest.raises(SystemExit, match=r"trt-lower repro: ValueError: engine_3: not an ONNX Runtime engine"):
-        cli.main(["repro", str(tmp_path / "model.trtl"), "--engine", "engine_3", "--out", str(out)])
+        cli.main(["repro", str(tmp_path / "model.trtl"), "--engine", "engine_3", "-o", str(out)])

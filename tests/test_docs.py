@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from converters.core.target import TrtTarget
+
 ROOT = Path(__file__).resolve().parent.parent
 API = ROOT / "docs" / "api"
 # The modules whose __all__ is the public API, and the pages documenting them.
@@ -191,6 +193,31 @@ def test_a_removed_option_is_found() -> None:
 
     page = "`lower(model, inputs, backend=...)`\n```python\nlower(m, x, backend='auto')\n```\n"
     assert _undocumented(_options(lower), page) == ["verify"]
+
+
+FUSED = 23
+
+
+def _refused_below_10_4(node: object, trt_target: TrtTarget) -> str | None:
+    if node is not None and not trt_target.at_least("10.4"):
+        return f"a node of {node} ({trt_target.label} cannot)"
+    return _fused(node, trt_target)
+
+
+def _fused(node: object, trt_target: TrtTarget) -> str | None:
+    return "no fused op" if trt_target.opset < FUSED else None
+
+
+def test_the_operators_page_reads_each_targets_limits_from_the_check() -> None:
+    """A check's uses of the target (here one in a function it calls) become the target columns,
+    with what the check returns there; a target it does not limit shows ✓."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        page = importlib.import_module("supported_ops")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    cells = page._per_target(type("Entry", (), {"capability": staticmethod(_refused_below_10_4)}))
+    assert cells == ["a node of … (TensorRT 8.6 cannot); no fused op", "no fused op", "no fused op", "✓"]
 
 
 def test_supported_operators_page_is_the_registry() -> None:

@@ -53,7 +53,7 @@ def test_signed_copy_follows_the_umask_and_the_private_key_stays_private(tmp_pat
 
 
 def test_engine_cache_entries_stay_private(tmp_path: Path, umask: None) -> None:
-    from trt_lower.engine.cache import write_atomic
+    from trt_lower.values.atomic_file import write_atomic
 
     write_atomic(tmp_path / "entry.plan", b"plan")
     assert _mode(tmp_path / "entry.plan") == 0o600

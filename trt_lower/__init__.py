@@ -13,6 +13,7 @@ Each public name is imported on first use (PEP 562): `import trt_lower` alone lo
 from __future__ import annotations
 
 import importlib
+import sys
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,8 @@ def __dir__() -> list[str]:
 
 
 # An installed trt_lower declares the `torch_dynamo_backends` entry point, which torch loads on
-# first use of torch.compile(backend="trt_lower"); from a source tree without that metadata,
-# register the backend now.
-if "trt_lower" not in entry_points(group="torch_dynamo_backends").names:
+# first use of torch.compile(backend="trt_lower"). A source tree has no such metadata: there the
+# backend is registered now, but only where torch is already imported (a script about to compile),
+# so that `import trt_lower` alone (the CLI, a deployment) stays light.
+if "torch" in sys.modules and "trt_lower" not in entry_points(group="torch_dynamo_backends").names:
     importlib.import_module("trt_lower.dynamo_backend").register()

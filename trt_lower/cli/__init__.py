@@ -1,5 +1,7 @@
-"""The `trt-lower` command: demo, lower/info/run of saved files (artifact.py), bench (bench.py),
-repro (repro.py), keygen and sign (signing.py), triton and serve (commands.py parses and dispatches).
+"""The `trt-lower` command: its parser and the list of commands (commands.py), one module per
+family of commands: demo (demo.py), lower/info/run (artifact.py), bench (bench.py), verify
+(verify.py), repro (repro.py), keygen and sign (signing.py), triton and serve (serving.py); how
+every command ends (dispatch.py) and what it writes besides its output (output.py).
 
 In: the command line. Out: what each command prints and writes (reports, benchmark summaries,
 artifacts, model repositories), and its exit status.

@@ -1,13 +1,16 @@
 """argparse types for what `trt-lower` reads and writes: files read must be regular files,
 files written go into a directory that exists, ports are ports. Each refusal names the
-argument's value and what is wrong with it."""
+argument's value and what is wrong with it. And `renamed`: an option's old spelling, kept for a
+release."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import stat
+import warnings
 from pathlib import Path
+from typing import Any
 
 _KINDS = [
     (stat.S_ISDIR, "a directory"),
@@ -50,3 +53,56 @@ def port(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port (1..65535)")
     return int(text)
+
+
+class _Renamed(argparse.Action):
+    """An option's former spelling: still accepted, with a warning naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        warnings.warn(
+            f"{option_string} is deprecated and goes in the next release: use {self.new}", FutureWarning, stacklevel=2
+        )
+        setattr(namespace, self.dest, values)
+
+
+def renamed(parser: argparse.ArgumentParser, old: str, option: argparse.Action) -> None:
+    """`old`, the spelling `option` had before the commands took one name per concept, kept for one
+    release: hidden from --help, and warned about when used."""
+    parser.add_argument(
+        old,
+        action=_Renamed,
+        new="/".join(option.option_strings),
+        dest=option.dest,
+        type=option.type or str,
+        metavar=option.metavar,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+
+
+def add_trusted_key(parser: argparse.ArgumentParser) -> None:
+    """`--trusted-key PEM`, repeatable, for a command that loads a saved model (load's trusted_keys)."""
+    parser.add_argument(
+        "--trusted-key",
+        action="append",
+        metavar="PEM",
+        type=input_file,
+        help="a trusted Ed25519 public key: only files signed by one of these load (repeatable; "
+        "default: the keys $TRT_LOWER_TRUSTED_KEYS lists, else unsigned files load too)",
+    )
+
+
+def add_timing(p: argparse.ArgumentParser, *, iterations: int, warmup: int) -> None:
+    """`--iterations` (formerly `--iters`) and `--warmup`, as every timing command takes them."""
+    renamed(p, "--iters", p.add_argument("--iterations", type=int, default=iterations, help="timed calls"))
+    p.add_argument("--warmup", type=int, default=warmup, help="untimed calls first")

@@ -4,72 +4,36 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
+import os
+import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import torch
-
-import trt_lower
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.cli.arguments import input_file, output_file
+from trt_lower.cli import inputs as cli_inputs
+from trt_lower.cli.arguments import add_timing, add_trusted_key, input_file, output_file
 from trt_lower.cli.dispatch import UsageError
-from trt_lower.deploy import artifact, signing
-from trt_lower.deploy.container import open_file
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
-from trt_lower.lowering_options import BACKENDS, PRECISIONS, TRT_VERSIONS
-from trt_lower.runtime.guard import InputGuard
+from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
 
-_SHAPE = re.compile(r"^(\d+(?:x\d+)*)?(?::([a-z0-9]+))?$")
-_DYNAMIC = re.compile(r"^(\d+)\.(\d+)=(\d+)\.\.(\d+)$")
+if TYPE_CHECKING:
+    import torch
 
-
-def _parse_input(text: str) -> tuple[tuple[int, ...], torch.dtype]:
-    """'1x3x224x224:float32' (dtype defaults to float32; '' or ':int64' is a scalar)."""
-    match = _SHAPE.match(text)
-    dtype = getattr(torch, match[2] or "float32", None) if match else None
-    if match is None or not isinstance(dtype, torch.dtype):
-        raise UsageError(f"--input {text!r}: expected SHAPE[:DTYPE], e.g. 1x3x224x224:float32 or 2x128:int64")
-    return tuple(int(d) for d in match[1].split("x")) if match[1] else (), dtype
-
-
-def _example(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """A random tensor; integers in {0, 1} (valid indices of any embedding table)."""
-    if dtype.is_floating_point:
-        return torch.randn(tuple(shape)).to(dtype)
-    return torch.randint(0, 2, tuple(shape)).to(dtype)
-
-
-def _specs(inputs: list[str], dynamic: list[str]) -> list[trt_lower.TensorSpec]:
-    """One spec per --input (static), with --dynamic INPUT.DIM=MIN..MAX ranges (opt: the --input size)."""
-    parsed = [_parse_input(text) for text in inputs]
-    ranges: dict[int, dict[int, tuple[int, int]]] = {}
-    for text in dynamic:
-        match = _DYNAMIC.match(text)
-        if match is None:
-            raise UsageError(f"--dynamic {text!r}: expected INPUT.DIM=MIN..MAX, e.g. 0.0=1..32")
-        index, dim, low, high = (int(g) for g in match.groups())
-        if index >= len(parsed) or dim >= len(parsed[index][0]):
-            raise UsageError(f"--dynamic {text!r}: there is no input {index} with a dim {dim}")
-        ranges.setdefault(index, {})[dim] = (low, high)
-    specs = []
-    for index, (shape, dtype) in enumerate(parsed):
-        dims = ranges.get(index, {})
-        lows = [dims.get(i, (d, d))[0] for i, d in enumerate(shape)]
-        highs = [dims.get(i, (d, d))[1] for i, d in enumerate(shape)]
-        try:
-            specs.append(trt_lower.TensorSpec(lows, shape, highs, dtype))
-        except ValueError as e:
-            raise UsageError(f"input {index}: {e}") from None
-    return specs
+    import trt_lower
 
 
 def _factory_model(path: str) -> torch.nn.Module:
-    """`package.module:function`, called without arguments, must return an nn.Module."""
+    """`package.module:function`, called without arguments, must return an nn.Module. MODULE is
+    found in the current directory too, as `python -m` would (a console script's sys.path starts
+    with its own directory instead)."""
+    import torch
+
     module_name, _, name = path.partition(":")
     if not module_name or not name:
         raise UsageError(f"{path!r}: expected MODULE:FACTORY, e.g. my_pkg.models:make_model")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     factory = getattr(importlib.import_module(module_name), name, None)
     if not callable(factory):
         raise UsageError(f"{path!r}: {module_name} has no callable {name}")
@@ -83,21 +47,34 @@ def _names(text: str) -> frozenset[str]:
     return frozenset(name.strip() for name in text.split(",") if name.strip())
 
 
-def lower(args: argparse.Namespace) -> int:
-    torch.manual_seed(0)
-    inputs: Sequence[Any]
+def _model_and_inputs(args: argparse.Namespace) -> tuple[torch.nn.Module, Sequence[Any], list[torch.Tensor] | None]:
+    """The model, its inputs (example tensors or TensorSpecs) and the verification sample."""
     if args.model is not None:
-        if args.factory or args.input or args.dynamic:
-            raise UsageError("--model takes its inputs from the demo model; no FACTORY, --input or --dynamic")
-        model, inputs = demo_models.build(args.model, args.batch)
-    elif args.factory:
-        if not args.input:
-            raise UsageError("a FACTORY needs its inputs: --input SHAPE[:DTYPE], once per forward argument")
-        model = _factory_model(args.factory)
-        specs = _specs(args.input, args.dynamic or [])
-        inputs = [s if s.dynamic_dims else _example(s.opt_shape, s.dtype) for s in specs]
-    else:
+        if args.factory or args.input or args.dynamic or args.verify_input:
+            raise UsageError(
+                "--model takes its inputs from the demo model; no FACTORY, --input, --dynamic or --verify-input"
+            )
+        return (*demo_models.build(args.model, args.batch), None)
+    if not args.factory:
         raise UsageError("name a model: --model NAME (a demo model) or MODULE:FACTORY with --input")
+    if not args.input:
+        raise UsageError("a FACTORY needs its inputs: --input SHAPE[:DTYPE], once per forward argument")
+    if args.verify_input and not args.dynamic:
+        raise UsageError("--verify-input is for --dynamic inputs: static ones are verified on their own examples")
+    model = _factory_model(args.factory)
+    specs = cli_inputs.specs(args.input, args.dynamic or [])
+    inputs = [s if s.dynamic_dims else cli_inputs.example(s.opt_shape, s.dtype) for s in specs]
+    samples = cli_inputs.samples(args.verify_input, len(specs)) if args.verify_input else None
+    return model, inputs, samples
+
+
+def lower(args: argparse.Namespace) -> int:
+    import torch
+
+    import trt_lower
+
+    torch.manual_seed(0)
+    model, inputs, samples = _model_and_inputs(args)
     start = time.perf_counter()
     lowered = trt_lower.lower_to_trt(
         model,
@@ -111,13 +88,14 @@ def lower(args: argparse.Namespace) -> int:
         workspace_bytes=args.workspace,
         tactic_sources=args.tactic_sources,
         timing_cache=args.timing_cache,
+        verify_inputs=samples,
     )
     print(f"lowered in {time.perf_counter() - start:.1f} s")
     print(lowered.report)
     if args.draw:
         print(f"picture of the split: {lowered.report.draw(args.draw)}")
-    trt_lower.save(lowered, args.output)
-    print(f"saved {args.output}")
+    trt_lower.save(lowered, args.output, sign_with=args.sign_with)
+    print(f"saved {args.output}" + (f", signed with {args.sign_with}" if args.sign_with else ""))
     return 0
 
 
@@ -135,6 +113,9 @@ def _printable(value: Any) -> Any:
 
 
 def info(args: argparse.Namespace) -> int:
+    from trt_lower.deploy import artifact, signing
+    from trt_lower.deploy.container import open_file
+
     with open_file(Path(args.file)) as file:  # what is shown and its signature, from one open
         archive = artifact.read(args.file, file)
         signature = signing.describe(file)
@@ -159,17 +140,25 @@ def info(args: argparse.Namespace) -> int:
 
 def example_inputs(lowered: trt_lower.LoweredModule) -> list[torch.Tensor]:
     """Random inputs a loaded model accepts (its inputs' opt shapes), where its engines run."""
+    import torch
+
+    from trt_lower.deploy import artifact
+    from trt_lower.runtime.guard import InputGuard
     from trt_lower.values import device
 
     where = device.current().torch_device() if lowered.report.backend == "tensorrt" else torch.device("cpu")
     guard = lowered.get_submodule(artifact.GUARD)
     assert isinstance(guard, InputGuard)
-    return [_example(sig.opt_shape, sig.dtype).to(where) for sig in guard.inputs]
+    return [cli_inputs.example(sig.opt_shape, sig.dtype).to(where) for sig in guard.inputs]
 
 
 def run(args: argparse.Namespace) -> int:
+    import trt_lower
+    from trt_lower.deploy import artifact
+    from trt_lower.runtime.guard import InputGuard
+
     start = time.perf_counter()
-    lowered = trt_lower.load(args.file, backend=args.backend)
+    lowered = trt_lower.load(args.file, backend=args.backend, trusted_keys=args.trusted_key)
     print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
     inputs = example_inputs(lowered)
     guard = lowered.get_submodule(artifact.GUARD)
@@ -185,34 +174,38 @@ def run(args: argparse.Namespace) -> int:
         lowered,
         inputs,
         warmup=args.warmup,
-        iterations=args.iters,
+        iterations=args.iterations,
         compare=("lowered",),
         cv_threshold=float("inf"),
     )
-    print(f"median latency over {args.iters} runs: {result.runs[0].latency_ms.median:.2f} ms")
+    print(f"median latency over {args.iterations} runs: {result.runs[0].latency_ms.median:.2f} ms")
     return 0
 
 
-def add_commands(sub: Any) -> None:
-    """Register `lower`, `info` and `run` on the CLI's subparsers."""
-    p = sub.add_parser("lower", help="lower a model and save it as one file (load it with trt_lower.load)")
+def add_lower_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("factory", nargs="?", help="MODULE:FACTORY, a function returning your nn.Module")
     p.add_argument("--model", choices=sorted(demo_models.MODELS), help="a demo model instead of a FACTORY")
     p.add_argument("--batch", type=int, default=1, help="batch of the demo model's input")
-    p.add_argument("--input", action="append", help="SHAPE[:DTYPE] per forward argument, e.g. 1x3x224x224:float32")
+    p.add_argument("--input", action="append", metavar="SHAPE[:DTYPE]", help=cli_inputs.SHAPE_HELP)
     p.add_argument(
         "--dynamic",
         action="append",
         help="INPUT.DIM=MIN..MAX: dim DIM of input INPUT takes any size in range (opt: --input's)",
     )
     p.add_argument(
+        "--verify-input",
+        action="append",
+        metavar="SHAPE[:DTYPE]",
+        help="with --dynamic: the shapes of the random sample verification runs, one per forward argument as "
+        "--input (default: the --input shapes)",
+    )
+    p.add_argument(
         "-o", "--output", required=True, type=output_file, help="the file to write (.trtl), in a directory that exists"
     )
-    p.add_argument("--backend", default="auto", choices=BACKENDS)
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS)
-    p.add_argument("--min-block-size", type=int, default=3)
-    p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
+    add_lowering_options(p)
+    p.add_argument(
+        "--sign-with", metavar="PEM", type=input_file, help="sign the file with this Ed25519 private key (keygen)"
+    )
     p.add_argument(
         "--optimization-level",
         type=int,
@@ -236,13 +229,29 @@ def add_commands(sub: Any) -> None:
     )
     p.set_defaults(command_fn=lower)
 
-    p = sub.add_parser("info", help="show an artifact's versions, inputs, engines, TensorRT plans and report")
-    p.add_argument("file", type=input_file)
+
+def add_lowering_options(p: argparse.ArgumentParser) -> None:
+    """lower_to_trt's options, as `lower` and `demo` take them."""
+    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in")
+    p.add_argument(
+        "--trt-version",
+        default=None,
+        choices=TRT_VERSIONS,
+        help="TensorRT version to target (default: the installed one, else 10.4)",
+    )
+    p.add_argument("--min-block-size", type=int, default=3, help="fewest ops an engine may hold")
+    p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
+
+
+def add_info_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     p.set_defaults(command_fn=info)
 
-    p = sub.add_parser("run", help="load an artifact, run it on random inputs of its shapes, print latency")
-    p.add_argument("file", type=input_file)
-    p.add_argument("--backend", default="auto", choices=BACKENDS)
-    p.add_argument("--iters", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
+    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    add_trusted_key(p)
+    add_timing(p, iterations=20, warmup=3)
     p.set_defaults(command_fn=run)

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING
 
-import torch
-
-import trt_lower
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.benchmarking.measure import UnstableTimingWarning, at_batch
 from trt_lower.cli import artifact as cli_artifact
-from trt_lower.cli.arguments import input_file, output_file
+from trt_lower.cli.arguments import add_timing, add_trusted_key, input_file, output_file, renamed
 from trt_lower.cli.dispatch import UsageError
-from trt_lower.lowering_options import BACKENDS, PRECISIONS
-from trt_lower.stitch.lowered import LoweredModule
+from trt_lower.values.settings import BACKENDS, PRECISIONS
+
+if TYPE_CHECKING:
+    import torch
+
+    from trt_lower.stitch.lowered import LoweredModule
 
 
 def _ints(text: str) -> list[int]:
@@ -32,22 +32,21 @@ def _names(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "bench", help="benchmark a lowered model against eager PyTorch (and torch.compile)", description=__doc__
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.description = __doc__
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "file", nargs="?", metavar="FILE", type=input_file, help="a saved lowered model (trt_lower.save)"
     )
     which.add_argument("--model", choices=sorted(demo_models.MODELS), help="a demo model, lowered here")
-    p.add_argument(
-        "--batch",
+    sizes = p.add_argument(
+        "--batch-sizes",
         type=_ints,
         default=None,
         metavar="1,8,32",
         help="batch sizes (--model: one lowering per size; FILE: sizes its inputs accept)",
     )
+    renamed(p, "--batch", sizes)
     p.add_argument(
         "--compare",
         type=_names,
@@ -55,11 +54,11 @@ def add_parser(sub: Any) -> None:
         metavar="eager,lowered[,compile]",
         help="variants to run, interleaved (default: eager,lowered; FILE: lowered)",
     )
-    p.add_argument("--iterations", type=int, default=100, help="timed calls per variant and batch size (at least)")
-    p.add_argument("--warmup", type=int, default=10)
+    add_timing(p, iterations=100, warmup=10)
     p.add_argument("--duration", type=float, default=None, help="and at least this many seconds per variant")
-    p.add_argument("--backend", default="auto", choices=BACKENDS)
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in (--model)")
+    add_trusted_key(p)
     p.add_argument(
         "--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON"
     )
@@ -73,11 +72,19 @@ def add_parser(sub: Any) -> None:
 def _from_file(args: argparse.Namespace) -> tuple[None, LoweredModule, tuple[torch.Tensor, ...]]:
     if set(args.compare or ["lowered"]) != {"lowered"}:
         raise UsageError("a saved model has no eager model to compare with: FILE runs --compare lowered only")
-    lowered = trt_lower.load(args.file, backend=args.backend)
+    import trt_lower
+
+    lowered = trt_lower.load(args.file, backend=args.backend, trusted_keys=args.trusted_key)
     return None, lowered, tuple(cli_artifact.example_inputs(lowered))
 
 
 def bench(args: argparse.Namespace) -> int:
+    import torch
+
+    import trt_lower
+    from trt_lower.benchmarking.measure import UnstableTimingWarning, at_batch
+    from trt_lower.stitch.lowered import LoweredModule
+
     torch.manual_seed(0)
     model: torch.nn.Module | None
     lowered: LoweredModule | dict[int, LoweredModule]
@@ -85,7 +92,7 @@ def bench(args: argparse.Namespace) -> int:
         model, lowered, inputs = _from_file(args)
         compare = ["lowered"]
     else:
-        sizes = args.batch or [1]
+        sizes = args.batch_sizes or [1]
         model, inputs = demo_models.build(args.model, sizes[0])
         lowered = {}
         for size in sizes:
@@ -108,7 +115,7 @@ def bench(args: argparse.Namespace) -> int:
             warmup=args.warmup,
             iterations=args.iterations,
             duration=args.duration,
-            batch_sizes=args.batch,
+            batch_sizes=args.batch_sizes,
             compare=compare,
         )
     print(result.summary())

@@ -1,6 +1,7 @@
 """How every `trt-lower` command ends on a failure: one line, `trt-lower COMMAND: ErrorType:
 message`, and exit status 1, whatever the error (a bad option, a refused file, an unexpected
-exception deep inside); `trt-lower --debug COMMAND ...` lets the traceback through instead.
+exception deep inside); `trt-lower --debug COMMAND ...` lets the traceback through instead. A
+closed pipe on stdout ends a command quietly, with status 1.
 Commands report bad input by raising (UsageError for options that do not fit together); the
 dispatcher, not each command, turns what they raise into that line."""
 
@@ -11,6 +12,7 @@ import sys
 from typing import Callable, NoReturn
 
 from converters.core.errors import TrtLowerError
+from trt_lower.cli.output import held_stderr, quiet_stdout
 
 
 class UsageError(TrtLowerError, ValueError):
@@ -35,9 +37,16 @@ def run_command(
     command: str, function: Callable[[argparse.Namespace], int], args: argparse.Namespace, debug: bool
 ) -> int:
     """`function(args)`'s exit status; a failure as one line (SystemExit), or raised as it is
-    when `debug`."""
+    when `debug`. What else the command writes to stderr is held meanwhile (output.held_stderr);
+    a reader that stops reading (`| head -1`) ends it quietly."""
     try:
-        return int(function(args))
+        with held_stderr(debug):
+            status = int(function(args))
+            sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's flush at exit
+        return status
+    except BrokenPipeError:
+        quiet_stdout()
+        return 1
     except KeyboardInterrupt:
         if debug:
             raise

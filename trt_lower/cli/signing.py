@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from trt_lower.deploy import artifact, signing
+from trt_lower.cli.arguments import input_file
+from trt_lower.deploy import signing
 
 
 def keygen(args: argparse.Namespace) -> int:
@@ -23,6 +24,8 @@ def sign(args: argparse.Namespace) -> int:
     if not target.parent.is_dir():  # a typo in -o makes no directories
         raise FileNotFoundError(f"-o {target}: no such directory: {target.parent}")
 
+    from trt_lower.deploy import artifact
+
     def check(copy: BinaryIO) -> None:  # only a complete trt_lower artifact, checksums verified, is signed
         artifact.read(args.file, copy)
 
@@ -30,14 +33,13 @@ def sign(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: Any) -> None:
-    """Register `keygen` and `sign` on the CLI's subparsers."""
-    p = sub.add_parser("keygen", help="make an Ed25519 key pair for signing artifacts: NAME.pem and NAME.pub.pem")
+def add_keygen_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="path and base name of the two files, e.g. keys/release")
     p.set_defaults(command_fn=keygen)
 
-    p = sub.add_parser("sign", help="sign a saved artifact (load it with trusted_keys or $TRT_LOWER_TRUSTED_KEYS)")
-    p.add_argument("file", help="artifact written by trt_lower.save")
+
+def add_sign_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     p.add_argument("--key", required=True, help="the Ed25519 private key, PEM (trt-lower keygen, or openssl genpkey)")
     p.add_argument("-o", "--output", help="write the signed file here (default: sign FILE in place)")
     p.set_defaults(command_fn=sign)

@@ -6,15 +6,16 @@ recorded at save; exits 1 naming the outputs that disagree (2 when the file has 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-import trt_lower
-from trt_lower.deploy import probe as artifact_probe
-from trt_lower.lowering_options import BACKENDS
+from trt_lower.cli.arguments import add_trusted_key, input_file
+from trt_lower.values.settings import BACKENDS
 
 
 def verify(args: argparse.Namespace) -> int:
-    lowered = trt_lower.load(args.file, backend=args.backend, cache_dir=args.cache_dir)
+    import trt_lower
+    from trt_lower.deploy import probe as artifact_probe
+
+    lowered = trt_lower.load(args.file, backend=args.backend, cache_dir=args.cache_dir, trusted_keys=args.trusted_key)
     lowered = getattr(lowered, "lowered_module", lowered)
     probe = lowered.probe
     if probe is None:
@@ -41,9 +42,9 @@ def verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("verify", help="check a saved model against the eager outputs saved with it (an upgrade gate)")
-    p.add_argument("file", help="artifact written by trt_lower.save")
-    p.add_argument("--backend", choices=BACKENDS, default="auto")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
+    p.add_argument("--backend", choices=BACKENDS, default="auto", help="where engines run (auto: TensorRT if usable)")
     p.add_argument("--cache-dir", default=None, help="TensorRT engine cache for engines built again")
+    add_trusted_key(p)
     p.set_defaults(command_fn=verify)

@@ -52,12 +52,12 @@ from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Write
 from trt_lower.deploy.manifest import FORMAT, FORMAT_VERSION, GUARD, SEPARATE, WEIGHTS, FieldError, report_from_json
 from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, weights_path
 from trt_lower.engine.backend import check_target, resolve_backend
-from trt_lower.engine.cache import atomic_file
 from trt_lower.engine.engines import build, engine_is_whole_call
 from trt_lower.report import LoweringReport
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values import device as devices
+from trt_lower.values.atomic_file import atomic_file
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import BACKENDS, LoweringSettings
 from trt_lower.values.signature import EngineInputError

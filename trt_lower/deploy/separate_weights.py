@@ -38,7 +38,7 @@ from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment
 from trt_lower.deploy import onnx_members
 from trt_lower.deploy.onnx_members import OnnxMemberError
-from trt_lower.engine.cache import atomic_file
+from trt_lower.values.atomic_file import atomic_file
 
 FORMAT = "trt_lower weights"
 EAGER = "eager/"

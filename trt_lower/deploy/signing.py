@@ -29,7 +29,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from trt_lower.engine.cache import atomic_file
+from trt_lower.values.atomic_file import atomic_file
 
 ENV_VAR = "TRT_LOWER_TRUSTED_KEYS"
 _PREFIX = b"trt_lower signature 1 ed25519 "
