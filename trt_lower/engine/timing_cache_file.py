@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trt_lower.engine.cache import atomic_file
+from trt_lower.values.atomic_file import atomic_file
 from trt_lower.engine.errors import TimingCacheError
 
 log = logging.getLogger("trt_lower")
