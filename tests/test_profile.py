@@ -4,6 +4,12 @@ trace; a saved file profiled in a fresh process without the model's code."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +17,7 @@ import pytest
 import torch
 import torchvision
 import transformers
+from artifact_tamper import tamper
 
 import trt_lower
 from trt_lower.profile import ort_layers
@@ -129,3 +136,101 @@ def test_refuses_iterations_out_of_range(resnet: Any, iterations: int, warmup: i
     lowered, x = resnet
     with pytest.raises(ProfileError, match=f"iterations={iterations}, warmup={warmup}"):
         lowered.profile(x, iterations=iterations, warmup=warmup)
+
+
+@pytest.fixture(scope="module")
+def saved(resnet: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("profile") / "r18.trtl"
+    trt_lower.save(resnet[0], path)
+    return path
+
+
+def _fresh(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`code` in a new interpreter; it must not import the model's code (torchvision)."""
+    check = "\nimport sys\nassert 'torchvision' not in sys.modules, 'the model code was imported'\n"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code) + check, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def test_a_saved_file_profiles_with_its_source_lines_in_a_fresh_process(saved: Path, tmp_path: Path) -> None:
+    done = _fresh(
+        """
+        import json, sys, torch, trt_lower
+        profile = trt_lower.load(sys.argv[1]).profile(torch.randn(1, 3, 64, 64), iterations=2, warmup=1)
+        profile.save_json(sys.argv[2])
+        """,
+        str(saved),
+        str(tmp_path / "p.json"),
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert data["rows"] and all(
+        any("torchvision/models/resnet.py" in n["source"] for n in row["nodes"]) for row in data["rows"]
+    )
+    assert sum(r["seconds"] for r in data["rows"]) + data["glue_seconds"] == pytest.approx(data["call_seconds"])
+
+
+def test_the_cli_profiles_a_saved_file(saved: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    done = _fresh(
+        "import sys, trt_lower.cli.commands as c; sys.exit(c.main(sys.argv[1:]))",
+        "profile",
+        str(saved),
+        "--input",
+        "1x3x64x64",
+        "--iters",
+        "2",
+        "--top",
+        "3",
+        "--trace",
+        str(trace),
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("profile on onnxruntime:") and "resnet.py" in lines[2]
+    assert "the other" in lines[5] and "host glue" in lines[6]
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_the_cli_names_a_bad_input(saved: Path) -> None:
+    done = _fresh(
+        "import sys, trt_lower.cli.commands as c; sys.exit(c.main(sys.argv[1:]))",
+        "profile",
+        str(saved),
+        "--input",
+        "3x?",
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip()
+        == "trt-lower profile: UsageError: --input '3x?': expected SHAPE[:DTYPE], e.g. 1x3x224x224:float32 or 2x128:int64"
+    )
+
+
+def test_a_file_without_sources_profiles_with_node_names(saved: Path, tmp_path: Path, resnet: Any) -> None:
+    """An artifact written before sources were stored (no field 'sources')."""
+    old = tamper(saved, tmp_path / "old.trtl", lambda manifest, members: manifest.pop("sources"))
+    profile = trt_lower.load(old).profile(resnet[1], iterations=1, warmup=0)
+    assert profile.rows and all(r.nodes and all(n.node and not n.source for n in r.nodes) for r in profile.rows)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ([], "a dict by node name, got list"),
+        ({"relu": {"node": "relu"}}, "entry 'relu': a dict of"),
+        ({"relu": {"node": "relu", "op": "x", "code": "import os"}}, "entry 'relu': a dict of"),
+        ({"relu": {"node": "relu", "op": 1}}, "entry 'relu': every field a string"),
+    ],
+)
+def test_a_malformed_sources_field_is_refused_by_name(saved: Path, tmp_path: Path, value: Any, message: str) -> None:
+    bad = tamper(saved, tmp_path / "bad.trtl", lambda manifest, members: manifest.update(sources=value))
+    with pytest.raises(trt_lower.ArtifactError, match=f"field 'sources': {re.escape(message)}"):
+        trt_lower.load(bad)

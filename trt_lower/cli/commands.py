@@ -17,6 +17,7 @@ from trt_lower.benchmarking import models as demo_models
 from trt_lower.benchmarking.measure import UnstableTimingWarning
 from trt_lower.cli import artifact as cli_artifact
 from trt_lower.cli import bench as bench_cli
+from trt_lower.cli import profile as profile_cli
 from trt_lower.cli import repro
 from trt_lower.cli import signing as cli_signing
 from trt_lower.cli import verify as verify_cli
@@ -176,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench_cli.add_parser(sub)
     repro.add_parser(sub)
     verify_cli.add_parser(sub)
+    profile_cli.add_parser(sub)
     for command in sub.choices.values():  # `trt-lower COMMAND ... --debug` too, for every command
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of a failure"
