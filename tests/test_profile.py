@@ -22,7 +22,8 @@ from artifact_tamper import tamper
 import trt_lower
 from trt_lower.profile import ort_layers
 from trt_lower.profile.measure import ProfileError
-from trt_lower.profile.profile import Profile
+from trt_lower.profile.profile import Profile, Row
+from trt_lower.profile.sources import NodeSource
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -234,3 +235,62 @@ def test_a_malformed_sources_field_is_refused_by_name(saved: Path, tmp_path: Pat
     bad = tamper(saved, tmp_path / "bad.trtl", lambda manifest, members: manifest.update(sources=value))
     with pytest.raises(trt_lower.ArtifactError, match=f"field 'sources': {re.escape(message)}"):
         trt_lower.load(bad)
+
+
+def _made_up() -> Profile:
+    """A profile of a 10 ms call, without measuring: two engine layers (one fused), one eager node."""
+    conv = NodeSource("convolution", "aten.convolution.default", "conv", "Conv2d", "model.py:3 in forward: conv(x)")
+    relu = NodeSource("relu", "aten.relu.default", "", "", "model.py:4 in forward: relu(y)")
+    rows = (
+        Row("relu/Relu_fused", "layer", "engine_0", "Conv", 0.006, (conv, relu)),
+        Row("cumsum", "eager", None, "aten.cumsum.default", 0.001, (NodeSource("cumsum", "aten.cumsum.default"),)),
+        Row("add/Add", "layer", "engine_1", "Add", 0.002, (NodeSource("add", "aten.add.Tensor"),)),
+    )
+    return Profile(0.010, rows, "onnxruntime", 5, 1)
+
+
+def test_the_table_sorts_by_time_and_sums_the_rest() -> None:
+    lines = _made_up().table(top=2).splitlines()
+    assert lines[0] == "profile on onnxruntime:   10.000ms a call (median of 5 after 1 warm-up), rows cover 90.0%"
+    assert lines[2].split()[:3] == ["6.000ms", "60.0%", "engine_0/relu/Relu_fused"]
+    assert "convolution, relu" in lines[2] and lines[2].endswith("model.py:3 in forward: conv(x)")
+    assert lines[3].split()[:3] == ["2.000ms", "20.0%", "engine_1/add/Add"]
+    assert lines[4].split() == ["1.000ms", "10.0%", "the", "other", "1", "rows"]
+    assert lines[5].split() == ["1.000ms", "10.0%", "host", "glue"]
+    assert str(_made_up()) == _made_up().table()
+
+
+def test_json_and_chrome_trace(tmp_path: Path) -> None:
+    profile = _made_up()
+    profile.save_json(tmp_path / "p.json")
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert data["call_seconds"] == 0.010 and data["glue_seconds"] == pytest.approx(0.001)
+    assert data["rows"][0]["nodes"][1] == {
+        "node": "relu",
+        "op": "aten.relu.default",
+        "module": "",
+        "module_type": "",
+        "source": "model.py:4 in forward: relu(y)",
+    }
+    profile.save_chrome_trace(tmp_path / "t.json")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert all(e["ph"] == "X" and {"name", "ts", "dur", "pid", "tid"} <= e.keys() for e in events)
+    assert [e["name"] for e in events] == ["relu/Relu_fused", "cumsum", "add/Add", "host glue"]
+    assert sum(e["dur"] for e in events) == pytest.approx(10_000)  # µs: the call
+    assert all(a["ts"] + a["dur"] == pytest.approx(b["ts"]) for a, b in zip(events, events[1:]))
+
+
+def test_the_split_coloured_by_time(tmp_path: Path) -> None:
+    x = torch.randn(4, 8)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.Tanh())
+    lowered = trt_lower.lower_to_trt(
+        model, (x,), backend="onnxruntime", fallback_ops=["aten.relu.default"], min_block_size=1
+    )
+    times = lowered.profile(x, iterations=2, warmup=1).node_seconds()
+    assert times.keys() == {"engine_0", "relu", "engine_1"}
+    html = lowered.report.draw(tmp_path / "split.html", times=times).read_text()
+    hottest = max(times, key=times.__getitem__)
+    assert f'background:#ff8c1a"><b>{times[hottest] * 1e3:.3f} ms' in html
+    dot = lowered.report.draw(tmp_path / "split.dot", times=times).read_text()
+    assert "#ff8c1a" in dot and "ms · " in dot
+    assert "ms · " not in lowered.report.draw(tmp_path / "plain.dot").read_text()
