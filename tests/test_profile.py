@@ -294,3 +294,37 @@ def test_the_split_coloured_by_time(tmp_path: Path) -> None:
     dot = lowered.report.draw(tmp_path / "split.dot", times=times).read_text()
     assert "#ff8c1a" in dot and "ms · " in dot
     assert "ms · " not in lowered.report.draw(tmp_path / "plain.dot").read_text()
+
+
+def test_keyword_inputs_are_profiled_as_the_module_takes_them() -> None:
+    """BERT called with attention_mask= (a pytree of args and kwargs), lowered so and profiled so."""
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
+    ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.int64)
+    model = transformers.BertModel(config).eval()
+    lowered = trt_lower.lower_to_trt(model, (ids,), kwargs={"attention_mask": mask}, backend="onnxruntime")
+    profile = lowered.profile(ids, kwargs={"attention_mask": mask}, iterations=1, warmup=0)
+    _adds_up(profile)
+    assert profile.rows
+    with pytest.raises(trt_lower.InputStructureError, match="kwargs"):
+        lowered.profile(ids, iterations=1, warmup=0)
+
+
+def test_a_tensorrt_engine_is_one_row_with_its_nodes(tmp_path: Path) -> None:
+    """On TensorRT (the double here) an engine's layers are not measured yet: the engine is one row."""
+    from trt_double.activate import trt_double
+
+    x = torch.randn(4, 8)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).eval()
+    with trt_double("10.4.0", tmp_path):
+        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", min_block_size=1)
+        profile = lowered.profile(x, iterations=2, warmup=1)
+    _adds_up(profile)
+    (row,) = profile.rows
+    assert (row.kind, row.name, row.engine) == ("engine", "engine_0", "engine_0")
+    assert [n.node for n in row.nodes] == list(lowered.segments["engine_0"].nodes)
+    assert all(
+        n.source.startswith(f"{torch.nn.modules.linear.__file__}:") for n in row.nodes if n.op == "aten.addmm.default"
+    )
