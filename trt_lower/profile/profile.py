@@ -77,7 +77,8 @@ class Profile:
         for row in shown:
             where = f"{row.engine}/{row.name}" if row.kind == "layer" else row.name
             names = ", ".join(n.node for n in row.nodes)
-            source = next((n.source for n in row.nodes if n.source), "")
+            # An installed package's line from its name on (the directories before it say nothing).
+            source = next((n.source for n in row.nodes if n.source), "").rpartition("site-packages/")[2]
             lines.append(f"{_ms(row.seconds)} {self.share(row):6.1%}  {where[:40]:<40} {names[:40]:<40} {source}")
         rest = [r for r in self.rows if r not in shown]
         if rest:
