@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,20 @@ def test_a_tensorrt_engine_is_one_row_with_its_nodes(tmp_path: Path) -> None:
     assert all(
         n.source.startswith(f"{torch.nn.modules.linear.__file__}:") for n in row.nodes if n.op == "aten.addmm.default"
     )
+
+
+def test_the_profiled_sessions_files_are_removed_even_when_a_call_fails(
+    resnet: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lowered, x = resnet
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    lowered.profile(x, iterations=1, warmup=0)
+    assert not list(tmp_path.iterdir())
+
+    def fails(self: Any, *args: Any) -> Any:
+        raise RuntimeError("a call that fails")
+
+    monkeypatch.setattr(torch.fx.Interpreter, "run", fails)
+    with pytest.raises(RuntimeError, match="a call that fails"):
+        lowered.profile(x, iterations=1, warmup=0)
+    assert not list(tmp_path.iterdir())

@@ -69,15 +69,31 @@ def profile(lowered: Any, inputs: Any, kwargs: Any = None, *, iterations: int = 
     flat = (
         flatten_inputs((args, keywords), codegen.pytree_info.in_spec) if isinstance(codegen, _PyTreeCodeGen) else args
     )
+    calls, nodes, finished = _measure(lowered, flat, iterations, warmup)
+    median = sorted(range(iterations), key=calls.__getitem__)[iterations // 2]
+    layer_times = {name: (layers, runs[warmup + median]) for name, (layers, runs) in finished.items()}
+    rows = _rows(lowered, nodes[median], layer_times, sources_of(lowered))
+    backend = getattr(getattr(lowered, "report", None), "backend", "")
+    return Profile(calls[median], tuple(rows), backend, iterations, warmup)
+
+
+Layers = dict[str, tuple[dict[str, Layer], list[dict[str, float]]]]
+
+
+def _measure(
+    lowered: Any, flat: Any, iterations: int, warmup: int
+) -> tuple[list[float], list[dict[str, float]], Layers]:
+    """Each measured call's seconds and its eager nodes' and engines' seconds; per profiled
+    engine its layers and every run's (warm-up included) seconds per layer."""
     engines = {name: m for name, m in lowered.named_children() if isinstance(m, EngineModule)}
-    profiled = {
-        name: ProfiledEngine(m, lowered.segments[name].onnx)
-        for name, m in engines.items()
-        if isinstance(m, OrtEngineModule) and name in getattr(lowered, "segments", {})
-    }
-    timer = _Timer(lowered, {**engines, **{name: p.module for name, p in profiled.items()}})
+    segments = getattr(lowered, "segments", {})
+    profiled: dict[str, ProfiledEngine] = {}
     calls, nodes = [], []
-    try:
+    try:  # each profiled session's files are removed, whatever happens
+        for name, m in engines.items():
+            if isinstance(m, OrtEngineModule) and name in segments:
+                profiled[name] = ProfiledEngine(m, segments[name].onnx)
+        timer = _Timer(lowered, {**engines, **{name: p.module for name, p in profiled.items()}})
         with torch.no_grad():
             for i in range(warmup + iterations):
                 timer.seconds = {}
@@ -88,11 +104,7 @@ def profile(lowered: Any, inputs: Any, kwargs: Any = None, *, iterations: int = 
                     nodes.append(timer.seconds)
     finally:
         finished = {name: p.finish() for name, p in profiled.items()}
-    median = sorted(range(iterations), key=calls.__getitem__)[iterations // 2]
-    layer_times = {name: (layers, runs[warmup + median]) for name, (layers, runs) in finished.items()}
-    rows = _rows(lowered, nodes[median], layer_times, sources_of(lowered))
-    backend = getattr(getattr(lowered, "report", None), "backend", "")
-    return Profile(calls[median], tuple(rows), backend, iterations, warmup)
+    return calls, nodes, finished
 
 
 def _rows(

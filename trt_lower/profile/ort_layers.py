@@ -41,7 +41,11 @@ class ProfiledEngine:
     def __init__(self, module: OrtEngineModule, segment: OnnxSegment) -> None:
         self._dir = tempfile.mkdtemp(prefix="trt_lower_profile_")
         self._segment = segment
-        self._session = segment_session(segment, profile_to=self._dir)
+        try:
+            self._session = segment_session(segment, profile_to=self._dir)
+        except BaseException:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
         self.module = OrtEngineModule(
             module.name,
             self._session,
