@@ -153,6 +153,8 @@ GUIDES = {
     "trt_lower.deploy.artifact:load": "deploy.md security.md",
     "trt_lower.quantization.quantizer:quantize": "quantization.md",
     "trt_lower.stitch.lowered:LoweredModule.update_weights": "refit.md",
+    "trt_lower.stitch.lowered:LoweredModule.profile": "performance.md",
+    "trt_lower.profile.profile:Profile.table": "performance.md",
     "trt_lower.llm.lower:lower_causal_lm": "generation.md",
     "trt_lower.triton.repository:export_model_repository": "triton.md",
 }

@@ -40,6 +40,7 @@ RANK = {
     "verify": 3,
     "build": 3,
     "api": 4,
+    "profile": 4,
     "deploy": 5,
     "benchmarking": 5,
     "debug": 6,

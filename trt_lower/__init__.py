@@ -27,6 +27,8 @@ _PUBLIC = {
     "EngineInputError": "trt_lower.values.signature",
     "LoweredModule": "trt_lower.stitch.lowered",
     "LoweringReport": "trt_lower.report.report",
+    "Profile": "trt_lower.profile.profile",
+    "ProfileError": "trt_lower.profile.measure",
     "TensorSpec": "trt_lower.values.spec",
     "TimingCacheError": "trt_lower.engine.errors",
     "UnsupportedOpsError": "trt_lower.values.errors",
@@ -70,6 +72,8 @@ if TYPE_CHECKING:
     from trt_lower.engine.errors import EngineBuildError as EngineBuildError
     from trt_lower.engine.errors import TimingCacheError as TimingCacheError
     from trt_lower.llm.generation import GenerationLimitError as GenerationLimitError
+    from trt_lower.profile.measure import ProfileError as ProfileError
+    from trt_lower.profile.profile import Profile as Profile
     from trt_lower.quantization.quantizer import CalibrationError as CalibrationError
     from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError
     from trt_lower.report.report import LoweringReport as LoweringReport

@@ -40,6 +40,10 @@ COMMANDS = {
         "check a saved model against the eager outputs saved with it (an upgrade gate)",
         "trt_lower.cli.verify:add_arguments",
     ),
+    "profile": (
+        "time a saved model per engine layer and eager node, with its source lines",
+        "trt_lower.cli.profile:add_arguments",
+    ),
     "repro": ("write one engine's ONNX, inputs and eager outputs for polygraphy", "trt_lower.cli.repro:add_arguments"),
     "keygen": (
         "make an Ed25519 key pair for signing artifacts: NAME.pem and NAME.pub.pem",

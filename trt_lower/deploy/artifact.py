@@ -53,6 +53,7 @@ from trt_lower.deploy.manifest import FORMAT, FORMAT_VERSION, GUARD, SEPARATE, W
 from trt_lower.deploy.separate_weights import Separated, WeightFileError, eager_weights, weights_path
 from trt_lower.engine.backend import check_target, resolve_backend
 from trt_lower.engine.engines import build, engine_is_whole_call
+from trt_lower.profile import sources as node_sources
 from trt_lower.report import LoweringReport
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.stitch.lowered import LoweredModule
@@ -258,6 +259,8 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
         "user_converters": user_ops(op for engine in lowered.report.engines for op in engine.ops),
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
         "probe": artifact_probe.write(lowered, out.add),  # verify hook: deploy/probe.py
+        # Where each FX node came from, for profiling without the model's code (profile/sources.py).
+        "sources": node_sources.to_json(node_sources.sources_of(lowered)),
     }
 
 
@@ -606,6 +609,7 @@ def _load(
         extra = schema.need(manifest.get("extra", {}), dict, "extra") if manifest.get("extra") is not None else None
         # Artifacts older than the probe have none (deploy/probe.py).
         probe = artifact_probe.read(manifest["probe"], container.read, where) if "probe" in manifest else None
+        sources = _sources(manifest)
         container.verify()  # members no field above reads
     settings = replace(saved, backend=resolved)
     modules, hits, carried = _engine_modules(
@@ -629,6 +633,7 @@ def _load(
     _loaded[lowered] = _Loaded(manifest["settings"], input_dims, carried)
     lowered.extra = extra
     lowered.probe = probe  # engines built again here are checked against the probe
+    lowered.sources = sources
     artifact_probe.verify_rebuilt(lowered, probe, artifact_probe.rebuilt(manifest, carried, resolved), container.path)
     kind = extra.get("kind") if extra is not None else None
     if kind is None:
@@ -642,6 +647,16 @@ def _load(
         return getattr(importlib.import_module(module), name).from_lowered(lowered)
     except ValueError as e:  # the use checks what it reads of `extra`
         raise container.error(f"field 'extra': {e}") from None
+
+
+def _sources(manifest: dict[str, Any]) -> dict[str, node_sources.NodeSource] | None:
+    """The nodes' sources; None in a file written before they were stored (profiles name nodes only)."""
+    if "sources" not in manifest:
+        return None
+    try:
+        return node_sources.from_json(manifest["sources"])
+    except ValueError as e:
+        raise FieldError(f"field 'sources': {e}") from None
 
 
 # The uses whose artifacts load as themselves, by the `kind` their `extra` names: imported by name,

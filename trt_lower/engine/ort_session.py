@@ -84,6 +84,8 @@ SESSION_ERRORS: tuple[type[Exception], ...] = tuple(
 )
 
 
+# The file, in a profiled session's `profile_to` directory, of the graph as ONNX Runtime optimized it.
+OPTIMIZED_MODEL = "optimized.onnx"
 # A segment with at least this many bytes of weights reads them in place (shared_weights_session).
 SHARE_WEIGHTS_MIN_BYTES = 1 << 30
 # The weights file its graph names: it must exist for ONNX Runtime to accept the graph, and is
@@ -97,6 +99,7 @@ def create_session(
     *,
     spin_between_runs: bool = True,
     threads: int | None = None,
+    profile_to: str | None = None,
 ) -> ort.InferenceSession:
     """A CPU session; `weights` are the values of the initializers the model declares external
     (converters/core/segment.py), handed over without serializing them; ONNX Runtime copies them
@@ -107,8 +110,11 @@ def create_session(
     session with workers of its own, eager ops on torch's threads), they hold the cores that work
     needs. Then they stop when a run ends (they still spin within it).
 
-    threads: intra-op threads (None: ONNX Runtime's default, one per core)."""
-    options = _options(spin_between_runs, threads)
+    threads: intra-op threads (None: ONNX Runtime's default, one per core).
+
+    profile_to: a directory where ONNX Runtime writes its profile of every run and the graph as it
+    optimized it (the names the profile's rows carry): trt_lower/profile/ort_layers.py."""
+    options = _options(spin_between_runs, threads, profile_to)
     if weights:
         # ONNX Runtime copies the values in while creating the session; they must live until then.
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in weights.values()]
@@ -128,7 +134,7 @@ Q_DQ_AS_WRITTEN = ["QDQSelectorActionTransformer", "ClipQuantRewrite", "ReluQuan
 
 
 def shared_weights_session(
-    segment: OnnxSegment, *, spin_between_runs: bool = True, threads: int | None = None
+    segment: OnnxSegment, *, spin_between_runs: bool = True, threads: int | None = None, profile_to: str | None = None
 ) -> ort.InferenceSession:
     """A CPU session that reads the segment's weights where they are (the model's tensors, or the
     weights a loaded artifact read) instead of copying them: no second copy of a multi-GB
@@ -138,8 +144,8 @@ def shared_weights_session(
     graph's copy of a weight, not the one given), so matmuls over transposed weights are rewritten
     to read them as they lie (converters/passes/transposed_weights.py). Matmuls run ~10-25% slower
     than on packed weights. The graph is given as a file whose weights file exists, as ONNX
-    Runtime checks, but is empty (sparse) and never read."""
-    options = _options(spin_between_runs, threads)
+    Runtime checks, but is empty (sparse) and never read. `profile_to`: as create_session's."""
+    options = _options(spin_between_runs, threads, profile_to)
     options.add_session_config_entry("session.disable_prepacking", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     runnable = gemm_over_transposed_weights(segment)
@@ -157,8 +163,14 @@ def shared_weights_session(
     return session
 
 
-def _options(spin_between_runs: bool, threads: int | None) -> ort.SessionOptions:
+def _options(spin_between_runs: bool, threads: int | None, profile_to: str | None = None) -> ort.SessionOptions:
     options = ort.SessionOptions()
+    if profile_to is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(profile_to, "profile")
+        options.optimized_model_filepath = os.path.join(profile_to, OPTIMIZED_MODEL)
+        # The weights beside the graph: a graph over 2 GB is no single protobuf.
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", "weights.bin")
     if threads is not None:
         options.intra_op_num_threads = threads
     if not spin_between_runs:
@@ -169,14 +181,18 @@ def _options(spin_between_runs: bool, threads: int | None) -> ort.SessionOptions
     return options
 
 
-def segment_session(segment: OnnxSegment, *, spin_between_runs: bool = True) -> ort.InferenceSession:
+def segment_session(
+    segment: OnnxSegment, *, spin_between_runs: bool = True, profile_to: str | None = None
+) -> ort.InferenceSession:
     """A session running `segment`, bfloat16 widened to float32 (the CPU provider has no bfloat16
     kernels; the engine module casts at its boundary); reading its weights in place where they
-    are SHARE_WEIGHTS_MIN_BYTES or more."""
+    are SHARE_WEIGHTS_MIN_BYTES or more. `profile_to`: as create_session's."""
     runnable = widen_bfloat16(segment)
     if runnable.weight_bytes >= SHARE_WEIGHTS_MIN_BYTES:
-        return shared_weights_session(runnable, spin_between_runs=spin_between_runs)
-    return create_session(runnable.model.SerializeToString(), runnable.weights, spin_between_runs=spin_between_runs)
+        return shared_weights_session(runnable, spin_between_runs=spin_between_runs, profile_to=profile_to)
+    return create_session(
+        runnable.model.SerializeToString(), runnable.weights, spin_between_runs=spin_between_runs, profile_to=profile_to
+    )
 
 
 @functools.cache

@@ -15,9 +15,9 @@ import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from trt_lower.report.draw_html import FALLBACK_COLOR, PALETTE, page
+from trt_lower.report.draw_html import FALLBACK_COLOR, PALETTE, heat, page, timing
 from trt_lower.report.entries import EngineReport, GraphNode
 
 if TYPE_CHECKING:
@@ -102,10 +102,10 @@ def _shapes(shapes: list[tuple[int, ...]]) -> str:
     return ", ".join("×".join("?" if d < 0 else str(d) for d in s) or "scalar" for s in shapes)
 
 
-def _engine_label(e: EngineReport, color: str) -> str:
+def _engine_label(e: EngineReport, color: str, time: str = "") -> str:
     rows = [
         f'<TR><TD COLSPAN="2" BGCOLOR="{color}"><B>{html.escape(e.name)}</B> · {e.backend} · '
-        f"{e.num_nodes} ops</TD></TR>"
+        f"{e.num_nodes} ops{f' · <B>{time}</B>' if time else ''}</TD></TR>"
     ]
     ops = Counter(e.ops).most_common()
     shown = ops[:6] if len(ops) > 7 else ops
@@ -120,7 +120,7 @@ def _engine_label(e: EngineReport, color: str) -> str:
     return f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" BGCOLOR="white">{"".join(rows)}</TABLE>>'
 
 
-def _eager_label(box: _Box, reasons: dict[str, str]) -> str:
+def _eager_label(box: _Box, reasons: dict[str, str], time: str = "") -> str:
     if len(box.members) == 1:
         lines = [f"<B>{html.escape(box.name)}</B>", html.escape(box.members[0].op)]
     else:
@@ -132,10 +132,14 @@ def _eager_label(box: _Box, reasons: dict[str, str]) -> str:
         ]
     for reason in dict.fromkeys(reasons[m.name] for m in box.members if m.name in reasons):
         lines.append(f"<I>{_wrap(reason)}</I>")
+    if time:
+        lines.append(f"<B>{time}</B>")
     return "<" + "<BR/>".join(lines) + ">"
 
 
-def to_dot(report: LoweringReport) -> pydot.Dot:
+def to_dot(report: LoweringReport, times: Mapping[str, float] | None = None) -> pydot.Dot:
+    """The picture as DOT; with `times` (seconds by graph node: engines and eager nodes), engines
+    and eager nodes are coloured by their time and show it."""
     import pydot  # only to draw: lowering itself does not need it
 
     if not report.graph:
@@ -155,13 +159,16 @@ def to_dot(report: LoweringReport) -> pydot.Dot:
     dot.set_edge_defaults(fontname="Helvetica", fontsize="8", color="#555555")
     for i, box in enumerate(_boxes(report)):
         attrs: dict[str, Any]
+        seconds = sum(times.get(m.name, 0.0) for m in box.members) if times else 0.0
+        time = timing(seconds, sum(times.values())) if times else ""
         if box.kind == "engine":
             e = engines[box.members[0].op]
-            color = PALETTE[list(engines).index(e.name) % len(PALETTE)]
-            attrs = {"label": _engine_label(e, color), "shape": "plain", "style": ""}
+            color = heat(seconds, max(times.values())) if times else PALETTE[list(engines).index(e.name) % len(PALETTE)]
+            attrs = {"label": _engine_label(e, color, time), "shape": "plain", "style": ""}
         elif box.kind == "eager":
             fallback = any(m.name in reasons for m in box.members)
-            attrs = {"label": _eager_label(box, reasons), "fillcolor": FALLBACK_COLOR if fallback else "#eeeeee"}
+            fill = heat(seconds, max(times.values())) if times else FALLBACK_COLOR if fallback else "#eeeeee"
+            attrs = {"label": _eager_label(box, reasons, time), "fillcolor": fill}
         else:
             attrs = {
                 "label": f"<<B>{box.kind}</B><BR/>{html.escape(box.name)}>",
@@ -182,15 +189,15 @@ def _quote(name: str) -> str:
     return f'"{name}"'
 
 
-def draw(report: LoweringReport, path: Path) -> Path:
+def draw(report: LoweringReport, path: Path, times: Mapping[str, float] | None = None) -> Path:
     suffix = path.suffix.lower()
     if suffix not in (*RENDERED, ".dot", ".html"):
         raise ValueError(f"cannot draw to {str(path)!r}: the file name must end in .svg, .png, .html or .dot")
-    dot = to_dot(report)
+    dot = to_dot(report, times)
     if suffix == ".dot":
         path.write_text(dot.to_string())
     elif suffix == ".html":
-        path.write_text(page(report, dot.to_string()))
+        path.write_text(page(report, dot.to_string(), times))
     else:
         if shutil.which("dot") is None:
             raise RuntimeError(

@@ -8,7 +8,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from trt_lower.report.draw import draw
 from trt_lower.report.entries import EngineReport, Fallback, GraphNode, Repair
@@ -65,11 +65,13 @@ class LoweringReport:
         out.write_text(json.dumps(self.to_dict(), indent=1))
         return out
 
-    def draw(self, path: str | os.PathLike[str]) -> Path:
+    def draw(self, path: str | os.PathLike[str], *, times: Mapping[str, float] | None = None) -> Path:
         """Write a picture of the split to `path`: `.svg` or `.png` (need Graphviz's `dot`),
         `.html` or `.dot` (need nothing). Engines are coloured blocks (op count, op histogram,
-        I/O shapes), eager fallbacks carry their reasons. Returns the path written."""
-        return draw(self, Path(path))
+        I/O shapes), eager fallbacks carry their reasons. `times`: seconds by graph node (a
+        profile's `node_seconds()`): each engine and eager node is coloured by its time, white to
+        orange, and shows it with its share. Returns the path written."""
+        return draw(self, Path(path), times)
 
     def __str__(self) -> str:
         asked = f" (asked {self.trt_release})" if self.trt_release else ""

@@ -81,6 +81,9 @@ class LoweredModule(torch.fx.GraphModule):
     # Example inputs and eager outputs from build-time verification (None when it did not run):
     # trt_lower.save stores them so that a load elsewhere can check the module again.
     probe: Probe | None = None
+    # Where each FX node came from (trt_lower.profile.sources.NodeSource, by node name), as a saved
+    # file stores it; None on a module lower_to_trt made (its captured graph says) or an older file.
+    sources: dict[str, Any] | None = None
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):
@@ -120,6 +123,17 @@ class LoweredModule(torch.fx.GraphModule):
         # trt_lower/refit ranks above this module (it converts, builds and compares): imported by
         # name, as deploy/ imports the uses above it.
         importlib.import_module("trt_lower.refit.update").update_weights(self, source)
+
+    def profile(
+        self, inputs: Any, *, kwargs: dict[str, Any] | None = None, iterations: int = 20, warmup: int = 3
+    ) -> Any:
+        """Where a call's time goes: a trt_lower.profile.profile.Profile of `self(*inputs, **kwargs)`
+        per engine layer and per eager node, each mapped to its FX nodes and the model's source
+        lines, the median of `iterations` calls after `warmup` (docs/performance.md). Engines run
+        in profiled copies of their sessions: the module's own calls are untouched."""
+        # A use of the module, ranked above it (as update_weights' refit): imported by name.
+        measure = importlib.import_module("trt_lower.profile.measure")
+        return measure.profile(self, inputs, kwargs, iterations=iterations, warmup=warmup)
 
     def replace_engines(self, modules: Mapping[str, torch.nn.Module]) -> None:
         """Put `modules` in place of the engine modules of the same names, at once."""
