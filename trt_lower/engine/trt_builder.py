@@ -1,4 +1,4 @@
-"""ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, one optimization profile.
+"""ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, its optimization profiles.
 
 Version branches (docs/tensorrt.md):
 - network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
@@ -109,9 +109,23 @@ def _use_timing_cache(config: trt.IBuilderConfig, serialized: bytes, logger: Trt
     config.set_timing_cache(config.create_timing_cache(b""), False)
 
 
+def _add_profile(
+    builder: trt.Builder, config: trt.IBuilderConfig, ranges: Sequence[InputProfile], logger: TrtLogger
+) -> None:
+    """One optimization profile: each input's range in it (TensorRT numbers them in this order)."""
+    profile = builder.create_optimization_profile()
+    for p in ranges:
+        profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
+    if config.add_optimization_profile(profile) < 0:
+        raise BuildFailure(
+            logger.take_errors()
+            or f"TensorRT refused the optimization profile {[(p.name, p.min, p.max) for p in ranges]}"
+        )
+
+
 def build_plan(
     onnx_bytes: bytes,
-    profiles: Sequence[InputProfile],
+    profiles: Sequence[Sequence[InputProfile]],
     options: BuildOptions,
     timing_cache: bytes,
     *,
@@ -119,7 +133,7 @@ def build_plan(
     path: str | None = None,
 ) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
-    `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
+    `profiles`: per optimization profile, each input's range; `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
     (converters/passes/bfloat16.py: has_bfloat16), INT4 weights or FP8 (onnx_types.has_int4/has_fp8); `path`:
     where the model was written, for a model whose weights are external data beside it."""
     major, _ = parse_version(trt.__version__)
@@ -156,14 +170,8 @@ def build_plan(
         # the runtime makes one per thread and stream, and one per CUDA graph.
         config.set_preview_feature(trt.PreviewFeature.PROFILE_SHARING_0806, True)
     _use_timing_cache(config, timing_cache, logger)
-    profile = builder.create_optimization_profile()
-    for p in profiles:
-        profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
-    if config.add_optimization_profile(profile) < 0:
-        raise BuildFailure(
-            logger.take_errors()
-            or f"TensorRT refused the optimization profile {[(p.name, p.min, p.max) for p in profiles]}"
-        )
+    for ranges in profiles:
+        _add_profile(builder, config, ranges, logger)
 
     plan = builder.build_serialized_network(network, config)
     if plan is None:
