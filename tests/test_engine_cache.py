@@ -46,6 +46,9 @@ def test_key_covers_network_profiles_settings_version_and_device(tmp_path: Path)
         _cache(tmp_path).key(_segment(weight=2.0), PROFILES, BuildOptions()),
         _cache(tmp_path).key(_segment(graph="other"), PROFILES, BuildOptions()),
         _cache(tmp_path).key(_segment(), [[InputProfile("x", (1, 3), (2, 3), (4, 3))]], BuildOptions()),
+        # Several optimization profiles: which, and in what order (the runtime numbers them so).
+        _cache(tmp_path).key(_segment(), [*PROFILES, [InputProfile("x", (1, 3), (2, 3), (4, 3))]], BuildOptions()),
+        _cache(tmp_path).key(_segment(), [[InputProfile("x", (1, 3), (2, 3), (4, 3))], *PROFILES], BuildOptions()),
         _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(precision="fp16")),
         _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(workspace_bytes=1 << 20)),
         _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(optimization_level=5)),

@@ -142,6 +142,14 @@ def test_on_the_double_one_engine_has_exactly_the_profiles(trt_double: ModuleTyp
     _refuses_batch_8(loaded)
 
 
+def test_cuda_graphs_capture_each_profile_on_its_own_context(trt_double: ModuleType) -> None:
+    model, lowered = _lower("tensorrt", cuda_graphs=True)
+    _check_calls(model, lowered, (3, 40, 3, 40))  # captured, then replayed
+    # Each shape captured once (a warm-up run, then the recorded one), on its profile; replays enqueue nothing.
+    assert [profile for profile, _ in trt_double.state.tuned] == [0, 0, 1, 1]
+    _refuses_batch_8(lowered)
+
+
 def _engine_of_two_profiles(double: ModuleType) -> Any:
     builder = importlib.import_module("trt_lower.engine.trt_builder")
     options = importlib.import_module("trt_lower.engine.build_options")
@@ -249,6 +257,50 @@ def test_saved_and_loaded_in_a_fresh_process(tmp_path: Path) -> None:
     with torch.no_grad():
         for got, t in zip(torch.load(tmp_path / "out.pt"), x):
             torch.testing.assert_close(got, model(t))
+
+
+def _profiles_edited(edit: Any) -> Any:
+    def change(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        edit(manifest["engines"][0]["inputs"][0])
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda sig: sig["profiles"][1]["max"].__setitem__(0, 65),
+            r"field 'engines\[0\].inputs\[0\].profiles\[1\]'.* is outside the input's range",
+        ),
+        (
+            lambda sig: sig["profiles"][0]["min"].__setitem__(0, 3),
+            r"field 'engines\[0\].inputs\[0\].profiles\[0\]': min \[3, 8\] <= opt \[2, 8\]",
+        ),
+        (
+            lambda sig: sig.__setitem__("profiles", sig["profiles"] * 40),
+            r"field 'engines\[0\].inputs\[0\].profiles' lists more than 64",
+        ),
+    ],
+)
+def test_a_tampered_profile_is_refused_by_field(tmp_path: Path, edit: Any, message: str) -> None:
+    from artifact_tamper import tamper
+
+    _, lowered = _lower("onnxruntime")
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    with pytest.raises(trt_lower.ArtifactError, match=message):
+        trt_lower.load(
+            tamper(tmp_path / "m.trtl", tmp_path / "evil.trtl", _profiles_edited(edit)), backend="onnxruntime"
+        )
+
+
+def test_an_artifact_of_one_profile_loads_as_before(tmp_path: Path) -> None:
+    from artifact_tamper import tamper
+
+    model, lowered = _lower("onnxruntime")
+    trt_lower.save(lowered, tmp_path / "m.trtl")
+    old = tamper(tmp_path / "m.trtl", tmp_path / "old.trtl", _profiles_edited(lambda sig: sig.pop("profiles")))
+    _check_calls(model, trt_lower.load(old, backend="onnxruntime"), (8,))
 
 
 # -- Triton ----------------------------------------------------------------------------------------
