@@ -92,6 +92,7 @@ def test_one_range_has_no_profiles_and_runs_between() -> None:
         ([(BUCKETS[0], BUCKETS[1])], r"profiles\[0\] must have the structure of inputs and kwargs"),
         ([{"input": BUCKETS[0]}], r"profiles\[0\] takes the keys 'inputs' and 'kwargs', got \['input'\]"),
         ([0.5], r"profiles\[0\] must be a tensor or a tuple"),
+        ([BUCKETS[0]], r"the opt shapes of inputs and kwargs \(inputs\[0\] \(16, 8\)\) lie in no profile"),
     ],
 )
 def test_bad_profiles_are_refused_by_name(profiles: Any, message: str) -> None:

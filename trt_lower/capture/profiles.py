@@ -62,4 +62,21 @@ def profile_specs(
         if own != tree:
             raise ValueError(f"{where} must have the structure of inputs and kwargs ({len(specs)} leaves)")
         checked.append(tuple(_checked(f"{where} {leaf_name(p)}", s, x) for s, (p, x) in zip(specs, leaves)))
+    _check_opt(args, kwargs, specs, checked)
     return tuple(checked)
+
+
+def _holds(spec: TensorSpec, shape: tuple[int, ...]) -> bool:
+    return all(lo <= d <= hi for lo, d, hi in zip(spec.min_shape, shape, spec.max_shape))
+
+
+def _check_opt(
+    args: tuple[Any, ...], kwargs: dict[str, Any], specs: Sequence[TensorSpec], profiles: Sequence[Sequence[TensorSpec]]
+) -> None:
+    """The opt shapes `inputs` declares lie in one profile: what runs the model at them (Triton's
+    export probes it there) would be refused otherwise."""
+    if any(all(_holds(p, s.opt_shape) for p, s in zip(profile, specs)) for profile in profiles):
+        return
+    paths = [path for path, _ in pytree.tree_flatten_with_path((args, kwargs))[0]]
+    opt = ", ".join(f"{leaf_name(path)} {s.opt_shape}" for path, s in zip(paths, specs) if s.dynamic_dims)
+    raise ValueError(f"the opt shapes of inputs and kwargs ({opt}) lie in no profile: give them an opt inside one")
