@@ -109,6 +109,34 @@ def test_a_profile_may_be_a_dict_with_its_inputs_and_kwargs() -> None:
     _refuses_batch_8(lowered)
 
 
+class Masked(torch.nn.Module):
+    """Keyword input beside the positional one, and a size computed from the batch (`cat`, kept
+    eager) in front of the engine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = Mlp()
+
+    def forward(self, x: torch.Tensor, *, mask: torch.Tensor) -> torch.Tensor:
+        return self.mlp(torch.cat([x, x * mask]))
+
+
+def test_profiles_of_keyword_inputs_and_of_sizes_computed_from_them() -> None:
+    model = Masked().eval()
+    profiles = [{"inputs": (bucket,), "kwargs": {"mask": bucket}} for bucket in BUCKETS]
+    lowered = trt_lower.lower_to_trt(
+        model, (WIDE,), kwargs={"mask": WIDE}, profiles=profiles, fallback_ops=["aten.cat.default"], verify=False
+    )
+    engine: Any = lowered.engine_0
+    assert engine.inputs[0].profiles == (((2, 8), (4, 8), (8, 8)), ((32, 8), (64, 8), (128, 8)))  # 2 * batch
+    with torch.no_grad():
+        for batch in (2, 33):
+            x, mask = torch.randn(batch, 8), torch.randn(batch, 8)
+            torch.testing.assert_close(lowered(x, mask=mask), model(x, mask=mask))
+    with pytest.raises(EngineInputError, match=r"profile 0: '\w+' \(2\.\.8, 8\); profile 1: '\w+' \(32\.\.128, 8\)"):
+        lowered(torch.randn(8, 8), mask=torch.randn(8, 8))
+
+
 def _sig(*ranges: tuple[int, int, int]) -> TensorSig:
     profiles = tuple(((lo,), (opt,), (hi,)) for lo, opt, hi in ranges)
     low, high = min(r[0] for r in ranges), max(r[2] for r in ranges)
