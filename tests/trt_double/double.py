@@ -1364,9 +1364,7 @@ class IExecutionContext(_IExecutionContext):
             return False
         if served:
             return self._enqueue_data_dependent(stream_handle)
-        opt = self._engine._profiles[self._profile] if self._engine._profiles else {}
-        distance = sum(abs(d - o) for n, shape in self._shapes.items() for d, o in zip(shape, opt.get(n, ((),) * 3)[1]))
-        state.tuned.append((self._profile, distance))
+        state.tuned.append((self._profile, self._opt_distance()))
         job = _Job(self, dict(self._shapes), dict(self._addresses))
         if stream_handle in state.capturing:
             state.capturing[stream_handle].append(job)
@@ -1374,6 +1372,16 @@ class IExecutionContext(_IExecutionContext):
         self._claim(stream_handle)
         state.pending.setdefault(stream_handle, []).append(job)
         return True
+
+    def _opt_distance(self) -> int:
+        """How far the input shapes set are from the active profile's opt shapes."""
+        profile = self._engine._profiles[self._profile] if self._engine._profiles else {}
+        return sum(
+            abs(d - o)
+            for name, shape in self._shapes.items()
+            if name in profile
+            for d, o in zip(shape, profile[name][1])
+        )
 
     def _enqueue_data_dependent(self, stream: int) -> bool:
         """TensorRT learns the data-dependent sizes on the GPU and waits for them inside the

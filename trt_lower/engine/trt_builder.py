@@ -133,9 +133,10 @@ def build_plan(
     path: str | None = None,
 ) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
-    `profiles`: per optimization profile, each input's range; `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
-    (converters/passes/bfloat16.py: has_bfloat16), INT4 weights or FP8 (onnx_types.has_int4/has_fp8); `path`:
-    where the model was written, for a model whose weights are external data beside it."""
+    `profiles`: per optimization profile, each input's range; `typed`: the ONNX holds types a 10.x
+    network takes strongly typed only: bfloat16 (converters/passes/bfloat16.py: has_bfloat16), INT4
+    weights or FP8 (onnx_types.has_int4/has_fp8); `path`: where the model was written, for a model
+    whose weights are external data beside it."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
