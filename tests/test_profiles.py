@@ -323,6 +323,19 @@ def test_a_tampered_profile_is_refused_by_field(tmp_path: Path, edit: Any, messa
         )
 
 
+def test_manifest_inputs_of_one_engine_agree_on_their_profiles() -> None:
+    """An engine's inputs list one range per profile each: a tampered manifest where they differ
+    would leave the runtime's choice to drop profiles silently."""
+    from trt_lower.deploy.manifest import FieldError, sigs
+
+    two = [{"min": [1], "opt": [2], "max": [4]}, {"min": [5], "opt": [6], "max": [8]}]
+    a = {"name": "a", "source": "a", "dtype": "float32", "min": [1], "opt": [2], "max": [8], "profiles": two}
+    b = {**a, "name": "b", "source": "b", "profiles": two[:1]}
+    assert len(sigs({"inputs": [a, {**b, "profiles": two}]}, "inputs", "engines[0]")) == 2
+    with pytest.raises(FieldError, match=r"'engines\[0\].inputs': its entries list different numbers of optimization"):
+        sigs({"inputs": [a, b]}, "inputs", "engines[0]")
+
+
 def test_an_artifact_of_one_profile_loads_as_before(tmp_path: Path) -> None:
     from artifact_tamper import tamper
 
