@@ -137,6 +137,29 @@ def test_profiles_of_keyword_inputs_and_of_sizes_computed_from_them() -> None:
         lowered(torch.randn(8, 8), mask=torch.randn(8, 8))
 
 
+class Pooled(torch.nn.Module):
+    """The batch summed away (eagerly) before the engine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = Mlp()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(x.sum(0, keepdim=True))
+
+
+def test_an_engine_after_the_dims_that_differ_has_one_profile(trt_double: ModuleType) -> None:
+    model = Pooled().eval()
+    lowered = trt_lower.lower_to_trt(
+        model, WIDE, profiles=BUCKETS, backend="tensorrt", fallback_ops=["aten.sum.dim_IntList"], verify=False
+    )
+    engine: Any = lowered.engine_0
+    assert engine.inputs[0].profiles == () and engine.inputs[0].min_shape == (1, 8)
+    assert len(trt_double.state.last_build.profiles) == 1
+    assert lowered.report.engines[0].profiles == []
+    _check_calls(model, lowered, (3, 8, 40))  # batch 8 reaches no engine that tells the profiles apart
+
+
 def _sig(*ranges: tuple[int, int, int]) -> TensorSig:
     profiles = tuple(((lo,), (opt,), (hi,)) for lo, opt, hi in ranges)
     low, high = min(r[0] for r in ranges), max(r[2] for r in ranges)

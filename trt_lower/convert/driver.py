@@ -18,7 +18,7 @@ from converters.passes.float64 import narrow_float64
 from converters.passes.precision import to_fp16
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
-from trt_lower.values.ranges import SymbolRanges, signature_of
+from trt_lower.values.ranges import SymbolRanges, merged_profiles, signature_of
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import fp32_nodes
 
@@ -115,7 +115,9 @@ def _convert_segment(
     return ConvertedSegment(
         name=name,
         onnx=segment,
-        inputs=tuple(signature_of(vi.name, ph, symbols, profiles) for vi, ph in zip(graph.input, runtime_placeholders)),
+        inputs=merged_profiles(
+            tuple(signature_of(vi.name, ph, symbols, profiles) for vi, ph in zip(graph.input, runtime_placeholders))
+        ),
         outputs=tuple(signature_of(vi.name, n, symbols) for vi, n in zip(graph.output, out_nodes)),
         tuple_output=tuple_output,
         nodes=tuple(n.name for n in sub.graph.nodes if n.op == "call_function"),

@@ -84,6 +84,15 @@ def _shape_range(shape: Sequence[int | torch.SymInt], symbols: SymbolRanges) -> 
     return low, opt, high
 
 
+def merged_profiles(sigs: tuple[TensorSig, ...]) -> tuple[TensorSig, ...]:
+    """An engine's input signatures, with one profile where each input's range is the same in
+    every profile (the dims that tell the profiles apart end before the engine): that range,
+    without n copies of it for TensorRT to build and the runtime to choose among."""
+    if any(len(set(s.profiles)) > 1 for s in sigs):
+        return sigs
+    return tuple(TensorSig(s.name, s.source, s.dtype, *s.ranges[0]) for s in sigs)
+
+
 def signature_of(
     name: str, node: torch.fx.Node, symbols: SymbolRanges = {}, profiles: Sequence[SymbolRanges] = ()
 ) -> TensorSig:
