@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 from trt_lower.engine.build_options import BuildOptions, InputProfile
 
 VERSIONS = ["8.6.1", "10.4.0", "11.0.0"]
-PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
+PROFILES = [[InputProfile("x", (2, 3), (2, 3), (2, 3))]]
 
 
 def _onnx(opset: int = 17) -> bytes:
@@ -78,12 +78,12 @@ def test_workspace_optimization_level_and_profile_reach_the_config(trt_double: M
     _builder().build_plan(_onnx(), PROFILES, BuildOptions(workspace_bytes=1 << 20, optimization_level=5), b"")
     record = trt_double.state.last_build
     assert (record.workspace_bytes, record.optimization_level) == (1 << 20, 5)
-    assert record.profiles == {"x": ((2, 3), (2, 3), (2, 3))}
+    assert record.profiles == [{"x": ((2, 3), (2, 3), (2, 3))}]
 
 
 def test_profile_that_does_not_fit_the_network_is_a_build_failure(trt_double: ModuleType) -> None:
     with pytest.raises(_builder().BuildFailure, match="profile for 'x' .* does not fit its dims"):
-        _builder().build_plan(_onnx(), [InputProfile("x", (1, 3), (2, 3), (2, 3))], BuildOptions(), b"")
+        _builder().build_plan(_onnx(), [[InputProfile("x", (1, 3), (2, 3), (2, 3))]], BuildOptions(), b"")
 
 
 def test_timing_cache_carries_over_between_builds(trt_double: ModuleType) -> None:

@@ -15,7 +15,7 @@ from converters.core.segment import OnnxSegment
 from trt_lower.engine.build_options import BuildOptions, InputProfile
 from trt_lower.engine.cache import EngineCache, Key, default_dir
 
-PROFILES = [InputProfile("x", (2, 3), (2, 3), (2, 3))]
+PROFILES = [[InputProfile("x", (2, 3), (2, 3), (2, 3))]]
 KEY = Key("graph", "weights", "build")
 
 
@@ -45,7 +45,10 @@ def test_key_covers_network_profiles_settings_version_and_device(tmp_path: Path)
     others = [
         _cache(tmp_path).key(_segment(weight=2.0), PROFILES, BuildOptions()),
         _cache(tmp_path).key(_segment(graph="other"), PROFILES, BuildOptions()),
-        _cache(tmp_path).key(_segment(), [InputProfile("x", (1, 3), (2, 3), (4, 3))], BuildOptions()),
+        _cache(tmp_path).key(_segment(), [[InputProfile("x", (1, 3), (2, 3), (4, 3))]], BuildOptions()),
+        # Several optimization profiles: which, and in what order (the runtime numbers them so).
+        _cache(tmp_path).key(_segment(), [*PROFILES, [InputProfile("x", (1, 3), (2, 3), (4, 3))]], BuildOptions()),
+        _cache(tmp_path).key(_segment(), [[InputProfile("x", (1, 3), (2, 3), (4, 3))], *PROFILES], BuildOptions()),
         _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(precision="fp16")),
         _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(workspace_bytes=1 << 20)),
         _cache(tmp_path).key(_segment(), PROFILES, BuildOptions(optimization_level=5)),

@@ -328,7 +328,7 @@ def test_the_real_parser_names_the_node_it_rejects() -> None:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     with pytest.raises(BuildFailure) as failure:
-        build_plan(model.SerializeToString(), [InputProfile("x", (2, 3), (2, 3), (2, 3))], BuildOptions(), b"")
+        build_plan(model.SerializeToString(), [[InputProfile("x", (2, 3), (2, 3), (2, 3))]], BuildOptions(), b"")
     assert failure.value.fx_node == "nope" and "NoSuchOp" in failure.value.reason
 
 

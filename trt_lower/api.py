@@ -10,7 +10,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
@@ -20,6 +20,7 @@ from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
 from trt_lower import lowering_options
 from trt_lower.capture.aten_graph import CapturedGraph, capture, check_inputs, example_call
+from trt_lower.capture.profiles import profile_specs
 from trt_lower.convert.driver import convert
 from trt_lower.engine.backend import check_target, resolve_backend
 from trt_lower.engine.build_memory import PeakMemory, peak_resident
@@ -63,6 +64,7 @@ class Lowering:
             self.settings.precision,
             self.captured.symbols,
             self.settings.keep_fp32 | self.plan.fp32,
+            self.captured.profiles,
         )
 
 
@@ -89,6 +91,7 @@ def lower_to_trt(
     verify: bool = True,
     verify_inputs: Inputs | None = None,
     verify_kwargs: dict[str, Any] | None = None,
+    profiles: Sequence[Any] | None = None,
 ) -> LoweredModule:
     """Lower `model` for `model(*inputs, **kwargs)`: TensorRT-capable regions become engines, the rest
     stays eager.
@@ -140,6 +143,12 @@ def lower_to_trt(
         `(x,)`), to verify with where `inputs` holds TensorSpecs (without them verification is
         skipped, with a report note).
     verify_kwargs: real samples for the TensorSpecs in `kwargs`, in its structure (default: kwargs).
+    profiles: several optimization profiles per engine (docs/dynamic-shapes.md, "Several profiles"):
+        a list of profiles, each in the structure of `inputs` with a TensorSpec (its min, opt and
+        max) inside the declared range at each dynamic leaf, or a dict with "inputs" and/or
+        "kwargs" in theirs. Each engine is built with one profile per entry; a call runs on the
+        tightest profile that holds its shapes, and one that fits none is a ValueError naming
+        the ranges. Default: one profile, the range `inputs` declares.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -166,6 +175,7 @@ def lower_to_trt(
     if verify_kwargs is not None:
         verify_kwargs = model_call((), verify_kwargs, kwargs_name="verify_kwargs")[1]
     specs = check_inputs(model, inputs, kwargs)
+    ranges = profile_specs(profiles, inputs, kwargs, specs)
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
@@ -180,7 +190,7 @@ def lower_to_trt(
     # The tensors traced with (made from the specs where not given): update_weights checks on them.
     args, keywords = example_call(specs, inputs, kwargs)
     with _timed(timings, "capture"):
-        captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version))
+        captured = capture(model, args, specs, keywords, TrtTarget(settings.trt_version), ranges)
     settings.check_keep_fp32(captured.program.graph)
     sample, skipped = (
         reference_inputs(model, inputs, kwargs, specs, verify_inputs, captured.program, verify_kwargs)

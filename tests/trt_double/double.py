@@ -18,7 +18,9 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
 - 8.6 turns INT64 engine I/O into INT32: the context reads and writes int32 buffers there;
 - the execution context runs the parsed ONNX with ONNX Runtime, reading inputs from and writing
   outputs to the raw addresses it was given (host memory), with shapes checked against the
-  optimization profile;
+  context's active optimization profile (profile 0 until `set_optimization_profile_async`, which
+  refuses an index the engine lacks and, before 10.0 without PROFILE_SHARING_0806, a profile
+  another context holds, and drops the shapes set, as TensorRT invalidates them);
 - CUDA devices as TensorRT sees them (`set_device`, `create_stream`): an engine and its contexts
   are bound to the device current when it was deserialized, and an enqueue refuses another
   current device or a stream of another device (on a GPU: an invalid-handle or illegal-access
@@ -351,7 +353,7 @@ class BuildRecord:
     builder_flags: int
     workspace_bytes: int | None
     optimization_level: int
-    profiles: dict[str, tuple[tuple[int, ...], ...]]
+    profiles: list[dict[str, tuple[tuple[int, ...], ...]]]  # per optimization profile, in order
     timing_cache_entries: int
     tactic_sources: int = 0
 
@@ -384,6 +386,9 @@ class State:
     contexts_created: int = 0
     set_input_shape_calls: int = 0
     set_tensor_address_calls: int = 0
+    # Per execution: the context's active profile and how far the input shapes were from that
+    # profile's opt shapes (the sum of |size - opt| over every input dim), what its tactics were timed for.
+    tuned: list[tuple[int, int]] = field(default_factory=list)
     # Every logger a Builder or Runtime was given (TensorRT uses only the first).
     loggers: list[object] = field(default_factory=list)
     # Stream handle -> work enqueued on it that has not run yet (see synchronize).
@@ -795,7 +800,7 @@ def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
 
 
 def _plan(
-    segment: OnnxSegment, profiles: dict[str, Any], sharing: bool, refittable: bool, stripped: bool = False
+    segment: OnnxSegment, profiles: list[dict[str, Any]], sharing: bool, refittable: bool, stripped: bool = False
 ) -> IHostMemory:
     """The plan: a header, the graph, then its large weights at the offsets the header gives;
     `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
@@ -998,7 +1003,7 @@ class Builder(_Builder):
         if problem is not None or net.model is None:
             _error(self._logger, f"Builder: {problem}")
             return _null(IHostMemory)
-        profiles = {name: shapes for p in cfg.profiles for name, shapes in p.shapes.items()}
+        profiles = [dict(p.shapes) for p in cfg.profiles]
         state.builds += 1
         state.last_build = BuildRecord(
             network_flags=net.flags,
@@ -1091,7 +1096,7 @@ class ICudaEngine(_ICudaEngine):
     def __init__(
         self,
         model: bytes,
-        profiles: dict[str, list[list[int]]],
+        profiles: list[dict[str, list[list[int]]]],
         logger: stubs.ILogger,
         profile_sharing: bool = True,
         weights: dict[str, Any] | None = None,
@@ -1107,16 +1112,18 @@ class ICudaEngine(_ICudaEngine):
         self._profiles_json = profiles
         self._refittable = refittable
         # Without sharing (8.6 unless built with PROFILE_SHARING_0806), the context that set
-        # shapes first holds profile 0, and another context's setInputShape fails.
+        # shapes on a profile first (or switched to it) holds it, and another's use of it fails.
         self._profile_sharing = profile_sharing
-        self._profile_holder: IExecutionContext | None = None
+        self._profile_holders: dict[int, IExecutionContext] = {}
         # An engine is bound to the device current when it was deserialized, and so are its contexts.
         self._device = get_device()
         # ONNX Runtime has no bfloat16 kernels on the CPU: bfloat16 engine tensors are computed in
         # float32, their buffers converted on the way in and out.
         self._session = _session(OnnxSegment(proto, weights or {}))
         self._shape_cache: dict[tuple[tuple[int, ...], ...], dict[str, tuple[int, ...]]] = {}
-        self._profiles = {name: tuple(tuple(s) for s in shapes) for name, shapes in profiles.items()}
+        self._profiles = [
+            {name: tuple(tuple(s) for s in shapes) for name, shapes in profile.items()} for profile in profiles
+        ]
         # Their shape is -1 until the engine has run; they need an IOutputAllocator.
         self._data_dependent = _data_dependent_outputs(proto)
         # TensorRT 8.6 casts INT64 to INT32, engine I/O included.
@@ -1175,10 +1182,15 @@ class ICudaEngine(_ICudaEngine):
     def get_tensor_shape(self, name: str) -> Dims:
         return Dims(self._tensors[name].shape)
 
+    @property
+    def num_optimization_profiles(self) -> int:
+        """At least 1, as TensorRT's (an engine of static inputs has one implicit profile)."""
+        return max(len(self._profiles), 1)
+
     def get_tensor_profile_shape(self, name: str, profile_index: int) -> list[stubs.Dims]:
-        if profile_index != 0 or name not in self._profiles:
+        if not 0 <= profile_index < len(self._profiles) or name not in self._profiles[profile_index]:
             raise ValueError(f"no profile {profile_index} shape for '{name}'")
-        return [Dims(s) for s in self._profiles[name]]
+        return [Dims(s) for s in self._profiles[profile_index][name]]
 
     # The device memory a context's activations take (the double computes on the host).
     _DEVICE_MEMORY = 4096
@@ -1283,6 +1295,7 @@ class IExecutionContext(_IExecutionContext):
         self._pending = 0
         self._allocators: dict[str, IOutputAllocator] = {}
         self._allocated: dict[str, int] = {}  # what each allocator last returned
+        self._profile = 0  # the active optimization profile
 
     def _claim(self, stream: int | None) -> None:
         thread = threading.get_ident()
@@ -1315,18 +1328,9 @@ class IExecutionContext(_IExecutionContext):
         if tensor is None or tensor.mode != "INPUT":
             _error(self._engine._logger, f"IExecutionContext::setInputShape: '{name}' is not an input tensor")
             return False
-        engine = self._engine
-        if not engine._profile_sharing:
-            if engine._profile_holder is None:
-                engine._profile_holder = self
-            elif engine._profile_holder is not self:
-                _error(
-                    engine._logger,
-                    "IExecutionContext::setInputShape: profile 0 has been chosen by another "
-                    "IExecutionContext (build with PreviewFeature.PROFILE_SHARING_0806 to share it)",
-                )
-                return False
-        low, _, high = self._engine._profiles[name]
+        if not self._hold_profile(self._profile, "setInputShape"):
+            return False
+        low, _, high = self._engine._profiles[self._profile][name]
         if len(dims) != len(low) or not all(a <= d <= b for d, a, b in zip(dims, low, high)):
             _error(
                 self._engine._logger,
@@ -1334,6 +1338,49 @@ class IExecutionContext(_IExecutionContext):
             )
             return False
         self._shapes[name] = dims
+        return True
+
+    def _hold_profile(self, index: int, call: str) -> bool:
+        """Whether this context may use profile `index`: always where profiles are shared, else
+        when no other context holds it (then this one does)."""
+        engine = self._engine
+        if engine._profile_sharing or engine._profile_holders.setdefault(index, self) is self:
+            return True
+        _error(
+            engine._logger,
+            f"IExecutionContext::{call}: profile {index} has been chosen by another "
+            "IExecutionContext (build with PreviewFeature.PROFILE_SHARING_0806 to share it)",
+        )
+        return False
+
+    @property
+    def active_optimization_profile(self) -> int:
+        return self._profile
+
+    def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
+        """Switch to another profile: its shapes are set again afterwards (TensorRT invalidates them)."""
+        self._claim(None)
+        engine = self._engine
+        if not 0 <= profile_index < engine.num_optimization_profiles:
+            _error(
+                engine._logger,
+                f"IExecutionContext::setOptimizationProfileAsync: profile {profile_index} is not in "
+                f"[0, {engine.num_optimization_profiles})",
+            )
+            return False
+        if stream_device(stream_handle) != engine._device:
+            _error(
+                engine._logger,
+                f"IExecutionContext::setOptimizationProfileAsync: the stream belongs to device "
+                f"{stream_device(stream_handle)}, the engine to device {engine._device}",
+            )
+            return False
+        if not self._hold_profile(profile_index, "setOptimizationProfileAsync"):
+            return False
+        if engine._profile_holders.get(self._profile) is self and self._profile != profile_index:
+            del engine._profile_holders[self._profile]
+        self._profile = profile_index
+        self._shapes = {}
         return True
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
@@ -1459,6 +1506,7 @@ class IExecutionContext(_IExecutionContext):
             return False
         if served:
             return self._enqueue_data_dependent(stream_handle)
+        state.tuned.append((self._profile, self._opt_distance()))
         job = _Job(self, dict(self._shapes), dict(self._addresses))
         if stream_handle in state.capturing:
             state.capturing[stream_handle].append(job)
@@ -1466,6 +1514,16 @@ class IExecutionContext(_IExecutionContext):
         self._claim(stream_handle)
         state.pending.setdefault(stream_handle, []).append(job)
         return True
+
+    def _opt_distance(self) -> int:
+        """How far the input shapes set are from the active profile's opt shapes."""
+        profile = self._engine._profiles[self._profile] if self._engine._profiles else {}
+        return sum(
+            abs(d - o)
+            for name, shape in self._shapes.items()
+            if name in profile
+            for d, o in zip(shape, profile[name][1])
+        )
 
     def _enqueue_data_dependent(self, stream: int) -> bool:
         """TensorRT learns the data-dependent sizes on the GPU and waits for them inside the

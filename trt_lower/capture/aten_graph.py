@@ -25,7 +25,7 @@ from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
 from trt_lower.runtime.conditions import renamed
 from trt_lower.values.call import model_call
-from trt_lower.values.ranges import SymbolRanges, int_bound
+from trt_lower.values.ranges import SymbolRanges, int_bound, profile_within
 from trt_lower.values.spec import TensorSpec
 
 
@@ -362,6 +362,8 @@ class CapturedGraph:
     conditions: tuple[str, ...] = ()
     # The target whose fused ops graph_module's graphs are rewritten to (capture/fused_ops.py).
     trt_target: TrtTarget | None = None
+    # Per optimization profile (lower_to_trt's `profiles`), the symbols' ranges there; () for one.
+    profiles: tuple[SymbolRanges, ...] = ()
 
     def graph_module(self) -> torch.fx.GraphModule:
         """A fresh GraphModule to split (splitting rewrites it in place), with the target's fused ops."""
@@ -388,11 +390,13 @@ def capture(
     specs: Sequence[TensorSpec],
     kwargs: dict[str, Any] | None = None,
     trt_target: TrtTarget | None = None,
+    profiles: Sequence[Sequence[TensorSpec]] = (),
 ) -> CapturedGraph:
     """Stage 1. In: the model, the user's positional and keyword inputs (pytrees of tensors and/or
     TensorSpecs) and their leaves' specs (`check_inputs`), the target whose fused ops the graphs
     handed on use. Out: the model as a core-ATen program, traced with the user's tensors where
-    given (else an example made from the spec), dynamic where the specs say; CaptureError if
+    given (else an example made from the spec), dynamic where the specs say, with each profile's
+    ranges of its shape symbols (`profiles`: specs per profile, inside `specs`' ranges); CaptureError if
     torch cannot capture it."""
     examples, keywords = example_call(specs, inputs, kwargs)
     refused: CaptureError | None = None
@@ -409,7 +413,11 @@ def capture(
     # engines and the input guard take the range the graph is valid for.
     specs, notes = _inferred_specs(program, specs, refused)
     specs, conditions, more = size_conditions(program, specs)
-    return CapturedGraph(program, _symbol_ranges(program, specs), notes + more, conditions, trt_target)
+    symbols = _symbol_ranges(program, specs)
+    ranges = tuple(
+        profile_within(f"profiles[{k}]", _symbol_ranges(program, p), symbols) for k, p in enumerate(profiles)
+    )
+    return CapturedGraph(program, symbols, notes + more, conditions, trt_target, ranges)
 
 
 def _inferred_specs(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import onnx
 import torch
@@ -18,7 +18,7 @@ from converters.passes.float64 import narrow_float64
 from converters.passes.precision import to_fp16
 from splitter.partition import NON_COMPUTE, Split, call_node, is_compute, is_constant
 from trt_lower.values import progress
-from trt_lower.values.ranges import SymbolRanges, signature_of
+from trt_lower.values.ranges import SymbolRanges, merged_profiles, signature_of
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import fp32_nodes
 
@@ -87,6 +87,7 @@ def _convert_segment(
     precision: str,
     symbols: SymbolRanges,
     keep_fp32: frozenset[str],
+    profiles: Sequence[SymbolRanges],
 ) -> ConvertedSegment:
     sub: torch.fx.GraphModule = getattr(gm, name)
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
@@ -114,7 +115,9 @@ def _convert_segment(
     return ConvertedSegment(
         name=name,
         onnx=segment,
-        inputs=tuple(signature_of(vi.name, ph, symbols) for vi, ph in zip(graph.input, runtime_placeholders)),
+        inputs=merged_profiles(
+            tuple(signature_of(vi.name, ph, symbols, profiles) for vi, ph in zip(graph.input, runtime_placeholders))
+        ),
         outputs=tuple(signature_of(vi.name, n, symbols) for vi, n in zip(graph.output, out_nodes)),
         tuple_output=tuple_output,
         nodes=tuple(n.name for n in sub.graph.nodes if n.op == "call_function"),
@@ -148,16 +151,22 @@ def _layers_reading(sub: torch.fx.GraphModule, dequantizes: Callable[[torch.fx.N
 
 
 def convert(
-    split: Split, goal: TrtTarget, precision: str, symbols: SymbolRanges, keep_fp32: frozenset[str] = frozenset()
+    split: Split,
+    goal: TrtTarget,
+    precision: str,
+    symbols: SymbolRanges,
+    keep_fp32: frozenset[str] = frozenset(),
+    profiles: Sequence[SymbolRanges] = (),
 ) -> list[ConvertedSegment]:
     """Stage 3. In: the split graph (left unchanged), the TensorRT version to emit for, the
-    precision ("fp32"/"fp16") and the shape symbols' ranges (from capture). Out: one
+    precision ("fp32"/"fp16") and the shape symbols' ranges (from capture), overall and per
+    optimization profile (`profiles`: each engine input's signature gets its range in each). Out: one
     ConvertedSegment per engine segment, in graph order: the converters' ONNX, float64 narrowed
     to float32, rewritten to fp16 if asked (the nodes `keep_fp32` names stay float32), and checked
     against the target's support table.
     Raises ConversionError naming the FX node a converter failed on or whose ONNX the target's
     parser would reject."""
     return [
-        _convert_segment(split.gm, name, goal, precision, symbols, keep_fp32)
+        _convert_segment(split.gm, name, goal, precision, symbols, keep_fp32, profiles)
         for name in progress.track(split.engines, "trt_lower: converting segments", unit="segment")
     ]

@@ -16,7 +16,7 @@ import torch
 from converters.core.errors import TrtLowerError
 from trt_lower.deploy.container import ArtifactError, Container
 from trt_lower.report import EngineReport, Fallback, GraphNode, LoweringReport, Repair
-from trt_lower.values.signature import TensorSig
+from trt_lower.values.signature import ShapeRange, TensorSig
 from trt_lower.values.versions import own_version
 
 FORMAT = "trt_lower artifact"
@@ -33,6 +33,8 @@ SEPARATE = "separate_weights"
 MAX_RANK = 16
 MAX_DIM = 2**31 - 1
 MAX_CONDITIONS = 256
+# The most optimization profiles an engine input may list.
+MAX_PROFILES = 64
 _DTYPE = re.compile(r"[a-z][a-z0-9_]*")
 
 T = TypeVar("T")
@@ -145,21 +147,44 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def _range_to_json(shapes: ShapeRange) -> dict[str, Any]:
+    return {"min": list(shapes[0]), "opt": list(shapes[1]), "max": list(shapes[2])}
+
+
 def sig_to_json(sig: TensorSig) -> dict[str, Any]:
-    return {
+    data = {
         "name": sig.name,
         "source": sig.source,
         "dtype": dtype_name(sig.dtype),
-        "min": list(sig.min_shape),
-        "opt": list(sig.opt_shape),
-        "max": list(sig.max_shape),
+        **_range_to_json((sig.min_shape, sig.opt_shape, sig.max_shape)),
     }
+    if sig.profiles:  # an engine of several optimization profiles (older artifacts have one)
+        data["profiles"] = [_range_to_json(r) for r in sig.profiles]
+    return data
 
 
-def sig_from_json(data: Any, where: str) -> TensorSig:
+def _range(data: Any, where: str) -> ShapeRange:
     low, opt, high = (_shape(field(data, k, list, where), f"{where}.{k}") for k in ("min", "opt", "max"))
     if not len(low) == len(opt) == len(high) or not all(a <= b <= c for a, b, c in zip(low, opt, high)):
         raise FieldError(f"field '{where}': min {list(low)} <= opt {list(opt)} <= max {list(high)} does not hold")
+    return low, opt, high
+
+
+def _profiles(data: Any, outer: ShapeRange, where: str) -> tuple[ShapeRange, ...]:
+    """An input's range per optimization profile, each inside its overall range."""
+    if "profiles" not in data:
+        return ()
+    if len(need(data["profiles"], list, f"{where}.profiles")) > MAX_PROFILES:
+        raise FieldError(f"field '{where}.profiles' lists more than {MAX_PROFILES} profiles")
+    ranges = tuple(_range(item, at) for at, item in items(data, "profiles", where))
+    for k, (low, _, high) in enumerate(ranges):
+        if len(low) != len(outer[0]) or not all(a <= b <= c <= d for a, b, c, d in zip(outer[0], low, high, outer[2])):
+            raise FieldError(f"field '{where}.profiles[{k}]': {list(low)}..{list(high)} is outside the input's range")
+    return ranges
+
+
+def sig_from_json(data: Any, where: str) -> TensorSig:
+    low, opt, high = _range(data, where)
     return TensorSig(
         field(data, "name", str, where),
         field(data, "source", str, where),
@@ -167,11 +192,17 @@ def sig_from_json(data: Any, where: str) -> TensorSig:
         low,
         opt,
         high,
+        _profiles(data, (low, opt, high), where),
     )
 
 
 def sigs(data: Any, key: str, where: str) -> tuple[TensorSig, ...]:
-    return tuple(sig_from_json(item, at) for at, item in items(data, key, where))
+    """The signatures of data[key]; FieldError where its inputs disagree on how many optimization
+    profiles their engine has."""
+    found = tuple(sig_from_json(item, at) for at, item in items(data, key, where))
+    if len({len(s.ranges) for s in found}) > 1:
+        raise FieldError(f"field '{where}.{key}': its entries list different numbers of optimization profiles")
+    return found
 
 
 def report_from_json(data: dict[str, Any]) -> LoweringReport:

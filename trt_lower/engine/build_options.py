@@ -6,9 +6,10 @@ Plain data, importable without TensorRT: the cache key hashes it, the builder ap
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from trt_lower.values.settings import PRECISIONS, LoweringSettings
+from trt_lower.values.signature import TensorSig
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,12 @@ class InputProfile:
     min: tuple[int, ...]
     opt: tuple[int, ...]
     max: tuple[int, ...]
+
+
+def input_profiles(inputs: Sequence[TensorSig]) -> list[list[InputProfile]]:
+    """The engine's optimization profiles: per profile, each input's range in it."""
+    per_input = [[InputProfile(s.name, *r) for r in s.ranges] for s in inputs]
+    return [list(profile) for profile in zip(*per_input)] or [[]]
 
 
 @dataclass(frozen=True)

@@ -125,14 +125,18 @@ class EngineCache:
         self._refused: str | None = None  # the directory: nothing is read from it or written to it
         self._checked = False
 
-    def key(self, segment: OnnxSegment, profiles: Sequence[InputProfile], options: BuildOptions) -> Key:
-        """The entry of a segment built with `profiles` and `options`: hashes of those, of the
-        graph and of the weights' bytes (hashed where they lie, not serialized first)."""
+    def key(self, segment: OnnxSegment, profiles: Sequence[Sequence[InputProfile]], options: BuildOptions) -> Key:
+        """The entry of a segment built with `profiles` (per optimization profile, each input's
+        range) and `options`: hashes of those, of the graph and of the weights' bytes (hashed
+        where they lie, not serialized first)."""
+        # One profile hashes as its inputs' list, as before several were possible: existing
+        # entries stay valid.
+        ranges = [[asdict(p) for p in profile] for profile in profiles]
         build = {
             "format": FORMAT,
             "tensorrt": self.tensorrt_version,
             "device": self.device,
-            "profiles": [asdict(p) for p in profiles],
+            "profiles": ranges[0] if len(ranges) == 1 else ranges,
             "settings": options.as_dict(),  # the key's name is hashed into every entry
         }
         weights = Hashing()

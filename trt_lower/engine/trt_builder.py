@@ -1,4 +1,4 @@
-"""ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, one optimization profile.
+"""ONNX bytes -> serialized TensorRT plan: ONNX parser, builder config, its optimization profiles.
 
 Version branches (docs/tensorrt.md):
 - network flags: 8.6's ONNX parser needs an EXPLICIT_BATCH network; 10.x ignores the flag, so
@@ -136,9 +136,23 @@ def _tactic_sources(names: tuple[str, ...]) -> int:
     return mask
 
 
+def _add_profile(
+    builder: trt.Builder, config: trt.IBuilderConfig, ranges: Sequence[InputProfile], logger: TrtLogger
+) -> None:
+    """One optimization profile: each input's range in it (TensorRT numbers them in this order)."""
+    profile = builder.create_optimization_profile()
+    for p in ranges:
+        profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
+    if config.add_optimization_profile(profile) < 0:
+        raise BuildFailure(
+            logger.take_errors()
+            or f"TensorRT refused the optimization profile {[(p.name, p.min, p.max) for p in ranges]}"
+        )
+
+
 def build_plan(
     onnx_bytes: bytes,
-    profiles: Sequence[InputProfile],
+    profiles: Sequence[Sequence[InputProfile]],
     options: BuildOptions,
     timing_cache: bytes,
     *,
@@ -148,11 +162,11 @@ def build_plan(
     timing_cache_file: Path | None = None,
 ) -> tuple[bytes, bytes]:
     """The serialized engine, and the timing cache updated with this build's kernel timings;
-    `typed`: the ONNX holds types a 10.x network takes strongly typed only: bfloat16
-    (converters/passes/bfloat16.py: has_bfloat16), INT4 weights or FP8 (onnx_types.has_int4/has_fp8); `path`:
-    where the model was written, for a model whose weights are external data beside it; `name`: the
-    engine's, in the progress log; `timing_cache_file`: the timing_cache file `timing_cache` came
-    from, if it did."""
+    `profiles`: per optimization profile, each input's range; `typed`: the ONNX holds types a 10.x
+    network takes strongly typed only: bfloat16 (converters/passes/bfloat16.py: has_bfloat16), INT4
+    weights or FP8 (onnx_types.has_int4/has_fp8); `path`: where the model was written, for a model
+    whose weights are external data beside it; `name`: the engine's, in the progress log;
+    `timing_cache_file`: the timing_cache file `timing_cache` came from, if it did."""
     major, _ = parse_version(trt.__version__)
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
@@ -192,14 +206,8 @@ def build_plan(
     progress = build_progress.monitor(name)  # held until the build returns: TensorRT only borrows it
     if progress is not None:
         config.progress_monitor = progress
-    profile = builder.create_optimization_profile()
-    for p in profiles:
-        profile.set_shape(p.name, _dims(p.min), _dims(p.opt), _dims(p.max))
-    if config.add_optimization_profile(profile) < 0:
-        raise BuildFailure(
-            logger.take_errors()
-            or f"TensorRT refused the optimization profile {[(p.name, p.min, p.max) for p in profiles]}"
-        )
+    for ranges in profiles:
+        _add_profile(builder, config, ranges, logger)
 
     plan = builder.build_serialized_network(network, config)
     if plan is None:

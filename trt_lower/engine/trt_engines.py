@@ -16,7 +16,7 @@ from converters.passes.bfloat16 import has_bfloat16
 from converters.passes.onnx_types import has_fp8, has_int4
 from trt_lower.engine import timing_cache_file
 from trt_lower.engine.build_memory import peak_resident
-from trt_lower.engine.build_options import BuildOptions, InputProfile
+from trt_lower.engine.build_options import BuildOptions, InputProfile, input_profiles
 from trt_lower.engine.cache import EngineCache, Key, default_dir
 from trt_lower.engine.errors import EngineBuildError
 from trt_lower.engine.trt_builder import BuildFailure, build_plan
@@ -37,11 +37,11 @@ def _fallback(name: str, reason: str, nodes: Sequence[str], blamed: str | None =
 
 def _cache_entry(
     segment: OnnxSegment, inputs: tuple[TensorSig, ...], options: BuildOptions, cache_dir: Path | None
-) -> tuple[EngineCache, list[InputProfile], Key]:
-    """The engine cache, the segment's input profiles and its key there: the graph and the
+) -> tuple[EngineCache, list[list[InputProfile]], Key]:
+    """The engine cache, the segment's optimization profiles and its key there: the graph and the
     weights' bytes, hashed in place, with the profiles and build options."""
     cache = EngineCache(cache_dir or default_dir(), trt.__version__, devices.current().identity())
-    profiles = [InputProfile(s.name, s.min_shape, s.opt_shape, s.max_shape) for s in inputs]
+    profiles = input_profiles(inputs)
     return cache, profiles, cache.key(segment, profiles, options)
 
 
@@ -99,7 +99,7 @@ def _load_or_build(
     cache: EngineCache,
     key: Key,
     segment: OnnxSegment,
-    profiles: list[InputProfile],
+    profiles: list[list[InputProfile]],
     inputs: tuple[TensorSig, ...],
     outputs: tuple[TensorSig, ...],
     tuple_output: bool,
@@ -146,7 +146,7 @@ def _build_and_time(
     name: str,
     cache: EngineCache,
     segment: OnnxSegment,
-    profiles: list[InputProfile],
+    profiles: list[list[InputProfile]],
     options: BuildOptions,
     timing_cache: Path | None,
 ) -> bytes:
@@ -164,7 +164,7 @@ def _build_and_time(
 def _build(
     name: str,
     segment: OnnxSegment,
-    profiles: list[InputProfile],
+    profiles: list[list[InputProfile]],
     options: BuildOptions,
     timings: bytes,
     timing_cache: Path | None,

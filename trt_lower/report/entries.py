@@ -26,6 +26,9 @@ class EngineReport:
     int4_ops: dict[str, int] = field(default_factory=dict)
     # The layers that read dequantized FP8 (E4M3), by op: computed in FP8 on GPUs that have it.
     fp8_ops: dict[str, int] = field(default_factory=dict)
+    # Its optimization profiles (lower_to_trt's `profiles`): per profile, its dynamic inputs'
+    # ranges ("'x' (1..4, 8)"). Empty: one profile, the range input_shapes shows.
+    profiles: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Sequence
 import torch
 
 from trt_lower.runtime.module_call import direct_call
+from trt_lower.runtime.profiles import ProfileChoice
 from trt_lower.values.signature import InputCheck, TensorSig
 
 Outputs = torch.Tensor | tuple[torch.Tensor, ...]
@@ -38,6 +39,7 @@ class EngineModule(torch.nn.Module):
         self.device = device
         self.checked_upstream = False
         self.check = InputCheck(f"{name}: ", inputs, device)
+        self.profile = ProfileChoice(f"{name}: ", inputs)
 
     def forward(self, *tensors: torch.Tensor) -> Outputs:
         if self.checked_upstream:
@@ -58,4 +60,5 @@ class EngineModule(torch.nn.Module):
     def extra_repr(self) -> str:
         ins = ", ".join(f"{s.source}: {s.describe()}" for s in self.inputs)
         outs = ", ".join(f"{s.source}: {s.describe()}" for s in self.outputs)
-        return f"{self.name}, {self.describe_backend()}, ({ins}) -> ({outs})"
+        profiles = f", {len(self.profile.profiles)} profiles" if self.profile.several else ""
+        return f"{self.name}, {self.describe_backend()}{profiles}, ({ins}) -> ({outs})"

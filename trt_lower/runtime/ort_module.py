@@ -97,6 +97,8 @@ class OrtEngineModule(EngineModule):
         return "onnxruntime"
 
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
+        if self.profile.several:  # one session serves every profile: the choice only refuses
+            self.profile(tuple(t.shape for t in tensors))
         if self._in_casts:
             tensors = [t if cast is None else t.to(cast) for t, cast in zip(tensors, self._in_casts)]
         feeds = self._feeds(tensors) if self._fast else None

@@ -65,8 +65,9 @@ def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device: torch.device
 class _Binding:
     """An execution context and what was last set on it, so a call sets only what changed."""
 
-    def __init__(self, context: trt.IExecutionContext, inputs: int, outputs: int) -> None:
+    def __init__(self, context: trt.IExecutionContext, inputs: int, outputs: int, profile: int = 0) -> None:
         self.context = context
+        self.profile = profile  # the optimization profile the context runs on
         self.shapes: list[torch.Size | None] = [None] * inputs
         self.addresses = [0] * (inputs + outputs)
         self.graphs: OrderedDict[Shapes, _Graph] = OrderedDict()
@@ -178,14 +179,20 @@ class TRTEngineModule(EngineModule):
             got = TRT_TYPES.get(engine.get_tensor_dtype(sig.name).name)
             if got != sig.dtype and (got, sig.dtype) not in _NARROWED:
                 raise PlanLoadError(f"engine tensor '{sig.name}' is {got}, the segment's is {sig.dtype}")
-        # The signature check is the engine's: its profile must be the segment's shape range.
+        # The signature check is the engine's: its profiles must be the segment's shape ranges.
+        count = len(self.profile.profiles)
+        if self.inputs and engine.num_optimization_profiles != count:
+            raise PlanLoadError(
+                f"the engine has {engine.num_optimization_profiles} optimization profiles, the segment {count}"
+            )
         for sig in self.inputs:
-            low, _, high = (_shape(d) for d in engine.get_tensor_profile_shape(sig.name, 0))
-            if (low, high) != (sig.min_shape, sig.max_shape):
-                raise PlanLoadError(
-                    f"engine input '{sig.name}' has the profile {low}..{high}, the segment's "
-                    f"range is {sig.min_shape}..{sig.max_shape}"
-                )
+            for k, (sig_low, _, sig_high) in enumerate(sig.ranges):
+                low, _, high = (_shape(d) for d in engine.get_tensor_profile_shape(sig.name, k))
+                if (low, high) != (sig_low, sig_high):
+                    raise PlanLoadError(
+                        f"engine input '{sig.name}' has the profile {k} {low}..{high}, the segment's "
+                        f"range is {sig_low}..{sig_high}"
+                    )
         # Static outputs are allocated in the segment's shapes: TensorRT writes the engine's.
         for sig in self.outputs:
             shape = _shape(engine.get_tensor_shape(sig.name))
@@ -228,15 +235,26 @@ class TRTEngineModule(EngineModule):
         return context
 
     # -- calls --------------------------------------------------------------------------------
-    def _binding(self, stream: int) -> _Binding:
-        bindings: dict[int, _Binding] | None = getattr(self._local, "bindings", None)
+    def _binding(self, stream: int, profile: int) -> _Binding:
+        """This thread's context on `stream` for `profile`: one per profile in use, since a
+        context runs on one profile and switching it costs a synchronization and every input
+        shape set again."""
+        bindings: dict[tuple[int, int], _Binding] | None = getattr(self._local, "bindings", None)
         if bindings is None:
             bindings = self._local.bindings = {}
-        binding = bindings.get(stream)
+        binding = bindings.get((stream, profile))
         if binding is None:
             context = self._spare.pop() if self._spare else self._create_context()
-            binding = bindings[stream] = _Binding(context, len(self.inputs), len(self.outputs))
+            self._use_profile(context, profile, stream)
+            binding = bindings[stream, profile] = _Binding(context, len(self.inputs), len(self.outputs), profile)
         return binding
+
+    def _use_profile(self, context: trt.IExecutionContext, profile: int, stream: int) -> None:
+        """Put a new context on `profile` (contexts start on profile 0), on the stream it runs on."""
+        if profile and not context.set_optimization_profile_async(profile, stream):
+            raise RuntimeError(
+                f"{self.name}: TensorRT refused optimization profile {profile}: {LOGGER.take_errors() or 'no reason'}"
+            )
 
     def _engine_inputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """The inputs in the engine's dtypes, contiguous and aligned."""
@@ -325,21 +343,23 @@ class TRTEngineModule(EngineModule):
         if not context.execute_async_v3(stream):
             raise RuntimeError(f"{self.name}: TensorRT execution failed: {LOGGER.take_errors()}")
 
-    def _graph(self, binding: _Binding, args: Sequence[torch.Tensor]) -> _Graph:
+    def _graph(self, binding: _Binding, args: Sequence[torch.Tensor], stream: int) -> _Graph:
         """The CUDA graph for these input shapes, captured on the first call with them."""
         key = tuple(t.shape for t in args)
         graph = binding.graphs.get(key)
         if graph is not None:
             binding.graphs.move_to_end(key)
             return graph
-        graph = binding.graphs[key] = self._capture(binding, args)
+        graph = binding.graphs[key] = self._capture(binding, args, stream)
         if len(binding.graphs) > MAX_GRAPHS:
             binding.graphs.popitem(last=False)
         return graph
 
-    def _capture(self, binding: _Binding, args: Sequence[torch.Tensor]) -> _Graph:
+    def _capture(self, binding: _Binding, args: Sequence[torch.Tensor], stream: int) -> _Graph:
         try:
-            own = _Binding(self._graph_context(binding), len(self.inputs), len(self.outputs))
+            context = self._graph_context(binding)
+            self._use_profile(context, binding.profile, stream)
+            own = _Binding(context, len(self.inputs), len(self.outputs), binding.profile)
         except RuntimeError as e:  # no memory for one more context: these shapes run without a graph
             log.warning(
                 "trt_lower: %s: no CUDA graph for input shapes %s: %s", self.name, [tuple(t.shape) for t in args], e
@@ -371,10 +391,11 @@ class TRTEngineModule(EngineModule):
     def run(self, tensors: Sequence[torch.Tensor]) -> Outputs:
         args = self._engine_inputs(tensors)
         graph = None
+        profile = self.profile(tuple(t.shape for t in args)) if self.profile.several else 0
         with self._device.stream(self.device) as stream:
-            binding = self._binding(stream)
+            binding = self._binding(stream, profile)
             if self.cuda_graphs:
-                graph = self._graph(binding, args)
+                graph = self._graph(binding, args, stream)
             if graph is not None and graph.replay is not None:
                 for static, t in zip(graph.inputs, args):
                     static.copy_(t)

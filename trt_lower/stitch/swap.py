@@ -15,6 +15,7 @@ from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.ranges import SymbolRanges, signature_of
 from trt_lower.values.segment import Engine
 from trt_lower.values.settings import LoweringSettings
+from trt_lower.values.signature import describe_profiles
 
 
 def _guard_inputs(gm: torch.fx.GraphModule, symbols: SymbolRanges, conditions: tuple[str, ...]) -> None:
@@ -47,6 +48,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         fused_ops=engine.segment.fused_ops,
         int4_ops=dict(engine.segment.int4_ops),
         fp8_ops=dict(engine.segment.fp8_ops),
+        profiles=describe_profiles(engine.segment.inputs),
     )
 
 

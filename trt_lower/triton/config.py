@@ -40,6 +40,9 @@ class ModelConfig:
     # compute capability ("8.0") -> plan file, for tensorrt_plan.
     cc_model_filenames: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, str] = field(default_factory=dict)
+    # A tensorrt_plan engine's optimization profiles: Triton's TensorRT backend uses profile 0
+    # alone unless the instance group lists them, then picks one per request's shapes.
+    profiles: int = 1
 
     def _tensor(self, t: TritonTensor) -> str:
         dtype = DATA_TYPES.get(t.dtype)
@@ -61,7 +64,7 @@ class ModelConfig:
             f"max_batch_size: {self.max_batch_size}",
             "input [\n" + ",\n".join(self._tensor(t) for t in sig.inputs) + "\n]",
             "output [\n" + ",\n".join(self._tensor(t) for t in sig.outputs) + "\n]",
-            f"instance_group [ {{ kind: {self.kind} count: {self.instances} }} ]",
+            f"instance_group [ {{ kind: {self.kind} count: {self.instances}{self._profiles()} }} ]",
         ]
         if self.dynamic_batching and self.max_batch_size > 0:
             lines.append(f"dynamic_batching {{ max_queue_delay_microseconds: {MAX_QUEUE_DELAY_US} }}")
@@ -74,6 +77,11 @@ class ModelConfig:
             for k, v in self.parameters.items()
         ]
         return "\n".join(lines) + "\n"
+
+    def _profiles(self) -> str:
+        if self.platform != "tensorrt_plan" or self.profiles < 2:
+            return ""
+        return " profile: [ " + ", ".join(f'"{k}"' for k in range(self.profiles)) + " ]"
 
 
 # Every byte of a UTF-8 name outside printable ASCII, and the quote and backslash, as an octal

@@ -18,12 +18,13 @@ import trt_lower
 from converters.core.segment import OnnxSegment
 from splitter.index_check import check_indices
 from trt_lower.runtime.guard import InputGuard
+from trt_lower.runtime.profiles import ProfileChoice
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.generation import KIND, causal_lm_step, generation_signature
 from trt_lower.triton.signature import ModelSignature, signature
 from trt_lower.values import device as devices
-from trt_lower.values.signature import EngineInputError, TensorSig
+from trt_lower.values.signature import EngineInputError, TensorSig, describe_profiles
 
 if TYPE_CHECKING:
     from trt_lower.llm import LoweredCausalLM
@@ -90,6 +91,7 @@ def export_model_repository(
     guard = _guard(lowered)
     sig = signature(lowered, guard.inputs, _device(lowered))
     _check_batching(sig, max_batch_size, guard)
+    _check_profiles(lowered, max_batch_size, dynamic_batching)
     engine = single_engine(lowered, sig)
     chosen, reason = _choose(platform, lowered, engine, scalar=_scalar(sig) if max_batch_size == 0 else "")
     model_dir = Path(repo_dir) / name
@@ -103,6 +105,7 @@ def export_model_repository(
         instances=instances,
         kind="KIND_GPU" if lowered.report.backend == "tensorrt" else "KIND_CPU",
         dynamic_batching=dynamic_batching,
+        profiles=len(profile_choices(lowered)[0].profiles) if chosen == "tensorrt_plan" else 1,
     )
     if chosen == "python":
         _write_python(artifact_or_lowered, files, config)
@@ -217,6 +220,35 @@ def _check_batching(sig: ModelSignature, max_batch_size: int, guard: InputGuard)
                 guard.conditions([torch.empty(shape, device="meta") for shape in shapes])
             except EngineInputError as e:
                 raise ValueError(f"max_batch_size={max_batch_size}: Triton may send a batch of {batch}, and {e}") from e
+
+
+def profile_choices(lowered: LoweredModule) -> list[ProfileChoice]:
+    """How each engine of `lowered` picks its optimization profile, in graph order."""
+    choices = (getattr(m, "profile", None) for m in lowered.modules())
+    return [c for c in choices if isinstance(c, ProfileChoice)]
+
+
+def _outside_profiles(choice: ProfileChoice, batch: int) -> bool:
+    """Whether no profile's dim 0 holds `batch` on every input whose dim 0 varies."""
+    varying = [i for i, s in enumerate(choice.sigs) if s.min_shape and s.min_shape[0] != s.max_shape[0]]
+    return bool(varying) and not any(all(p[i][0][0] <= batch <= p[i][2][0] for i in varying) for p in choice.profiles)
+
+
+def _check_profiles(lowered: LoweredModule, max_batch_size: int, dynamic_batching: bool) -> None:
+    """Triton's dynamic batcher merges requests into any batch up to max_batch_size: refused where
+    an engine's optimization profiles leave some out (the merged batch would fail)."""
+    if not dynamic_batching or max_batch_size == 0:
+        return
+    for choice in profile_choices(lowered):
+        gaps = [b for b in range(1, max_batch_size + 1) if _outside_profiles(choice, b)]
+        if gaps:
+            engine, ranges = choice.where.removesuffix(": "), "; ".join(describe_profiles(choice.sigs))
+            raise ValueError(
+                f"dynamic_batching=True: Triton's batcher may merge requests into a batch of {gaps[0]}, which no "
+                f"optimization profile of {engine} holds ({ranges}); "
+                "export with dynamic_batching=False (each request runs at its own batch size), or lower with "
+                "profiles that cover 1..max_batch_size"
+            )
 
 
 def single_engine(lowered: LoweredModule, sig: ModelSignature) -> SingleEngine | str:

@@ -4,13 +4,13 @@ resulting TensorSig)."""
 
 from __future__ import annotations
 
-from typing import Mapping, TypeVar
+from typing import Mapping, Sequence, TypeVar
 
 import sympy
 import torch
 from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-from trt_lower.values.signature import TensorSig
+from trt_lower.values.signature import ShapeRange, TensorSig
 
 T = TypeVar("T")
 
@@ -23,6 +23,19 @@ def int_bound(bound: object, default: T) -> int | T:
 
 # Each shape symbol of the captured graph (one per dynamic input dim) -> its (min, opt, max).
 SymbolRanges = Mapping[sympy.Symbol, tuple[int, int, int]]
+
+
+def profile_within(where: str, profile: SymbolRanges, symbols: SymbolRanges) -> SymbolRanges:
+    """A profile's symbol ranges cut to the captured ones (torch may have narrowed a range the
+    inputs declared); ValueError naming the profile where nothing of one is left."""
+    cut: dict[sympy.Symbol, tuple[int, int, int]] = {}
+    for symbol, (low, opt, high) in symbols.items():
+        lo, best, hi = profile.get(symbol, (low, opt, high))
+        lo, hi = max(lo, low), min(hi, high)
+        if lo > hi:
+            raise ValueError(f"{where}: the graph is valid for {symbol} in {low}..{high} only, the profile is outside")
+        cut[symbol] = (lo, min(max(best, lo), hi), hi)
+    return cut
 
 
 # A data-dependent dim whose upper bound torch could not prove: TensorRT's largest dim.
@@ -65,9 +78,27 @@ def _dim_range(dim: int | torch.SymInt, symbols: SymbolRanges) -> tuple[int, int
     return low, min(max(opt, low), high), high
 
 
-def signature_of(name: str, node: torch.fx.Node, symbols: SymbolRanges = {}) -> TensorSig:
+def _shape_range(shape: Sequence[int | torch.SymInt], symbols: SymbolRanges) -> ShapeRange:
+    ranges = [_dim_range(d, symbols) for d in shape]
+    low, opt, high = (tuple(r[k] for r in ranges) for k in range(3))
+    return low, opt, high
+
+
+def merged_profiles(sigs: tuple[TensorSig, ...]) -> tuple[TensorSig, ...]:
+    """An engine's input signatures, with one profile where each input's range is the same in
+    every profile (the dims that tell the profiles apart end before the engine): that range,
+    without n copies of it for TensorRT to build and the runtime to choose among."""
+    if any(len(set(s.profiles)) > 1 for s in sigs):
+        return sigs
+    return tuple(TensorSig(s.name, s.source, s.dtype, *s.ranges[0]) for s in sigs)
+
+
+def signature_of(
+    name: str, node: torch.fx.Node, symbols: SymbolRanges = {}, profiles: Sequence[SymbolRanges] = ()
+) -> TensorSig:
     """The signature of engine input or output `name` that stands for `node`, its dims ranged over
-    the shape symbols' ranges."""
+    the shape symbols' ranges, and over each profile's ranges of them (an engine built with several
+    optimization profiles, values/profiles.py)."""
     val = node.meta["val"]
-    ranges = [_dim_range(d, symbols) for d in val.shape]
-    return TensorSig(name, node.name, val.dtype, *(tuple(r[k] for r in ranges) for k in range(3)))
+    own = tuple(_shape_range(val.shape, p) for p in profiles)
+    return TensorSig(name, node.name, val.dtype, *_shape_range(val.shape, symbols), profiles=own)

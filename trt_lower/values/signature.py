@@ -9,6 +9,15 @@ import torch
 
 from converters.core.errors import TrtLowerError
 
+# One input's (min, opt, max) shapes in one optimization profile.
+ShapeRange = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def describe_range(low: Sequence[int], high: Sequence[int]) -> str:
+    """`(1..4, 3)`: each dim's size, or its range where it varies."""
+    dims = [str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in zip(low, high)]
+    return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+
 
 @dataclass(frozen=True)
 class TensorSig:
@@ -21,6 +30,14 @@ class TensorSig:
     min_shape: tuple[int, ...]
     opt_shape: tuple[int, ...]
     max_shape: tuple[int, ...]
+    # An engine input of an engine with several optimization profiles: its (min, opt, max) in each
+    # (lower_to_trt's `profiles`); empty for one profile, the range above.
+    profiles: tuple[ShapeRange, ...] = ()
+
+    @property
+    def ranges(self) -> tuple[ShapeRange, ...]:
+        """Its (min, opt, max) per optimization profile of its engine."""
+        return self.profiles or ((self.min_shape, self.opt_shape, self.max_shape),)
 
     @property
     def is_static(self) -> bool:
@@ -37,9 +54,19 @@ class TensorSig:
         )
 
     def describe(self) -> str:
-        dims = [str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in zip(self.min_shape, self.max_shape)]
-        comma = "," if len(dims) == 1 else ""
-        return f"({', '.join(dims)}{comma}) {str(self.dtype).removeprefix('torch.')}"
+        return f"{describe_range(self.min_shape, self.max_shape)} {str(self.dtype).removeprefix('torch.')}"
+
+
+def describe_profiles(sigs: Sequence[TensorSig]) -> list[str]:
+    """Per optimization profile of the engine whose inputs these are, its dynamic inputs' ranges:
+    "'x' (1..4, 8)"; [] for an engine of one profile."""
+    if not any(s.profiles for s in sigs):
+        return []
+    dynamic = [s for s in sigs if not s.is_static]
+    return [
+        ", ".join(f"'{s.source}' {describe_range(s.ranges[k][0], s.ranges[k][2])}" for s in dynamic)
+        for k in range(len(sigs[0].ranges))
+    ]
 
 
 class EngineInputError(TrtLowerError, ValueError):
