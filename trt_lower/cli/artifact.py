@@ -13,6 +13,7 @@ import torch
 
 import trt_lower
 from trt_lower.benchmarking import models as demo_models
+from trt_lower.cli import distributed as cli_distributed
 from trt_lower.cli.arguments import input_file, output_file
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.deploy import artifact, signing
@@ -159,6 +160,11 @@ def example_inputs(lowered: trt_lower.LoweredModule) -> list[torch.Tensor]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with cli_distributed.joined(args):  # under torchrun: this rank of its job
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     lowered = trt_lower.load(args.file, backend=args.backend)
     print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
@@ -214,7 +220,8 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(command_fn=info)
 
     p = sub.add_parser("run", help="load an artifact, run it on random inputs of its shapes, print latency")
-    p.add_argument("file", type=input_file)
+    p.add_argument("file", type=cli_distributed.rank_file, help="`{rank}` in it: torchrun's RANK")
+    cli_distributed.add_arguments(p)
     p.add_argument("--backend", default="auto", choices=BACKENDS)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
