@@ -167,3 +167,20 @@ def test_the_file_records_rank_world_size_backend_and_group(
         "backend": "gloo",
         "groups": [{"name": "0", "ranks": [0]}],
     }
+
+
+# -- Triton: a stated limit --------------------------------------------------------------------
+def test_triton_export_of_one_rank_is_refused_by_name(
+    world_of_one: tuple[Path, torch.Tensor, torch.Tensor], tmp_path: Path
+) -> None:
+    from trt_lower.triton import export_model_repository
+
+    path = world_of_one[0]
+    with pytest.raises(
+        trt_lower.ArtifactError, match=r"model.trtl: .*multi-rank model through Triton is not supported"
+    ):
+        export_model_repository(path, tmp_path / "repo", "sharded")
+    loaded = trt_lower.load(path, backend="onnxruntime")
+    with pytest.raises(trt_lower.ArtifactError, match=r"node 'all_reduce' \(_c10d_functional.all_reduce.default\): "):
+        export_model_repository(loaded, tmp_path / "repo", "sharded")
+    assert not (tmp_path / "repo").exists()

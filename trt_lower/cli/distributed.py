@@ -12,9 +12,6 @@ from typing import Any, Iterator
 
 from trt_lower.cli.arguments import input_file
 
-# The default of --collective-timeout: torch's own for gloo and NCCL (30 minutes).
-DEFAULT_TIMEOUT_S = 1800.0
-
 
 def _world_size() -> int:
     text = os.environ.get("WORLD_SIZE", "1")
@@ -32,9 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--collective-timeout",
         type=float,
-        default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help="under torchrun: how long a collective waits for the other ranks before failing (default: 1800)",
+        help="under torchrun: how long a collective waits for the other ranks before failing "
+        "(default: torch.distributed's, 30 minutes on gloo, 10 on NCCL)",
     )
 
 
@@ -48,7 +45,9 @@ def joined(args: argparse.Namespace) -> Iterator[None]:
     import torch
     import torch.distributed as dist
 
-    options: dict[str, Any] = {"timeout": datetime.timedelta(seconds=args.collective_timeout)}
+    options: dict[str, Any] = {}
+    if args.collective_timeout is not None:
+        options["timeout"] = datetime.timedelta(seconds=args.collective_timeout)
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", **options)

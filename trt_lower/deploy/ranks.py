@@ -33,8 +33,13 @@ class RankMismatchError(ArtifactError):
     current one."""
 
 
+def collective(node: torch.fx.Node) -> bool:
+    """Whether `node` calls one of the collectives an artifact holds."""
+    return node.op == "call_function" and str(node.target) in COLLECTIVES
+
+
 def _collectives(graph: torch.fx.Graph) -> list[torch.fx.Node]:
-    return [n for n in graph.nodes if n.op == "call_function" and str(n.target) in COLLECTIVES]
+    return [n for n in graph.nodes if collective(n)]
 
 
 def _names(node: torch.fx.Node) -> list[str]:
