@@ -53,7 +53,10 @@ def _lowered(rank: int) -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]
 
 
 def save(folder: Path) -> None:
-    """Lower on this rank, save `model.rank{rank}.trtl` and the rank's input and eager output."""
+    """Lower on this rank, save `model.rank{rank}.trtl` and the rank's input and eager output;
+    once the job is over, the module no longer saves (it records the rank it is of)."""
+    import torch.distributed as dist
+
     import trt_lower
 
     rank = _join()
@@ -62,18 +65,27 @@ def save(folder: Path) -> None:
         torch.testing.assert_close(lowered(x), model(x))
         torch.save({"x": x, "y": model(x)}, folder / f"io.rank{rank}.pt")
     trt_lower.save(lowered, folder / FILE)
+    dist.destroy_process_group()
+    try:
+        trt_lower.save(lowered, folder / "late.trtl")
+    except trt_lower.ArtifactError as e:
+        assert "node 'all_reduce' (_c10d_functional.all_reduce.default) runs over process group '0'" in str(e), e
+    else:
+        raise AssertionError("saved a rank's module outside its job")
     print(f"ok saved rank {rank}")
 
 
 def load(folder: Path) -> None:
-    """In a fresh process: the rank's own file matches eager; the other rank's is refused by name."""
+    """In a fresh process: the rank's own file matches eager; the next rank's is refused by name."""
+    import torch.distributed as dist
+
     import trt_lower
 
     rank = _join()
     lowered = trt_lower.load(folder / FILE, backend="onnxruntime")
     io = torch.load(folder / f"io.rank{rank}.pt")
     torch.testing.assert_close(lowered(io["x"]), io["y"])
-    other = (rank + 1) % 2
+    other = (rank + 1) % dist.get_world_size()
     try:
         trt_lower.load(folder / f"model.rank{other}.trtl", backend="onnxruntime")
     except trt_lower.RankMismatchError as e:

@@ -32,6 +32,12 @@ def test_per_rank_files_round_trip_in_fresh_processes_and_refuse_another_rank(sa
     assert outputs == ["ok loaded rank 0\n", "ok loaded rank 1\n"], outputs
 
 
+def test_four_ranks_round_trip(tmp_path: Path) -> None:
+    saved = launch("save", tmp_path, 4)
+    assert all(out.startswith("ok saved") for out in saved), saved
+    assert launch("load", tmp_path, 4) == [f"ok loaded rank {rank}\n" for rank in range(4)]
+
+
 def test_a_job_of_another_size_is_refused(saved: Path) -> None:
     (output,) = launch("alone", saved, 1)
     assert output == "ok refused\n", output
@@ -65,10 +71,9 @@ def test_trt_lower_run_under_torchrun_loads_each_ranks_file(saved: Path) -> None
 def world_of_one(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, torch.Tensor, torch.Tensor]]:
     """A gloo job of this process alone, and a file saved in it, its input and eager output."""
     import torch.distributed as dist
+    from torch._C._distributed_c10d import HashStore
 
-    dist.init_process_group(
-        "gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=datetime.timedelta(seconds=60)
-    )
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
     try:
         torch.manual_seed(0)
         model, x = RowParallel().eval(), torch.randn(2, 8)

@@ -242,7 +242,6 @@ def _write_members(lowered: LoweredModule, out: Writer, separate: Separated | No
         "engines": engines,
         "user_converters": user_ops(op for engine in lowered.report.engines for op in engine.ops),
         **({"extra": lowered.extra} if lowered.extra is not None else {}),
-        **({ranks.DISTRIBUTED: distributed} if (distributed := ranks.record(lowered.graph)) else {}),
         "probe": artifact_probe.write(lowered, out.add),  # verify hook: deploy/probe.py
     }
 
@@ -284,6 +283,7 @@ def save(
         tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
     except graph_json.GraphFormatError as e:
         raise ArtifactError(f"cannot save this module: {e}") from None
+    distributed = ranks.record(lowered.graph)  # one rank's module: refused outside its job, before writing
     with atomic_file(Path(path), private=False) as file:
         out = Writer(file)
         try:
@@ -294,6 +294,8 @@ def save(
             manifest[SEPARATE] = separate.record([out.zip.read(e["onnx"]) for e in manifest["engines"]])
             signed_weights.record(manifest[SEPARATE], separate.tensors)  # what a signature covers
             separate.write(weights_path(path), manifest[SEPARATE])
+        if distributed is not None:
+            manifest[ranks.DISTRIBUTED] = distributed
         out.close(manifest)
         if key is not None:  # the finished file signed before it is renamed into place
             signing.sign(file, key)

@@ -72,11 +72,17 @@ def record(graph: torch.fx.Graph) -> dict[str, Any] | None:
     import torch.distributed as dist
     from torch._C._distributed_c10d import _resolve_process_group
 
-    rank, world = _world()
     groups: dict[str, list[int]] = {}
     for node in nodes:
         name = _group(node)
-        ranks = dist.get_process_group_ranks(_resolve_process_group(name))
+        try:
+            rank, world = _world()
+            ranks = dist.get_process_group_ranks(_resolve_process_group(name))
+        except (LookupError, RuntimeError) as e:  # no process group, or not this one any more
+            raise ArtifactError(
+                f"cannot save this module: node '{node.name}' ({node.target}) runs over process group "
+                f"'{name}' ({e}); save it on its rank, while the group it was lowered in exists"
+            ) from None
         if ranks != list(range(world)):
             raise ArtifactError(
                 f"cannot save this module: node '{node.name}' ({node.target}) runs over process group "
