@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,16 +25,18 @@ FILE = "model.rank{rank}.trtl"
 
 
 class RowParallel(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, group: Any = None) -> None:
         super().__init__()
         self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+        self.group = group  # the process group of the all_reduce (None: the world)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         import torch.distributed as dist
         import torch.distributed._functional_collectives as fc
 
-        assert dist.group.WORLD is not None  # the worker joined its job
-        y = fc.all_reduce(torch.relu(self.a(x)), "sum", dist.group.WORLD)
+        group = self.group or dist.group.WORLD
+        assert group is not None  # the worker joined its job
+        y = fc.all_reduce(torch.relu(self.a(x)), "sum", group)
         return torch.relu(self.b(y))
 
 
@@ -109,6 +112,26 @@ def alone(folder: Path) -> None:
     print("ok refused")
 
 
+def part(folder: Path) -> None:
+    """A module whose all_reduce runs over a part of the world (one rank's group) is not saved."""
+    import torch.distributed as dist
+
+    import trt_lower
+
+    rank = _join()
+    own = [dist.new_group([r]) for r in range(dist.get_world_size())][rank]
+    model, x = RowParallel(own).eval(), torch.randn(2, 8)
+    lowered = trt_lower.lower_to_trt(model, (x,), min_block_size=1, backend="onnxruntime")
+    try:
+        trt_lower.save(lowered, folder / FILE)
+    except trt_lower.ArtifactError as e:
+        assert f"of ranks [{rank}], a part of the world of 2" in str(e), e
+    else:
+        raise AssertionError("saved a collective over a part of the world")
+    assert not list(folder.glob("*.trtl"))
+    print("ok refused")
+
+
 def die(folder: Path, stall: bool) -> None:
     """Rank 1 leaves before the forward's collective (exits, or stalls past the timeout); rank 0
     ends with CollectiveError naming the node."""
@@ -177,4 +200,4 @@ if __name__ == "__main__":
     if mode in ("die", "stall"):
         die(folder, stall=mode == "stall")
     else:
-        {"save": save, "load": load, "alone": alone}[mode](folder)
+        {"save": save, "load": load, "alone": alone, "part": part}[mode](folder)

@@ -38,6 +38,10 @@ def test_four_ranks_round_trip(tmp_path: Path) -> None:
     assert launch("load", tmp_path, 4) == [f"ok loaded rank {rank}\n" for rank in range(4)]
 
 
+def test_a_collective_over_a_part_of_the_world_is_not_saved(tmp_path: Path) -> None:
+    assert launch("part", tmp_path, 2) == ["ok refused\n", "ok refused\n"]
+
+
 def test_a_job_of_another_size_is_refused(saved: Path) -> None:
     (output,) = launch("alone", saved, 1)
     assert output == "ok refused\n", output
