@@ -49,6 +49,8 @@ RANK = {
     "quantization": 6,
     "trt_lower": 7,
     "refit": 7,
+    # distributed: lowering a tensor-parallel model (over the API and trt_lower.llm's generation).
+    "distributed": 7,
     "testing": 8,
     "triton": 8,
     "cli": 9,

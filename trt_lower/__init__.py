@@ -23,9 +23,11 @@ _PUBLIC = {
     "ArtifactError": "trt_lower.deploy.artifact",
     "BenchmarkResult": "trt_lower.benchmarking.measure",
     "CaptureError": "trt_lower.capture.aten_graph",
+    "CollectiveError": "trt_lower.runtime.collectives",
     "EngineBuildError": "trt_lower.engine.errors",
     "EngineInputError": "trt_lower.values.signature",
     "LoweredModule": "trt_lower.stitch.lowered",
+    "RankMismatchError": "trt_lower.deploy.ranks",
     "LoweringReport": "trt_lower.report.report",
     "Profile": "trt_lower.profile.profile",
     "ProfileError": "trt_lower.profile.measure",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
     from trt_lower.deploy.artifact import ArtifactError as ArtifactError
     from trt_lower.deploy.artifact import load as load
     from trt_lower.deploy.artifact import save as save
+    from trt_lower.deploy.ranks import RankMismatchError as RankMismatchError
     from trt_lower.engine.errors import EngineBuildError as EngineBuildError
     from trt_lower.engine.errors import TimingCacheError as TimingCacheError
     from trt_lower.llm.generation import GenerationLimitError as GenerationLimitError
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
     from trt_lower.quantization.quantizer import CalibrationError as CalibrationError
     from trt_lower.refit.errors import WeightUpdateError as WeightUpdateError
     from trt_lower.report.report import LoweringReport as LoweringReport
+    from trt_lower.runtime.collectives import CollectiveError as CollectiveError
     from trt_lower.runtime.inputs import InputStructureError as InputStructureError
     from trt_lower.stitch.lowered import LoweredModule as LoweredModule
     from trt_lower.testing import LoweredMismatch as LoweredMismatch

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from trt_lower.benchmarking import models as demo_models
+from trt_lower.cli import distributed as cli_distributed
 from trt_lower.cli import inputs as cli_inputs
 from trt_lower.cli.arguments import add_timing, add_trusted_key, input_file, output_file
 from trt_lower.cli.dispatch import UsageError
@@ -153,6 +154,11 @@ def example_inputs(lowered: trt_lower.LoweredModule) -> list[torch.Tensor]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with cli_distributed.joined(args):  # under torchrun: this rank of its job
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import trt_lower
     from trt_lower.deploy import artifact
     from trt_lower.runtime.guard import InputGuard
@@ -250,7 +256,12 @@ def add_info_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
+    p.add_argument(
+        "file",
+        type=cli_distributed.rank_file,
+        help="artifact written by trt_lower.save; `{rank}` in it: torchrun's RANK",
+    )
+    cli_distributed.add_arguments(p)
     p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
     add_trusted_key(p)
     add_timing(p, iterations=20, warmup=3)

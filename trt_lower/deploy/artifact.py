@@ -45,7 +45,7 @@ from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
 from trt_lower import lowering_options
-from trt_lower.deploy import graph_json, onnx_members, separate_weights, signed_weights, signing, tensor_names
+from trt_lower.deploy import graph_json, onnx_members, ranks, separate_weights, signed_weights, signing, tensor_names
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import probe as artifact_probe
 from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container, open_file
@@ -282,7 +282,12 @@ def save(
     the weights go to `<path stem>.safetensors` beside it; load(path, weights=...) takes that file
     or another one saved for the same architecture (deploy/separate_weights.py, docs/refit.md).
     sign_with: an Ed25519 private key (or the PEM file of one) to sign the file with
-    (deploy/signing.py)."""
+    (deploy/signing.py).
+
+    A module whose graph calls torch.distributed's collectives is one rank's: the file records
+    the rank, world size, backend and process group, and loads only on that rank of a job of the
+    same size; `{rank}` in `path` is replaced by the rank (deploy/ranks.py, docs/distributed.md)."""
+    path = ranks.expand(path)
     key = None if sign_with is None else signing.private_key(sign_with)  # a bad key fails first
     lowered = getattr(lowered, "lowered_module", lowered)
     if not isinstance(lowered, LoweredModule):
@@ -296,6 +301,7 @@ def save(
         tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
     except graph_json.GraphFormatError as e:
         raise ArtifactError(f"cannot save this module: {e}") from None
+    distributed = ranks.record(lowered.graph)  # one rank's module: refused outside its job, before writing
     with atomic_file(Path(path), private=False) as file:
         out = Writer(file)
         try:
@@ -306,6 +312,8 @@ def save(
             manifest[SEPARATE] = separate.record([out.zip.read(e["onnx"]) for e in manifest["engines"]])
             signed_weights.record(manifest[SEPARATE], separate.tensors)  # what a signature covers
             separate.write(weights_path(path), manifest[SEPARATE])
+        if distributed is not None:
+            manifest[ranks.DISTRIBUTED] = distributed
         out.close(manifest)
         if key is not None:  # the finished file signed before it is renamed into place
             signing.sign(file, key)
@@ -555,8 +563,11 @@ def load(
     keys, or the model's own `state_dict()`) to run it with. trusted_keys: Ed25519 public keys (or
     their PEM files); when given, or when $TRT_LOWER_TRUSTED_KEYS lists some, a file not signed by
     one of them is refused, and so are weights other than those a weights="separate" file was
-    signed with (deploy/signing.py)."""
+    signed with (deploy/signing.py). A file saved on one rank of a torch.distributed job loads on
+    that rank of a job of the same size only (RankMismatchError otherwise); `{rank}` in `path` is
+    replaced by this process's rank (docs/distributed.md)."""
     start = time.perf_counter()
+    path = ranks.expand(path)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     required = signing.trusted(trusted_keys)
@@ -587,6 +598,7 @@ def _load(
         saved = _settings(manifest.get("settings"), cache_dir)
         _check_user_converters(container, manifest.get("user_converters", []))
         report = report_from_json(manifest["report"])
+        groups = ranks.check(manifest, container.path)
     resolved = _resolve_backend(backend, saved.trt_version)
     # The eager nodes run where the engines do (weights and CUDA device arguments included).
     where = devices.current().torch_device() if resolved == "tensorrt" else torch.device("cpu")
@@ -605,6 +617,7 @@ def _load(
         plans = [_plans_of(container, entry, at) for at, entry in entries]
         guard = _guard(manifest)
         graph = graph_json.graph_from_json(manifest["graph"], {*(s.name for s in segments), GUARD}, set(eager), where)
+        ranks.bind(graph, groups)
         input_dims = schema.need(manifest["input_dims"], list, "input_dims")
         extra = schema.need(manifest.get("extra", {}), dict, "extra") if manifest.get("extra") is not None else None
         # Artifacts older than the probe have none (deploy/probe.py).

@@ -6,6 +6,8 @@ bounds on a large index, and `empty`, which returns whatever memory held before)
 - the ATen operators of `_SAFE` (safe_ops.py), kernels that check their indices, plus every
   elementwise (`pointwise`-tagged) public ATen operator: its output is its inputs' broadcast;
 - the size and assertion operators torch.export leaves in a graph;
+- torch.distributed's functional collectives of `COLLECTIVES` (safe_ops.py), their group bound
+  on load to the current job's, never the file's (ranks.py);
 - the user's own operators (defined in Python with torch.library by code imported before loading:
   the user's code, trusted as their converters are) and torch's quantize/dequantize operators.
 Arguments the kernel trusts are checked before the call, on the literal values in the file: no
@@ -28,7 +30,7 @@ from typing import Any, Callable
 import torch
 from torch._C import ListType, OptionalType
 
-from trt_lower.deploy.safe_ops import CHECKS, MODES, PADDINGS, SAFE, SIZES, ZERO_FILLED
+from trt_lower.deploy.safe_ops import CHECKS, COLLECTIVES, MODES, PADDINGS, REDUCE_OPS, SAFE, SIZES, ZERO_FILLED
 
 # Per call: the most elements a size given in the file may make (1 GiB of float32), and the
 # largest padding it may add to a dim.
@@ -57,6 +59,8 @@ _PLAIN = frozenset(
         "SymFloatType",
     }
 )
+# A collective's string arguments: its reduction, and its group (schema type Any), a name.
+_COLLECTIVE_STRINGS = frozenset({"reduce_op", "group_name"})
 _NUMBERS = frozenset({"IntType", "SymIntType", "FloatType", "BoolType", "NumberType", "ComplexType"})
 # Enums, which torch's schema types name rather than class.
 _ENUMS = frozenset({"ScalarType", "Layout", "MemoryFormat"})
@@ -103,11 +107,11 @@ def _scalar(op: torch._ops.OpOverload) -> bool:
 
 def _known(op: torch._ops.OpOverload) -> bool:
     """Whether `op`'s kernel is known safe on what a file can pass (before its schema is looked at)."""
-    listed = _packet(op) in SAFE or str(op) in CHECKS or str(op) in ZERO_FILLED
+    listed = _packet(op) in SAFE or str(op) in CHECKS or str(op) in ZERO_FILLED or str(op) in COLLECTIVES
     if op.namespace == "aten":
         public = not op._schema.name.partition("::")[2].startswith("_")
         return listed or public and (torch.Tag.pointwise in op.tags or _scalar(op))
-    if op.namespace in _TORCH_NAMESPACES:
+    if op.namespace in _TORCH_NAMESPACES or str(op) in COLLECTIVES:
         return listed
     return op._schema.name in torch.library._defs or op.namespace in _QUANTIZE
 
@@ -125,6 +129,8 @@ def refusal(op: torch._ops.OpOverload) -> str | None:
         kind = argument.real_type
         if _string(kind) and argument.name in _MODE_STRINGS or _plain(kind):
             continue
+        if str(op) in COLLECTIVES and argument.name in _COLLECTIVE_STRINGS:
+            continue  # checked per call (argument_refusal), the group bound on load (ranks.py)
         return f"takes '{argument.name}' ({kind}), which a loaded graph may not pass"
     if not all(_plain(r.real_type) for r in schema.returns):
         return "returns what is not a tensor or number"
@@ -167,6 +173,8 @@ def argument_refusal(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: d
     """Why a loaded graph may not call `op` with these arguments (literal values as the file gives
     them, torch.fx.Nodes where computed), or None when it may."""
     given = _bound(op, args, kwargs)
+    if str(op) in COLLECTIVES:
+        return _collective_refusal(given)
     if given.get("unsafe", False) is not False:
         return "is passed unsafe=True (its kernel then checks nothing)"
     packet = _packet(op)
@@ -180,6 +188,18 @@ def argument_refusal(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: d
         if name in given and any(abs(v) > MAX_PAD for v in _ints(given[name])):
             return f"'{name}' {str(given[name])[:80]} pads by more than {MAX_PAD}"
     return _arange_refusal(given) if packet == "aten.arange" else None
+
+
+def _collective_refusal(given: dict[str, Any]) -> str | None:
+    """A collective names its group by a string and its reduction by one of REDUCE_OPS; the
+    group size it allocates for is checked against the group's on load (ranks.py)."""
+    if "group_name" in given and not isinstance(given["group_name"], str):
+        return f"'group_name' must be a group's name, got {str(given['group_name'])[:80]}"
+    if "reduce_op" in given and given["reduce_op"] not in REDUCE_OPS:
+        return f"'reduce_op' must be one of {sorted(REDUCE_OPS)}, got {str(given['reduce_op'])[:80]}"
+    if "group_size" in given and type(given["group_size"]) is not int:
+        return f"'group_size' must be an int, got {str(given['group_size'])[:80]}"
+    return None
 
 
 def _arange_refusal(given: dict[str, Any]) -> str | None:

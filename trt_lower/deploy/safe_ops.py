@@ -74,6 +74,17 @@ CHECKS = frozenset(
     }
 )
 
+# torch.distributed's functional collectives (what a tensor-parallel forward calls between
+# engines) and the wait that completes each. Only these: the others take split sizes or a source
+# rank from the file. Their group is never the file's: deploy/ranks.py binds each to the process
+# group of the current job on load, and their string arguments are checked (operators.py).
+COLLECTIVES = frozenset(
+    f"_c10d_functional.{name}.default"
+    for name in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "wait_tensor")
+)
+# The reductions torch's functional collectives name as strings.
+REDUCE_OPS = frozenset({"sum", "avg", "product", "min", "max"})
+
 # Constructors of uninitialised memory, and the zero-filled forms a loaded graph calls instead
 # (same arguments; memory_format is dropped where the form has none: the values are what count).
 ZERO_FILLED = {

@@ -12,6 +12,7 @@ from torch.fx.graph import PythonCode, _PyTreeCodeGen
 from trt_lower.report.describe import describe
 from trt_lower.report.report import LoweringReport
 from trt_lower.runtime.bindings import eager_ops_bound
+from trt_lower.runtime.collectives import collectives_named
 from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.inputs import flatten_inputs
@@ -106,7 +107,8 @@ class LoweredModule(torch.fx.GraphModule):
             self.__dict__[name] = module
 
     def recompile(self) -> PythonCode:
-        with eager_ops_bound(self.graph):  # see trt_lower/runtime/bindings.py
+        # see trt_lower/runtime/bindings.py and collectives.py
+        with eager_ops_bound(self.graph), collectives_named(self.graph):
             code = super().recompile()
         # GraphModule calls its forward through a wrapper that only rewrites tracebacks (a
         # microsecond or two a call); the generated code is in linecache either way.

@@ -17,6 +17,9 @@ import torch
 import trt_lower
 from converters.core.segment import OnnxSegment
 from splitter.index_check import check_indices
+from trt_lower.deploy import ranks
+from trt_lower.deploy.container import ArtifactError, open_container
+from trt_lower.deploy.ranks import DISTRIBUTED
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.profiles import ProfileChoice
 from trt_lower.stitch.lowered import LoweredModule
@@ -79,7 +82,13 @@ def export_model_repository(
     """
     _check_options(name, max_batch_size, instances, platform, version)
     source = artifact_or_lowered
+    if isinstance(source, (str, os.PathLike)):
+        _refuse_ranks(open_container(Path(source)).manifest.get(DISTRIBUTED), str(source))
     lowered = trt_lower.load(source) if isinstance(source, (str, os.PathLike)) else source
+    graph = getattr(getattr(lowered, "lowered_module", lowered), "graph", None)  # a LoweredCausalLM's too
+    for node in graph.nodes if isinstance(graph, torch.fx.Graph) else ():
+        if ranks.collective(node):
+            _refuse_ranks(node, f"node '{node.name}' ({node.target})")
     step = causal_lm_step(lowered)
     if step is not None:
         return _export_causal_lm(source, step, Path(repo_dir) / name, max_batch_size, instances, platform, version)
@@ -166,6 +175,18 @@ def _export_causal_lm(
     config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
     (model_dir / "config.pbtxt").write_text(config.text())
     return TritonModel(model_dir, "python", "a causal LM: the python model runs generate() per request")
+
+
+def _refuse_ranks(found: object, what: str) -> None:
+    """ArtifactError for one rank of a multi-process model (`found`: its file's record or a
+    collective node of its graph): Triton starts, restarts and scales each model instance as a
+    process of its own, and forms no torch.distributed job between them."""
+    if found is not None:
+        raise ArtifactError(
+            f"{what}: this model is one rank of a torch.distributed job; serving a multi-rank model through "
+            "Triton is not supported (Triton's instances form no job between them): run it under torchrun "
+            "(docs/distributed.md)"
+        )
 
 
 def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
