@@ -62,7 +62,7 @@ def test_trt_lower_run_under_torchrun_loads_each_ranks_file(saved: Path) -> None
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key)  # torchrun sets them
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1"]
-    command += ["--master-port", str(free_port()), "-m", "trt_lower", "run", str(saved / FILE), "--iters", "3"]
+    command += ["--master-port", str(free_port()), "-m", "trt_lower", "run", str(saved / FILE), "--iterations", "3"]
     command += ["--backend", "onnxruntime", "--collective-timeout", "60"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
