@@ -80,6 +80,7 @@ def lower_to_trt(
     trt_version: str | None = None,
     keep_fp32: Iterable[Any] = (),
     refittable: bool = False,
+    weight_streaming: bool = False,
     verify: bool = True,
     verify_inputs: Inputs | None = None,
     verify_kwargs: dict[str, Any] | None = None,
@@ -111,6 +112,11 @@ def lower_to_trt(
         trt_lower.debug.fp16_sensitive returns).
     refittable: build TensorRT engines refittable, so that `lowered.update_weights` replaces their
         weights in place (docs/refit.md); ONNX Runtime engines take new weights either way.
+    weight_streaming: build TensorRT engines (10.0 or newer) whose weights stay in host memory and
+        stream to the GPU as layers need them, for a model larger than the GPU;
+        `lowered.weight_streaming_budget` sets how many bytes stay on the GPU
+        (docs/weight-streaming.md). Refused for TensorRT 8.6; on ONNX Runtime it is ignored, with a
+        warning.
     verify: feed each engine the values eager PyTorch computes for its inputs from the example
         inputs and compare its outputs with eager's, at its precision's tolerance; an engine that
         disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
@@ -134,6 +140,7 @@ def lower_to_trt(
         trt_version=trt_version,
         keep_fp32=keep_fp32,
         refittable=refittable,
+        weight_streaming=weight_streaming,
     )
     inputs, kwargs = model_call(inputs, kwargs)
     if verify_inputs is not None:
@@ -144,12 +151,8 @@ def lower_to_trt(
     resolved = resolve_backend(settings.backend)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
-    elif settings.cuda_graphs:
-        warnings.warn(
-            f"lower_to_trt: cuda_graphs=True is ignored on the {resolved} backend (CUDA graphs replay TensorRT "
-            "engines only)",
-            stacklevel=2,
-        )
+    else:
+        _warn_ignored(settings, resolved)
     # Wall seconds per stage (LoweringReport.timings), summed over retries and repair rounds.
     timings = dict.fromkeys(("capture", "split", "convert", "build", "verify", "stitch"), 0.0)
     # The tensors traced with (made from the specs where not given): update_weights checks on them.
@@ -205,6 +208,22 @@ def lower_to_trt(
     elif skipped:
         lowered.report.notes.append(skipped)
     return lowered
+
+
+def _warn_ignored(settings: LoweringSettings, backend: str) -> None:
+    """Options only TensorRT engines have: on another backend they do nothing, and say so."""
+    if settings.cuda_graphs:
+        warnings.warn(
+            f"lower_to_trt: cuda_graphs=True is ignored on the {backend} backend (CUDA graphs replay TensorRT "
+            "engines only)",
+            stacklevel=3,
+        )
+    if settings.weight_streaming:
+        warnings.warn(
+            f"lower_to_trt: weight_streaming=True is ignored on the {backend} backend (TensorRT engines stream "
+            "weights; ONNX Runtime holds them all)",
+            stacklevel=3,
+        )
 
 
 @contextlib.contextmanager

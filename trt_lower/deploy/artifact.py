@@ -120,6 +120,8 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
         "backend": report.backend,
         "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
         "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False)),
+        # Engines built on load stream as lowered (a stored plan streams as it was built).
+        "weight_streaming": bool(getattr(getattr(lowering, "settings", None), "weight_streaming", False)),
     }
 
 
@@ -337,6 +339,8 @@ def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
     for key in ("precision", "trt_version", "backend"):
         if key in known:
             schema.need(known[key], str, f"settings.{key}")
+    if "weight_streaming" in known:
+        schema.need(known["weight_streaming"], bool, "settings.weight_streaming")
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
 
 

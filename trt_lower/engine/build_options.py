@@ -30,6 +30,8 @@ class BuildOptions:
     optimization_level: int = 3
     # BuilderFlag.REFIT: every weight can be replaced after the build (engine/trt_refit.py).
     refittable: bool = False
+    # BuilderFlag.WEIGHT_STREAMING (10.0 on, strongly typed networks): weights streamed from host memory.
+    weight_streaming: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

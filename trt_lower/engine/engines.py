@@ -15,6 +15,13 @@ from trt_lower.values.segment import ConvertedSegment, Engine
 from trt_lower.values.settings import LoweringSettings
 
 
+def build_options(settings: LoweringSettings) -> BuildOptions:
+    """The builder options the settings ask for: what an engine is built with, and cached under."""
+    return BuildOptions(
+        precision=settings.precision, refittable=settings.refittable, weight_streaming=settings.weight_streaming
+    )
+
+
 def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings, alone: bool) -> Engine:
     if backend == "onnxruntime":
         try:
@@ -48,7 +55,7 @@ def _engine(segment: ConvertedSegment, backend: str, settings: LoweringSettings,
         segment.outputs,
         segment.tuple_output,
         nodes=segment.nodes,
-        options=BuildOptions(precision=settings.precision, refittable=settings.refittable),
+        options=build_options(settings),
         cache_dir=settings.cache_dir,
         cuda_graphs=settings.cuda_graphs,
     )
@@ -72,7 +79,7 @@ def forget(engine: Engine, settings: LoweringSettings, why: str) -> None:
     from trt_lower.engine.trt_engines import discard_engine
 
     segment = engine.segment
-    discard_engine(segment.onnx, segment.inputs, BuildOptions(precision=settings.precision), settings.cache_dir, why)
+    discard_engine(segment.onnx, segment.inputs, build_options(settings), settings.cache_dir, why)
 
 
 def engine_is_whole_call(engines: int, eager_ops: int) -> bool:

@@ -26,6 +26,8 @@ class EngineReport:
     int4_ops: dict[str, int] = field(default_factory=dict)
     # The layers that read dequantized FP8 (E4M3), by op: computed in FP8 on GPUs that have it.
     fp8_ops: dict[str, int] = field(default_factory=dict)
+    # Bytes of weights TensorRT streams from host memory (built with weight_streaming=True); 0: none.
+    streamable_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,9 @@ class LoweringSettings:
     keep_fp32: frozenset[str] = frozenset()
     # TensorRT engines built refittable (BuilderFlag.REFIT), so that update_weights refits them in place.
     refittable: bool = False
+    # TensorRT engines built streamable (BuilderFlag.WEIGHT_STREAMING, 10.0 on): weights stay in host
+    # memory and lowered.weight_streaming_budget says how many bytes of them the GPU holds.
+    weight_streaming: bool = False
 
     def check_keep_fp32(self, graph: torch.fx.Graph) -> None:
         """ValueError naming each keep_fp32 entry that is neither an op nor a node of `graph`."""
