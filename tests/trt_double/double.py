@@ -57,7 +57,7 @@ from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.passes.onnx_types import elem_types
 from trt_double import miscompile
-from trt_lower.engine.ort_session import Q_DQ_AS_WRITTEN
+from trt_lower.engine.ort_session import DISABLED_OPTIMIZERS
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -750,7 +750,8 @@ def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) 
 def _session(segment: OnnxSegment) -> ort.InferenceSession:
     """ONNX Runtime over the network, its large weights handed over apart (no protobuf limit).
     bfloat16 is computed in float32 (no bfloat16 kernels on the CPU); Q/DQ are not fused (TensorRT
-    quantizes only where they say; ONNX Runtime's QDQ fusions would quantize more)."""
+    quantizes only where they say; ONNX Runtime's QDQ fusions would quantize more), nor a Gemm's
+    Transposes (ONNX Runtime's fusion drops graph outputs: engine/ort_session.py)."""
     runnable = widen_bfloat16(segment)
     options = ort.SessionOptions()
     if runnable.weights:
@@ -760,7 +761,7 @@ def _session(segment: OnnxSegment) -> ort.InferenceSession:
         runnable.model.SerializeToString(),
         options,
         providers=["CPUExecutionProvider"],
-        disabled_optimizers=Q_DQ_AS_WRITTEN,
+        disabled_optimizers=DISABLED_OPTIMIZERS,
     )
 
 
