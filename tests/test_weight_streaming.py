@@ -120,6 +120,11 @@ def test_tensorrt_8_6_is_refused_by_name() -> None:
         trt_lower.lower_to_trt(_model(), (X,), trt_version="8.6", weight_streaming=True)
 
 
+def test_a_flag_that_is_no_bool_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="weight_streaming must be True or False, got 'yes'"):
+        trt_lower.lower_to_trt(_model(), (X,), weight_streaming="yes")  # type: ignore[arg-type]
+
+
 def test_onnxruntime_warns_that_it_is_ignored() -> None:
     with pytest.warns(UserWarning, match="weight_streaming=True is ignored on the onnxruntime backend"):
         lowered = trt_lower.lower_to_trt(_model(), (X,), backend="onnxruntime", weight_streaming=True, verify=False)
