@@ -55,6 +55,23 @@ def test_a_cloned_feature_is_returned_too() -> None:
     lower_and_compare(head, (torch.randn(2, 8),))
 
 
+class TransposedInput(torch.nn.Module):
+    """The structural fuzzer's graph: `x.t()` returned beside a linear of it (constant weights)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = x.t()
+        weight = torch.arange(3.0 * x.shape[0]).reshape(3, x.shape[0]) / 8
+        return torch.nn.functional.linear(t, weight, torch.tensor([0.5, 0.25, 0.0])), t
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3)])
+def test_a_transposed_input_returned_beside_a_linear_of_it(shape: tuple[int, int]) -> None:
+    """ONNX Runtime's Gemm/Transpose fusion folded the returned Transpose into the Gemm too and
+    dropped the node making that output: the session failed to load, with verify=False too
+    (trt_lower/engine/ort_session.py disables the fusion)."""
+    lower_and_compare(TransposedInput(), (torch.randn(*shape),), verify=False)
+
+
 def test_an_input_passed_through_beside_a_linear() -> None:
     fc = torch.nn.Linear(8, 4).eval()
     lower_and_compare(lambda x: (fc(x), x, x), (torch.randn(2, 8),))

@@ -51,6 +51,7 @@ _PUBLIC = {
     "LoweredMismatch": "trt_lower.testing",
     "TrtLowerError": "converters.core.errors",
     "VerificationError": "trt_lower.verify.stage",
+    "WeightStreamingError": "trt_lower.runtime.streaming_budget",
 }
 __all__ = sorted(_PUBLIC)
 
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
     from trt_lower.report.report import LoweringReport as LoweringReport
     from trt_lower.runtime.collectives import CollectiveError as CollectiveError
     from trt_lower.runtime.inputs import InputStructureError as InputStructureError
+    from trt_lower.runtime.streaming_budget import WeightStreamingError as WeightStreamingError
     from trt_lower.stitch.lowered import LoweredModule as LoweredModule
     from trt_lower.testing import LoweredMismatch as LoweredMismatch
     from trt_lower.values.errors import UnsupportedOpsError as UnsupportedOpsError

@@ -88,6 +88,7 @@ def lower_to_trt(
     tactic_sources: Iterable[str] | None = None,
     timing_cache: str | os.PathLike[str] | None = None,
     performance_tuner: bool = False,
+    weight_streaming: bool = False,
     verify: bool = True,
     verify_inputs: Inputs | None = None,
     verify_kwargs: dict[str, Any] | None = None,
@@ -134,6 +135,11 @@ def lower_to_trt(
         TensorRT version for now (docs/build-options.md says why).
     The builder knobs change the engine cache key, except timing_cache; ONNX Runtime ignores them
     (with a warning).
+    weight_streaming: build TensorRT engines (10.0 or newer) whose weights stay in host memory and
+        stream to the GPU as layers need them, for a model larger than the GPU;
+        `lowered.weight_streaming_budget` sets how many bytes stay on the GPU
+        (docs/weight-streaming.md). Refused for TensorRT 8.6; on ONNX Runtime it is ignored, with a
+        warning.
     verify: feed each engine the values eager PyTorch computes for its inputs from the example
         inputs and compare its outputs with eager's, at its precision's tolerance; an engine that
         disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
@@ -168,6 +174,7 @@ def lower_to_trt(
         tactic_sources=tactic_sources,
         timing_cache=timing_cache,
         performance_tuner=performance_tuner,
+        weight_streaming=weight_streaming,
     )
     inputs, kwargs = model_call(inputs, kwargs)
     if verify_inputs is not None:

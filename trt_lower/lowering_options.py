@@ -140,6 +140,7 @@ def create(
     tactic_sources: Iterable[str] | None = None,
     timing_cache: str | os.PathLike[str] | None = None,
     performance_tuner: bool = False,
+    weight_streaming: bool = False,
 ) -> LoweringSettings:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -148,10 +149,16 @@ def create(
         raise ValueError(f"min_block_size must be a positive int, got {min_block_size!r}")
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise ValueError(f"cache_dir must be a path or None, got {type(cache_dir).__name__}")
-    for name, flag in (("require_full", require_full), ("cuda_graphs", cuda_graphs), ("refittable", refittable)):
+    flags = {"require_full": require_full, "cuda_graphs": cuda_graphs, "refittable": refittable}
+    for name, flag in {**flags, "weight_streaming": weight_streaming}.items():
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
     trt_target, release = target_of(trt_version)
+    if weight_streaming and trt_target == "8.6":
+        raise ValueError(
+            "weight_streaming=True needs TensorRT 10.0 or newer (BuilderFlag.WEIGHT_STREAMING, on a strongly "
+            f"typed network), and trt_version={trt_version!r} is TensorRT 8.6, which has neither"
+        )
     keep = op_names("keep_fp32", keep_fp32, node_names=True)  # node names are checked against the graph later
     if keep and precision != "fp16":
         raise ValueError(f"keep_fp32 applies to precision='fp16' only, got precision={precision!r}")
@@ -172,6 +179,7 @@ def create(
         workspace_bytes=workspace_of(workspace_bytes),
         tactic_sources=tactic_sources_of(tactic_sources),
         timing_cache=timing_cache_of(timing_cache),
+        weight_streaming=weight_streaming,
     )
 
 
@@ -182,4 +190,5 @@ _BUILDER_KNOBS = ("optimization_level", "workspace_bytes", "tactic_sources", "ti
 def ignored_on_onnxruntime(settings: LoweringSettings) -> list[str]:
     """The TensorRT-only options `settings` sets, as `name=value` (ONNX Runtime ignores them, with a warning)."""
     given = [f"{name}={getattr(settings, name)!r}" for name in _BUILDER_KNOBS if getattr(settings, name) is not None]
-    return (["cuda_graphs=True"] if settings.cuda_graphs else []) + given
+    flags = [f"{name}=True" for name in ("cuda_graphs", "weight_streaming") if getattr(settings, name)]
+    return flags + given

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Callable, ContextManager, Protocol
 
 import numpy as np
 import onnx
@@ -55,6 +55,14 @@ def protobuf_limit() -> int:
     """PROTOBUF_LIMIT, or $TRT_LOWER_PROTOBUF_LIMIT (bytes) where set: the tests lower it to take the
     paths of models past 2 GB with small ones."""
     return int(os.environ.get("TRT_LOWER_PROTOBUF_LIMIT", PROTOBUF_LIMIT))
+
+
+# Opens a file to write, as a context manager (save() and write()).
+Opener = Callable[[Path], ContextManager[BinaryIO]]
+
+
+def _open_to_write(path: Path) -> BinaryIO:
+    return open(path, "wb")
 
 
 class Writable(Protocol):
@@ -147,22 +155,25 @@ class OnnxSegment:
             written = offset + data.nbytes
         return written
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], opener: Opener = _open_to_write) -> Path:
         """Write the model to `path` and its weights beside it (`<name>.data`), as ONNX external data
-        that TensorRT's parser, ONNX Runtime and onnx.load read; returns the model's path."""
+        that TensorRT's parser, ONNX Runtime and onnx.load read; returns the model's path. `opener`
+        opens each file to write (an atomic writer, say, where a reader must never see half a file)."""
         model = Path(path)
-        with open(model.with_name(model.name + ".data"), "wb") as file:
+        with opener(model.with_name(model.name + ".data")) as file:
             self.write_weights(file)
-        model.write_bytes(self.graph_bytes(model.name + ".data"))
+        with opener(model) as file:
+            file.write(self.graph_bytes(model.name + ".data"))
         return model
 
-    def write(self, path: str | os.PathLike[str]) -> Path:
+    def write(self, path: str | os.PathLike[str], opener: Opener = _open_to_write) -> Path:
         """The model at `path`: self-contained where it fits one protobuf message, else with its
-        weights beside it (save()); returns `path`."""
+        weights beside it (save()); returns `path`. `opener`: as save()'s."""
         if not self.fits_one_protobuf():
-            return self.save(path)
+            return self.save(path, opener)
         model = Path(path)
-        model.write_bytes(self.to_bytes())
+        with opener(model) as file:
+            file.write(self.to_bytes())
         return model
 
     def to_bytes(self) -> bytes:

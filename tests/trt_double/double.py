@@ -49,6 +49,7 @@ import io
 import json
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
 
@@ -64,7 +65,7 @@ from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.passes.onnx_types import elem_types
 from trt_double import miscompile
-from trt_lower.engine.ort_session import Q_DQ_AS_WRITTEN
+from trt_lower.engine.ort_session import DISABLED_OPTIMIZERS
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
 # against the real signature; at run time they derive from object.
@@ -228,10 +229,11 @@ class BuilderFlag(_Enum, _BuilderFlag):
         "FP8": (0, 11),
         "BF16": (9, 11),
         "OBEY_PRECISION_CONSTRAINTS": (0, 11),
+        "WEIGHT_STREAMING": (10, 1000),
     }
 
 
-BuilderFlag._define(FP16=0, INT8=1, REFIT=4, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17)
+BuilderFlag._define(FP16=0, INT8=1, REFIT=4, TF32=6, OBEY_PRECISION_CONSTRAINTS=9, FP8=15, BF16=17, WEIGHT_STREAMING=21)
 
 
 class TacticSource(_Enum, _TacticSource):
@@ -281,6 +283,7 @@ _FP16 = 1 << 0  # BuilderFlag.FP16's bit in IBuilderConfig.flags
 _OBEY_PRECISION_CONSTRAINTS = 1 << 9
 _TF32 = 1 << 6  # on by default, as on the Ampere-and-newer GPUs the double stands for
 _REFIT = 1 << 4
+_WEIGHT_STREAMING = 1 << 21
 
 
 # -- logging and plain data -------------------------------------------------------------------
@@ -800,7 +803,13 @@ def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
 
 
 def _plan(
-    segment: OnnxSegment, profiles: list[dict[str, Any]], sharing: bool, refittable: bool, stripped: bool = False
+    segment: OnnxSegment,
+    profiles: list[dict[str, Any]],
+    sharing: bool,
+    refittable: bool,
+    stripped: bool = False,
+    *,
+    streaming: bool = False,
 ) -> IHostMemory:
     """The plan: a header, the graph, then its large weights at the offsets the header gives;
     `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
@@ -815,6 +824,7 @@ def _plan(
             "profile_sharing": sharing,
             "refittable": refittable,
             "stripped": stripped,
+            "weight_streaming": streaming,
             "graph_bytes": len(graph),
             "weights": {} if stripped else segment.layout(),
         }
@@ -862,7 +872,8 @@ def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) 
 def _session(segment: OnnxSegment) -> ort.InferenceSession:
     """ONNX Runtime over the network, its large weights handed over apart (no protobuf limit).
     bfloat16 is computed in float32 (no bfloat16 kernels on the CPU); Q/DQ are not fused (TensorRT
-    quantizes only where they say; ONNX Runtime's QDQ fusions would quantize more)."""
+    quantizes only where they say; ONNX Runtime's QDQ fusions would quantize more), nor a Gemm's
+    Transposes (ONNX Runtime's fusion drops graph outputs: engine/ort_session.py)."""
     runnable = widen_bfloat16(segment)
     options = ort.SessionOptions()
     if runnable.weights:
@@ -872,7 +883,7 @@ def _session(segment: OnnxSegment) -> ort.InferenceSession:
         runnable.model.SerializeToString(),
         options,
         providers=["CPUExecutionProvider"],
-        disabled_optimizers=Q_DQ_AS_WRITTEN,
+        disabled_optimizers=DISABLED_OPTIMIZERS,
     )
 
 
@@ -953,6 +964,8 @@ class Builder(_Builder):
             return state.build_failure
         if network.flags & _STRONGLY_TYPED and config.flags & _FP16:
             return "precision builder flags (FP16) are not allowed on a strongly typed network"
+        if config.flags & _WEIGHT_STREAMING and not (_version()[0] >= 11 or network.flags & _STRONGLY_TYPED):
+            return "WEIGHT_STREAMING needs a strongly typed network (NetworkDefinitionCreationFlag.STRONGLY_TYPED)"
         if config.flags & _FP16:
             problem = _unpinned_float32(network, config)
             if problem is not None:
@@ -1024,7 +1037,9 @@ class Builder(_Builder):
         segment = OnnxSegment(
             miscompile.plant(net.model, state.miscompiles) if state.miscompiles else net.model, net.weights
         )
-        return _plan(segment, profiles, sharing, bool(cfg.flags & _REFIT))
+        return _plan(
+            segment, profiles, sharing, bool(cfg.flags & _REFIT), streaming=bool(cfg.flags & _WEIGHT_STREAMING)
+        )
 
 
 # -- runtime ----------------------------------------------------------------------------------
@@ -1092,7 +1107,115 @@ class IOutputAllocator(_IOutputAllocator):
 ALIGNMENT = 256  # bytes: TensorRT's documented alignment of I/O tensor addresses
 
 
-class ICudaEngine(_ICudaEngine):
+class _StreamableWeights(_ICudaEngine):
+    """Weight streaming as TensorRT has it (10.0 on): an engine built with WEIGHT_STREAMING keeps
+    its streamable weights (here: every float or int8 initializer of two or more dims) in host
+    memory and holds `budget` bytes of them on the device. Strict where TensorRT is:
+    - the budget is set on the engine before its execution contexts exist: set while one is alive
+      (or on an engine built without the flag) it logs an error and stays as it was;
+    - 10.0 has only the first API (weight_streaming_budget: -1 streams nothing, 0 lets TensorRT
+      choose, else a value in [minimum_weight_streaming_budget, streamable_weights_size - 1]);
+      10.1 adds weight_streaming_budget_v2 (any value >= 0; streamable_weights_size or more, the
+      default, streams nothing), get_weight_streaming_automatic_budget and
+      weight_streaming_scratch_memory_size, and deprecates the first, whose mixing with the
+      second is undefined (the double refuses it); the double drops the first on 11.x, so that
+      trt_lower cannot lean on a deprecated API there.
+    """
+
+    _logger: stubs.ILogger
+    _segment: OnnxSegment
+    _streaming = False
+    # The budget each API set last (None: never set): TensorRT keeps one, the double tells them apart.
+    _budget_v1: int | None = None
+    _budget_v2: int | None = None
+
+    def _stream_weights(self, streaming: bool) -> None:
+        self._streaming = streaming
+
+    @property
+    def _live_contexts(self) -> weakref.WeakSet[object]:
+        contexts: weakref.WeakSet[object] = self.__dict__.setdefault("_contexts", weakref.WeakSet())
+        return contexts
+
+    def _weight_sizes(self) -> list[int]:
+        if not self._streaming:
+            return []
+        return [
+            int(np.prod(t.dims, dtype=np.int64)) * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+            for t in self._segment.model.graph.initializer
+            if t.data_type in _WEIGHT_TYPES and len(t.dims) >= 2
+        ]
+
+    def _refuse_budget(self, api: str, value: int) -> str | None:
+        if not self._streaming:
+            return f"ICudaEngine::{api}: the engine was not built with BuilderFlag::kWEIGHT_STREAMING"
+        if len(self._live_contexts):
+            return f"ICudaEngine::{api}: the budget cannot change while execution contexts of the engine exist"
+        if (self._budget_v1 if api.endswith("V2") else self._budget_v2) is not None:
+            return f"ICudaEngine::{api}: mixing the V1 and V2 weight streaming APIs is undefined behaviour"
+        return None
+
+    def _since(self, version: tuple[int, int], until: int, name: str) -> None:
+        if not version <= _version() < (until, 0):
+            raise AttributeError(f"'ICudaEngine' has no attribute '{name}' in TensorRT {__version__}")
+
+    @property
+    def streamable_weights_size(self) -> int:
+        self._since((10, 0), 1000, "streamable_weights_size")
+        return sum(self._weight_sizes())
+
+    @property
+    def weight_streaming_budget_v2(self) -> int:
+        self._since((10, 1), 1000, "weight_streaming_budget_v2")
+        return self.streamable_weights_size if self._budget_v2 is None else self._budget_v2
+
+    @weight_streaming_budget_v2.setter
+    def weight_streaming_budget_v2(self, budget: int) -> None:
+        self._since((10, 1), 1000, "weight_streaming_budget_v2")
+        problem = self._refuse_budget("setWeightStreamingBudgetV2", budget)
+        if problem is None and budget < 0:
+            problem = f"ICudaEngine::setWeightStreamingBudgetV2: the budget {budget} is negative"
+        if problem is not None:
+            _error(self._logger, problem)
+            return
+        self._budget_v2 = budget
+
+    @property
+    def weight_streaming_budget(self) -> int:
+        self._since((10, 0), 11, "weight_streaming_budget")
+        return 0 if self._budget_v1 is None else self._budget_v1
+
+    @weight_streaming_budget.setter
+    def weight_streaming_budget(self, budget: int) -> None:
+        self._since((10, 0), 11, "weight_streaming_budget")
+        problem = self._refuse_budget("setWeightStreamingBudget", budget)
+        size, least = self.streamable_weights_size, self.minimum_weight_streaming_budget
+        if problem is None and budget not in (-1, 0) and not least <= budget <= size - 1:
+            problem = f"ICudaEngine::setWeightStreamingBudget: {budget} is neither -1, 0 nor in [{least}, {size - 1}]"
+        if problem is not None:
+            _error(self._logger, problem)
+            return
+        self._budget_v1 = budget
+
+    @property
+    def minimum_weight_streaming_budget(self) -> int:
+        self._since((10, 0), 11, "minimum_weight_streaming_budget")
+        return max(self._weight_sizes(), default=0)  # one layer's weights at a time
+
+    def get_weight_streaming_automatic_budget(self) -> int:
+        """Half the streamable weights: the double has no device memory to size it by."""
+        self._since((10, 1), 1000, "get_weight_streaming_automatic_budget")
+        return self.streamable_weights_size // 2
+
+    @property
+    def weight_streaming_scratch_memory_size(self) -> int:
+        """Room for the largest weight in flight, while the budget streams some."""
+        self._since((10, 1), 1000, "weight_streaming_scratch_memory_size")
+        streaming = self.weight_streaming_budget_v2 < self.streamable_weights_size
+        return max(self._weight_sizes(), default=0) if streaming else 0
+
+
+class ICudaEngine(_StreamableWeights):
     def __init__(
         self,
         model: bytes,
@@ -1145,7 +1268,9 @@ class ICudaEngine(_ICudaEngine):
         return self._refittable
 
     def serialize(self) -> IHostMemory:
-        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable)
+        return _plan(
+            self._segment, self._profiles_json, self._profile_sharing, self._refittable, streaming=self._streaming
+        )
 
     def create_serialization_config(self) -> ISerializationConfig:
         return ISerializationConfig()
@@ -1156,7 +1281,14 @@ class ICudaEngine(_ICudaEngine):
         if exclude and not self._refittable:
             _error(self._logger, "ICudaEngine::serializeWithConfig: EXCLUDE_WEIGHTS needs an engine built refittable")
             return _null(IHostMemory)
-        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable, stripped=exclude)
+        return _plan(
+            self._segment,
+            self._profiles_json,
+            self._profile_sharing,
+            self._refittable,
+            stripped=exclude,
+            streaming=self._streaming,
+        )
 
     def _refit(self, weights: dict[str, np.ndarray[Any, Any]]) -> None:
         """Replace the values of the named initializers (a Refitter has checked them)."""
@@ -1203,7 +1335,7 @@ class ICudaEngine(_ICudaEngine):
     def device_memory_size_v2(self) -> int:
         if _version() < (10, 1):
             raise AttributeError(f"'ICudaEngine' has no attribute 'device_memory_size_v2' in TensorRT {__version__}")
-        return self._DEVICE_MEMORY
+        return self._DEVICE_MEMORY + self.weight_streaming_scratch_memory_size
 
     def create_execution_context(self, strategy: object = None) -> IExecutionContext:
         user_managed = strategy is not None and int(cast(Any, strategy)) == 2
@@ -1226,7 +1358,9 @@ class ICudaEngine(_ICudaEngine):
 
     def _context(self, with_memory: bool) -> IExecutionContext:
         state.contexts_created += 1
-        return IExecutionContext(self, with_memory)
+        context = IExecutionContext(self, with_memory)
+        self._live_contexts.add(context)
+        return context
 
 
 @dataclass
@@ -1661,6 +1795,7 @@ class Runtime(_Runtime):
                 header.get("refittable", False),
                 stripped,
             )
+            engine._stream_weights(bool(header.get("weight_streaming", False)))
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
             return _null(ICudaEngine)

@@ -122,6 +122,8 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
         "backend": report.backend,
         "cuda_graphs": any(getattr(m, "cuda_graphs", False) for _, m in _engines(lowered)),
         "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False)),
+        # Engines built on load stream as lowered (a stored plan streams as it was built).
+        "weight_streaming": bool(getattr(getattr(lowering, "settings", None), "weight_streaming", False)),
         **_builder_knobs_to_json(getattr(lowering, "settings", None)),
     }
 
@@ -370,6 +372,8 @@ def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
                 known[key] = check(known[key])
             except ValueError as e:
                 raise FieldError(f"field 'settings.{key}': {e}") from None
+    if "weight_streaming" in known:
+        schema.need(known["weight_streaming"], bool, "settings.weight_streaming")
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
 
 

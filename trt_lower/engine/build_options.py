@@ -39,6 +39,8 @@ class BuildOptions:
     refittable: bool = False
     # trt.TacticSource names (engine/builder_knobs.py), sorted; None: TensorRT's default set.
     tactic_sources: tuple[str, ...] | None = None
+    # BuilderFlag.WEIGHT_STREAMING (10.0 on, strongly typed networks): weights streamed from host memory.
+    weight_streaming: bool = False
 
     @classmethod
     def of(cls, settings: LoweringSettings) -> BuildOptions:
@@ -51,6 +53,7 @@ class BuildOptions:
             optimization_level=default.optimization_level if level is None else level,
             refittable=settings.refittable,
             tactic_sources=None if settings.tactic_sources is None else tuple(sorted(settings.tactic_sources)),
+            weight_streaming=settings.weight_streaming,
         )
 
     def __post_init__(self) -> None:

@@ -120,7 +120,7 @@ def create_session(
         values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a)) for a in weights.values()]
         options.add_external_initializers(list(weights), values)
     return ort.InferenceSession(
-        onnx_bytes, options, providers=["CPUExecutionProvider"], disabled_optimizers=Q_DQ_AS_WRITTEN
+        onnx_bytes, options, providers=["CPUExecutionProvider"], disabled_optimizers=DISABLED_OPTIMIZERS
     )
 
 
@@ -131,6 +131,12 @@ def create_session(
 # (1.31) the Clip one fails ("Unexpected data type for QuantizeLinear input y_zero_point") and the
 # Relu one drops the Relu, whose negatives FP8 would keep.
 Q_DQ_AS_WRITTEN = ["QDQSelectorActionTransformer", "ClipQuantRewrite", "ReluQuantRewrite"]
+# ONNX Runtime's Gemm/Transpose fusion (1.31) checks only that one Transpose before a Gemm makes no
+# graph output, then folds both of the Gemm's input Transposes into it and drops their nodes: a
+# model returning `x.t()` beside a linear of it (a transposed weight) loses the node making that
+# output, and the session fails to load ("Failed to find node output ... producing output"). Constant
+# folding still folds a transposed weight, so matmuls over weights run as before.
+DISABLED_OPTIMIZERS = [*Q_DQ_AS_WRITTEN, "GemmTransposeFusion"]
 
 
 def shared_weights_session(

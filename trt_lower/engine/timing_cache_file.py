@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trt_lower.values.atomic_file import atomic_file
 from trt_lower.engine.errors import TimingCacheError
+from trt_lower.values.atomic_file import atomic_file
 
 log = logging.getLogger("trt_lower")
 

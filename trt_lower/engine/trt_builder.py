@@ -16,6 +16,9 @@ Version branches (docs/tensorrt.md):
 - int4 weights (target "latest": converters/ops/int4.py): 10.x builds the network strongly typed
   as well, so the INT4 DequantizeLinear and the float layers reading it compute in the ONNX's types
   (11.x: always).
+- weight streaming (BuilderFlag.WEIGHT_STREAMING, 10.0 on): TensorRT takes it on strongly typed
+  networks only, so a streamable 10.x engine is built strongly typed whatever its precision (fp32
+  stays fp32: a strongly typed network computes in the ONNX's types); 8.6 has no such flag.
 """
 
 from __future__ import annotations
@@ -168,6 +171,10 @@ def build_plan(
     whose weights are external data beside it; `name`: the engine's, in the progress log;
     `timing_cache_file`: the timing_cache file `timing_cache` came from, if it did."""
     major, _ = parse_version(trt.__version__)
+    if options.weight_streaming:
+        if major < 10:
+            raise BuildFailure(f"weight streaming needs TensorRT 10.0 or newer, this is {trt.__version__}")
+        typed = True  # TensorRT streams weights of strongly typed networks only
     logger = LOGGER
     logger.take_errors()  # what an earlier failure on this thread left behind is not this build's
     try:
@@ -196,6 +203,8 @@ def build_plan(
     config.clear_flag(trt.BuilderFlag.TF32)
     if options.refittable:
         config.set_flag(trt.BuilderFlag.REFIT)
+    if options.weight_streaming:
+        config.set_flag(trt.BuilderFlag.WEIGHT_STREAMING)
     if major < 10:
         # A profile serves one execution context at a time on 8.x unless shared (10.0's default);
         # the runtime makes one per thread and stream, and one per CUDA graph.

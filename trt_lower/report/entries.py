@@ -29,6 +29,8 @@ class EngineReport:
     # Its optimization profiles (lower_to_trt's `profiles`): per profile, its dynamic inputs'
     # ranges ("'x' (1..4, 8)"). Empty: one profile, the range input_shapes shows.
     profiles: list[str] = field(default_factory=list)
+    # Bytes of weights TensorRT streams from host memory (built with weight_streaming=True); 0: none.
+    streamable_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,8 @@ class LoweringReport:
             for kind, ops in (("int8", e.int8_ops), ("fp8", e.fp8_ops), ("int4 weights", e.int4_ops)):
                 if ops:
                     lines.append(f"      {kind}: " + ", ".join(f"{op}×{n}" for op, n in Counter(ops).most_common()))
+            if e.streamable_bytes:
+                lines.append(f"      weight streaming: {e.streamable_bytes} bytes streamable")
             if e.fused_ops:
                 lines.append("      fused layers: " + ", ".join(f"{op}×{n}" for op, n in sorted(e.fused_ops.items())))
         if self.fallbacks:

@@ -57,6 +57,20 @@ class EngineModule(torch.nn.Module):
     def describe_backend(self) -> str:
         raise NotImplementedError
 
+    @property
+    def streamable_bytes(self) -> int:
+        """Bytes of weights TensorRT may stream from host memory (weight streaming); 0: none."""
+        return 0
+
+    @property
+    def weight_streaming_budget(self) -> int | None:
+        """Bytes of the streamable weights kept on the GPU (None: TensorRT chooses)."""
+        return 0
+
+    def set_weight_streaming_budget(self, budget: int | None) -> None:
+        """Keep `budget` bytes of the streamable weights on the GPU (None: TensorRT's automatic budget)."""
+        raise NotImplementedError(f"{self.name} streams no weights")
+
     def extra_repr(self) -> str:
         ins = ", ".join(f"{s.source}: {s.describe()}" for s in self.inputs)
         outs = ", ".join(f"{s.source}: {s.describe()}" for s in self.outputs)

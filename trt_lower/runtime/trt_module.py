@@ -14,6 +14,7 @@ import torch
 
 from converters.core.errors import TrtLowerError
 from trt_lower.runtime.engine_module import EngineModule, Outputs
+from trt_lower.runtime.streaming_budget import WeightStreamingError
 from trt_lower.runtime.trt_logger import LOGGER
 from trt_lower.runtime.trt_output_allocator import OutputAllocator
 from trt_lower.values import device as devices
@@ -156,6 +157,10 @@ class TRTEngineModule(EngineModule):
         # made when first needed.
         self._scratch: torch.Tensor | None = None
         self._local = threading.local()
+        if self.streamable_bytes:
+            # TensorRT puts the weights on the GPU when the first context is made, all of them under
+            # its default budget (10.1 on): the automatic budget first, as free device memory allows.
+            self._apply_budget(None)
         # One context now, so that a shortage of device memory shows at load time.
         self._spare = [self._create_context()]
 
@@ -167,6 +172,51 @@ class TRTEngineModule(EngineModule):
     def describe_backend(self) -> str:
         graphs = ", cuda_graphs" if self.cuda_graphs else ""
         return f"tensorrt {trt.__version__}{graphs}"
+
+    # -- weight streaming (docs/weight-streaming.md) --------------------------------------------
+    @property
+    def streamable_bytes(self) -> int:
+        if parse_version(trt.__version__)[0] < 10:
+            return 0
+        return int(self._engine.streamable_weights_size)
+
+    @property
+    def weight_streaming_budget(self) -> int | None:
+        if parse_version(trt.__version__) >= (10, 1):
+            return min(int(self._engine.weight_streaming_budget_v2), self.streamable_bytes)
+        budget = int(self._engine.weight_streaming_budget)  # 10.0: -1 streams nothing, 0 TensorRT chooses
+        return self.streamable_bytes if budget == -1 else budget or None
+
+    def set_weight_streaming_budget(self, budget: int | None) -> None:
+        """TensorRT takes a budget only while the engine has no execution context: this module's
+        are dropped (calls must not be running on other threads) and made again on the new budget."""
+        self._spare.clear()
+        self._local = threading.local()
+        try:
+            self._apply_budget(budget)
+        finally:
+            self._spare.append(self._create_context())
+
+    def _apply_budget(self, budget: int | None) -> None:
+        engine = self._engine
+        LOGGER.take_errors()
+        if parse_version(trt.__version__) >= (10, 1):
+            engine.weight_streaming_budget_v2 = (
+                engine.get_weight_streaming_automatic_budget() if budget is None else budget
+            )
+        else:  # 10.0's API (deprecated from 10.1): 0 lets TensorRT choose, -1 streams nothing
+            engine.weight_streaming_budget = 0 if budget is None else -1 if budget >= self.streamable_bytes else budget
+        errors = LOGGER.take_errors()
+        if errors:
+            least = (
+                ""
+                if parse_version(trt.__version__) >= (10, 1)
+                else f" (its minimum: {engine.minimum_weight_streaming_budget})"
+            )
+            raise WeightStreamingError(
+                f"{self.name}: TensorRT refused the weight streaming budget "
+                f"{'automatic' if budget is None else budget}{least}: {errors}"
+            )
 
     # -- construction checks --------------------------------------------------------------------
     def _check_io(self) -> None:

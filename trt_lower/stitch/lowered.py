@@ -18,6 +18,7 @@ from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.inputs import flatten_inputs
 from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.output import OutputBuilder, mirrors_items
+from trt_lower.runtime.streaming_budget import Budget, engine_budgets, none_streams
 from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment
 
@@ -136,6 +137,28 @@ class LoweredModule(torch.fx.GraphModule):
         # A use of the module, ranked above it (as update_weights' refit): imported by name.
         measure = importlib.import_module("trt_lower.profile.measure")
         return measure.profile(self, inputs, kwargs, iterations=iterations, warmup=warmup)
+
+    @property
+    def weight_streaming_budget(self) -> int | None:
+        """Bytes of streamable weights the engines keep on the GPU, all engines together (None
+        where TensorRT 10.0 chooses its own); set it to bytes for the whole module (shared in
+        proportion to each engine's streamable weights), a fraction of each engine's (0.0 to 1.0)
+        or "auto" (TensorRT's automatic budget, the one engines start with). Engines built with
+        weight_streaming=True only (docs/weight-streaming.md); WeightStreamingError otherwise."""
+        budgets = [e.weight_streaming_budget for e in self._streaming_engines()]
+        return None if None in budgets else sum(b for b in budgets if b is not None)
+
+    @weight_streaming_budget.setter
+    def weight_streaming_budget(self, budget: Budget) -> None:
+        engines = self._streaming_engines()
+        for engine, each in zip(engines, engine_budgets(budget, [e.streamable_bytes for e in engines])):
+            engine.set_weight_streaming_budget(each)
+
+    def _streaming_engines(self) -> list[EngineModule]:
+        engines = [m for m in self.modules() if isinstance(m, EngineModule) and m.streamable_bytes]
+        if not engines:
+            raise none_streams()
+        return engines
 
     def replace_engines(self, modules: Mapping[str, torch.nn.Module]) -> None:
         """Put `modules` in place of the engine modules of the same names, at once."""

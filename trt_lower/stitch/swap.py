@@ -10,6 +10,7 @@ from splitter.partition import Split, call_node, is_compute, is_constant
 from splitter.support import target_label
 from trt_lower.report.entries import EngineReport, Fallback
 from trt_lower.report.report import LoweringReport
+from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values.ranges import SymbolRanges, signature_of
@@ -49,6 +50,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         int4_ops=dict(engine.segment.int4_ops),
         fp8_ops=dict(engine.segment.fp8_ops),
         profiles=describe_profiles(engine.segment.inputs),
+        streamable_bytes=engine.module.streamable_bytes if isinstance(engine.module, EngineModule) else 0,
     )
 
 

@@ -9,7 +9,7 @@ import shutil
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, ContextManager
 
 import onnx
 import torch
@@ -27,6 +27,7 @@ from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.generation import KIND, causal_lm_step, generation_signature
 from trt_lower.triton.signature import ModelSignature, signature
 from trt_lower.values import device as devices
+from trt_lower.values.atomic_file import atomic_file
 from trt_lower.values.signature import EngineInputError, TensorSig, describe_profiles
 
 if TYPE_CHECKING:
@@ -124,17 +125,17 @@ def export_model_repository(
         renamed = OnnxSegment(_renamed(engine.model_file.model, engine.names), engine.model_file.weights)
         # Self-contained, or past 2 GB with its weights beside it in model.onnx.data, which
         # Triton's onnxruntime backend reads from the model's directory.
-        renamed.write(files / "model.onnx")
+        renamed.write(files / "model.onnx", _published)
     else:
         assert isinstance(engine, SingleEngine)
         capability = _compute_capability()
         plan = f"model_sm{capability.replace('.', '')}.plan"
         assert isinstance(engine.model_file, bytes)
-        (files / plan).write_bytes(engine.model_file)
+        _write(files / plan, engine.model_file)
         # Exporting on each kind of GPU into one repository gathers a plan per compute capability.
         config.cc_model_filenames = {**_plans_in(model_dir / "config.pbtxt"), capability: plan}
         config.renames = {ours: theirs for theirs, ours in engine.names.items()}
-    (model_dir / "config.pbtxt").write_text(config.text())
+    _write(model_dir / "config.pbtxt", config.text().encode())
     return TritonModel(model_dir, chosen, reason)
 
 
@@ -173,7 +174,7 @@ def _export_causal_lm(
     )
     _write_python(source, files, config)
     config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
-    (model_dir / "config.pbtxt").write_text(config.text())
+    _write(model_dir / "config.pbtxt", config.text().encode())
     return TritonModel(model_dir, "python", "a causal LM: the python model runs generate() per request")
 
 
@@ -396,6 +397,22 @@ def _plans_in(config: Path) -> dict[str, str]:
     return dict(re.findall(r'cc_model_filenames \{ key: "([^"]+)" value: "([^"]+)" \}', text))
 
 
+# A server may load the repository while it is written (its model control polls it): each file
+# appears whole or not at all, never torn by a failure or a crash mid-write.
+def _published(path: Path) -> ContextManager[BinaryIO]:
+    return atomic_file(path, private=False)  # readable by a server running as another user
+
+
+def _write(path: Path, data: bytes) -> None:
+    with _published(path) as file:
+        file.write(data)
+
+
+def _copy(source: Path, target: Path) -> None:
+    with open(source, "rb") as original, _published(target) as copy:
+        shutil.copyfileobj(original, copy)
+
+
 def _python_path() -> str:
     """Where the serving stub finds trt_lower and its dependencies: this environment."""
     root = Path(trt_lower.__file__).resolve().parent.parent
@@ -407,8 +424,8 @@ def _write_python(
     source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], files: Path, config: ModelConfig
 ) -> None:
     if isinstance(source, (str, os.PathLike)):
-        shutil.copyfile(source, files / ARTIFACT)
+        _copy(Path(source), files / ARTIFACT)
     else:
-        trt_lower.save(source, files / ARTIFACT)
-    shutil.copyfile(Path(__file__).with_name("model.py"), files / "model.py")
+        trt_lower.save(source, files / ARTIFACT)  # atomically, as every file here
+    _copy(Path(__file__).with_name("model.py"), files / "model.py")
     config.parameters = {"artifact": ARTIFACT, "python_path": _python_path()}

@@ -78,6 +78,9 @@ class LoweringSettings:
     tactic_sources: frozenset[str] | None = None  # names of engine/builder_knobs.py's TACTIC_SOURCES
     # A TensorRT timing cache file read before each build and written back after it.
     timing_cache: Path | None = None
+    # TensorRT engines built streamable (BuilderFlag.WEIGHT_STREAMING, 10.0 on): weights stay in host
+    # memory and lowered.weight_streaming_budget says how many bytes of them the GPU holds.
+    weight_streaming: bool = False
 
     def check_keep_fp32(self, graph: torch.fx.Graph) -> None:
         """ValueError naming each keep_fp32 entry that is neither an op nor a node of `graph`."""
