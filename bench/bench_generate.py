@@ -112,7 +112,8 @@ def serve(config: str, max_length: int) -> None:
     `time PROMPT NEW` (first_and_total) and `tokens PROMPT NEW` (the greedy tokens), one JSON
     line each, until stdin closes."""
     torch.manual_seed(0)
-    gen = lower_causal_lm(CONFIGS[config]().eval(), max_batch=1, max_length=max_length)
+    model: Any = CONFIGS[config]()  # main's model, the same seed
+    gen = lower_causal_lm(model.eval(), max_batch=1, max_length=max_length)
 
     def run(ids: torch.Tensor, n: int) -> Any:
         return gen.generate(ids, max_new_tokens=n, **GREEDY)
