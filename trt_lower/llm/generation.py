@@ -163,8 +163,8 @@ class LoweredCausalLM:
     """What `trt_lower.llm.lower_causal_lm` returns: `.generate(...)` as the eager model's, each
     forward one call of the lowered `step` (a LoweredModule). The key/value cache is one buffer per
     layer of `max_length` x `max_batch` x heads x head dim elements, allocated once per concurrent
-    call (_BufferPool); generate() views it as [max_length, batch, heads, head dim]. generate() may be called from
-    several threads at once: each call has buffers of its own. `trt_lower.save` / `load` take it
+    call (_BufferPool); generate() views it as [max_length, batch, heads, head dim]. generate() may
+    be called from several threads at once: each call has buffers of its own. `trt_lower.save` / `load` take it
     (its artifact is the step's, plus `describe()`)."""
 
     def __init__(self, step: LoweredModule, description: dict[str, Any]) -> None:
@@ -197,7 +197,7 @@ class LoweredCausalLM:
             )
 
         self._buffers = _BufferPool(allocate)
-        self._cache = cache
+        self._layer_sizes = cache
 
         # transformers' generate() on a model of the same class and config, its weights on the meta
         # device (none are read: every forward is the lowered step's).
@@ -317,8 +317,8 @@ class LoweredCausalLM:
             raise ValueError("a lowered causal LM generates with num_beams=1 (greedy or sampling)")
         with self._buffers.taken() as (keys, values, past):
             cache = BufferCache(
-                [sequence_major(k, self.max_length, batch, h, d) for k, (h, d, _) in zip(keys, self._cache)],
-                [sequence_major(v, self.max_length, batch, h, d) for v, (h, _, d) in zip(values, self._cache)],
+                [sequence_major(k, self.max_length, batch, h, d) for k, (h, d, _) in zip(keys, self._layer_sizes)],
+                [sequence_major(v, self.max_length, batch, h, d) for v, (h, _, d) in zip(values, self._layer_sizes)],
                 past,
             )
             return self.model.generate(input_ids, attention_mask=attention_mask, **{CACHE_KWARG: cache}, **kwargs)

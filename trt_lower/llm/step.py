@@ -106,8 +106,8 @@ class DecodeStep(torch.nn.Module):
         keys: tuple[torch.Tensor, ...],
         values: tuple[torch.Tensor, ...],
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        # transformers' attention reads [B, H, L, D]: a permuted view, which the engine folds into
-        # the attention's matmuls.
+        # transformers' attention reads [B, H, L, D]: a permuted view (in the engine a transpose of
+        # the positions in use, which the caller's sequence-major buffers hand in without a copy).
         cache = _BufferCache(_heads_first(keys), _heads_first(values), past, input_ids.shape[1])
         out = self.model(
             input_ids=input_ids,
