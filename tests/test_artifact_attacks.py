@@ -598,7 +598,7 @@ def test_causal_lm_cache_bounded_by_memory_when_consistent(causal_lm: Path, tmp_
         manifest["extra"]["max_length"] = huge
         for sig in manifest["inputs"]:
             if len(sig["max"]) == 4:
-                sig["max"][2] = huge
+                sig["max"][0] = huge  # the cache length (sequence-major buffers)
             elif len(sig["max"]) == 2:
                 sig["max"][1] = huge
 

@@ -108,6 +108,19 @@ def test_greedy_64_tokens_match_eager_generate(make: Callable[[], Any]) -> None:
         torch.testing.assert_close(g, e, msg=lambda m: f"step {step}: {m}")
 
 
+def test_the_step_builds_and_generates_on_the_tensorrt_double(trt_double: Any) -> None:
+    """The cache length is a dynamic dim of the engine's profile (1..max_length) on TensorRT too:
+    the double checks each call's shapes against it."""
+    model = _llama().eval()
+    gen = lower_causal_lm(model, max_batch=2, max_length=24, backend="tensorrt", require_full=True)
+    ids, mask = _left_padded()
+    options = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **options)
+    assert gen.report.backend == "tensorrt"
+    assert torch.equal(gen.generate(ids, attention_mask=mask, **options), expected)
+
+
 def test_sampling_with_a_seed_matches_eager() -> None:
     model, gen = lowered(_llama)
     ids, mask = _left_padded()
@@ -143,7 +156,35 @@ def test_the_cache_is_written_in_place() -> None:
     gen.generate(torch.randint(3, VOCAB, (1, 6)), max_new_tokens=10, do_sample=False, pad_token_id=0)
     ((keys, values, _),) = gen._buffers.free  # a serial call takes the one set and gives it back
     assert [t.data_ptr() for t in (*keys, *values)] == addresses
-    assert not torch.equal(keys[0][:1, :, :15], before[:1, :, :15])
+    per_position = keys[0].numel() // (MAX_LENGTH * 2)  # one sequence's heads x head dim (max_batch 2)
+    assert not torch.equal(keys[0][: 15 * per_position], before[: 15 * per_position])
+
+
+@pytest.mark.parametrize("make", [_llama, _qwen2, _gpt2], ids=lambda f: f.__name__[1:])
+def test_the_step_attends_over_the_positions_in_use(make: Callable[[], Any]) -> None:
+    """Each engine call gets the cache positions written so far plus the new ones (8 for the
+    prompt, then 9, 10, ...), not the whole max_length buffer, as views of the buffers (no copy),
+    and the tokens are eager's."""
+    model, gen = lowered(make)
+    ((keys, values, _),) = gen._buffers.free
+    buffers = {t.data_ptr() for t in (*keys, *values)}
+    lengths: list[set[int]] = []
+
+    def record(engine: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        caches = [t for t in inputs if t.dim() == 4]
+        assert {t.data_ptr() for t in caches} == buffers  # the buffers themselves, not copies
+        lengths.append({t.shape[0] for t in caches})
+
+    ids, mask = _left_padded()
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0)
+    hook = gen.step.get_submodule("engine_0").register_forward_pre_hook(record)
+    try:
+        got = gen.generate(ids, attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0)
+    finally:
+        hook.remove()
+    assert torch.equal(got, expected)
+    assert lengths == [{8 + i} for i in range(16)]
 
 
 def test_generate_from_four_threads_gives_the_serial_tokens() -> None:

@@ -32,8 +32,8 @@ class GenerationLimitError(TrtLowerError, ValueError):
 
 
 class _Layer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers is untyped there
-    """A layer's preallocated buffers (views of the first `batch` rows), written in place by
-    LoweredCausalLM.forward, not by transformers."""
+    """A layer's preallocated buffers as transformers reads a cache ([B, H, max_length, D] views),
+    written in place by LoweredCausalLM.forward, not by transformers."""
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -45,12 +45,13 @@ class _Layer(FixedLayer):  # type: ignore[no-untyped-call]  # transformers is un
 
 
 class BufferCache(Cache):
-    """The cache generate() carries between steps: the buffers, how many positions are written,
-    and that count as the 0-d tensor the step takes."""
+    """The cache generate() carries between steps: the buffers ([max_length, batch, H, D] per
+    layer, sequence-major so that the positions in use are one contiguous block), how many
+    positions are written, and that count as the 0-d tensor the step takes."""
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], past: torch.Tensor) -> None:
         self.buffers = list(zip(keys, values))
-        super().__init__(layers=[_Layer(k, v) for k, v in self.buffers])
+        super().__init__(layers=[_Layer(k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3)) for k, v in self.buffers])
         self.length = 0
         self.past = past
 
@@ -58,14 +59,22 @@ class BufferCache(Cache):
         return self.length
 
     def get_max_cache_shape(self, layer_idx: int = 0) -> int:
-        return int(self.buffers[layer_idx][0].shape[2])
+        return int(self.buffers[layer_idx][0].shape[0])
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         raise NotImplementedError("beam search is not supported by a lowered causal LM; use num_beams=1")
 
 
-# One call's buffers: keys and values per layer, and the 0-d count of positions written.
+# One call's buffers: keys and values per layer (flat: a call views them for its batch,
+# `sequence_major`), and the 0-d count of positions written.
 Buffers = tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]
+
+
+def sequence_major(buffer: torch.Tensor, length: int, batch: int, heads: int, dim: int) -> torch.Tensor:
+    """A flat buffer's first length x batch x heads x dim elements as [length, batch, heads, dim]:
+    for every batch up to the one it was allocated for, the first L positions are its first
+    L x batch x heads x dim elements, one contiguous block the step takes without a copy."""
+    return buffer[: length * batch * heads * dim].view(length, batch, heads, dim)
 
 
 class _BufferPool:
@@ -136,7 +145,7 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
     guard = getattr(step, "_input_guard", None)
     sigs = list(getattr(guard, "inputs", ()))
     wanted = [(batch, length), (batch, length), (batch, length), ()]
-    wanted += [(batch, h, length, k) for h, k, _ in cache] + [(batch, h, length, v) for h, _, v in cache]
+    wanted += [(length, batch, h, k) for h, k, _ in cache] + [(length, batch, h, v) for h, _, v in cache]
     got = [tuple(s.max_shape) for s in sigs]
     if got != wanted or any(s.dtype != dtype for s in sigs[4:]):
         raise ValueError(
@@ -153,9 +162,9 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
 class LoweredCausalLM:
     """What `trt_lower.llm.lower_causal_lm` returns: `.generate(...)` as the eager model's, each
     forward one call of the lowered `step` (a LoweredModule). The key/value cache is one buffer per
-    layer of `max_batch` x heads x `max_length` x head dim, allocated once per concurrent call
-    (_BufferPool); generate() works on its first `batch` rows. generate() may be called from
-    several threads at once: each call has buffers of its own. `trt_lower.save` / `load` take it
+    layer of `max_length` x `max_batch` x heads x head dim elements, allocated once per concurrent
+    call (_BufferPool); generate() views it as [max_length, batch, heads, head dim]. generate() may
+    be called from several threads at once: each call has buffers of its own. `trt_lower.save` / `load` take it
     (its artifact is the step's, plus `describe()`)."""
 
     def __init__(self, step: LoweredModule, description: dict[str, Any]) -> None:
@@ -182,12 +191,13 @@ class LoweredCausalLM:
                 return torch.zeros(shape, dtype=dtype, device=device)
 
             return (
-                [zeros(self.max_batch, h, self.max_length, d) for h, d, _ in cache],
-                [zeros(self.max_batch, h, self.max_length, d) for h, _, d in cache],
+                [zeros(self.max_length * self.max_batch * h * d) for h, d, _ in cache],
+                [zeros(self.max_length * self.max_batch * h * d) for h, _, d in cache],
                 zeros(dtype=torch.int64),
             )
 
         self._buffers = _BufferPool(allocate)
+        self._layer_sizes = cache
 
         # transformers' generate() on a model of the same class and config, its weights on the meta
         # device (none are read: every forward is the lowered step's).
@@ -251,28 +261,28 @@ class LoweredCausalLM:
             raise ValueError("a lowered causal LM runs with the cache generate() is given by LoweredCausalLM.generate")
         batch, q = input_ids.shape
         past = past_key_values.length
-        if past + q > self.max_length:
+        length = past + q  # the positions the step attends over: those written and the new ones
+        if length > self.max_length:
             raise GenerationLimitError(
-                f"{past + q} positions exceed max_length={self.max_length}, the cache size the model was lowered for"
+                f"{length} positions exceed max_length={self.max_length}, the cache size the model was lowered for"
             )
-        mask = torch.zeros(batch, self.max_length, dtype=torch.int64, device=input_ids.device)
         if attention_mask is None:
-            mask[:, : past + q] = 1
+            mask = torch.ones(batch, length, dtype=torch.int64, device=input_ids.device)
         else:
-            mask[:, : past + q] = attention_mask[:, -(past + q) :]
+            mask = attention_mask[:, -length:].to(torch.int64).contiguous()
         if position_ids is None:
-            position_ids = torch.arange(past, past + q, device=input_ids.device).expand(batch, q)
+            position_ids = torch.arange(past, length, device=input_ids.device).expand(batch, q)
         past_key_values.past.fill_(past)
-        keys = tuple(k for k, _ in past_key_values.buffers)
-        values = tuple(v for _, v in past_key_values.buffers)
+        # The first `length` positions of each sequence-major buffer: contiguous views, no copy.
+        keys = tuple(k[:length] for k, _ in past_key_values.buffers)
+        values = tuple(v[:length] for _, v in past_key_values.buffers)
         logits, new_keys, new_values = self.step(
             input_ids, mask, position_ids.expand(batch, q).contiguous(), past_key_values.past, keys, values
         )
-        written = torch.arange(past, past + q, device=input_ids.device)
         for (keys_buffer, values_buffer), k, v in zip(past_key_values.buffers, new_keys, new_values):
-            keys_buffer.index_copy_(2, written, k)
-            values_buffer.index_copy_(2, written, v)
-        past_key_values.length = past + q
+            keys_buffer[past:length].copy_(k)
+            values_buffer[past:length].copy_(v)
+        past_key_values.length = length
         cache_field: dict[str, Any] = {CACHE_KWARG: past_key_values}
         return CausalLMOutputWithPast(logits=logits[:, None, :], **cache_field)
 
@@ -306,5 +316,9 @@ class LoweredCausalLM:
         if (kwargs.get("num_beams", config.num_beams) or 1) != 1:
             raise ValueError("a lowered causal LM generates with num_beams=1 (greedy or sampling)")
         with self._buffers.taken() as (keys, values, past):
-            cache = BufferCache([k[:batch] for k in keys], [v[:batch] for v in values], past)
+            cache = BufferCache(
+                [sequence_major(k, self.max_length, batch, h, d) for k, (h, d, _) in zip(keys, self._layer_sizes)],
+                [sequence_major(v, self.max_length, batch, h, d) for v, (h, _, d) in zip(values, self._layer_sizes)],
+                past,
+            )
             return self.model.generate(input_ids, attention_mask=attention_mask, **{CACHE_KWARG: cache}, **kwargs)

@@ -17,7 +17,8 @@ def lower_causal_lm(model: PreTrainedModel, *, max_batch: int, max_length: int, 
     """`model` (a transformers causal LM: `LlamaForCausalLM`, `Qwen2ForCausalLM`, `GPT2LMHeadModel`...)
     lowered for `generate()` on up to `max_batch` sequences of up to `max_length` positions (prompt
     and new tokens). One engine runs the prompt (a dynamic query length) and each new token, against
-    a key/value cache of `max_length` positions preallocated per layer and updated in place.
+    the positions in use of a key/value cache of `max_length` positions preallocated per layer and
+    updated in place.
     options: lower_to_trt's (backend, precision, require_full, ...)."""
     if not isinstance(model, PreTrainedModel) or not model.can_generate() or model.config.is_encoder_decoder:
         raise ValueError(
@@ -34,14 +35,18 @@ def lower_causal_lm(model: PreTrainedModel, *, max_batch: int, max_length: int, 
     cache = [(int(layer.keys.shape[1]), int(layer.keys.shape[3]), int(layer.values.shape[3])) for layer in layers]
     dtype = layers[0].keys.dtype
     b, n = max_batch, max_length
+    # The cache length L (the positions in use, prompt included) is dynamic, 1..max_length, tuned
+    # for the middle of the range; the query length q too (the prompt, or one new token).
+    half = max(n // 2, 1)
+    tokens = TensorSpec((1, 1), (b, 1), (b, n), torch.int64)
+    mask = TensorSpec((1, 1), (b, half), (b, n), torch.int64)
 
-    def rows(*shape: int, of: torch.dtype = torch.int64) -> TensorSpec:
-        return TensorSpec((1, *shape[1:]), (b, *shape[1:]), shape, of)
+    def cache_spec(heads: int, dim: int) -> TensorSpec:
+        return TensorSpec((1, 1, heads, dim), (half, b, heads, dim), (n, b, heads, dim), dtype)
 
-    tokens = TensorSpec((1, 1), (b, 1), (b, n), torch.int64)  # the prompt, or one new token
-    keys = tuple(rows(b, h, n, d, of=dtype) for h, d, _ in cache)
-    values = tuple(rows(b, h, n, d, of=dtype) for h, _, d in cache)
+    keys = tuple(cache_spec(h, d) for h, d, _ in cache)
+    values = tuple(cache_spec(h, d) for h, _, d in cache)
     step = lower_to_trt(
-        DecodeStep(model), (tokens, rows(b, n), tokens, torch.zeros((), dtype=torch.int64), keys, values), **options
+        DecodeStep(model), (tokens, mask, tokens, torch.zeros((), dtype=torch.int64), keys, values), **options
     )
     return LoweredCausalLM(step, LoweredCausalLM.describe_model(model, max_batch, max_length, cache, dtype))

@@ -1,9 +1,13 @@
 """The step a causal LM's generation repeats, as one module to lower: the model's forward over
-`q` new tokens against a key/value cache of fixed size `max_length`, handed in as tensors.
+`q` new tokens against the key/value cache positions in use (`L` = past + q of them, a dynamic
+length up to `max_length`), handed in as tensors.
 
-It returns the last position's logits and the new tokens' keys and values; the caller writes those
-into its preallocated cache buffers in place (`index_copy_`), so the cache keeps its addresses and
-no step copies it. The same step serves the prompt (q = its length) and each new token (q = 1)."""
+The cache is sequence-major ([L, B, H, D]): the caller's buffers hold `max_length` positions, and
+their first `L` are one contiguous block, so handing them in copies nothing and the attention costs
+what the positions in use cost, not the whole buffer. The step returns the last position's logits
+and the new tokens' keys and values ([q, B, H, D]); the caller copies those into its buffers at
+`past..L` in place, so the cache keeps its addresses. The same step serves the prompt (q = its
+length) and each new token (q = 1)."""
 
 from __future__ import annotations
 
@@ -21,8 +25,9 @@ CACHE_KWARG = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ 
 
 
 class FixedLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]  # transformers is untyped there
-    """One layer's preallocated key/value buffers, attended over in full (the causal and padding
-    masks hide what is not written yet)."""
+    """One layer's key/value cache as transformers' attention reads it ([B, H, L, D]), attended
+    over in full: L is the positions the caller handed in (the causal and padding masks hide the
+    rest)."""
 
     is_compileable = False
     is_sliding = False  # the whole window is kept: a sliding window is the mask's (as transformers builds it)
@@ -83,9 +88,10 @@ class _BufferCache(Cache):
 
 
 class DecodeStep(torch.nn.Module):
-    """`model`'s forward over new tokens with the cache as tensors:
-    (input_ids [B, q], attention_mask [B, L], position_ids [B, q], past [], keys, values: one
-    [B, H, L, D] per layer) -> (logits [B, V] at the last position, new keys, new values: [B, H, q, D])."""
+    """`model`'s forward over new tokens with the cache positions in use as tensors:
+    (input_ids [B, q], attention_mask [B, L], position_ids [B, q], past [] (= L - q), keys, values:
+    one [L, B, H, D] per layer) -> (logits [B, V] at the last position, new keys, new values:
+    [q, B, H, D])."""
 
     def __init__(self, model: PreTrainedModel) -> None:
         super().__init__()
@@ -100,7 +106,9 @@ class DecodeStep(torch.nn.Module):
         keys: tuple[torch.Tensor, ...],
         values: tuple[torch.Tensor, ...],
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        cache = _BufferCache(keys, values, past, input_ids.shape[1])
+        # transformers' attention reads [B, H, L, D]: a permuted view (in the engine a transpose of
+        # the positions in use, which the caller's sequence-major buffers hand in without a copy).
+        cache = _BufferCache(_heads_first(keys), _heads_first(values), past, input_ids.shape[1])
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -111,4 +119,16 @@ class DecodeStep(torch.nn.Module):
         )
         new = [layer.new for layer in cache.buffer_layers]
         assert all(n is not None for n in new), "every layer updates the cache"
-        return (out.logits[:, -1], tuple(n[0] for n in new if n is not None), tuple(n[1] for n in new if n is not None))
+        new_keys = tuple(n[0] for n in new if n is not None)
+        new_values = tuple(n[1] for n in new if n is not None)
+        return out.logits[:, -1], _sequence_first(new_keys), _sequence_first(new_values)
+
+
+def _heads_first(cache: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """[L, B, H, D] -> [B, H, L, D]."""
+    return tuple(t.permute(1, 2, 0, 3) for t in cache)
+
+
+def _sequence_first(cache: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    """[B, H, q, D] -> [q, B, H, D]: the layout of the caller's buffers."""
+    return tuple(t.permute(2, 0, 1, 3) for t in cache)
