@@ -234,7 +234,9 @@ def export(
         program = torch.export.export(
             source, args, kwargs, dynamic_shapes=_dynamic_shapes(source, args, kwargs, specs, infer), strict=False
         )
-        decomposed: torch.export.ExportedProgram = program.run_decompositions(capture_table(source, decomposition_table()))
+        decomposed: torch.export.ExportedProgram = program.run_decompositions(
+            capture_table(source, decomposition_table())
+        )
         return decomposed
     except CaptureError:
         raise

@@ -30,9 +30,7 @@ def _dtensor_class() -> type | None:
 def is_tensor_parallel(model: torch.nn.Module) -> bool:
     """Whether any parameter or buffer of `model` is a DTensor."""
     dtensor = _dtensor_class()
-    return dtensor is not None and any(
-        isinstance(t, dtensor) for t in (*model.parameters(), *model.buffers())
-    )
+    return dtensor is not None and any(isinstance(t, dtensor) for t in (*model.parameters(), *model.buffers()))
 
 
 def allow_dtensor_export(model: torch.nn.Module) -> None:
@@ -45,7 +43,6 @@ def allow_dtensor_export(model: torch.nn.Module) -> None:
 
     if DTensorSpec not in pytree.SUPPORTED_NODES:
         pytree.register_constant(DTensorSpec)
-
 
 
 def capture_table(model: torch.nn.Module, table: dict[Any, Callable[..., Any]]) -> dict[Any, Callable[..., Any]]:

@@ -26,6 +26,9 @@ class EngineReport:
     int4_ops: dict[str, int] = field(default_factory=dict)
     # The layers that read dequantized FP8 (E4M3), by op: computed in FP8 on GPUs that have it.
     fp8_ops: dict[str, int] = field(default_factory=dict)
+    # The bytes of the weights the engine took in as constants (on a tensor-parallel rank: its
+    # shard's).
+    weight_bytes: int = 0
 
 
 @dataclass(frozen=True)

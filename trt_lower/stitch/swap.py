@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 
 import torch
@@ -32,6 +33,8 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
     name = engine.segment.name
     compute = [n for n in getattr(gm, name).graph.nodes if is_compute(n)]
     call = call_node(gm, name)
+    weights = {str(a.target) for a in call.args if is_constant(a)}
+    weight_bytes = sum(t.nbytes for w in weights if isinstance(t := operator.attrgetter(w)(gm), torch.Tensor))
     call.args = tuple(a for a in call.args if not is_constant(a))
     gm.delete_submodule(name)
     gm.add_submodule(name, engine.module)
@@ -47,6 +50,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         fused_ops=engine.segment.fused_ops,
         int4_ops=dict(engine.segment.int4_ops),
         fp8_ops=dict(engine.segment.fp8_ops),
+        weight_bytes=weight_bytes,
     )
 
 

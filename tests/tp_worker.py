@@ -1,0 +1,83 @@
+"""One rank of a tensor-parallel lowering, launched by torch.distributed.run (tests/test_tp_lowering.py):
+a tiny Llama with grouped-query attention, sharded with PyTorch's colwise/rowwise plan over a gloo
+mesh, lowered on this rank; the logits must match the unsharded eager model's. Exits nonzero (an
+AssertionError) on a mismatch; prints the rank's engine weight bytes and the model's."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import transformers
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
+
+from splitter.support import COLLECTIVE_REASON
+from trt_lower import lower_to_trt
+
+
+def tiny_llama(ranks: int) -> Any:
+    """Hidden 64, 2 layers, a key/value head per rank and two query heads per key/value head (GQA)."""
+    torch.manual_seed(0)  # every rank builds the same model
+    config = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2 * ranks,
+        num_key_value_heads=ranks,
+    )
+    return transformers.LlamaForCausalLM(config).eval()  # type: ignore[no-untyped-call]
+
+
+def tp_plan(layers: int) -> dict[str, ParallelStyle]:
+    """Projections into heads and the MLP's width colwise, out of them rowwise; the embedding and
+    the LM head split along the hidden size and the vocabulary, gathered whole."""
+    plan: dict[str, ParallelStyle] = {
+        "model.embed_tokens": ColwiseParallel(output_layouts=Replicate()),
+        "lm_head": ColwiseParallel(output_layouts=Replicate()),
+    }
+    for i in range(layers):
+        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
+        for name in ("self_attn.o_proj", "mlp.down_proj"):
+            plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
+    return plan
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids, use_cache=False).logits  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    dist.init_process_group("gloo")
+    ranks = dist.get_world_size()
+    model = tiny_llama(ranks)
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(ids, use_cache=False).logits
+    sharded = parallelize_module(
+        copy.deepcopy(model), init_device_mesh("cpu", (ranks,)), tp_plan(model.config.num_hidden_layers)
+    )
+    lowered = lower_to_trt(Logits(sharded), (ids,), min_block_size=1, verify=True)
+    torch.testing.assert_close(lowered(ids), expected)
+    report = lowered.report
+    assert report.verify_errors, "verification did not run"
+    collectives = [f for f in report.fallbacks if f.op.startswith("_c10d_functional.")]
+    assert {f.op.split(".")[1] for f in collectives} == {"all_reduce", "all_gather_into_tensor", "wait_tensor"}
+    assert all(f.reason == COLLECTIVE_REASON for f in collectives), report
+    print(f"rank {dist.get_rank()}: engine weights", [e.weight_bytes for e in report.engines], flush=True)
+    print(f"WEIGHTS {sum(e.weight_bytes for e in report.engines)} {sum(p.nbytes for p in model.parameters())}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
