@@ -61,6 +61,13 @@ def test_tensor_parallel_llama_lowers_on_every_rank(ranks: int) -> None:
         assert abs(int(rank_bytes) / int(model_bytes) - 1 / ranks) < 0.01, weights
 
 
+def test_tensor_parallel_llama_generates_eager_tokens() -> None:
+    """lower_causal_lm on the sharded model: every rank's greedy tokens are the unsharded eager
+    model's (the worker asserts it); a sharded LM head is refused with what to do."""
+    out = torchrun("tp_worker.py", 2, "generate")
+    assert sum("TOKENS" in line for line in out.splitlines()) == 2, out[-4000:]
+
+
 def test_collectives_are_never_inside_an_engine() -> None:
     """Every functional collective and its wait are eager, with a reason that says where they run
     (not a call to register a converter)."""

@@ -1,11 +1,15 @@
 """One rank of a tensor-parallel lowering, launched by torch.distributed.run (tests/test_tp_lowering.py):
 a tiny Llama with grouped-query attention, sharded with PyTorch's colwise/rowwise plan over a gloo
 mesh, lowered on this rank; the logits must match the unsharded eager model's. Exits nonzero (an
-AssertionError) on a mismatch; prints the rank's engine weight bytes and the model's."""
+AssertionError) on a mismatch; prints the rank's engine weight bytes and the model's.
+
+`generate`: lower_causal_lm on the sharded model instead, whose greedy tokens must be the unsharded
+eager model's."""
 
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 import torch
@@ -16,7 +20,8 @@ from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
 from splitter.support import COLLECTIVE_REASON
-from trt_lower import lower_to_trt
+from trt_lower import CaptureError, lower_to_trt
+from trt_lower.llm import lower_causal_lm
 
 
 def tiny_llama(ranks: int) -> Any:
@@ -57,17 +62,40 @@ class Logits(torch.nn.Module):
         return self.model(ids, use_cache=False).logits  # type: ignore[no-any-return]
 
 
+def sharded(model: Any, plan: dict[str, ParallelStyle]) -> Any:
+    return parallelize_module(copy.deepcopy(model), init_device_mesh("cpu", (dist.get_world_size(),)), plan)
+
+
+def generate(model: Any, ids: torch.Tensor) -> None:
+    """Greedy tokens as eager's. The LM head stays replicated: the step slices the last position
+    into it, which torch.export cannot take into a sharded layer (CaptureError says so)."""
+    with torch.no_grad():
+        expected = model.generate(ids, max_new_tokens=6, do_sample=False)
+    plan = tp_plan(model.config.num_hidden_layers)
+    try:
+        lower_causal_lm(sharded(model, plan), max_batch=1, max_length=16)
+        raise AssertionError("a sharded LM head was expected to be refused")
+    except CaptureError as e:
+        assert "keep that layer replicated" in str(e), e
+    del plan["lm_head"]
+    lowered = lower_causal_lm(sharded(model, plan), max_batch=1, max_length=16)
+    tokens = lowered.generate(ids, max_new_tokens=6, do_sample=False)
+    assert torch.equal(tokens, expected), (tokens, expected)
+    print(f"rank {dist.get_rank()}: TOKENS {tokens.tolist()}", flush=True)
+
+
 def main() -> None:
     dist.init_process_group("gloo")
-    ranks = dist.get_world_size()
-    model = tiny_llama(ranks)
+    model = tiny_llama(dist.get_world_size())
     ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    if sys.argv[1:] == ["generate"]:
+        generate(model, ids)
+        dist.destroy_process_group()
+        return
     with torch.no_grad():
         expected = model(ids, use_cache=False).logits
-    sharded = parallelize_module(
-        copy.deepcopy(model), init_device_mesh("cpu", (ranks,)), tp_plan(model.config.num_hidden_layers)
-    )
-    lowered = lower_to_trt(Logits(sharded), (ids,), min_block_size=1, verify=True)
+    sharded_model = sharded(model, tp_plan(model.config.num_hidden_layers))
+    lowered = lower_to_trt(Logits(sharded_model), (ids,), min_block_size=1, verify=True)
     torch.testing.assert_close(lowered(ids), expected)
     report = lowered.report
     assert report.verify_errors, "verification did not run"

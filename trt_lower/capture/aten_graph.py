@@ -20,7 +20,7 @@ from converters.core.target import TrtTarget
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
-from trt_lower.capture.dtensor import allow_dtensor_export, capture_table
+from trt_lower.capture.dtensor import allow_dtensor_export, capture_table, tensor_parallel_hint
 from trt_lower.capture.fused_ops import fuse
 from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
@@ -243,7 +243,7 @@ def export(
     except Exception as e:
         raise CaptureError(
             f"torch.export could not capture {type(model).__name__}{_data_dependent_route(e)}: "
-            f"{type(e).__name__}: {e}{_capture_hint(e)}"
+            f"{type(e).__name__}: {e}{_capture_hint(e)}{tensor_parallel_hint(model, e)}"
         ) from e
     finally:
         for module, training in modes.items():

@@ -50,3 +50,16 @@ def capture_table(model: torch.nn.Module, table: dict[Any, Callable[..., Any]]) 
     tensor-parallel model (a kept CompositeImplicit op such as linear reaches DTensor whole, and
     DTensor refuses it with a bare AssertionError)."""
     return dict(torch.export.default_decompositions()) if is_tensor_parallel(model) else table
+
+
+def tensor_parallel_hint(model: torch.nn.Module, error: Exception) -> str:
+    """What to do when torch.export cannot trace a tensor-parallel layer, or ''. DTensor hashes
+    its spec, shapes included, when an activation enters a sharded layer, and fails where a
+    dynamic size sits in it in some forms: a generation step's last-position slice into a sharded
+    LM head is one."""
+    if not is_tensor_parallel(model) or "unhashable type: non-nested SymInt" not in str(error):
+        return ""
+    return (
+        " (DTensor cannot take this dynamic-shape activation into a sharded layer under torch.export: "
+        "keep that layer replicated, out of the parallelize_module plan; for lower_causal_lm, the LM head)"
+    )
