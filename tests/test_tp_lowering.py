@@ -1,6 +1,7 @@
 """Tensor-parallel lowering: a model sharded with torch.distributed.tensor.parallel lowers on every
-rank (gloo on CPU, launched with torch.distributed.run), each rank's engines holding its shard of the
-weights and the collectives running between them, eager."""
+rank (gloo on CPU, launched with torch.distributed.run), each rank's engines holding its shard of
+the weights and the collectives (all_reduce, all_gather_into_tensor, reduce_scatter_tensor and
+their waits) running between them, eager."""
 
 from __future__ import annotations
 

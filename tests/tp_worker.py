@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import transformers
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import Replicate
+from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
 from splitter.support import COLLECTIVE_REASON
@@ -84,6 +84,25 @@ def generate(model: Any, ids: torch.Tensor) -> None:
     print(f"rank {dist.get_rank()}: TOKENS {tokens.tolist()}", flush=True)
 
 
+def reduce_scatter(ranks: int) -> None:
+    """A rowwise layer whose sum is scattered by rows (reduce_scatter_tensor), gathered back into a
+    colwise one (all_gather_into_tensor): the collectives of sequence parallelism."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16), torch.nn.Linear(16, 8)
+    )
+    x = torch.randn(2 * ranks, 16, generator=torch.Generator().manual_seed(2))
+    plan: dict[str, ParallelStyle] = {
+        "0": ColwiseParallel(),
+        "2": RowwiseParallel(output_layouts=Shard(0)),
+        "3": ColwiseParallel(input_layouts=Shard(0), output_layouts=Replicate()),
+    }
+    lowered = lower_to_trt(sharded(model, plan), (x,), min_block_size=1)
+    torch.testing.assert_close(lowered(x), model(x))
+    ops = {f.op.split(".")[1] for f in lowered.report.fallbacks}
+    assert {"reduce_scatter_tensor", "all_gather_into_tensor"} <= ops, lowered.report
+
+
 def main() -> None:
     dist.init_process_group("gloo")
     model = tiny_llama(dist.get_world_size())
@@ -102,6 +121,7 @@ def main() -> None:
     collectives = [f for f in report.fallbacks if f.op.startswith("_c10d_functional.")]
     assert {f.op.split(".")[1] for f in collectives} == {"all_reduce", "all_gather_into_tensor", "wait_tensor"}
     assert all(f.reason == COLLECTIVE_REASON for f in collectives), report
+    reduce_scatter(dist.get_world_size())
     print(f"rank {dist.get_rank()}: engine weights", [e.weight_bytes for e in report.engines], flush=True)
     print(f"WEIGHTS {sum(e.weight_bytes for e in report.engines)} {sum(p.nbytes for p in model.parameters())}")
     dist.destroy_process_group()
