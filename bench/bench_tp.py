@@ -9,16 +9,15 @@ and decode latency of `lower_causal_lm` on a Llama sharded over 1, 2 and 4 ranks
 rowwise, the embedding split along the hidden size; the LM head replicated, as generation needs).
 The config: Llama of `--hidden`, `--layers`, 8 query heads and 4 key/value heads (GQA; 4 divides
 by every rank count), MLP 2.75x, vocab 1024, float32. Each rank builds the whole model (same seed)
-and shards it, so its peak RSS (ru_maxrss, after generating) includes one unsharded copy; the
+and shards it in place, so its peak RSS (ru_maxrss, after generating) includes one unsharded copy; the
 engine weight bytes are what its engines hold. Decode ms/token = (time of `--new` tokens - time of
-1) / (`--new` - 1), greedy, median of `--repeats`; every rank generates, rank 0's time is reported.
+1) / (`--new` - 1), greedy, median of `--repeats`; every rank generates and reports its own row.
 Verified on CPU via ONNX Runtime and gloo; no GPU figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import resource
@@ -64,7 +63,7 @@ def _shard(model: Any) -> Any:
             plan[f"model.layers.{i}.{name}"] = ColwiseParallel()
         for name in ("self_attn.o_proj", "mlp.down_proj"):
             plan[f"model.layers.{i}.{name}"] = RowwiseParallel()
-    return parallelize_module(copy.deepcopy(model), init_device_mesh("cpu", (dist.get_world_size(),)), plan)
+    return parallelize_module(model, init_device_mesh("cpu", (dist.get_world_size(),)), plan)
 
 
 def _generate_s(lowered: Any, ids: torch.Tensor, new: int) -> float:
