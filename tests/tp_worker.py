@@ -9,6 +9,7 @@ eager model's."""
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from typing import Any
 
@@ -22,6 +23,11 @@ from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, Ro
 from splitter.support import COLLECTIVE_REASON
 from trt_lower import CaptureError, lower_to_trt
 from trt_lower.llm import lower_causal_lm
+
+
+def say(line: str) -> None:
+    """One line in one write: the ranks share the launcher's pipe, where print's pieces interleave."""
+    os.write(1, f"{line}\n".encode())
 
 
 def tiny_llama(ranks: int) -> Any:
@@ -81,7 +87,7 @@ def generate(model: Any, ids: torch.Tensor) -> None:
     lowered = lower_causal_lm(sharded(model, plan), max_batch=1, max_length=16)
     tokens = lowered.generate(ids, max_new_tokens=6, do_sample=False)
     assert torch.equal(tokens, expected), (tokens, expected)
-    print(f"rank {dist.get_rank()}: TOKENS {tokens.tolist()}", flush=True)
+    say(f"rank {dist.get_rank()}: TOKENS {tokens.tolist()}")
 
 
 def reduce_scatter(ranks: int) -> None:
@@ -122,8 +128,8 @@ def main() -> None:
     assert {f.op.split(".")[1] for f in collectives} == {"all_reduce", "all_gather_into_tensor", "wait_tensor"}
     assert all(f.reason == COLLECTIVE_REASON for f in collectives), report
     reduce_scatter(dist.get_world_size())
-    print(f"rank {dist.get_rank()}: engine weights", [e.weight_bytes for e in report.engines], flush=True)
-    print(f"WEIGHTS {sum(e.weight_bytes for e in report.engines)} {sum(p.nbytes for p in model.parameters())}")
+    say(f"rank {dist.get_rank()}: engine weights {[e.weight_bytes for e in report.engines]}")
+    say(f"WEIGHTS {sum(e.weight_bytes for e in report.engines)} {sum(p.nbytes for p in model.parameters())}")
     dist.destroy_process_group()
 
 
