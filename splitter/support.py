@@ -39,6 +39,13 @@ def target_label(target: object) -> str:
 BUILT_IN = frozenset({"aten", "prims", "quantized_decomposed", "higher_order"})
 
 
+# torch.distributed's functional collectives (and their waits), as torch.export leaves a
+# tensor-parallel model: they run between engines through the rank's process group, never inside
+# one (no engine target has a collective).
+COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional"})
+COLLECTIVE_REASON = "collective: runs in torch.distributed"
+
+
 # Ops that read a Python number out of a tensor's data (`x.item()`): no engine computes one.
 DATA_READS = frozenset({torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default})
 _SCALARS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -163,6 +170,8 @@ def unsupported_reason(
     nodes whose conversion already failed once, by name, with the reason."""
     if node.target is operator.getitem:
         return None
+    if getattr(node.target, "namespace", None) in COLLECTIVE_NAMESPACES:
+        return COLLECTIVE_REASON
     if node.name in failed:
         return failed[node.name]
     if str(node.target) in fallback_ops or str(getattr(node.target, "overloadpacket", "")) in fallback_ops:

@@ -20,6 +20,7 @@ from converters.core.target import TrtTarget
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
+from trt_lower.capture.dtensor import allow_dtensor_export, capture_table, tensor_parallel_hint
 from trt_lower.capture.fused_ops import fuse
 from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
@@ -227,19 +228,22 @@ def export(
             # The converter's dims are its own guesses (Dim.AUTO); export again with ours.
             source = _from_torchscript(model, tuple(inputs))
         _register_cache_types(source)
+        allow_dtensor_export(source)
         source = _self_renamed(source)
         args, kwargs = tuple(inputs), kwargs or {}
         program = torch.export.export(
             source, args, kwargs, dynamic_shapes=_dynamic_shapes(source, args, kwargs, specs, infer), strict=False
         )
-        decomposed: torch.export.ExportedProgram = program.run_decompositions(decomposition_table())
+        decomposed: torch.export.ExportedProgram = program.run_decompositions(
+            capture_table(source, decomposition_table())
+        )
         return decomposed
     except CaptureError:
         raise
     except Exception as e:
         raise CaptureError(
             f"torch.export could not capture {type(model).__name__}{_data_dependent_route(e)}: "
-            f"{type(e).__name__}: {e}{_capture_hint(e)}"
+            f"{type(e).__name__}: {e}{_capture_hint(e)}{tensor_parallel_hint(model, e)}"
         ) from e
     finally:
         for module, training in modes.items():

@@ -31,6 +31,9 @@ class EngineReport:
     profiles: list[str] = field(default_factory=list)
     # Bytes of weights TensorRT streams from host memory (built with weight_streaming=True); 0: none.
     streamable_bytes: int = 0
+    # The bytes of the weights the engine took in as constants (on a tensor-parallel rank: its
+    # shard's).
+    weight_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ class LoweringReport:
             more = len(e.ops) - 6
             where = e.backend if e.cache_hit is None else f"{e.backend}, {'cache hit' if e.cache_hit else 'built'}"
             lines.append(f"  {e.name} [{where}]: {e.num_nodes} ops ({top}{', …' if more > 0 else ''})")
-            lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}")
+            lines.append(f"      in {e.input_shapes} -> out {e.output_shapes}, weights {e.weight_bytes} bytes")
             for k, ranges in enumerate(e.profiles):
                 lines.append(f"      profile {k}: {ranges}")
             for kind, ops in (("int8", e.int8_ops), ("fp8", e.fp8_ops), ("int4 weights", e.int4_ops)):

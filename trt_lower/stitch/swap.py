@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 
 import torch
@@ -34,6 +35,8 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
     name = engine.segment.name
     compute = [n for n in getattr(gm, name).graph.nodes if is_compute(n)]
     call = call_node(gm, name)
+    weights = {str(a.target) for a in call.args if is_constant(a)}
+    weight_bytes = sum(t.nbytes for w in weights if isinstance(t := operator.attrgetter(w)(gm), torch.Tensor))
     call.args = tuple(a for a in call.args if not is_constant(a))
     gm.delete_submodule(name)
     gm.add_submodule(name, engine.module)
@@ -51,6 +54,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         fp8_ops=dict(engine.segment.fp8_ops),
         profiles=describe_profiles(engine.segment.inputs),
         streamable_bytes=engine.module.streamable_bytes if isinstance(engine.module, EngineModule) else 0,
+        weight_bytes=weight_bytes,
     )
 
 
