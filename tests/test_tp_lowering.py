@@ -52,10 +52,13 @@ def torchrun(script: str, ranks: int, *args: str) -> str:
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_tensor_parallel_llama_lowers_on_every_rank(ranks: int) -> None:
+def test_tensor_parallel_llama_lowers_on_every_rank(
+    ranks: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Logits as the unsharded model's on every rank, verification run on every rank (no rank
-    waits on a collective another skipped), and each rank's engines hold ~1/ranks of the weights
-    (the norms, replicated, are the rest)."""
+    waits on a collective another skipped), each rank's engines hold ~1/ranks of the weights
+    (the norms, replicated, are the rest), and each rank's file loads back with the same logits."""
+    monkeypatch.setenv("TP_WORKER_DIR", str(tmp_path))
     out = torchrun("tp_worker.py", ranks)
     weights = re.findall(r"WEIGHTS (\d+) (\d+)", out)  # the ranks' lines may interleave with others' output
     assert len(weights) == ranks, out[-4000:]

@@ -20,6 +20,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
+import trt_lower
 from splitter.support import COLLECTIVE_REASON
 from trt_lower import CaptureError, lower_to_trt
 from trt_lower.llm import lower_causal_lm
@@ -109,6 +110,14 @@ def reduce_scatter(ranks: int) -> None:
     assert {"reduce_scatter_tensor", "all_gather_into_tensor"} <= ops, lowered.report
 
 
+def round_trip(lowered: torch.nn.Module, ids: torch.Tensor, expected: torch.Tensor) -> None:
+    """The rank's file, saved and loaded back on this rank: the collectives DTensor's plan made
+    (over the mesh's group) are bound to the loading job and give the same logits."""
+    path = os.path.join(os.environ["TP_WORKER_DIR"], "logits.rank{rank}.trtl")
+    trt_lower.save(lowered, path)
+    torch.testing.assert_close(trt_lower.load(path)(ids), expected)
+
+
 def main() -> None:
     dist.init_process_group("gloo")
     model = tiny_llama(dist.get_world_size())
@@ -127,6 +136,7 @@ def main() -> None:
     collectives = [f for f in report.fallbacks if f.op.startswith("_c10d_functional.")]
     assert {f.op.split(".")[1] for f in collectives} == {"all_reduce", "all_gather_into_tensor", "wait_tensor"}
     assert all(f.reason == COLLECTIVE_REASON for f in collectives), report
+    round_trip(lowered, ids, expected)
     reduce_scatter(dist.get_world_size())
     say(f"rank {dist.get_rank()}: engine weights {[e.weight_bytes for e in report.engines]}")
     say(f"WEIGHTS {sum(e.weight_bytes for e in report.engines)} {sum(p.nbytes for p in model.parameters())}")
