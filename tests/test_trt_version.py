@@ -3,6 +3,7 @@ model lowers to for each version."""
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any, Sequence
 
@@ -39,6 +40,18 @@ def test_default_without_tensorrt_is_10_4() -> None:
     lowered = trt_lower.lower_to_trt(Fn(lambda x: x * 2), (torch.ones(2),), backend="onnxruntime", min_block_size=1)
     assert lowered.report.trt_version == "10.4"
     assert "trt_version=10.4" in str(lowered.report)
+
+
+def test_stubs_alone_are_no_tensorrt_and_stay_unimported(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tensorrt-stubs alone make `tensorrt` a namespace package: no TensorRT, and not imported (a
+    module without a file under TensorRT's name made inspect.getmodule raise in later code, e.g.
+    torch.library's register_fake, once the double had been `tensorrt` before it)."""
+    (tmp_path / "tensorrt").mkdir()
+    (tmp_path / "tensorrt" / "__init__.pyi").write_text("__version__: str\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tensorrt", raising=False)
+    assert installed_version() is None
+    assert "tensorrt" not in sys.modules
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,13 @@ MIN_VERSION = (8, 6)
 
 def _probe() -> tuple[str | None, str]:
     """The installed TensorRT's version, or None and why there is none."""
-    if importlib.util.find_spec("tensorrt") is None:
+    spec = importlib.util.find_spec("tensorrt")
+    if spec is None:
         return None, "the `tensorrt` module is not installed"
+    if spec.origin is None:
+        # A namespace package: tensorrt-stubs alone. Not imported, so that no module without a
+        # file stays in sys.modules under TensorRT's name (inspect.getmodule trips on one).
+        return None, "the `tensorrt` module found has no TensorRT in it (type stubs only?)"
     try:
         import tensorrt as trt
     except (ImportError, OSError) as e:  # e.g. a wheel whose CUDA/TensorRT libraries do not load
