@@ -18,6 +18,7 @@ import trt_lower
 
 transformers = pytest.importorskip("transformers")
 from trt_lower.llm import GenerationLimitError, LoweredCausalLM, lower_causal_lm  # noqa: E402
+from trt_lower.runtime.profiles import ProfileChoice  # noqa: E402
 
 VOCAB = 96
 MAX_LENGTH = 80  # prompts of 8 and 64 new tokens
@@ -185,6 +186,29 @@ def test_the_step_attends_over_the_positions_in_use(make: Callable[[], Any]) -> 
         hook.remove()
     assert torch.equal(got, expected)
     assert lengths == [{8 + i} for i in range(16)]
+
+
+def test_prompt_and_new_tokens_run_on_their_own_profiles() -> None:
+    """The step's engines have two optimization profiles, prefill and decode: an engine that sees
+    the query length runs the prompt on the first, and every engine runs each new token on the
+    second (tuned for one token against a growing cache)."""
+    _, gen = lowered(_llama)
+    engines = [m for m in gen.step.modules() if isinstance(getattr(m, "profile", None), ProfileChoice)]
+    several = [e for e in engines if e.profile.several]
+    assert several and all(len(e.profile.profiles) == 2 for e in several)
+    chosen: dict[int, list[int]] = {id(e): [] for e in several}
+
+    def record(module: Any, inputs: tuple[torch.Tensor, ...]) -> None:
+        chosen[id(module)].append(module.profile(tuple(tuple(t.shape) for t in inputs)))
+
+    hooks = [e.register_forward_pre_hook(record) for e in several]
+    try:
+        gen.generate(torch.randint(3, VOCAB, (1, 6)), max_new_tokens=4, do_sample=False, pad_token_id=0)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert all(calls[1:] == [1, 1, 1] for calls in chosen.values()), chosen
+    assert any(calls[0] == 0 for calls in chosen.values()), chosen
 
 
 def test_generate_from_four_threads_gives_the_serial_tokens() -> None:

@@ -65,6 +65,18 @@ def test_two_profiles_on_onnxruntime_run_each_and_refuse_between() -> None:
     assert "profile 1: 'x' (16..64, 8)" in str(lowered.report)
 
 
+def test_a_profile_may_fix_a_dim_the_range_leaves_dynamic() -> None:
+    """A profile of one size in a dynamic dim (a decode step's one token) has that size, not the
+    declared range: batch 2 fits only the second profile."""
+    model = Mlp().eval()
+    one = [TensorSpec((1, 8), (1, 8), (1, 8)), TensorSpec((16, 8), (32, 8), (64, 8))]
+    lowered = trt_lower.lower_to_trt(model, WIDE, profiles=one, backend="onnxruntime", verify=False)
+    assert lowered.report.engines[0].profiles == ["'x' (1, 8)", "'x' (16..64, 8)"]
+    _check_calls(model, lowered, (1, 16))
+    with pytest.raises(EngineInputError, match=r"'x' \(2, 8\) fits none"):
+        lowered(torch.randn(2, 8))
+
+
 def test_one_range_has_no_profiles_and_runs_between() -> None:
     """Without `profiles`, batch 8 runs: the refusal above is the profiles'."""
     model = Mlp().eval()

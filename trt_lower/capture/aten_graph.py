@@ -339,7 +339,7 @@ def graph_module(program: torch.export.ExportedProgram) -> torch.fx.GraphModule:
 
 def _symbol_ranges(program: torch.export.ExportedProgram, specs: Sequence[TensorSpec]) -> SymbolRanges:
     """Each shape symbol of the graph -> (min, opt, max), read off the specs of the inputs whose
-    dynamic dims introduced it."""
+    dims introduced it (a profile's spec may fix a dim the graph has dynamic: its one size)."""
     user_inputs = set(program.graph_signature.user_inputs)
     inputs = [
         n
@@ -348,8 +348,7 @@ def _symbol_ranges(program: torch.export.ExportedProgram, specs: Sequence[Tensor
     ]
     ranges: dict[sympy.Symbol, tuple[int, int, int]] = {}
     for node, spec in zip(inputs, specs):
-        for i in spec.dynamic_dims:
-            dim = node.meta["val"].shape[i]
+        for i, dim in enumerate(node.meta["val"].shape):
             if isinstance(dim, torch.SymInt) and isinstance(dim.node.expr, sympy.Symbol):
                 ranges.setdefault(dim.node.expr, (spec.min_shape[i], spec.opt_shape[i], spec.max_shape[i]))
     return ranges
