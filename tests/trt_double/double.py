@@ -49,8 +49,9 @@ import io
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, cast, overload
 
 import ml_dtypes
 import numpy as np
@@ -88,6 +89,10 @@ if TYPE_CHECKING:
     _INetworkDefinition = stubs.INetworkDefinition
     _IOptimizationProfile = stubs.IOptimizationProfile
     _IProgressMonitor = stubs.IProgressMonitor
+    _IProfiler = stubs.IProfiler
+    _EngineInspector = stubs.EngineInspector
+    _ProfilingVerbosity = stubs.ProfilingVerbosity
+    _LayerInformationFormat = stubs.LayerInformationFormat
     _TacticSource = stubs.TacticSource
     _ITimingCache = stubs.ITimingCache
     _MemoryPoolType = stubs.MemoryPoolType
@@ -109,6 +114,7 @@ else:
     _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
     _IProgressMonitor = _TacticSource = object
+    _IProfiler = _EngineInspector = _ProfilingVerbosity = _LayerInformationFormat = object
     _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
     _Runtime = _Severity = _TensorIOMode = _ILayer = _ITensor = object
     _OnnxParserRefitter = _Refitter = _TensorLocation = _Weights = _ISerializationConfig = _SerializationFlag = object
@@ -254,6 +260,20 @@ class PreviewFeature(_Enum, _PreviewFeature):
 
 
 PreviewFeature._define(PROFILE_SHARING_0806=0)
+
+
+class ProfilingVerbosity(_Enum, _ProfilingVerbosity):
+    pass
+
+
+ProfilingVerbosity._define(LAYER_NAMES_ONLY=0, NONE=1, DETAILED=2)
+
+
+class LayerInformationFormat(_Enum, _LayerInformationFormat):
+    pass
+
+
+LayerInformationFormat._define(ONELINE=0, JSON=1)
 
 
 class ExecutionContextAllocationStrategy(_Enum, _ExecutionContextAllocationStrategy):
@@ -669,6 +689,7 @@ class IBuilderConfig(_IBuilderConfig):
         self._timing_cache: ITimingCache | None = None
         self._tactic_sources = _default_tactic_sources()
         self._progress_monitor: _ProgressMonitor | None = None
+        self._profiling_verbosity = _member(ProfilingVerbosity, "LAYER_NAMES_ONLY")  # TensorRT's default
         self.profiles: list[IOptimizationProfile] = []
         self.preview_features: set[int] = set()
 
@@ -684,6 +705,14 @@ class IBuilderConfig(_IBuilderConfig):
             _error(self._logger, f"IBuilderConfig::setBuilderOptimizationLevel: level {level} must be >= 0")
             return
         self._optimization_level = level
+
+    @property
+    def profiling_verbosity(self) -> ProfilingVerbosity:
+        return self._profiling_verbosity
+
+    @profiling_verbosity.setter
+    def profiling_verbosity(self, verbosity: stubs.ProfilingVerbosity) -> None:
+        self._profiling_verbosity = _own(verbosity, ProfilingVerbosity)
 
     @property
     def progress_monitor(self) -> _ProgressMonitor:
@@ -800,7 +829,12 @@ def _external_weights(proto: onnx.ModelProto, directory: str) -> dict[str, Any]:
 
 
 def _plan(
-    segment: OnnxSegment, profiles: list[dict[str, Any]], sharing: bool, refittable: bool, stripped: bool = False
+    segment: OnnxSegment,
+    profiles: list[dict[str, Any]],
+    sharing: bool,
+    refittable: bool,
+    stripped: bool = False,
+    verbosity: int = 0,
 ) -> IHostMemory:
     """The plan: a header, the graph, then its large weights at the offsets the header gives;
     `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
@@ -815,6 +849,7 @@ def _plan(
             "profile_sharing": sharing,
             "refittable": refittable,
             "stripped": stripped,
+            "profiling_verbosity": verbosity,
             "graph_bytes": len(graph),
             "weights": {} if stripped else segment.layout(),
         }
@@ -1024,7 +1059,7 @@ class Builder(_Builder):
         segment = OnnxSegment(
             miscompile.plant(net.model, state.miscompiles) if state.miscompiles else net.model, net.weights
         )
-        return _plan(segment, profiles, sharing, bool(cfg.flags & _REFIT))
+        return _plan(segment, profiles, sharing, bool(cfg.flags & _REFIT), verbosity=int(cfg.profiling_verbosity))
 
 
 # -- runtime ----------------------------------------------------------------------------------
@@ -1082,6 +1117,93 @@ def _data_dependent_outputs(model: onnx.ModelProto) -> frozenset[str]:
     return frozenset(v.name for v in model.graph.output if v.name in tainted and -1 in _static_shape(v))
 
 
+# Pointwise ops TensorRT fuses into the layer that makes their input (here: when it is the node
+# just before, and nothing else reads that value): the fused layer is named "a + b".
+_FUSED_POINTWISE = {"Relu", "Sigmoid", "Tanh", "Add", "Sub", "Mul", "Div", "Erf", "Gelu", "Clip"}
+
+
+@dataclass(frozen=True)
+class _EngineLayer:
+    name: str
+    layer_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def _engine_layers(model: onnx.ModelProto) -> list[_EngineLayer]:
+    """The engine's layers, as TensorRT names them: one per ONNX node (named after it; an unnamed
+    one "(Unnamed Layer* i) [op]"), a pointwise node fused into the layer before it."""
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    graph_outputs = {v.name for v in model.graph.output}
+    layers: list[_EngineLayer] = []
+    for i, node in enumerate(model.graph.node):
+        name = node.name or f"(Unnamed Layer* {i}) [{node.op_type}]"
+        last = layers[-1] if layers else None
+        fused = (
+            last is not None
+            and node.op_type in _FUSED_POINTWISE
+            and any(v in last.outputs and readers[v] == 1 and v not in graph_outputs for v in node.input)
+        )
+        if last is not None and fused:
+            inputs = last.inputs + tuple(v for v in node.input if v not in last.outputs)
+            layers[-1] = _EngineLayer(f"{last.name} + {name}", last.layer_type, inputs, tuple(node.output))
+        else:
+            layers.append(_EngineLayer(name, node.op_type, tuple(node.input), tuple(node.output)))
+    return layers
+
+
+class IProfiler(_IProfiler):
+    """The base class applications derive from; they must call its __init__ (pybind11's trampoline)."""
+
+    def __init__(self) -> None:
+        self._initialised = True
+
+    def report_layer_time(self, layer_name: str, ms: float) -> None:
+        raise NotImplementedError("IProfiler.report_layer_time is pure virtual: override it")
+
+
+class EngineInspector(_EngineInspector):
+    """The layers as the engine was built to describe them (its ProfilingVerbosity): with DETAILED
+    each layer's JSON object, with LAYER_NAMES_ONLY its name, with NONE nothing. ONELINE text is
+    not doubled: trt_lower reads JSON."""
+
+    def __init__(self, engine: ICudaEngine) -> None:
+        self._engine = engine
+
+    def _describe(self, layer: _EngineLayer, index: int) -> Any:
+        verbosity = self._engine._verbosity.name
+        if verbosity == "DETAILED":
+            return {"Name": layer.name, "LayerType": layer.layer_type, "Inputs": layer.inputs, "Outputs": layer.outputs}
+        return layer.name if verbosity == "LAYER_NAMES_ONLY" else str(index)
+
+    def _json(self, format: stubs.LayerInformationFormat) -> None:
+        if _own(format, LayerInformationFormat) != _member(LayerInformationFormat, "JSON"):
+            raise NotImplementedError("trt_double: only LayerInformationFormat.JSON is doubled")
+
+    def get_engine_information(self, format: stubs.LayerInformationFormat) -> str:
+        self._json(format)
+        if self._engine._verbosity.name == "NONE":
+            return "{}"
+        layers = [self._describe(layer, i) for i, layer in enumerate(self._engine._layers)]
+        bindings = list(self._engine._tensors)
+        return json.dumps({"Layers": layers, "Bindings": bindings})
+
+    def get_layer_information(self, layer_index: int, format: stubs.LayerInformationFormat) -> str:
+        self._json(format)
+        layers = self._engine._layers
+        if not 0 <= layer_index < len(layers):
+            _error(
+                self._engine._logger, f"IEngineInspector::getLayerInformation: layer index {layer_index} out of range"
+            )
+            return ""
+        if self._engine._verbosity.name == "NONE":
+            return ""
+        return json.dumps(self._describe(layers[layer_index], layer_index))
+
+
 class IOutputAllocator(_IOutputAllocator):
     """The base class applications derive from (its methods are theirs to write)."""
 
@@ -1102,8 +1224,11 @@ class ICudaEngine(_ICudaEngine):
         weights: dict[str, Any] | None = None,
         refittable: bool = False,
         stripped: bool = False,
+        verbosity: int = 0,
     ) -> None:
         proto = onnx.load_from_string(model)
+        self._verbosity = _member(ProfilingVerbosity, ("LAYER_NAMES_ONLY", "NONE", "DETAILED")[verbosity])
+        self._layers = _engine_layers(proto)
         self._logger = logger
         # From a plan serialized without its weights: nothing runs until a refit has set them all.
         self._stripped = stripped
@@ -1145,7 +1270,16 @@ class ICudaEngine(_ICudaEngine):
         return self._refittable
 
     def serialize(self) -> IHostMemory:
-        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable)
+        return _plan(
+            self._segment, self._profiles_json, self._profile_sharing, self._refittable, verbosity=int(self._verbosity)
+        )
+
+    @property
+    def profiling_verbosity(self) -> ProfilingVerbosity:
+        return self._verbosity
+
+    def create_engine_inspector(self) -> EngineInspector:
+        return EngineInspector(self)
 
     def create_serialization_config(self) -> ISerializationConfig:
         return ISerializationConfig()
@@ -1156,7 +1290,14 @@ class ICudaEngine(_ICudaEngine):
         if exclude and not self._refittable:
             _error(self._logger, "ICudaEngine::serializeWithConfig: EXCLUDE_WEIGHTS needs an engine built refittable")
             return _null(IHostMemory)
-        return _plan(self._segment, self._profiles_json, self._profile_sharing, self._refittable, stripped=exclude)
+        return _plan(
+            self._segment,
+            self._profiles_json,
+            self._profile_sharing,
+            self._refittable,
+            stripped=exclude,
+            verbosity=int(self._verbosity),
+        )
 
     def _refit(self, weights: dict[str, np.ndarray[Any, Any]]) -> None:
         """Replace the values of the named initializers (a Refitter has checked them)."""
@@ -1296,6 +1437,19 @@ class IExecutionContext(_IExecutionContext):
         self._allocators: dict[str, IOutputAllocator] = {}
         self._allocated: dict[str, int] = {}  # what each allocator last returned
         self._profile = 0  # the active optimization profile
+        self._profiler: IProfiler | None = None
+
+    @property
+    def profiler(self) -> IProfiler:
+        return self._profiler if self._profiler is not None else _null(IProfiler)
+
+    @profiler.setter
+    def profiler(self, profiler: stubs.IProfiler) -> None:
+        # pybind11 passes None as a null pointer: setProfiler(nullptr) detaches the profiler.
+        own = None if profiler is None else _own(profiler, IProfiler)
+        if own is not None and not getattr(own, "_initialised", False):
+            raise TypeError(f"{type(own).__name__}.__init__() must be called when overriding __init__")
+        self._profiler = own
 
     def _claim(self, stream: int | None) -> None:
         thread = threading.get_ident()
@@ -1506,14 +1660,35 @@ class IExecutionContext(_IExecutionContext):
             return False
         if served:
             return self._enqueue_data_dependent(stream_handle)
+        if self._profiler is not None and stream_handle in state.capturing:
+            _error(
+                self._engine._logger, "IExecutionContext::enqueueV3: profiling is not supported in CUDA graph capture"
+            )
+            return False
         state.tuned.append((self._profile, self._opt_distance()))
         job = _Job(self, dict(self._shapes), dict(self._addresses))
         if stream_handle in state.capturing:
             state.capturing[stream_handle].append(job)
             return True
         self._claim(stream_handle)
+        if self._profiler is not None:
+            synchronize(stream_handle)  # the stream's earlier work is not this engine's time
         state.pending.setdefault(stream_handle, []).append(job)
+        if self._profiler is not None:
+            self._profiled(lambda: synchronize(stream_handle))
         return True
+
+    def _profiled(self, run: Callable[[], object]) -> None:
+        """Run the engine now and report each layer's time, as TensorRT's enqueue does with a
+        profiler attached (enqueue_emits_profile): the run's time shared among the layers, each
+        named as the engine's inspector names it (the layer's index where built with NONE)."""
+        start = time.perf_counter()
+        run()
+        layers = self._engine._layers
+        ms = (time.perf_counter() - start) * 1e3 / max(len(layers), 1)
+        none = self._engine._verbosity.name == "NONE"
+        for i, layer in enumerate(layers):
+            cast(IProfiler, self._profiler).report_layer_time(str(i) if none else layer.name, ms)
 
     def _opt_distance(self) -> int:
         """How far the input shapes set are from the active profile's opt shapes."""
@@ -1546,7 +1721,16 @@ class IExecutionContext(_IExecutionContext):
             for n, t in inputs.items()
         }
         outputs = [n for n, t in self._engine._tensors.items() if t.mode == "OUTPUT"]
-        values = dict(zip(outputs, self._engine._session.run(outputs, feeds)))
+        results: list[Any] = []
+
+        def run() -> None:
+            results.extend(self._engine._session.run(outputs, feeds))
+
+        if self._profiler is not None:
+            self._profiled(run)
+        else:
+            run()
+        values = dict(zip(outputs, results))
         addresses = dict(self._addresses)
         for name in sorted(self._engine._data_dependent):
             value, allocator = values[name], self._allocators[name]
@@ -1660,6 +1844,7 @@ class Runtime(_Runtime):
                 weights,
                 header.get("refittable", False),
                 stripped,
+                header.get("profiling_verbosity", 0),
             )
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload
             _error(self._logger, f"IRuntime::deserializeCudaEngine: corrupted plan: {e}")
