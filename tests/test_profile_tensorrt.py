@@ -165,3 +165,24 @@ def test_a_profiler_must_be_an_initialised_iprofiler(trt_double: ModuleType) -> 
     with pytest.raises(TypeError):
         context.profiler = object()
     assert context.profiler is None
+
+
+def test_an_enqueue_reports_each_layer_once_and_not_inside_a_capture(trt_double: ModuleType) -> None:
+    from trt_lower.runtime.trt_module import aligned_empty
+
+    context = _built(trt_double, "DETAILED").create_execution_context()
+    x, y = (aligned_empty((2, 2), torch.float32, torch.device("cpu")) for _ in range(2))
+    x.copy_(torch.tensor([[1.0, -2.0], [-3.0, 4.0]]))
+    assert context.set_tensor_address("x", x.data_ptr()) and context.set_tensor_address("y", y.data_ptr())
+    reports: list[tuple[str, float]] = []
+    recorder = type(
+        "Recorder", (trt_double.IProfiler,), {"report_layer_time": lambda self, name, ms: reports.append((name, ms))}
+    )()
+    context.profiler = recorder
+    stream = trt_double.create_stream(trt_double.get_device())
+    assert context.execute_async_v3(stream) and context.execute_async_v3(stream)
+    assert [name for name, _ in reports] == ["mm/MatMul + relu/Relu"] * 2 and all(ms > 0 for _, ms in reports)
+    torch.testing.assert_close(y, torch.relu(x))  # the enqueue ran the engine before reporting
+    trt_double.begin_capture(stream)
+    assert not context.execute_async_v3(stream)
+    trt_double.end_capture(stream)

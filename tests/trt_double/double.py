@@ -36,6 +36,12 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
   cuDNN); IProgressMonitor (10.0 and newer only) hears each build's phases and steps, and a False
   from step_complete cancels the build; a timing cache records its TensorRT version and GPU:
   another version's does not deserialize, another GPU's is refused unless ignore_mismatch.
+- profiling: an engine's layers are its ONNX nodes, a pointwise node fused into the layer before
+  it ("a + b"); the engine inspector describes them as the build's ProfilingVerbosity allows
+  (DETAILED: JSON objects; LAYER_NAMES_ONLY, TensorRT's default: names; NONE: nothing) and takes
+  only a LayerInformationFormat; an IProfiler (its __init__ called) set on a context makes each
+  enqueue run the engine at once and report every layer's time (as enqueue_emits_profile does),
+  and is refused inside a CUDA graph capture.
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).
@@ -1670,9 +1676,9 @@ class IExecutionContext(_IExecutionContext):
         if stream_handle in state.capturing:
             state.capturing[stream_handle].append(job)
             return True
-        self._claim(stream_handle)
         if self._profiler is not None:
             synchronize(stream_handle)  # the stream's earlier work is not this engine's time
+        self._claim(stream_handle)
         state.pending.setdefault(stream_handle, []).append(job)
         if self._profiler is not None:
             self._profiled(lambda: synchronize(stream_handle))
