@@ -5,6 +5,7 @@ mapped to all its FX nodes; and the double's IProfiler and engine inspector, as 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -67,6 +68,14 @@ def test_the_profiler_is_on_the_contexts_only_while_profiling(
             lowered.profile(x, iterations=1, warmup=0)
     assert _profilers(engine) == [None] and engine.cuda_graphs
     torch.testing.assert_close(lowered(x), lowered.lowering.captured.graph_module()(x))
+
+
+def test_a_saved_engine_is_profiled_per_layer_after_loading(trt_double: ModuleType, tmp_path: Path) -> None:
+    lowered, x = _lowered(trt_double)
+    trt_lower.save(lowered, tmp_path / "model.trtl")
+    profile = trt_lower.load(tmp_path / "model.trtl").profile(x, iterations=1, warmup=0)
+    (fused,) = [r for r in profile.rows if " + " in r.name]
+    assert [(n.node, bool(n.source)) for n in fused.nodes] == [("addmm", True), ("relu", True)]
 
 
 def test_plans_are_built_with_detailed_profiling_verbosity(trt_double: ModuleType) -> None:
