@@ -3,9 +3,9 @@
 The call runs through an FX Interpreter over the lowered graph that times each eager node and
 each engine call; an ONNX Runtime engine runs in a profiled session of its own (ort_layers.py),
 so the module's own sessions, and its calls outside profiling, are untouched; a TensorRT engine
-reports its layers to an IProfiler set on its contexts only while profiling (trt_layers.py). The profile is that
-of the median call (by its time): its rows, and the host glue as the rest of it, add up to the
-measured call. (Medians per row would not: where other work shares the cores, each call is slowed
+reports its layers to an IProfiler set on its contexts only while profiling (trt_layers.py). The
+profile is that of the median call (by its time): its rows, and the host glue as the rest of it,
+add up to the measured call. (Medians per row would not: where other work shares the cores, each call is slowed
 at different rows, and the per-row medians add up to less than the median call.)"""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _measure(
     segments = getattr(lowered, "segments", {})
     profiled: dict[str, Any] = {}  # ProfiledEngine or ProfiledTrtEngine: a `module` and `finish()`
     calls, nodes = [], []
-    try:  # each profiled session's files are removed, whatever happens
+    try:  # each profiled session's files are removed, and each profiler taken off, whatever happens
         for name, m in engines.items():
             if isinstance(m, OrtEngineModule) and name in segments:
                 profiled[name] = ProfiledEngine(m, segments[name].onnx)
