@@ -313,24 +313,6 @@ def test_keyword_inputs_are_profiled_as_the_module_takes_them() -> None:
         lowered.profile(ids, iterations=1, warmup=0)
 
 
-def test_a_tensorrt_engine_is_one_row_with_its_nodes(tmp_path: Path) -> None:
-    """On TensorRT (the double here) an engine's layers are not measured yet: the engine is one row."""
-    from trt_double.activate import trt_double
-
-    x = torch.randn(4, 8)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).eval()
-    with trt_double("10.4.0", tmp_path):
-        lowered = trt_lower.lower_to_trt(model, (x,), backend="tensorrt", min_block_size=1)
-        profile = lowered.profile(x, iterations=2, warmup=1)
-    _adds_up(profile)
-    (row,) = profile.rows
-    assert (row.kind, row.name, row.engine) == ("engine", "engine_0", "engine_0")
-    assert [n.node for n in row.nodes] == list(lowered.segments["engine_0"].nodes)
-    assert all(
-        n.source.startswith(f"{torch.nn.modules.linear.__file__}:") for n in row.nodes if n.op == "aten.addmm.default"
-    )
-
-
 def test_the_profiled_sessions_files_are_removed_even_when_a_call_fails(
     resnet: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

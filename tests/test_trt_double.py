@@ -22,6 +22,8 @@ ENUMS = (
     double.MemoryPoolType,
     double.BuilderFlag,
     double.PreviewFeature,
+    double.ProfilingVerbosity,
+    double.LayerInformationFormat,
     double.ExecutionContextAllocationStrategy,
     double.NetworkDefinitionCreationFlag,
     double.ILogger.Severity,

@@ -36,6 +36,12 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
   cuDNN); IProgressMonitor (10.0 and newer only) hears each build's phases and steps, and a False
   from step_complete cancels the build; a timing cache records its TensorRT version and GPU:
   another version's does not deserialize, another GPU's is refused unless ignore_mismatch.
+- profiling: an engine's layers are its ONNX nodes, a pointwise node fused into the layer before
+  it ("a + b"); the engine inspector describes them as the build's ProfilingVerbosity allows
+  (DETAILED: JSON objects; LAYER_NAMES_ONLY, TensorRT's default: names; NONE: nothing) and takes
+  only a LayerInformationFormat; an IProfiler (its __init__ called) set on a context makes each
+  enqueue run the engine at once and report every layer's time (as enqueue_emits_profile does),
+  and is refused inside a CUDA graph capture.
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).
@@ -50,8 +56,9 @@ import json
 import os
 import threading
 import weakref
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, cast, overload
 
 import ml_dtypes
 import numpy as np
@@ -89,6 +96,10 @@ if TYPE_CHECKING:
     _INetworkDefinition = stubs.INetworkDefinition
     _IOptimizationProfile = stubs.IOptimizationProfile
     _IProgressMonitor = stubs.IProgressMonitor
+    _IProfiler = stubs.IProfiler
+    _EngineInspector = stubs.EngineInspector
+    _ProfilingVerbosity = stubs.ProfilingVerbosity
+    _LayerInformationFormat = stubs.LayerInformationFormat
     _TacticSource = stubs.TacticSource
     _ITimingCache = stubs.ITimingCache
     _MemoryPoolType = stubs.MemoryPoolType
@@ -110,6 +121,7 @@ else:
     _IExecutionContext = _IHostMemory = _ILogger = _INetworkDefinition = _IOptimizationProfile = object
     _ITimingCache = _MemoryPoolType = _NetworkDefinitionCreationFlag = _OnnxParser = _ParserError = object
     _IProgressMonitor = _TacticSource = object
+    _IProfiler = _EngineInspector = _ProfilingVerbosity = _LayerInformationFormat = object
     _IOutputAllocator = _ExecutionContextAllocationStrategy = _PreviewFeature = object
     _Runtime = _Severity = _TensorIOMode = _ILayer = _ITensor = object
     _OnnxParserRefitter = _Refitter = _TensorLocation = _Weights = _ISerializationConfig = _SerializationFlag = object
@@ -256,6 +268,20 @@ class PreviewFeature(_Enum, _PreviewFeature):
 
 
 PreviewFeature._define(PROFILE_SHARING_0806=0)
+
+
+class ProfilingVerbosity(_Enum, _ProfilingVerbosity):
+    pass
+
+
+ProfilingVerbosity._define(LAYER_NAMES_ONLY=0, NONE=1, DETAILED=2)
+
+
+class LayerInformationFormat(_Enum, _LayerInformationFormat):
+    pass
+
+
+LayerInformationFormat._define(ONELINE=0, JSON=1)
 
 
 class ExecutionContextAllocationStrategy(_Enum, _ExecutionContextAllocationStrategy):
@@ -672,6 +698,7 @@ class IBuilderConfig(_IBuilderConfig):
         self._timing_cache: ITimingCache | None = None
         self._tactic_sources = _default_tactic_sources()
         self._progress_monitor: _ProgressMonitor | None = None
+        self._profiling_verbosity = _member(ProfilingVerbosity, "LAYER_NAMES_ONLY")  # TensorRT's default
         self.profiles: list[IOptimizationProfile] = []
         self.preview_features: set[int] = set()
 
@@ -687,6 +714,14 @@ class IBuilderConfig(_IBuilderConfig):
             _error(self._logger, f"IBuilderConfig::setBuilderOptimizationLevel: level {level} must be >= 0")
             return
         self._optimization_level = level
+
+    @property
+    def profiling_verbosity(self) -> ProfilingVerbosity:
+        return self._profiling_verbosity
+
+    @profiling_verbosity.setter
+    def profiling_verbosity(self, verbosity: stubs.ProfilingVerbosity) -> None:
+        self._profiling_verbosity = _own(verbosity, ProfilingVerbosity)
 
     @property
     def progress_monitor(self) -> _ProgressMonitor:
@@ -810,6 +845,7 @@ def _plan(
     stripped: bool = False,
     *,
     streaming: bool = False,
+    verbosity: int = 0,
 ) -> IHostMemory:
     """The plan: a header, the graph, then its large weights at the offsets the header gives;
     `stripped` (serialized with EXCLUDE_WEIGHTS): every weight's values left out, as zeros."""
@@ -825,6 +861,7 @@ def _plan(
             "refittable": refittable,
             "stripped": stripped,
             "weight_streaming": streaming,
+            "profiling_verbosity": verbosity,
             "graph_bytes": len(graph),
             "weights": {} if stripped else segment.layout(),
         }
@@ -1038,7 +1075,12 @@ class Builder(_Builder):
             miscompile.plant(net.model, state.miscompiles) if state.miscompiles else net.model, net.weights
         )
         return _plan(
-            segment, profiles, sharing, bool(cfg.flags & _REFIT), streaming=bool(cfg.flags & _WEIGHT_STREAMING)
+            segment,
+            profiles,
+            sharing,
+            bool(cfg.flags & _REFIT),
+            streaming=bool(cfg.flags & _WEIGHT_STREAMING),
+            verbosity=int(cfg.profiling_verbosity),
         )
 
 
@@ -1095,6 +1137,93 @@ def _data_dependent_outputs(model: onnx.ModelProto) -> frozenset[str]:
         if node.op_type in _DATA_DEPENDENT_OPS or tainted.intersection(node.input):
             tainted.update(node.output)
     return frozenset(v.name for v in model.graph.output if v.name in tainted and -1 in _static_shape(v))
+
+
+# Pointwise ops TensorRT fuses into the layer that makes their input (here: when it is the node
+# just before, and nothing else reads that value): the fused layer is named "a + b".
+_FUSED_POINTWISE = {"Relu", "Sigmoid", "Tanh", "Add", "Sub", "Mul", "Div", "Erf", "Gelu", "Clip"}
+
+
+@dataclass(frozen=True)
+class _EngineLayer:
+    name: str
+    layer_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def _engine_layers(model: onnx.ModelProto) -> list[_EngineLayer]:
+    """The engine's layers, as TensorRT names them: one per ONNX node (named after it; an unnamed
+    one "(Unnamed Layer* i) [op]"), a pointwise node fused into the layer before it."""
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    graph_outputs = {v.name for v in model.graph.output}
+    layers: list[_EngineLayer] = []
+    for i, node in enumerate(model.graph.node):
+        name = node.name or f"(Unnamed Layer* {i}) [{node.op_type}]"
+        last = layers[-1] if layers else None
+        fused = (
+            last is not None
+            and node.op_type in _FUSED_POINTWISE
+            and any(v in last.outputs and readers[v] == 1 and v not in graph_outputs for v in node.input)
+        )
+        if last is not None and fused:
+            inputs = last.inputs + tuple(v for v in node.input if v not in last.outputs)
+            layers[-1] = _EngineLayer(f"{last.name} + {name}", last.layer_type, inputs, tuple(node.output))
+        else:
+            layers.append(_EngineLayer(name, node.op_type, tuple(node.input), tuple(node.output)))
+    return layers
+
+
+class IProfiler(_IProfiler):
+    """The base class applications derive from; they must call its __init__ (pybind11's trampoline)."""
+
+    def __init__(self) -> None:
+        self._initialised = True
+
+    def report_layer_time(self, layer_name: str, ms: float) -> None:
+        raise NotImplementedError("IProfiler.report_layer_time is pure virtual: override it")
+
+
+class EngineInspector(_EngineInspector):
+    """The layers as the engine was built to describe them (its ProfilingVerbosity): with DETAILED
+    each layer's JSON object, with LAYER_NAMES_ONLY its name, with NONE nothing. ONELINE text is
+    not doubled: trt_lower reads JSON."""
+
+    def __init__(self, engine: ICudaEngine) -> None:
+        self._engine = engine
+
+    def _describe(self, layer: _EngineLayer, index: int) -> Any:
+        verbosity = self._engine._verbosity.name
+        if verbosity == "DETAILED":
+            return {"Name": layer.name, "LayerType": layer.layer_type, "Inputs": layer.inputs, "Outputs": layer.outputs}
+        return layer.name if verbosity == "LAYER_NAMES_ONLY" else str(index)
+
+    def _json(self, format: stubs.LayerInformationFormat) -> None:
+        if _own(format, LayerInformationFormat) != _member(LayerInformationFormat, "JSON"):
+            raise NotImplementedError("trt_double: only LayerInformationFormat.JSON is doubled")
+
+    def get_engine_information(self, format: stubs.LayerInformationFormat) -> str:
+        self._json(format)
+        if self._engine._verbosity.name == "NONE":
+            return "{}"
+        layers = [self._describe(layer, i) for i, layer in enumerate(self._engine._layers)]
+        bindings = list(self._engine._tensors)
+        return json.dumps({"Layers": layers, "Bindings": bindings})
+
+    def get_layer_information(self, layer_index: int, format: stubs.LayerInformationFormat) -> str:
+        self._json(format)
+        layers = self._engine._layers
+        if not 0 <= layer_index < len(layers):
+            _error(
+                self._engine._logger, f"IEngineInspector::getLayerInformation: layer index {layer_index} out of range"
+            )
+            return ""
+        if self._engine._verbosity.name == "NONE":
+            return ""
+        return json.dumps(self._describe(layers[layer_index], layer_index))
 
 
 class IOutputAllocator(_IOutputAllocator):
@@ -1225,8 +1354,11 @@ class ICudaEngine(_StreamableWeights):
         weights: dict[str, Any] | None = None,
         refittable: bool = False,
         stripped: bool = False,
+        verbosity: int = 0,
     ) -> None:
         proto = onnx.load_from_string(model)
+        self._verbosity = _member(ProfilingVerbosity, ("LAYER_NAMES_ONLY", "NONE", "DETAILED")[verbosity])
+        self._layers = _engine_layers(proto)
         self._logger = logger
         # From a plan serialized without its weights: nothing runs until a refit has set them all.
         self._stripped = stripped
@@ -1269,8 +1401,20 @@ class ICudaEngine(_StreamableWeights):
 
     def serialize(self) -> IHostMemory:
         return _plan(
-            self._segment, self._profiles_json, self._profile_sharing, self._refittable, streaming=self._streaming
+            self._segment,
+            self._profiles_json,
+            self._profile_sharing,
+            self._refittable,
+            streaming=self._streaming,
+            verbosity=int(self._verbosity),
         )
+
+    @property
+    def profiling_verbosity(self) -> ProfilingVerbosity:
+        return self._verbosity
+
+    def create_engine_inspector(self) -> EngineInspector:
+        return EngineInspector(self)
 
     def create_serialization_config(self) -> ISerializationConfig:
         return ISerializationConfig()
@@ -1288,6 +1432,7 @@ class ICudaEngine(_StreamableWeights):
             self._refittable,
             stripped=exclude,
             streaming=self._streaming,
+            verbosity=int(self._verbosity),
         )
 
     def _refit(self, weights: dict[str, np.ndarray[Any, Any]]) -> None:
@@ -1430,6 +1575,19 @@ class IExecutionContext(_IExecutionContext):
         self._allocators: dict[str, IOutputAllocator] = {}
         self._allocated: dict[str, int] = {}  # what each allocator last returned
         self._profile = 0  # the active optimization profile
+        self._profiler: IProfiler | None = None
+
+    @property
+    def profiler(self) -> IProfiler:
+        return self._profiler if self._profiler is not None else _null(IProfiler)
+
+    @profiler.setter
+    def profiler(self, profiler: stubs.IProfiler) -> None:
+        # pybind11 passes None as a null pointer: setProfiler(nullptr) detaches the profiler.
+        own = None if profiler is None else _own(profiler, IProfiler)
+        if own is not None and not getattr(own, "_initialised", False):
+            raise TypeError(f"{type(own).__name__}.__init__() must be called when overriding __init__")
+        self._profiler = own
 
     def _claim(self, stream: int | None) -> None:
         thread = threading.get_ident()
@@ -1640,14 +1798,35 @@ class IExecutionContext(_IExecutionContext):
             return False
         if served:
             return self._enqueue_data_dependent(stream_handle)
+        if self._profiler is not None and stream_handle in state.capturing:
+            _error(
+                self._engine._logger, "IExecutionContext::enqueueV3: profiling is not supported in CUDA graph capture"
+            )
+            return False
         state.tuned.append((self._profile, self._opt_distance()))
         job = _Job(self, dict(self._shapes), dict(self._addresses))
         if stream_handle in state.capturing:
             state.capturing[stream_handle].append(job)
             return True
+        if self._profiler is not None:
+            synchronize(stream_handle)  # the stream's earlier work is not this engine's time
         self._claim(stream_handle)
         state.pending.setdefault(stream_handle, []).append(job)
+        if self._profiler is not None:
+            self._profiled(lambda: synchronize(stream_handle))
         return True
+
+    def _profiled(self, run: Callable[[], object]) -> None:
+        """Run the engine now and report each layer's time, as TensorRT's enqueue does with a
+        profiler attached (enqueue_emits_profile): the run's time shared among the layers, each
+        named as the engine's inspector names it (the layer's index where built with NONE)."""
+        start = time.perf_counter()
+        run()
+        layers = self._engine._layers
+        ms = (time.perf_counter() - start) * 1e3 / max(len(layers), 1)
+        none = self._engine._verbosity.name == "NONE"
+        for i, layer in enumerate(layers):
+            cast(IProfiler, self._profiler).report_layer_time(str(i) if none else layer.name, ms)
 
     def _opt_distance(self) -> int:
         """How far the input shapes set are from the active profile's opt shapes."""
@@ -1680,7 +1859,16 @@ class IExecutionContext(_IExecutionContext):
             for n, t in inputs.items()
         }
         outputs = [n for n, t in self._engine._tensors.items() if t.mode == "OUTPUT"]
-        values = dict(zip(outputs, self._engine._session.run(outputs, feeds)))
+        results: list[Any] = []
+
+        def run() -> None:
+            results.extend(self._engine._session.run(outputs, feeds))
+
+        if self._profiler is not None:
+            self._profiled(run)
+        else:
+            run()
+        values = dict(zip(outputs, results))
         addresses = dict(self._addresses)
         for name in sorted(self._engine._data_dependent):
             value, allocator = values[name], self._allocators[name]
@@ -1794,6 +1982,7 @@ class Runtime(_Runtime):
                 weights,
                 header.get("refittable", False),
                 stripped,
+                header.get("profiling_verbosity", 0),
             )
             engine._stream_weights(bool(header.get("weight_streaming", False)))
         except Exception as e:  # protobuf / ONNX Runtime errors on a damaged payload

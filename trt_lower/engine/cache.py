@@ -55,8 +55,9 @@ ENV_VAR = "TRT_LOWER_CACHE_DIR"
 MAGIC = b"trt_lower cache\n"
 # 2: 8.x plans share their optimization profile between execution contexts. 3: keyed on the graph
 # and its weights hashed apart (not on the self-contained ONNX). 4: the header records what the
-# plan was built from (graph, weights, build), checked before use.
-FORMAT = 4
+# plan was built from (graph, weights, build), checked before use. 5: plans are built with
+# DETAILED profiling verbosity (their layers described for LoweredModule.profile).
+FORMAT = 5
 _LENGTH_BYTES = 4
 # A header is a few hundred bytes of JSON: a longer one is not ours, and is not read.
 _MAX_HEADER_BYTES = 1 << 16

@@ -189,6 +189,9 @@ def build_plan(
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, options.workspace_bytes)
     config.builder_optimization_level = options.optimization_level
+    # Layer names and details for the engine inspector (LoweredModule.profile), in every plan:
+    # free at run time, and a saved engine can be profiled later (cache.FORMAT 5 on).
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     if options.precision == "fp16" and major < 10:  # 10.x/11.x: strongly typed, fp16 from the ONNX
         config.set_flag(trt.BuilderFlag.FP16)
         _pin_float32(network)

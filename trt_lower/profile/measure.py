@@ -2,17 +2,17 @@
 
 The call runs through an FX Interpreter over the lowered graph that times each eager node and
 each engine call; an ONNX Runtime engine runs in a profiled session of its own (ort_layers.py),
-so the module's own sessions, and its calls outside profiling, are untouched. The profile is that
-of the median call (by its time): its rows, and the host glue as the rest of it, add up to the
-measured call. (Medians per row would not: where other work shares the cores, each call is slowed
-at different rows, and the per-row medians add up to less than the median call.) TensorRT engines are one row each here (their time per
-layer is not measured yet)."""
+so the module's own sessions, and its calls outside profiling, are untouched; a TensorRT engine
+reports its layers to an IProfiler set on its contexts only while profiling (trt_layers.py). The
+profile is that of the median call (by its time): its rows, and the host glue as the rest of it,
+add up to the measured call. (Medians per row would not: where other work shares the cores, each call is slowed
+at different rows, and the per-row medians add up to less than the median call.)"""
 
 from __future__ import annotations
 
 import operator
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.fx.graph import _PyTreeCodeGen
@@ -25,6 +25,9 @@ from trt_lower.runtime.engine_module import EngineModule
 from trt_lower.runtime.inputs import flatten_inputs
 from trt_lower.runtime.ort_module import OrtEngineModule
 from trt_lower.values.call import model_call
+
+if TYPE_CHECKING:
+    from trt_lower.runtime.trt_module import TRTEngineModule
 
 
 class ProfileError(TrtLowerError, ValueError):
@@ -87,12 +90,17 @@ def _measure(
     engine its layers and every run's (warm-up included) seconds per layer."""
     engines = {name: m for name, m in lowered.named_children() if isinstance(m, EngineModule)}
     segments = getattr(lowered, "segments", {})
-    profiled: dict[str, ProfiledEngine] = {}
+    profiled: dict[str, Any] = {}  # ProfiledEngine or ProfiledTrtEngine: a `module` and `finish()`
     calls, nodes = [], []
-    try:  # each profiled session's files are removed, whatever happens
+    try:  # each profiled session's files are removed, and each profiler taken off, whatever happens
         for name, m in engines.items():
             if isinstance(m, OrtEngineModule) and name in segments:
                 profiled[name] = ProfiledEngine(m, segments[name].onnx)
+            elif hasattr(m, "profiled"):  # a TRTEngineModule: tensorrt is imported only where one runs
+                from trt_lower.profile.trt_layers import ProfiledTrtEngine
+
+                graph = segments[name].onnx.model.graph if name in segments else None
+                profiled[name] = ProfiledTrtEngine(cast("TRTEngineModule", m), graph)
         timer = _Timer(lowered, {**engines, **{name: p.module for name, p in profiled.items()}})
         with torch.no_grad():
             for i in range(warmup + iterations):

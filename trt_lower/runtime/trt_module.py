@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, cast
+from typing import Callable, Iterator, Sequence, cast
 
 import tensorrt as trt
 import torch
@@ -284,6 +285,29 @@ class TRTEngineModule(EngineModule):
             context.device_memory = binding.graph_memory.data_ptr()  # type: ignore[attr-defined]  # 8.6's, not in 10.13's stubs
         return context
 
+    # -- profiling ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def profiled(self, profiler: trt.IProfiler) -> Iterator[None]:
+        """Until the block ends, this thread's calls report each layer's time to `profiler` (an
+        enqueue then waits for the engine, TensorRT's way of timing layers), and the module's
+        calls run without CUDA graphs (a replay reports nothing); then this thread's contexts have
+        no profiler again. Set on the contexts, not checked per call: calls outside the block cost
+        what they did."""
+        graphs, self.cuda_graphs = self.cuda_graphs, False
+        self._local.profiler = profiler
+        for context in self._thread_contexts():
+            context.profiler = profiler
+        try:
+            yield
+        finally:
+            self.cuda_graphs = graphs
+            self._local.profiler = None
+            for context in self._thread_contexts():
+                context.profiler = None  # type: ignore[assignment]  # pybind11 passes None as setProfiler(nullptr)
+
+    def _thread_contexts(self) -> list[trt.IExecutionContext]:
+        return [b.context for b in getattr(self._local, "bindings", {}).values()]
+
     # -- calls --------------------------------------------------------------------------------
     def _binding(self, stream: int, profile: int) -> _Binding:
         """This thread's context on `stream` for `profile`: one per profile in use, since a
@@ -296,6 +320,9 @@ class TRTEngineModule(EngineModule):
         if binding is None:
             context = self._spare.pop() if self._spare else self._create_context()
             self._use_profile(context, profile, stream)
+            profiler = getattr(self._local, "profiler", None)  # a new context made while profiling
+            if profiler is not None:
+                context.profiler = profiler
             binding = bindings[stream, profile] = _Binding(context, len(self.inputs), len(self.outputs), profile)
         return binding
 
