@@ -55,8 +55,8 @@ import io
 import json
 import os
 import threading
-import weakref
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, cast, overload
 
