@@ -59,9 +59,9 @@ def one_locked_context() -> Iterator[None]:
     real_binding, real_run = cls._binding, cls.run
     lock, shared = threading.Lock(), {}
 
-    def binding(self: Any, stream: int) -> Any:
+    def binding(self: Any, stream: int, profile: int) -> Any:
         if self not in shared:
-            shared[self] = real_binding(self, stream)
+            shared[self] = real_binding(self, stream, profile)
         return shared[self]
 
     def run(self: Any, tensors: Any) -> Any:
@@ -103,11 +103,11 @@ def mechanism(lowered: torch.nn.Module, repeats: int = 20000) -> dict[str, float
     """Seconds per call of each mechanism alone, one thread: the runtime's (thread, stream) table
     lookup against an uncontended lock's acquire and release."""
     engine, lock = cast("TRTEngineModule", lowered.engine_0), threading.Lock()  # the one (TensorRT) engine
-    engine._binding(1)  # the thread's entry exists, as on every call after the first
+    engine._binding(1, 0)  # the thread's entry exists, as on every call after the first
 
     def lookup() -> None:
         for _ in range(repeats):
-            engine._binding(1)
+            engine._binding(1, 0)
 
     def locked() -> None:
         for _ in range(repeats):
