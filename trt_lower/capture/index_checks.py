@@ -50,6 +50,8 @@ _READS: dict[Any, tuple[int, int | None, bool]] = {
     aten.index_fill.int_Scalar: (2, 1, True),
     aten.index_fill.int_Tensor: (2, 1, True),
 }
+# What names a node's place in the model: its line and its module.
+_SOURCE_META = ("stack_trace", "nn_module_stack")
 # x[i, j] and x[i, j] = v: a list of optional index tensors, one per leading dim.
 _INDEXING = (aten.index.Tensor, aten.index_put.default)
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
@@ -132,6 +134,7 @@ def _guarded(
     val = index.meta.get("val")
     if not isinstance(val, torch.Tensor) or val.dtype not in _INT_DTYPES or _constant_in_range(index, low, size):
         return None
+    before = node.prev
     with graph.inserting_before(node):
         if isinstance(size, torch.SymInt):
             size = _val(graph, aten.sym_size.int, (x, dim))
@@ -143,7 +146,20 @@ def _guarded(
             (_val(graph, aten.ge.Scalar, (index, low)), _val(graph, aten.lt.Scalar, (index, size))),
         )
         graph.call_function(check_indices, (_val(graph, aten.all.default, (ok,)), message))
-        return _val(graph, aten.where.ScalarOther, (ok, index, 0))
+        safe = _val(graph, aten.where.ScalarOther, (ok, index, 0))
+    _carry_source(before, node)
+    return safe
+
+
+def _carry_source(before: torch.fx.Node, node: torch.fx.Node) -> None:
+    """The nodes between `before` and `node` get `node`'s source (module path and line): a profile
+    or report row of the test and clamp points at the model's line that indexes."""
+    added = before.next
+    while added is not node:
+        for key in _SOURCE_META:
+            if key in node.meta:
+                added.meta[key] = node.meta[key]
+        added = added.next
 
 
 def guard_indices(gm: torch.fx.GraphModule) -> None:
