@@ -7,7 +7,9 @@ test_fuzz.py and a small zoo of real architectures, a lowering with verify=True
       (one process loads the artifacts of every case a run selects),
   (c) takes `update_weights` from a copy whose parameters and floating buffers are all perturbed,
       then matches that copy,
-  (d) saves weight-stripped, loads with the perturbed copy's own `state_dict()`, and matches it.
+  (d) saves weight-stripped, loads with the perturbed copy's own `state_dict()`, and matches it,
+  (e) profiles: rows of every engine and of every eager node that computes, adding up with the host
+      glue to the measured call, and the module's outputs unchanged after it.
 
 A fuzzer's program gets weights to replace: each tensor literal becomes a weight of its module
 (float ones alternately a parameter and a buffer, integer ones, indices, a buffer), perturbed by
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
+import importlib
 import inspect
 import itertools
 import json
@@ -269,6 +273,16 @@ def loads_stripped_with_a_state_dict(case: Case, model: torch.nn.Module, inputs:
     _matches(case, loaded(*inputs), _eager(new, inputs))
 
 
+def profiles(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> None:
+    profile = lowered.profile(inputs, iterations=2, warmup=0)
+    assert sum(r.seconds for r in profile.rows) + profile.glue_seconds == pytest.approx(profile.call_seconds)
+    timed = {r.engine for r in profile.rows if r.engine is not None}
+    missing = {e.name for e in lowered.report.engines} - timed
+    assert not missing, f"no row for {sorted(missing)}"
+    assert all(r.nodes for r in profile.rows if r.kind == "eager"), "an eager row names no FX node"
+    _matches(case, lowered(*inputs), _eager(model, inputs))
+
+
 def summary(error: BaseException) -> str:
     """The error's type and first line; for assert_close's, where and by how much too."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -355,6 +369,7 @@ def test_a_lowering_keeps_every_property(name: str, lowered_cases: dict[str, Low
     failures = []
     steps: dict[str, Callable[[], None]] = {
         "(a) verify": lambda: verifies_without_false_repairs(case, made.model, made.inputs, made.module),
+        "(e) profile": lambda: profiles(case, made.model, made.inputs, made.module),
         "(d) weight-stripped load with the perturbed state_dict": lambda: loads_stripped_with_a_state_dict(
             case, made.model, made.inputs, made.module, tmp_path
         ),
@@ -437,3 +452,19 @@ def test_step_d_fails_a_load_that_keeps_the_saved_weights(
     monkeypatch.setattr(trt_lower, "load", lambda path, **settings: lowered)
     with pytest.raises(AssertionError, match="not close"):
         loads_stripped_with_a_state_dict(case, model, inputs, lowered, tmp_path)
+
+
+def test_step_e_fails_a_profile_that_leaves_out_an_engine(
+    cnn_lowered: tuple[Case, Example, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case, (model, inputs), lowered = cnn_lowered
+    measure = importlib.import_module("trt_lower.profile.measure")
+    real = measure.profile
+
+    def engines_left_out(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        return dataclasses.replace(found, rows=tuple(r for r in found.rows if r.engine is None))
+
+    monkeypatch.setattr(measure, "profile", engines_left_out)
+    with pytest.raises(AssertionError, match=r"no row for \['engine_0'\]"):
+        profiles(case, model, inputs, lowered)
