@@ -80,11 +80,7 @@ def lower(args: argparse.Namespace) -> int:
     lowered = trt_lower.lower_to_trt(
         model,
         inputs,
-        backend=args.backend,
-        precision=args.precision,
-        trt_version=args.trt_version,
-        min_block_size=args.min_block_size,
-        fallback_ops=args.fallback_op or (),
+        **lowering_options(args),
         optimization_level=args.optimization_level,
         workspace_bytes=args.workspace,
         tactic_sources=args.tactic_sources,
@@ -248,6 +244,17 @@ def add_lowering_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--min-block-size", type=int, default=3, help="fewest ops an engine may hold")
     p.add_argument("--fallback-op", action="append", help="ATen op to keep in eager, e.g. aten.relu.default")
+
+
+def lowering_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The lower_to_trt keywords of add_lowering_options' options."""
+    return {
+        "backend": args.backend,
+        "precision": args.precision,
+        "trt_version": args.trt_version,
+        "min_block_size": args.min_block_size,
+        "fallback_ops": args.fallback_op or (),
+    }
 
 
 def add_info_arguments(p: argparse.ArgumentParser) -> None:

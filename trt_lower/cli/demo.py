@@ -9,7 +9,7 @@ import warnings
 
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli.arguments import add_timing, output_file
-from trt_lower.cli.artifact import add_lowering_options
+from trt_lower.cli.artifact import add_lowering_options, lowering_options
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -22,15 +22,7 @@ def demo(args: argparse.Namespace) -> int:
     model, inputs = demo_models.build(args.model, args.batch)
     print(f"lowering {args.model} (batch {args.batch}, random weights) ...", flush=True)
     start = time.perf_counter()
-    lowered = trt_lower.lower_to_trt(
-        model,
-        inputs,
-        backend=args.backend,
-        precision=args.precision,
-        trt_version=args.trt_version,
-        min_block_size=args.min_block_size,
-        fallback_ops=args.fallback_op or (),
-    )
+    lowered = trt_lower.lower_to_trt(model, inputs, **lowering_options(args))
     print(f"lowered in {time.perf_counter() - start:.1f} s\n")
     print(lowered.report, "\n")
     if args.draw:
