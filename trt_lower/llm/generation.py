@@ -148,9 +148,11 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
     wanted += [(length, batch, h, k) for h, k, _ in cache] + [(length, batch, h, v) for h, _, v in cache]
     got = [tuple(s.max_shape) for s in sigs]
     if got != wanted or any(s.dtype != dtype for s in sigs[4:]):
+        # Where the capture narrowed a range (a size test in the model), the report's note says which.
+        narrowed = [n for n in getattr(getattr(step, "report", None), "notes", []) if "torch.export inferred" in n]
         raise ValueError(
             f"max_batch, max_length, cache and dtype describe the step's inputs as {wanted[:6]}..., "
-            f"its signatures say {got[:6]}..."
+            f"its signatures say {got[:6]}..." + "".join(f"; {n}" for n in narrowed)
         )
     size = batch * length * sum(h * (k + v) for h, k, v in cache) * dtype.itemsize
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
