@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from distributed_workers import free_port
 
 from converters.core.target import DEFAULT, TrtTarget
 from splitter.support import COLLECTIVE_REASON, unsupported_reason
@@ -26,17 +26,11 @@ TESTS = Path(__file__).resolve().parent
 TIMEOUT_S = 400  # the slowest (4 ranks on 2 cores) takes ~2 minutes
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def torchrun(script: str, ranks: int, *args: str) -> str:
     """`script` on `ranks` processes under torch.distributed.run on 127.0.0.1; its output. Fails
     the test on a nonzero exit, and ends every process it started after TIMEOUT_S."""
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={ranks}"]
-    command += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", str(TESTS / script), *args]
+    command += ["--master-addr=127.0.0.1", f"--master-port={free_port()}", str(TESTS / script), *args]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]), "OMP_NUM_THREADS": "1"}
     with subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
