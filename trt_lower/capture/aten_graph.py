@@ -26,7 +26,7 @@ from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
 from trt_lower.runtime.conditions import renamed
 from trt_lower.values.call import model_call
-from trt_lower.values.ranges import SymbolRanges, int_bound, profile_within
+from trt_lower.values.ranges import INFERRED, SymbolRanges, int_bound, profile_within
 from trt_lower.values.spec import TensorSpec
 
 
@@ -452,8 +452,7 @@ def _inferred_specs(
             hi = min(spec.max_shape[i], int_bound(bounds.upper, spec.max_shape[i]))
             if (lo, hi) != (spec.min_shape[i], spec.max_shape[i]):
                 notes.append(
-                    f"input '{node.name}' dim {i}: asked for {asked}, torch.export inferred "
-                    f"{lo}..{hi}; engines take that range"
+                    f"input '{node.name}' dim {i}: asked for {asked}, {INFERRED} {lo}..{hi}; engines take that range"
                 )
                 spec = spec.narrowed(i, lo, hi)
         narrowed.append(spec)

@@ -20,6 +20,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from converters.core.errors import TrtLowerError
 from trt_lower.llm.step import CACHE_KWARG, FixedLayer
 from trt_lower.stitch.lowered import LoweredModule
+from trt_lower.values.ranges import INFERRED
 
 _CLASS_PATH = re.compile(r"transformers(\.[A-Za-z_][A-Za-z0-9_]*)+")
 # The most layers an artifact's model may have (building the model's shell costs ~1 ms a layer;
@@ -149,7 +150,7 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
     got = [tuple(s.max_shape) for s in sigs]
     if got != wanted or any(s.dtype != dtype for s in sigs[4:]):
         # Where the capture narrowed a range (a size test in the model), the report's note says which.
-        narrowed = [n for n in getattr(getattr(step, "report", None), "notes", []) if "torch.export inferred" in n]
+        narrowed = [n for n in getattr(getattr(step, "report", None), "notes", []) if INFERRED in n]
         raise ValueError(
             f"max_batch, max_length, cache and dtype describe the step's inputs as {wanted[:6]}..., "
             f"its signatures say {got[:6]}..." + "".join(f"; {n}" for n in narrowed)

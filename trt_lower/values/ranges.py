@@ -21,6 +21,9 @@ def int_bound(bound: object, default: T) -> int | T:
     return int(bound) if getattr(bound, "is_Integer", False) else default  # type: ignore[call-overload]
 
 
+# The words of a capture note on a range torch.export narrowed (llm/ quotes such notes).
+INFERRED = "torch.export inferred"
+
 # Each shape symbol of the captured graph (one per dynamic input dim) -> its (min, opt, max).
 SymbolRanges = Mapping[sympy.Symbol, tuple[int, int, int]]
 
