@@ -6,7 +6,7 @@ Each command runs in a fresh interpreter, all in turn, `--reps` rounds (after on
 that warms the file cache); printed: the median wall time of each and its ratio to `import torch`
 (targets: import trt_lower <= 1.3x, trt-lower info <= 1.5x). The commands: `import trt_lower`
 installed and from a source tree (no `torch_dynamo_backends` entry point), `trt-lower --help`,
-`--version`, `keygen` and `info FILE` (a small MLP lowered on ONNX Runtime and saved here first),
+`lower --help` (a command's options), `--version`, `keygen` and `info FILE` (a small MLP lowered on ONNX Runtime and saved here first),
 each called as the console script calls it. Also printed: which of torch, onnx, onnxruntime,
 torch._dynamo, torch.export's exporter, the converters or transformers each imported.
 """
@@ -70,6 +70,7 @@ def main() -> None:
             "import trt_lower": [sys.executable, "-c", "import trt_lower" + PROBE],
             "import (source tree)": [sys.executable, "-c", SOURCE_TREE + "import trt_lower" + PROBE],
             "trt-lower --help": [sys.executable, "-c", _cli("['--help']") + PROBE.removeprefix("; ")],
+            "trt-lower lower --help": [sys.executable, "-c", _cli("['lower', '--help']") + PROBE.removeprefix("; ")],
             "trt-lower --version": [sys.executable, "-c", _cli("['--version']") + PROBE.removeprefix("; ")],
             "trt-lower keygen": [sys.executable, "-c", keygen + PROBE.removeprefix("; ")],
             "trt-lower info": [sys.executable, "-c", _cli(f"['info', {str(artifact)!r}]") + PROBE.removeprefix("; ")],
@@ -92,7 +93,7 @@ def main() -> None:
             else ""
         )
         print(
-            f"  {name:20s} {statistics.median(ts):6.2f} s  {ratio:5.2f}x import torch{target}  imported: {loaded[name]}"
+            f"  {name:22s} {statistics.median(ts):6.2f} s  {ratio:5.2f}x import torch{target}  imported: {loaded[name]}"
         )
 
 

@@ -1,16 +1,19 @@
-"""Real models with random weights (nothing is downloaded) for the demo and the benchmarks."""
+"""Real models with random weights (nothing is downloaded) for the demo and the benchmarks.
+torch is imported when a model is built, not with MODELS: the CLI lists their names in --help."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-ModelAndInputs = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
+ModelAndInputs = tuple["torch.nn.Module", tuple["torch.Tensor", ...]]
 
 
 def _torchvision(name: str) -> Callable[[int], ModelAndInputs]:
     def build(batch: int) -> ModelAndInputs:
+        import torch
         import torchvision
 
         model = getattr(torchvision.models, name)(weights=None)
@@ -20,6 +23,7 @@ def _torchvision(name: str) -> Callable[[int], ModelAndInputs]:
 
 
 def _bert(batch: int) -> ModelAndInputs:
+    import torch
     from transformers import BertConfig, BertModel
 
     config = BertConfig()  # bert-base-uncased's architecture

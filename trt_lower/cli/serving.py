@@ -21,7 +21,7 @@ def triton(args: argparse.Namespace) -> int:
 
 
 def add_triton_arguments(p: argparse.ArgumentParser) -> None:
-    from trt_lower.triton import PLATFORMS
+    from trt_lower.triton.platforms import PLATFORMS
 
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     p.add_argument("--repo", required=True, help="model repository directory")

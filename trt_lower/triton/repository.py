@@ -25,6 +25,7 @@ from trt_lower.runtime.profiles import ProfileChoice
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.triton.config import ModelConfig
 from trt_lower.triton.generation import KIND, causal_lm_step, generation_signature
+from trt_lower.triton.platforms import PLATFORMS
 from trt_lower.triton.signature import ModelSignature, signature
 from trt_lower.values import device as devices
 from trt_lower.values.atomic_file import atomic_file
@@ -33,7 +34,6 @@ from trt_lower.values.signature import EngineInputError, TensorSig, describe_pro
 if TYPE_CHECKING:
     from trt_lower.llm import LoweredCausalLM
 
-PLATFORMS = ("auto", "python", "tensorrt_plan", "onnxruntime_onnx")
 ARTIFACT = "model.trtl"
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from converters.core.target import DEFAULT, VERSIONS
+
+if TYPE_CHECKING:
+    import torch
 
 BACKENDS = ("auto", "tensorrt", "onnxruntime")
 PRECISIONS = ("fp32", "fp16")
@@ -28,6 +29,8 @@ def op_name(op: Any) -> str:
 def is_op(name: str) -> bool:
     """Whether `name` ('aten.relu', 'aten.relu.default', 'mylib.op.default') names a registered op
     or overload packet: a misspelt or bare name ('relu') would match no node and do nothing."""
+    import torch  # here, not at the top: the CLI builds its options from this module's names
+
     namespace, _, rest = name.partition(".")
     packet_name, _, overload = rest.partition(".")
     if not namespace or not packet_name:
