@@ -255,3 +255,30 @@ def test_what_a_command_writes_to_stderr_is_held_but_trt_lowers_progress_is_not(
     with pytest.raises(SystemExit, match="^trt-lower lower: RuntimeError: capture failed$"):
         run_command("lower", command(fail=True), argparse.Namespace(), debug=False)
     assert capsys.readouterr().err == "building engine_0\n"
+
+
+def test_triton_exports_only_a_file_signed_by_a_key_given_with_trusted_key(tmp_path: Path) -> None:
+    """`trt-lower triton` had no --trusted-key: it exported any file unless $TRT_LOWER_TRUSTED_KEYS was set."""
+    import torch
+
+    import trt_lower
+
+    for name in ("ours", "theirs"):
+        assert cli.main(["keygen", str(tmp_path / name)]) == 0
+    lowered = trt_lower.lower_to_trt(torch.nn.Linear(3, 2).eval(), (torch.randn(2, 3),), backend="onnxruntime")
+    signed, unsigned, tampered = (tmp_path / f"{kind}.trtl" for kind in ("signed", "unsigned", "tampered"))
+    trt_lower.save(lowered, signed, sign_with=tmp_path / "ours.pem")
+    trt_lower.save(lowered, unsigned)
+    data = bytearray(signed.read_bytes())
+    data[len(data) // 2] ^= 1
+    tampered.write_bytes(bytes(data))
+    export = ["triton", "--repo", str(tmp_path / "repo"), "--platform", "python", "--trusted-key"]
+    fails([*export, str(tmp_path / "ours.pub.pem"), str(unsigned), "--name", "u"], r".*unsigned\.trtl is not signed.*")
+    fails([*export, str(tmp_path / "theirs.pub.pem"), str(signed), "--name", "s"], r".*which is not trusted.*")
+    fails(
+        [*export, str(tmp_path / "ours.pub.pem"), str(tampered), "--name", "t"],
+        r"trt-lower triton: ArtifactError: .*tampered\.trtl.*",
+    )
+    assert not (tmp_path / "repo").exists()
+    assert cli.main([*export, str(tmp_path / "ours.pub.pem"), str(signed), "--name", "s"]) == 0
+    assert (tmp_path / "repo" / "s" / "config.pbtxt").is_file()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from trt_lower.cli.arguments import input_file, port
+from trt_lower.cli.arguments import add_trusted_key, input_file, port
 
 
 def triton(args: argparse.Namespace) -> int:
@@ -14,7 +14,13 @@ def triton(args: argparse.Namespace) -> int:
     from trt_lower.triton import export_model_repository
 
     model = export_model_repository(
-        args.file, args.repo, args.name, max_batch_size=args.max_batch, instances=args.instances, platform=args.platform
+        args.file,
+        args.repo,
+        args.name,
+        max_batch_size=args.max_batch,
+        instances=args.instances,
+        platform=args.platform,
+        trusted_keys=args.trusted_key,
     )
     print(f"wrote {model.path} (platform {model.platform}: {model.reason})")
     return 0
@@ -34,6 +40,7 @@ def add_triton_arguments(p: argparse.ArgumentParser) -> None:
         choices=PLATFORMS,
         help="the Triton backend (auto: a TensorRT plan or ONNX where the model is one engine, else python)",
     )
+    add_trusted_key(p)
     p.set_defaults(command_fn=triton)
 
 

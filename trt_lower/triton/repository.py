@@ -9,7 +9,7 @@ import shutil
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, ContextManager
+from typing import TYPE_CHECKING, BinaryIO, ContextManager, Iterable
 
 import onnx
 import torch
@@ -20,6 +20,7 @@ from splitter.index_check import check_indices
 from trt_lower.deploy import ranks
 from trt_lower.deploy.container import ArtifactError, open_container
 from trt_lower.deploy.ranks import DISTRIBUTED
+from trt_lower.deploy.signing import PublicKey
 from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.profiles import ProfileChoice
 from trt_lower.stitch.lowered import LoweredModule
@@ -67,6 +68,7 @@ def export_model_repository(
     platform: str = "auto",
     dynamic_batching: bool = True,
     version: int = 1,
+    trusted_keys: Iterable[PublicKey] | PublicKey | None = None,
 ) -> TritonModel:
     """Write `<repo_dir>/<name>/config.pbtxt` and `<repo_dir>/<name>/<version>/` for a model
     lowered by trt_lower (a LoweredModule, or the path of an artifact saved by trt_lower.save).
@@ -80,12 +82,15 @@ def export_model_repository(
     A causal LM lowered for generation (trt_lower.llm.lower_causal_lm, its step or its artifact) becomes
     a python model that runs generate() per request (triton/generation.py), with
     max_batch_size=0.
+
+    trusted_keys: for an artifact's path, the Ed25519 public keys (or their PEM files) one of which
+    must have signed it, as trt_lower.load takes them ($TRT_LOWER_TRUSTED_KEYS when not given).
     """
     _check_options(name, max_batch_size, instances, platform, version)
     source = artifact_or_lowered
     if isinstance(source, (str, os.PathLike)):
         _refuse_ranks(open_container(Path(source)).manifest.get(DISTRIBUTED), str(source))
-    lowered = trt_lower.load(source) if isinstance(source, (str, os.PathLike)) else source
+    lowered = trt_lower.load(source, trusted_keys=trusted_keys) if isinstance(source, (str, os.PathLike)) else source
     graph = getattr(getattr(lowered, "lowered_module", lowered), "graph", None)  # a LoweredCausalLM's too
     for node in graph.nodes if isinstance(graph, torch.fx.Graph) else ():
         if ranks.collective(node):
