@@ -282,3 +282,9 @@ def test_triton_exports_only_a_file_signed_by_a_key_given_with_trusted_key(tmp_p
     assert not (tmp_path / "repo").exists()
     assert cli.main([*export, str(tmp_path / "ours.pub.pem"), str(signed), "--name", "s"]) == 0
     assert (tmp_path / "repo" / "s" / "config.pbtxt").is_file()
+
+
+def test_sign_without_a_key_is_a_usage_error(tmp_path: Path) -> None:
+    """--sign-with is not required by argparse (its former spelling --key may give it instead)."""
+    (tmp_path / "m.trtl").write_bytes(b"")
+    fails(["sign", str(tmp_path / "m.trtl")], r"trt-lower sign: UsageError: give the private key to sign with: .*")

@@ -100,6 +100,7 @@ def test_an_option_without_help_is_found(monkeypatch: pytest.MonkeyPatch) -> Non
         (["demo", "--iters", "2"], "--iters", "iterations", 2),
         (["bench", "{file}", "--batch", "1,8"], "--batch", "batch_sizes", [1, 8]),
         (["repro", "{file}", "--out", "{tmp}/repro"], "--out", "output", "{tmp}/repro"),
+        (["sign", "{file}", "--key", "{tmp}/m.trtl"], "--key", "sign_with", "{tmp}/m.trtl"),
     ],
 )
 def test_former_spellings_still_work_with_a_warning(
@@ -116,7 +117,8 @@ def test_former_spellings_still_work_with_a_warning(
 
 
 def test_one_name_per_concept() -> None:
-    """`--iters` and `--iterations`, `--out` and `-o/--output`, `--batch` a size and a list."""
+    """`--iters` and `--iterations`, `--out` and `-o/--output`, `--batch` a size and a list, `sign
+    --key` and `lower --sign-with` (the private key a file is signed with)."""
     options: dict[str, set[str]] = {}
     for name, command in _subparsers(commands.parser()).items():
         for a in command._actions:
@@ -124,4 +126,29 @@ def test_one_name_per_concept() -> None:
                 options.setdefault(a.dest, set()).add("/".join(a.option_strings))
     spelled_twice = {dest: spellings for dest, spellings in options.items() if len(spellings) > 1}
     assert spelled_twice == {}
-    assert {"iters", "out"}.isdisjoint(options) and options["batch"] == {"--batch"}
+    assert {"iters", "out", "key"}.isdisjoint(options) and options["batch"] == {"--batch"}
+
+
+# They read a file without loading a model from it: `info` shows whether its signature is valid
+# (not whom to trust), `sign` is the act of trusting it.
+NOT_LOADING = {"info", "sign"}
+
+
+def test_every_command_loading_a_saved_model_takes_trusted_key() -> None:
+    """`triton FILE` loaded the file with $TRT_LOWER_TRUSTED_KEYS only."""
+    reading, trusting = set(), set()
+    for name, command in _subparsers(commands.parser()).items():
+        reading |= {name for a in command._actions if a.dest == "file" and a.type is not None}
+        trusting |= {name for a in command._actions if a.option_strings == ["--trusted-key"]}
+    assert reading - NOT_LOADING == trusting
+
+
+def test_every_command_taking_inputs_spells_them_alike() -> None:
+    """One --input: the same syntax (SHAPE[:DTYPE], once per forward argument) and parser."""
+    spellings = {
+        (a.metavar, type(a).__name__, a.help.split(" (default")[0] if a.help else "")
+        for command in _subparsers(commands.parser()).values()
+        for a in command._actions
+        if a.dest == "input"
+    }
+    assert len(spellings) == 1, spellings

@@ -92,7 +92,7 @@ def test_sign_with_a_pem_file_and_sign_an_existing_file(files: dict[str, Path], 
     lowered = _load(files["plain"])
     trt_lower.save(lowered, tmp_path / "a.trtl", sign_with=private)
     shutil.copy(files["plain"], tmp_path / "b.trtl")
-    assert cli.main(["sign", str(tmp_path / "b.trtl"), "--key", str(private)]) == 0
+    assert cli.main(["sign", str(tmp_path / "b.trtl"), "--sign-with", str(private)]) == 0
     _matches_eager(_load(tmp_path / "a.trtl", trusted_keys=[public]))
     _matches_eager(_load(tmp_path / "b.trtl", trusted_keys=str(public)))  # one key, not in a list
 
@@ -235,7 +235,9 @@ def test_cli_sign_signs_the_bytes_it_checked(
     shutil.copy(files["plain"], tmp_path / "m.trtl")
     monkeypatch.setattr(artifact, "read", read_then_swap)
     assert (
-        cli.main(["sign", str(tmp_path / "m.trtl"), "--key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "s.trtl")])
+        cli.main(
+            ["sign", str(tmp_path / "m.trtl"), "--sign-with", str(tmp_path / "k.pem"), "-o", str(tmp_path / "s.trtl")]
+        )
         == 0
     )
     monkeypatch.undo()
@@ -380,10 +382,17 @@ def test_cli_refuses_to_overwrite_a_key_or_sign_a_non_artifact(files: dict[str, 
         cli.main(["keygen", str(tmp_path / "k")])
     (tmp_path / "notes.txt").write_text("not an artifact")
     with pytest.raises(SystemExit, match="trt-lower sign: ArtifactError: .*notes.txt is not a trt_lower artifact"):
-        cli.main(["sign", str(tmp_path / "notes.txt"), "--key", str(tmp_path / "k.pem")])
+        cli.main(["sign", str(tmp_path / "notes.txt"), "--sign-with", str(tmp_path / "k.pem")])
     assert (tmp_path / "notes.txt").read_text() == "not an artifact"
     with pytest.raises(SystemExit, match="trt-lower sign: FileNotFoundError: -o .*: no such directory: .*typo"):
         cli.main(
-            ["sign", str(files["plain"]), "--key", str(tmp_path / "k.pem"), "-o", str(tmp_path / "typo" / "x.trtl")]
+            [
+                "sign",
+                str(files["plain"]),
+                "--sign-with",
+                str(tmp_path / "k.pem"),
+                "-o",
+                str(tmp_path / "typo" / "x.trtl"),
+            ]
         )
     assert not (tmp_path / "typo").exists()

@@ -59,9 +59,9 @@ def test_sign_output_replaces_a_regular_file_and_nothing_else(lowered: trt_lower
     assert cli.main(["keygen", str(tmp_path / "k")]) == 0
     for special in specials(tmp_path):
         with pytest.raises(SystemExit, match="trt-lower sign: FileExistsError: .* is not a regular file"):
-            cli.main(["sign", str(source), "--key", str(key), "-o", str(special)])
+            cli.main(["sign", str(source), "--sign-with", str(key), "-o", str(special)])
         assert unchanged(special)
-    assert cli.main(["sign", str(source), "--key", str(key), "-o", str(source)]) == 0
+    assert cli.main(["sign", str(source), "--sign-with", str(key), "-o", str(source)]) == 0
     with open(source, "rb") as file:
         assert "(valid)" in signing.describe(file)
 

@@ -188,7 +188,7 @@ def add_lower_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("factory", nargs="?", help="MODULE:FACTORY, a function returning your nn.Module")
     p.add_argument("--model", choices=sorted(demo_models.MODELS), help="a demo model instead of a FACTORY")
     p.add_argument("--batch", type=int, default=1, help="batch of the demo model's input")
-    p.add_argument("--input", action="append", metavar="SHAPE[:DTYPE]", help=cli_inputs.SHAPE_HELP)
+    cli_inputs.add_input(p)
     p.add_argument(
         "--dynamic",
         action="append",

@@ -5,6 +5,7 @@ parser is built."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import TYPE_CHECKING, Sequence
 
@@ -17,7 +18,18 @@ if TYPE_CHECKING:
 
 _SHAPE = re.compile(r"^(\d+(?:x\d+)*)?(?::([a-z0-9]+))?$")
 _DYNAMIC = re.compile(r"^(\d+)\.(\d+)=(\d+)\.\.(\d+)$")
-SHAPE_HELP = "SHAPE[:DTYPE] per forward argument, in order, e.g. 1x3x224x224:float32 or 2x128:int64"
+_SHAPE_HELP = "SHAPE[:DTYPE] per forward argument, in order, e.g. 1x3x224x224:float32 or 2x128:int64"
+
+
+def add_input(p: argparse.ArgumentParser, default: str = "") -> None:
+    """`--input SHAPE[:DTYPE]`, once per forward argument, as every command taking inputs spells it;
+    `default`: what the command uses without it."""
+    p.add_argument(
+        "--input",
+        action="append",
+        metavar="SHAPE[:DTYPE]",
+        help=_SHAPE_HELP + (f" (default: {default})" if default else ""),
+    )
 
 
 def parse(text: str, option: str = "--input") -> tuple[tuple[int, ...], torch.dtype]:

@@ -35,12 +35,7 @@ def profile(args: argparse.Namespace) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
-    p.add_argument(
-        "--input",
-        action="append",
-        metavar="SHAPE[:DTYPE]",
-        help=cli_inputs.SHAPE_HELP + " (default: the lowered shapes)",
-    )
+    cli_inputs.add_input(p, default="the lowered shapes")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="where engines run (auto: TensorRT if usable)")
     add_trusted_key(p)
     add_timing(p, iterations=20, warmup=3)
