@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -90,13 +91,23 @@ class Profile:
     def __str__(self) -> str:
         return self.table()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as JSON data (what save_json writes), as BenchmarkResult's and LoweringReport's to_dict."""
         return {**asdict(self), "glue_seconds": self.glue_seconds, "coverage": self.coverage}
+
+    def to_json(self) -> dict[str, Any]:
+        """to_dict's former name: warns (DeprecationWarning) until the next release."""
+        warnings.warn(
+            "Profile.to_json() is deprecated and goes in the next release: use Profile.to_dict()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.to_dict()
 
     def save_json(self, path: str | os.PathLike[str]) -> None:
         """The profile as JSON: every row with its FX nodes and sources, the call, the glue."""
         with open(path, "w") as file:
-            json.dump(self.to_json(), file, indent=1)
+            json.dump(self.to_dict(), file, indent=1)
 
     def chrome_trace(self) -> dict[str, Any]:
         """The rows as complete events in Chrome's trace event format, end to end in execution

@@ -1,7 +1,7 @@
 """INT8 and FP8 (E4M3) quantization of PyTorch models for TensorRT's explicit quantization (Q/DQ),
 with PT2E.
 
-`quantize(model, example_inputs, calibration_batches, dtype="int8")` captures the model, places
+`quantize(model, inputs, calibration_batches, dtype="int8")` captures the model, places
 observers where TensorRT fuses quantize/dequantize pairs (`TensorRTQuantizer`), calibrates them and
 converts: the result computes what the TensorRT engine will (int8 or FP8 weights and activations,
 float accumulation in between) and lowers with `lower_to_trt` like any module (FP8: with

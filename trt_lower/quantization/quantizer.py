@@ -25,6 +25,7 @@ from converters.core.errors import TrtLowerError
 from trt_lower.quantization import fp8
 from trt_lower.quantization.int4 import int4_weight_only
 from trt_lower.values.call import model_call
+from trt_lower.values.renamed import renamed_keywords
 
 aten = torch.ops.aten
 
@@ -129,9 +130,10 @@ def _inputs(batch: Batch, what: str, count: int | None = None) -> tuple[Any, ...
 DTYPES = ("int8", "fp8", "int4_weight_only")
 
 
+@renamed_keywords(example_inputs="inputs")
 def quantize(
     model: torch.nn.Module,
-    example_inputs: Batch | None = None,
+    inputs: Batch | None = None,
     calibration_batches: Iterable[Batch] = (),
     *,
     kwargs: dict[str, Any] | None = None,
@@ -142,7 +144,8 @@ def quantize(
     observed on every batch of `calibration_batches`, converted to quantize / dequantize ops:
     int8 weights (`convert_pt2e`), or FP8 E4M3 (torchao's float8 ops, amax scales;
     trt_lower/quantization/fp8.py), which TensorRT runs on Ada/Hopper and newer GPUs (target
-    "latest"). The example inputs and each batch are a tensor (the model's one input, as a
+    "latest"). The example `inputs` (formerly `example_inputs=`, which warns until the next release)
+    and each batch are a tensor (the model's one input, as a
     DataLoader of inputs yields them) or a tuple or list of the model's inputs. CalibrationError,
     naming the batch, for an empty set of batches, a batch of another number of inputs than the
     example's, or NaN/infinite values. kwargs: the model's keyword arguments (a dict, as
@@ -153,9 +156,9 @@ def quantize(
         raise ValueError(f"quantize: dtype must be one of {DTYPES}, got {dtype!r}")
     if dtype == "int4_weight_only":
         return int4_weight_only(model, group_size)
-    if example_inputs is None:
-        raise CalibrationError(f"example_inputs is None: {dtype} quantization captures the model with example inputs")
-    example = _inputs(example_inputs, "example_inputs")
+    if inputs is None:
+        raise CalibrationError(f"inputs is None: {dtype} quantization captures the model with example inputs")
+    example = _inputs(inputs, "inputs")
     keywords = model_call(example, kwargs)[1]
     captured = torch.export.export(model.eval(), example, keywords).module()
     specs = (fp8.ACTIVATION, fp8.WEIGHT) if dtype == "fp8" else (ACTIVATION, WEIGHT)
