@@ -1,7 +1,7 @@
 """argparse types for what `trt-lower` reads and writes: files read must be regular files,
 files written go into a directory that exists, ports are ports. Each refusal names the
 argument's value and what is wrong with it. And `renamed`: an option's old spelling, kept for a
-release."""
+release; the options several commands take, defined once (`add_...`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import stat
 import warnings
 from pathlib import Path
 from typing import Any
+
+from trt_lower.values.settings import BACKENDS
 
 _KINDS = [
     (stat.S_ISDIR, "a directory"),
@@ -99,6 +101,20 @@ def add_trusted_key(parser: argparse.ArgumentParser) -> None:
         type=input_file,
         help="a trusted Ed25519 public key: only files signed by one of these load (repeatable; "
         "default: the keys $TRT_LOWER_TRUSTED_KEYS lists, else unsigned files load too)",
+    )
+
+
+def add_backend(parser: argparse.ArgumentParser) -> None:
+    """`--backend`, where engines run, as every command that lowers or loads a model takes it."""
+    parser.add_argument(
+        "--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)"
+    )
+
+
+def add_draw(parser: argparse.ArgumentParser) -> None:
+    """`--draw PATH`, the picture of the split, as every command that lowers takes it."""
+    parser.add_argument(
+        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
     )
 
 

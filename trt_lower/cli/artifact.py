@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import distributed as cli_distributed
 from trt_lower.cli import inputs as cli_inputs
-from trt_lower.cli.arguments import add_timing, add_trusted_key, input_file, output_file
+from trt_lower.cli.arguments import add_backend, add_draw, add_timing, add_trusted_key, input_file, output_file
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
-from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
+from trt_lower.values.settings import PRECISIONS, TRT_VERSIONS
 
 if TYPE_CHECKING:
     import torch
@@ -226,15 +226,13 @@ def add_lower_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="TensorRT timing cache file: read before each build if present, written back after",
     )
-    p.add_argument(
-        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
-    )
+    add_draw(p)
     p.set_defaults(command_fn=lower)
 
 
 def add_lowering_options(p: argparse.ArgumentParser) -> None:
     """lower_to_trt's options, as `lower` and `demo` take them."""
-    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    add_backend(p)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in")
     p.add_argument(
         "--trt-version",
@@ -269,7 +267,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="artifact written by trt_lower.save; `{rank}` in it: torchrun's RANK",
     )
     cli_distributed.add_arguments(p)
-    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    add_backend(p)
     add_trusted_key(p)
     add_timing(p, iterations=20, warmup=3)
     p.set_defaults(command_fn=run)

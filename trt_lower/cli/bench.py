@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import artifact as cli_artifact
-from trt_lower.cli.arguments import add_timing, add_trusted_key, input_file, output_file, renamed
+from trt_lower.cli.arguments import add_backend, add_draw, add_timing, add_trusted_key, input_file, output_file, renamed
 from trt_lower.cli.dispatch import UsageError
-from trt_lower.values.settings import BACKENDS, PRECISIONS
+from trt_lower.values.settings import PRECISIONS
 
 if TYPE_CHECKING:
     import torch
@@ -56,16 +56,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_timing(p, iterations=100, warmup=10)
     p.add_argument("--duration", type=float, default=None, help="and at least this many seconds per variant")
-    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    add_backend(p)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in (--model)")
     add_trusted_key(p)
     p.add_argument(
         "--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON"
     )
     p.add_argument("--plot", metavar="PATH", type=output_file, help="write the latency and speedup plot (PNG)")
-    p.add_argument(
-        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
-    )
+    add_draw(p)
     p.set_defaults(command_fn=bench)
 
 

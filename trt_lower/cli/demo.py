@@ -8,7 +8,7 @@ import time
 import warnings
 
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.cli.arguments import add_timing, output_file
+from trt_lower.cli.arguments import add_draw, add_timing
 from trt_lower.cli.artifact import add_lowering_options, lowering_options
 
 
@@ -43,7 +43,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_timing(p, iterations=20, warmup=3)
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance of the accuracy check")
     p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance of the accuracy check")
-    p.add_argument(
-        "--draw", metavar="PATH", type=output_file, help="write a picture of the split (.svg, .png, .html or .dot)"
-    )
+    add_draw(p)
     p.set_defaults(command_fn=demo)

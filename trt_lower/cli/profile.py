@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 
 from trt_lower.cli import inputs as cli_inputs
-from trt_lower.cli.arguments import add_timing, add_trusted_key, input_file, output_file
-from trt_lower.values.settings import BACKENDS
+from trt_lower.cli.arguments import add_backend, add_timing, add_trusted_key, input_file, output_file
 
 
 def profile(args: argparse.Namespace) -> int:
@@ -36,7 +35,7 @@ def profile(args: argparse.Namespace) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     cli_inputs.add_input(p, default="the lowered shapes")
-    p.add_argument("--backend", choices=BACKENDS, default="auto", help="where engines run (auto: TensorRT if usable)")
+    add_backend(p)
     add_trusted_key(p)
     add_timing(p, iterations=20, warmup=3)
     p.add_argument("--top", type=int, default=20, help="rows shown, the rest summed")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.cli.arguments import add_trusted_key, input_file, renamed
+from trt_lower.cli.arguments import add_backend, add_trusted_key, input_file, renamed
 from trt_lower.cli.dispatch import UsageError
-from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS
+from trt_lower.values.settings import PRECISIONS, TRT_VERSIONS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # Not required by argparse: its former spelling --out may give it instead.
     renamed(p, "--out", p.add_argument("-o", "--output", metavar="DIR", help="directory to write into (required)"))
     p.add_argument("--batch", type=int, default=1, help="batch of the demo model's input")
-    p.add_argument("--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)")
+    add_backend(p)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in (--model)")
     p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS, help="TensorRT version to target (--model)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance the repro's check uses")

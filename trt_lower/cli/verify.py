@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from trt_lower.cli.arguments import add_trusted_key, input_file
-from trt_lower.values.settings import BACKENDS
+from trt_lower.cli.arguments import add_backend, add_trusted_key, input_file
 
 
 def verify(args: argparse.Namespace) -> int:
@@ -44,7 +43,7 @@ def verify(args: argparse.Namespace) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
-    p.add_argument("--backend", choices=BACKENDS, default="auto", help="where engines run (auto: TensorRT if usable)")
+    add_backend(p)
     p.add_argument("--cache-dir", default=None, help="TensorRT engine cache for engines built again")
     add_trusted_key(p)
     p.set_defaults(command_fn=verify)
