@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import warnings
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -56,6 +57,13 @@ def test_every_result_saved_as_json_has_to_dict() -> None:
     assert sorted(c for c in saved if f"{c}.to_dict" not in methods) == []
 
 
+def test_every_public_save_returns_the_path_written() -> None:
+    """Profile's save_json and save_chrome_trace returned None, BenchmarkResult's and
+    LoweringReport's save_json the Path."""
+    saves = {where: inspect.signature(f).return_annotation for where, f in _public_callables() if ".save_" in where}
+    assert len(saves) >= 4 and {where: r for where, r in saves.items() if r != "Path"} == {}
+
+
 @renamed_keywords(old="new")
 def _takes(a: int, *, new: int = 0) -> tuple[int, int]:
     """A function whose keyword `new` was `old`."""
@@ -87,8 +95,10 @@ def test_quantize_takes_inputs_and_its_former_keyword_with_a_warning() -> None:
     torch.testing.assert_close(old(x), new(x))
 
 
-def test_profile_to_json_is_to_dict_with_a_warning() -> None:
+def test_profile_to_json_is_to_dict_with_a_warning(tmp_path: Path) -> None:
     profile = Profile(call_seconds=1e-3, rows=(), backend="onnxruntime", iterations=2, warmup=1)
     assert profile.to_dict()["coverage"] == 0.0
     with pytest.warns(DeprecationWarning, match=r"Profile\.to_json\(\) is deprecated .* use Profile\.to_dict\(\)"):
         assert profile.to_json() == profile.to_dict()
+    assert profile.save_json(tmp_path / "p.json") == tmp_path / "p.json"
+    assert profile.save_chrome_trace(tmp_path / "t.json") == tmp_path / "t.json"

@@ -7,6 +7,7 @@ import json
 import os
 import warnings
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from trt_lower.profile.sources import NodeSource
@@ -104,10 +105,12 @@ class Profile:
         )
         return self.to_dict()
 
-    def save_json(self, path: str | os.PathLike[str]) -> None:
-        """The profile as JSON: every row with its FX nodes and sources, the call, the glue."""
+    def save_json(self, path: str | os.PathLike[str]) -> Path:
+        """The profile as JSON: every row with its FX nodes and sources, the call, the glue;
+        returns the path written (as BenchmarkResult's and LoweringReport's save_json)."""
         with open(path, "w") as file:
             json.dump(self.to_dict(), file, indent=1)
+        return Path(path)
 
     def chrome_trace(self) -> dict[str, Any]:
         """The rows as complete events in Chrome's trace event format, end to end in execution
@@ -129,10 +132,11 @@ class Profile:
             start += row.seconds
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
-    def save_chrome_trace(self, path: str | os.PathLike[str]) -> None:
-        """chrome_trace() to `path`: open it in chrome://tracing or ui.perfetto.dev."""
+    def save_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+        """chrome_trace() to `path`: open it in chrome://tracing or ui.perfetto.dev; returns the path written."""
         with open(path, "w") as file:
             json.dump(self.chrome_trace(), file)
+        return Path(path)
 
 
 def _ms(seconds: float) -> str:
