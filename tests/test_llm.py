@@ -288,3 +288,36 @@ def test_save_load_generates_the_same_tokens_in_a_fresh_process(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "same tokens" in done.stdout
+
+
+@pytest.mark.parametrize("make", [_llama, _gpt2], ids=lambda f: f.__name__[1:])
+def test_a_prompt_longer_than_prefill_chunk_runs_in_chunks_as_eager(make: Callable[[], Any], tmp_path: Path) -> None:
+    """prefill_chunk=3: the 8-token prompts (one left-padded) run as steps of 3, 3 and 2 tokens,
+    each new token as one, and the tokens and logits are eager's; the saved step loads and still
+    chunks (the chunk is its input signature's)."""
+    torch.manual_seed(0)
+    model = make().eval()
+    gen = lower_causal_lm(model, max_batch=2, max_length=24, prefill_chunk=3)
+    assert gen.prefill_chunk == 3 and "prompts longer than 3 tokens run in chunks of 3" in gen.report.notes
+    ids, mask = _left_padded()
+    options = dict(max_new_tokens=8, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **options)
+    trt_lower.save(gen, tmp_path / "chunked.trtl")
+    for run in (gen, trt_lower.load(tmp_path / "chunked.trtl")):
+        queries: list[int] = []
+        hook = run.step.register_forward_pre_hook(lambda _, inputs: queries.append(inputs[0].shape[1]))
+        try:
+            got = run.generate(ids, attention_mask=mask, **options)
+        finally:
+            hook.remove()
+        assert queries == [3, 3, 2] + [1] * 7
+        assert torch.equal(got.sequences, expected.sequences)
+        for g, e in zip(got.logits, expected.logits, strict=True):
+            torch.testing.assert_close(g, e)
+
+
+def test_prefill_chunk_outside_1_to_max_length_is_refused() -> None:
+    for bad in (0, 25, 2.5):
+        with pytest.raises(ValueError, match=rf"prefill_chunk must be an int in 1..max_length \(24\), got {bad}"):
+            lower_causal_lm(_llama().eval(), max_batch=1, max_length=24, prefill_chunk=bad)  # type: ignore[arg-type]
