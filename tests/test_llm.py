@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from artifact_tamper import tamper
 
 import trt_lower
 
@@ -294,7 +295,8 @@ def test_save_load_generates_the_same_tokens_in_a_fresh_process(tmp_path: Path) 
 def test_a_prompt_longer_than_prefill_chunk_runs_in_chunks_as_eager(make: Callable[[], Any], tmp_path: Path) -> None:
     """prefill_chunk=3: the 8-token prompts (one left-padded) run as steps of 3, 3 and 2 tokens,
     each new token as one, and the tokens and logits are eager's; the saved step loads and still
-    chunks (the chunk is its input signature's)."""
+    chunks (the chunk is its input signature's), and a file whose position ids take more tokens
+    than its token ids is refused."""
     torch.manual_seed(0)
     model = make().eval()
     gen = lower_causal_lm(model, max_batch=2, max_length=24, prefill_chunk=3)
@@ -315,6 +317,17 @@ def test_a_prompt_longer_than_prefill_chunk_runs_in_chunks_as_eager(make: Callab
         assert torch.equal(got.sequences, expected.sequences)
         for g, e in zip(got.logits, expected.logits, strict=True):
             torch.testing.assert_close(g, e)
+
+    def positions_whole(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        assert [i["max"] for i in manifest["inputs"][:3]] == [[2, 3], [2, 24], [2, 3]]
+        manifest["inputs"][2]["max"][1] = 24
+
+    # Position ids and token ids of one step must agree on the chunk, as the step was lowered.
+    forged = tamper(tmp_path / "chunked.trtl", tmp_path / "forged.trtl", positions_whole)
+    with pytest.raises(
+        trt_lower.ArtifactError, match=r"forged.trtl: field 'extra': .*signatures say \[\(2, 3\), \(2, 24\), \(2, 24\)"
+    ):
+        trt_lower.load(forged)
 
 
 def test_prefill_chunk_outside_1_to_max_length_is_refused() -> None:
