@@ -110,11 +110,13 @@ def test_greedy_64_tokens_match_eager_generate(make: Callable[[], Any]) -> None:
         torch.testing.assert_close(g, e, msg=lambda m: f"step {step}: {m}")
 
 
-def test_the_step_builds_and_generates_on_the_tensorrt_double(trt_double: Any) -> None:
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_the_step_builds_and_generates_on_the_tensorrt_double(trt_double: Any, chunk: int | None) -> None:
     """The cache length is a dynamic dim of the engine's profile (1..max_length) on TensorRT too:
-    the double checks each call's shapes against it."""
+    the double checks each call's shapes against it (with prefill_chunk=3, the prompt's chunks
+    against the prefill profile's 1..3 tokens)."""
     model = _llama().eval()
-    gen = lower_causal_lm(model, max_batch=2, max_length=24, backend="tensorrt", require_full=True)
+    gen = lower_causal_lm(model, max_batch=2, max_length=24, prefill_chunk=chunk, backend="tensorrt", require_full=True)
     ids, mask = _left_padded()
     options = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
     with torch.no_grad():
