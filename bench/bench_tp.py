@@ -11,7 +11,9 @@ The config: Llama of `--hidden`, `--layers`, 8 query heads and 4 key/value heads
 by every rank count), MLP 2.75x, vocab 1024, float32. Each rank builds the whole model (same seed)
 and shards it in place, so its peak RSS (ru_maxrss, after generating) includes one unsharded copy; the
 engine weight bytes are what its engines hold. Decode ms/token = (time of `--new` tokens - time of
-1) / (`--new` - 1), greedy, median of `--repeats`; every rank generates and reports its own row.
+1) / (`--new` - 1), greedy, median of `--repeats`; first-token ms = the time of 1 (the prompt's
+steps: on more than 2 ranks the capture narrows the step to ranks - 1 tokens and the prompt runs
+in chunks of that many, the `chunk` column); every rank generates and reports its own row.
 Verified on CPU via ONNX Runtime and gloo; no GPU figures.
 """
 
@@ -86,14 +88,17 @@ def worker(args: argparse.Namespace) -> None:
     lowered = lower_causal_lm(model, max_batch=1, max_length=args.prompt + args.new, verify=False)
     ids = torch.randint(0, 1024, (1, args.prompt), generator=torch.Generator().manual_seed(1))
     _generate_s(lowered, ids, 2)  # warm-up
-    per_token = []
+    per_token, first_token = [], []
     for _ in range(args.repeats):
         first, whole = _generate_s(lowered, ids, 1), _generate_s(lowered, ids, args.new)
         per_token.append((whole - first) / (args.new - 1) * 1e3)
+        first_token.append(first * 1e3)
     row = {
         "rank": int(os.environ.get("RANK", 0)),
         "ranks": int(os.environ.get("WORLD_SIZE", 1)),
         "decode_ms_per_token": round(statistics.median(per_token), 2),
+        "first_token_ms": round(statistics.median(first_token), 1),
+        "prefill_chunk": lowered.prefill_chunk,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "engine_weight_mib": round(sum(e.weight_bytes for e in lowered.step.report.engines) / 2**20, 2),
         "model_weight_mib": round(model_bytes / 2**20, 2),
@@ -138,11 +143,12 @@ def main() -> None:
         worker(args)
         return
     print(f"load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs; verified on CPU via ONNX Runtime and gloo")
-    print("ranks rank decode_ms/token peak_RSS_MiB engine_weights_MiB model_weights_MiB")
+    print("ranks rank decode_ms/token first_token_ms chunk peak_RSS_MiB engine_weights_MiB model_weights_MiB")
     for ranks in (int(r) for r in args.ranks.split(",")):
         for row in launch(args, ranks):
             print(
-                f"{ranks:5} {row['rank']:4} {row['decode_ms_per_token']:15} {row['peak_rss_mib']:12} "
+                f"{ranks:5} {row['rank']:4} {row['decode_ms_per_token']:15} {row['first_token_ms']:14} "
+                f"{row['prefill_chunk']:5} {row['peak_rss_mib']:12} "
                 f"{row['engine_weight_mib']:18} {row['model_weight_mib']:17}",
                 flush=True,
             )

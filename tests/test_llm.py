@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from artifact_tamper import tamper
 
 import trt_lower
 
@@ -109,11 +110,13 @@ def test_greedy_64_tokens_match_eager_generate(make: Callable[[], Any]) -> None:
         torch.testing.assert_close(g, e, msg=lambda m: f"step {step}: {m}")
 
 
-def test_the_step_builds_and_generates_on_the_tensorrt_double(trt_double: Any) -> None:
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_the_step_builds_and_generates_on_the_tensorrt_double(trt_double: Any, chunk: int | None) -> None:
     """The cache length is a dynamic dim of the engine's profile (1..max_length) on TensorRT too:
-    the double checks each call's shapes against it."""
+    the double checks each call's shapes against it (with prefill_chunk=3, the prompt's chunks
+    against the prefill profile's 1..3 tokens)."""
     model = _llama().eval()
-    gen = lower_causal_lm(model, max_batch=2, max_length=24, backend="tensorrt", require_full=True)
+    gen = lower_causal_lm(model, max_batch=2, max_length=24, prefill_chunk=chunk, backend="tensorrt", require_full=True)
     ids, mask = _left_padded()
     options = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
     with torch.no_grad():
@@ -288,3 +291,48 @@ def test_save_load_generates_the_same_tokens_in_a_fresh_process(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "same tokens" in done.stdout
+
+
+@pytest.mark.parametrize("make", [_llama, _gpt2], ids=lambda f: f.__name__[1:])
+def test_a_prompt_longer_than_prefill_chunk_runs_in_chunks_as_eager(make: Callable[[], Any], tmp_path: Path) -> None:
+    """prefill_chunk=3: the 8-token prompts (one left-padded) run as steps of 3, 3 and 2 tokens,
+    each new token as one, and the tokens and logits are eager's; the saved step loads and still
+    chunks (the chunk is its input signature's), and a file whose position ids take more tokens
+    than its token ids is refused."""
+    torch.manual_seed(0)
+    model = make().eval()
+    gen = lower_causal_lm(model, max_batch=2, max_length=24, prefill_chunk=3)
+    assert gen.prefill_chunk == 3 and "prompts longer than 3 tokens run in chunks of 3" in gen.report.notes
+    ids, mask = _left_padded()
+    options = dict(max_new_tokens=8, do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **options)
+    trt_lower.save(gen, tmp_path / "chunked.trtl")
+    for run in (gen, trt_lower.load(tmp_path / "chunked.trtl")):
+        queries: list[int] = []
+        hook = run.step.register_forward_pre_hook(lambda _, inputs: queries.append(inputs[0].shape[1]))
+        try:
+            got = run.generate(ids, attention_mask=mask, **options)
+        finally:
+            hook.remove()
+        assert queries == [3, 3, 2] + [1] * 7
+        assert torch.equal(got.sequences, expected.sequences)
+        for g, e in zip(got.logits, expected.logits, strict=True):
+            torch.testing.assert_close(g, e)
+
+    def positions_whole(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+        assert [i["max"] for i in manifest["inputs"][:3]] == [[2, 3], [2, 24], [2, 3]]
+        manifest["inputs"][2]["max"][1] = 24
+
+    # Position ids and token ids of one step must agree on the chunk, as the step was lowered.
+    forged = tamper(tmp_path / "chunked.trtl", tmp_path / "forged.trtl", positions_whole)
+    with pytest.raises(
+        trt_lower.ArtifactError, match=r"forged.trtl: field 'extra': .*signatures say \[\(2, 3\), \(2, 24\), \(2, 24\)"
+    ):
+        trt_lower.load(forged)
+
+
+def test_prefill_chunk_outside_1_to_max_length_is_refused() -> None:
+    for bad in (0, 25, 2.5):
+        with pytest.raises(ValueError, match=rf"prefill_chunk must be an int in 1..max_length \(24\), got {bad}"):
+            lower_causal_lm(_llama().eval(), max_batch=1, max_length=24, prefill_chunk=bad)  # type: ignore[arg-type]

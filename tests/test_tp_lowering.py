@@ -11,16 +11,22 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
+import torch.distributed as dist
 from distributed_workers import free_port
+from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from converters.core.target import DEFAULT, TrtTarget
 from splitter.support import COLLECTIVE_REASON, unsupported_reason
 from trt_lower import lower_to_trt
 
 pytest.importorskip("transformers")
+from tp_worker import sharded, tiny_llama, tp_plan  # noqa: E402
+
+from trt_lower.llm import lower_causal_lm  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 TIMEOUT_S = 400  # the slowest (4 ranks on 2 cores) takes ~2 minutes
@@ -60,11 +66,48 @@ def test_tensor_parallel_llama_lowers_on_every_rank(
         assert abs(int(rank_bytes) / int(model_bytes) - 1 / ranks) < 0.01, weights
 
 
-def test_tensor_parallel_llama_generates_eager_tokens() -> None:
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_tensor_parallel_llama_generates_eager_tokens(ranks: int) -> None:
     """lower_causal_lm on the sharded model: every rank's greedy tokens are the unsharded eager
-    model's (the worker asserts it); a sharded LM head is refused with what to do."""
-    out = torchrun("tp_worker.py", 2, "generate")
-    assert out.count("TOKENS") == 2, out[-4000:]
+    model's (the worker asserts it); a sharded LM head is refused with what to do. On 4 ranks the
+    capture narrows the step's query length to 1..3 and the 8-token prompt runs in chunks of 3."""
+    out = torchrun("tp_worker.py", ranks, "generate")
+    chunks = re.findall(r"TOKENS .* CHUNK (\d+)", out)
+    assert chunks == [str(16 if ranks == 2 else 3)] * ranks, out[-4000:]
+
+
+@pytest.fixture
+def four_fake_ranks() -> Iterator[None]:
+    """This process as rank 0 of 4 in PyTorch's fake process group: collectives complete at once
+    without peers (an all_reduce leaves its input, an all_gather repeats it), so a sharded model
+    captures and runs as on 4 ranks, in one process."""
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_on_4_ranks_a_prompt_runs_in_chunks_of_3(four_fake_ranks: None) -> None:
+    """The capture keeps 1..3 tokens a step (DTensor's embedding rule on 4 ranks): lower_causal_lm
+    takes that step, runs the 8-token prompt as 3, 3 and 2 tokens, and generates the tokens of the
+    sharded eager model over the same fake collectives."""
+    model = tiny_llama(4)
+    plan = tp_plan(model.config.num_hidden_layers)
+    del plan["lm_head"]
+    model = sharded(model, plan)
+    lowered = lower_causal_lm(model, max_batch=1, max_length=16)
+    assert lowered.prefill_chunk == 3 and "prompts longer than 3 tokens run in chunks of 3" in lowered.report.notes
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model.generate(ids, max_new_tokens=4, do_sample=False)
+    queries: list[int] = []
+    hook = lowered.step.register_forward_pre_hook(lambda _, inputs: queries.append(inputs[0].shape[1]))
+    try:
+        assert torch.equal(lowered.generate(ids, max_new_tokens=4, do_sample=False), expected)
+    finally:
+        hook.remove()
+    assert queries == [3, 3, 2, 1, 1, 1]
 
 
 def test_collectives_are_never_inside_an_engine() -> None:

@@ -124,11 +124,11 @@ def _count(description: dict[str, Any], key: str, least: int) -> int:
     return value
 
 
-def _check_description(step: LoweredModule, description: dict[str, Any]) -> list[tuple[int, int, int]]:
-    """Each layer's (heads, key dim, value dim), once `description` is shown to agree with the
-    step's recorded input signatures (input ids, mask, positions, past, keys..., values...) and
-    its cache to fit this machine's memory. ValueError naming the field otherwise: an artifact's
-    `extra` is untrusted input."""
+def _check_description(step: LoweredModule, description: dict[str, Any]) -> tuple[list[tuple[int, int, int]], int]:
+    """Each layer's (heads, key dim, value dim) and the most tokens one step takes (the prefill
+    chunk), once `description` is shown to agree with the step's recorded input signatures (input
+    ids, mask, positions, past, keys..., values...) and its cache to fit this machine's memory.
+    ValueError naming the field otherwise: an artifact's `extra` is untrusted input."""
     batch, length = _count(description, "max_batch", 1), _count(description, "max_length", 2)
     cache = description.get("cache")
     if not isinstance(cache, list) or not all(
@@ -145,9 +145,10 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
             raise ValueError(f"{key} must be a JSON object")
     guard = getattr(step, "_input_guard", None)
     sigs = list(getattr(guard, "inputs", ()))
-    wanted = [(batch, length), (batch, length), (batch, length), ()]
-    wanted += [(length, batch, h, k) for h, k, _ in cache] + [(length, batch, h, v) for h, _, v in cache]
     got = [tuple(s.max_shape) for s in sigs]
+    chunk = _query_length(got[0] if got else (), length)
+    wanted = [(batch, chunk), (batch, length), (batch, chunk), ()]
+    wanted += [(length, batch, h, k) for h, k, _ in cache] + [(length, batch, h, v) for h, _, v in cache]
     if got != wanted or any(s.dtype != dtype for s in sigs[4:]):
         # Where the capture narrowed a range (a size test in the model), the report's note says which.
         narrowed = [n for n in getattr(getattr(step, "report", None), "notes", []) if INFERRED in n]
@@ -159,7 +160,16 @@ def _check_description(step: LoweredModule, description: dict[str, Any]) -> list
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if size > memory:
         raise ValueError(f"the cache would take {size / 2**30:.1f} GiB; this machine has {memory / 2**30:.1f} GiB")
-    return [(h, k, v) for h, k, v in cache]
+    return [(h, k, v) for h, k, v in cache], chunk
+
+
+def _query_length(ids_shape: tuple[int, ...], length: int) -> int:
+    """The most new tokens the step takes (input_ids' largest dim 1): up to max_length, fewer
+    where the lowering asked (prefill_chunk) or the capture narrowed it (torch.export's guards on
+    a tensor-parallel model's embedding). max_length where the shape is not [batch, q] with q in
+    1..max_length (the caller's comparison then names the mismatch)."""
+    q = ids_shape[1] if len(ids_shape) == 2 else None
+    return q if type(q) is int and 1 <= q <= length else length
 
 
 class LoweredCausalLM:
@@ -171,7 +181,7 @@ class LoweredCausalLM:
     (its artifact is the step's, plus `describe()`)."""
 
     def __init__(self, step: LoweredModule, description: dict[str, Any]) -> None:
-        cache = _check_description(step, description)
+        cache, self.prefill_chunk = _check_description(step, description)
         self.step = step
         self.description = step.extra = description  # trt_lower.save writes it beside the step
         self.max_batch: int = description["max_batch"]
@@ -272,22 +282,38 @@ class LoweredCausalLM:
         if attention_mask is None:
             mask = torch.ones(batch, length, dtype=torch.int64, device=input_ids.device)
         else:
-            mask = attention_mask[:, -length:].to(torch.int64).contiguous()
+            mask = attention_mask[:, -length:].to(torch.int64)
         if position_ids is None:
-            position_ids = torch.arange(past, length, device=input_ids.device).expand(batch, q)
-        past_key_values.past.fill_(past)
-        # The first `length` positions of each sequence-major buffer: contiguous views, no copy.
-        keys = tuple(k[:length] for k, _ in past_key_values.buffers)
-        values = tuple(v[:length] for _, v in past_key_values.buffers)
-        logits, new_keys, new_values = self.step(
-            input_ids, mask, position_ids.expand(batch, q).contiguous(), past_key_values.past, keys, values
-        )
-        for (keys_buffer, values_buffer), k, v in zip(past_key_values.buffers, new_keys, new_values):
-            keys_buffer[past:length].copy_(k)
-            values_buffer[past:length].copy_(v)
-        past_key_values.length = length
+            position_ids = torch.arange(past, length, device=input_ids.device)
+        positions = position_ids.expand(batch, q)
+        # A prompt longer than the step takes runs in consecutive chunks, each attending over the
+        # positions before it and its own; the last chunk's logits are the prompt's.
+        for start in range(0, max(q, 1), self.prefill_chunk):  # once for no tokens: the step refuses them
+            end = min(start + self.prefill_chunk, q)
+            logits = self._step(
+                input_ids[:, start:end], mask[:, : past + end], positions[:, start:end], past_key_values
+            )
         cache_field: dict[str, Any] = {CACHE_KWARG: past_key_values}
         return CausalLMOutputWithPast(logits=logits[:, None, :], **cache_field)
+
+    def _step(
+        self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: BufferCache
+    ) -> torch.Tensor:
+        """The lowered step over `input_ids` (at most prefill_chunk tokens) after the cache's
+        positions written; writes their keys and values in place; the last position's logits."""
+        past, length = cache.length, cache.length + input_ids.shape[1]
+        cache.past.fill_(past)
+        # The first `length` positions of each sequence-major buffer: contiguous views, no copy.
+        keys = tuple(k[:length] for k, _ in cache.buffers)
+        values = tuple(v[:length] for _, v in cache.buffers)
+        logits, new_keys, new_values = self.step(
+            input_ids.contiguous(), mask.contiguous(), positions.contiguous(), cache.past, keys, values
+        )
+        for (keys_buffer, values_buffer), k, v in zip(cache.buffers, new_keys, new_values):
+            keys_buffer[past:length].copy_(k)
+            values_buffer[past:length].copy_(v)
+        cache.length = length
+        return logits  # type: ignore[no-any-return]
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
         """transformers' `generate()` of the eager model (same arguments, same result), every
