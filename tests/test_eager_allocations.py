@@ -184,3 +184,39 @@ def test_a_literal_histogram_count_is_bounded_at_load(padded: Path, tmp_path: Pa
         trt_lower.ArtifactError, match=r"node 'bins' calls aten.histc.default .* over 268435456 elements"
     ):
         _loaded(padded, tmp_path, plant)
+
+
+aten = torch.ops.aten
+X, IDS, IMAGE = torch.randn(2, 3), torch.tensor([[1, 4], [0, 2]]), torch.randn(1, 2, 4, 5)
+CALLS = [
+    (aten.zeros.default, ([3, 5],), {}),
+    (aten.new_zeros.default, (X, [3, 5]), {"dtype": torch.float64}),
+    (aten.new_full.default, (X, [2, 7], 1.0), {}),
+    (aten.full.default, ([2, 3], 1), {}),
+    (aten.randint.low, (0, 5, [4, 4]), {}),
+    (aten.arange.start_step, (2, 30, 3), {}),
+    (aten.arange.default, (17,), {"dtype": torch.float16}),
+    (aten.eye.m, (3, 7), {}),
+    (aten.eye.default, (4,), {}),
+    (aten.linspace.default, (0, 1, 11), {}),
+    (aten.randperm.default, (9,), {}),
+    (aten.histc.default, (X, 13), {}),
+    (aten.one_hot.default, (IDS, 6), {}),
+    (aten.one_hot.default, (IDS,), {}),
+    (aten.repeat.default, (X, [2, 1, 3]), {}),
+    (aten.tile.default, (X, [2]), {}),
+    (aten.expand.default, (X[:1], [5, -1, 3]), {}),
+    (aten.upsample_nearest2d.vec, (IMAGE, None, [2.0, 3.0]), {}),
+    (aten.upsample_bilinear2d.default, (IMAGE, [5, 7], False), {}),
+    (aten._adaptive_avg_pool2d.default, (IMAGE, [2, 3]), {}),
+]
+
+
+@pytest.mark.parametrize("op, args, kwargs", CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(CALLS)])
+def test_the_budget_counts_the_bytes_the_operator_makes(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Each check's count is the output's own: a budget of exactly its bytes passes, one byte less refuses."""
+    out = op(*args, **kwargs)
+    size = out.numel() * out.element_size()
+    allocations.budgeted("n", op, size)(op)(*args, **kwargs)
+    with pytest.raises(trt_lower.EagerAllocationError, match=f"would allocate {size} bytes"):
+        allocations.budgeted("n", op, size - 1)(op)(*args, **kwargs)

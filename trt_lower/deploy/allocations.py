@@ -28,7 +28,7 @@ from converters.core.errors import TrtLowerError
 from splitter.index_check import check_indices
 from trt_lower.deploy.graph_json import target_name
 from trt_lower.deploy.operators import MAX_NUMBER, MAX_PAD
-from trt_lower.deploy.safe_ops import PADDINGS, SIZES
+from trt_lower.deploy.safe_ops import PADDINGS
 
 # The default budget: what the largest size a file may write makes (operators.MAX_ELEMENTS
 # elements) in the widest element type (8 bytes).
@@ -36,7 +36,6 @@ DEFAULT_MAX_EAGER_ALLOCATION = 2**31
 
 Call = Callable[..., Any]
 Wrapper = Callable[[Call], Call]
-Given = dict[str, Any]
 
 
 class EagerAllocationError(TrtLowerError, ValueError):
@@ -44,54 +43,52 @@ class EagerAllocationError(TrtLowerError, ValueError):
     or compute an integer beyond 64 bits, from sizes computed at run time."""
 
 
-def _ints(value: Any) -> list[int]:
-    """A size argument's ints (torch refuses a single int where its schema takes a list)."""
-    return [operator.index(v) for v in value] if isinstance(value, (list, tuple)) else [operator.index(value)]
+def _size(value: Any) -> int:
+    """The elements a size list makes; entries that are not ints (0-dim tensors, which torch reads
+    as ints) are read as ints first, so that their product cannot wrap around."""
+    count = math.prod(value)
+    return count if type(count) is int else math.prod(map(operator.index, value))
 
 
-def _tensor(given: Given) -> torch.Tensor:
-    return next(v for v in given.values() if isinstance(v, torch.Tensor))
-
-
-def _resized(given: Given) -> int:
+def _resized(x: torch.Tensor, size: Any, scales: list[float] | None) -> int:
     """An upsample's or adaptive pool's output: the input's leading dims times `output_size`, or
     its last dims each times its `scale_factors`."""
-    shape, size = _tensor(given).shape, given.get("output_size")
+    shape = x.shape
     if size is not None:
-        ints = _ints(size)
-        return math.prod(shape[: len(shape) - len(ints)]) * math.prod(ints)
-    scales: list[float] = given.get("scale_factors") or []
-    leading = len(shape) - len(scales)
-    return math.prod(shape[:leading]) * math.prod([math.floor(d * s) for d, s in zip(shape[leading:], scales)])
+        return math.prod(shape[: len(shape) - len(size)]) * _size(size)
+    leading = len(shape) - len(scales or ())
+    return math.prod(shape[:leading]) * math.prod([math.floor(d * s) for d, s in zip(shape[leading:], scales or ())])
 
 
-def _expanded(given: Given) -> int:
+def _expanded(x: torch.Tensor, size: Any) -> int:
     """expand's view: -1 keeps the input's dim (dims aligned from the last)."""
-    size, shape = _ints(given["size"]), _tensor(given).shape
-    kept = [1] * (len(size) - len(shape)) + list(shape)
-    return math.prod(k if s == -1 else s for s, k in zip(size, kept))
+    if -1 not in size:
+        return _size(size)
+    shape, lead, count = x.shape, len(size) - x.dim(), 1
+    for at, s in enumerate(size):
+        count *= shape[at - lead] if s == -1 else operator.index(s)
+    return count
 
 
-def _arange(given: Given) -> int:
-    start, end, step = given.get("start", 0), given["end"], given.get("step", 1)
-    return 0 if step == 0 else math.ceil(abs((end - start) / step))  # a zero step: torch refuses it
+def _arange(x: None, start: Any, end: Any, step: Any) -> int:
+    start, step = 0 if start is None else start, 1 if step is None else step
+    return 0 if step == 0 else int(math.ceil(abs((end - start) / step)))  # a zero step: torch refuses it
 
 
-def _one_hot(given: Given) -> int:
-    """one_hot's classes: its num_classes, or (-1) counted from the data as torch counts them."""
-    tensor, classes = _tensor(given), operator.index(given.get("num_classes", -1))
-    if classes < 0 and tensor.numel():
-        classes = int(tensor.max()) + 1
-    return tensor.numel() * classes
+def _one_hot(x: torch.Tensor, classes: Any) -> int:
+    """one_hot's classes: its num_classes, or (-1, the default) counted from the data as torch counts them."""
+    count = -1 if classes is None else operator.index(classes)
+    if count < 0 and x.numel():
+        count = int(x.max()) + 1
+    return x.numel() * count
 
 
-def _repeated(name: str) -> Callable[[Given], int]:
-    return lambda given: _tensor(given).numel() * math.prod(_ints(given[name]))
+def _repeated(x: torch.Tensor, repeats: Any) -> int:
+    return x.numel() * _size(repeats)
 
 
-def _sized(*names: str) -> Callable[[Given], int]:
-    """A count set by arguments alone: the product of their ints (eye's m defaults to its n)."""
-    return lambda given: math.prod(math.prod(_ints(given.get(n, given[names[0]]))) for n in names)
+def _eye(x: None, n: Any, m: Any) -> int:
+    return operator.index(n) * operator.index(n if m is None else m)
 
 
 _RESIZED = (
@@ -100,52 +97,60 @@ _RESIZED = (
     "adaptive_avg_pool1d _adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d"
 ).split()
 _CONSTRUCTORS = "ones zeros full new_ones new_zeros new_full rand randn randint".split()
-# The elements of each operator's output, from its arguments by name (and its input's shape).
-COUNTS: dict[str, Callable[[Given], int]] = {
-    **{f"aten.{name}": _sized("size") for name in _CONSTRUCTORS},
-    "aten.linspace": _sized("steps"),
-    "aten.randperm": _sized("n"),
-    "aten.histc": _sized("bins"),
-    "aten.eye": _sized("n", "m"),
-    "aten.arange": _arange,
-    "aten.one_hot": _one_hot,
-    "aten.repeat": _repeated("repeats"),
-    "aten.tile": _repeated("dims"),
-    "aten.expand": _expanded,
-    **{f"aten.{name}": _resized for name in _RESIZED},
+# Operators whose count is one int argument.
+_SINGLE = {"linspace": "steps", "randperm": "n", "histc": "bins"}
+# The elements of each operator's output: the arguments it reads (by name; None where a call
+# leaves one out), and the count from its input tensor (None for a constructor) and those.
+COUNTS: dict[str, tuple[tuple[str, ...], Callable[..., int]]] = {
+    **{f"aten.{name}": (("size",), lambda x, size: _size(size)) for name in _CONSTRUCTORS},
+    **{f"aten.{name}": ((arg,), lambda x, n: operator.index(n)) for name, arg in _SINGLE.items()},
+    "aten.eye": (("n", "m"), _eye),
+    "aten.arange": (("start", "end", "step"), _arange),
+    "aten.one_hot": (("num_classes",), _one_hot),
+    "aten.repeat": (("repeats",), _repeated),
+    "aten.tile": (("dims",), _repeated),
+    "aten.expand": (("size",), _expanded),
+    **{f"aten.{name}": (("output_size", "scale_factors"), _resized) for name in _RESIZED},
 }
 # Operators whose count their size arguments alone set (literals are checked at load): checked
 # at run time only where one of those is computed. The others' counts scale with their input.
-_LITERAL = {
-    **{f"aten.{name}": SIZES[f"aten.{name}"] for name in (*_CONSTRUCTORS, "linspace", "randperm", "histc", "eye")},
-    "aten.arange": ("start", "end", "step"),
-}
-# Element sizes where no dtype is given and no tensor is passed: arange, randint and randperm make
-# int64; the rest take the default dtype.
-_INT64 = frozenset({"aten.arange", "aten.randint", "aten.randperm"})
+_LITERAL = frozenset({*(f"aten.{name}" for name in (*_CONSTRUCTORS, *_SINGLE)), "aten.eye", "aten.arange"})
+# Element sizes where no dtype is given and no tensor is passed: arange, randint, randperm and
+# full (of an int) may make int64; the rest take the default dtype.
+_INT64 = frozenset({"aten.arange", "aten.randint", "aten.randperm", "aten.full"})
 
 
-def _itemsize(packet: str, given: Given) -> int:
-    dtype = given.get("dtype")
-    if isinstance(dtype, torch.dtype):
-        return dtype.itemsize
-    tensor = next((v for v in given.values() if isinstance(v, torch.Tensor)), None)
-    if tensor is not None:
-        return tensor.element_size()
-    return 8 if packet in _INT64 else torch.get_default_dtype().itemsize
+def _position(op: torch._ops.OpOverload, name: str) -> tuple[int, str]:
+    """Where a call passes `op`'s argument `name`: its index among the positional arguments, and
+    its name as a keyword (an index past any call's arguments where `op` has no such argument)."""
+    names = [a.name for a in op._schema.arguments]
+    return (names.index(name), name) if name in names else (len(names), "")
 
 
-def _budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
+def budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
     """The check before `op` allocates: its output's bytes from the actual arguments, within `budget`."""
-    packet, names = str(op).rpartition(".")[0], [a.name for a in op._schema.arguments]
-    count = COUNTS[packet]
+    packet = str(op).rpartition(".")[0]
+    names, count = COUNTS[packet]
+    tensors = [a.name for a in op._schema.arguments if a.type.kind() == "TensorType"]
+    tensor_at, tensor_name = _position(op, tensors[0] if tensors else "")
+    at = [_position(op, name) for name in names]
+    default = 8 if packet in _INT64 else None
 
     def wrap(call: Call) -> Call:
         def checked(*args: Any, **kwargs: Any) -> Any:
-            given = dict(zip(names, args), **kwargs)
+            n = len(args)
+            x = args[tensor_at] if tensor_at < n else kwargs.get(tensor_name)
+            dtype = kwargs.get("dtype")
             size: float
             try:
-                size = count(given) * _itemsize(packet, given)
+                elements = count(x, *[args[i] if i < n else kwargs.get(k) for i, k in at])
+                size = elements * (
+                    dtype.itemsize
+                    if isinstance(dtype, torch.dtype)
+                    else x.element_size()
+                    if x is not None
+                    else default or torch.get_default_dtype().itemsize
+                )
             except (OverflowError, ValueError):  # an infinite or NaN scale or count: over any budget
                 size = math.inf
             if size > budget:
@@ -169,7 +174,7 @@ def _padded(node: str, op: torch._ops.OpOverload) -> Wrapper:
         def checked(*args: Any, **kwargs: Any) -> Any:
             given = dict(zip(names, args), **kwargs)
             for name in pads:
-                if given.get(name) is not None and any(abs(v) > MAX_PAD for v in _ints(given[name])):
+                if given.get(name) is not None and any(abs(operator.index(v)) > MAX_PAD for v in given[name]):
                     raise EagerAllocationError(
                         f"node '{node}' ({op}) pads by {str(given[name])[:80]}, more than {MAX_PAD} (its '{name}')"
                     )
@@ -220,8 +225,8 @@ def checks(graph: torch.fx.Graph, budget: int) -> dict[str, Wrapper]:
             continue
         if isinstance(target, torch._ops.OpOverload):
             packet = str(target).rpartition(".")[0]
-            if packet in COUNTS and (packet not in _LITERAL or _computed(node, _LITERAL[packet])):
-                found[node.name] = _budgeted(node.name, target, budget)
+            if packet in COUNTS and (packet not in _LITERAL or _computed(node, COUNTS[packet][0])):
+                found[node.name] = budgeted(node.name, target, budget)
             elif packet in PADDINGS and _computed(node, PADDINGS[packet]):
                 found[node.name] = _padded(node.name, target)
         elif target not in (operator.getitem, check_indices) and node.all_input_nodes:
