@@ -205,7 +205,6 @@ CALLS = [
     (aten.one_hot.default, (IDS,), {}),
     (aten.repeat.default, (X, [2, 1, 3]), {}),
     (aten.tile.default, (X, [2]), {}),
-    (aten.expand.default, (X[:1], [5, -1, 3]), {}),
     (aten.upsample_nearest2d.vec, (IMAGE, None, [2.0, 3.0]), {}),
     (aten.upsample_bilinear2d.default, (IMAGE, [5, 7], False), {}),
     (aten._adaptive_avg_pool2d.default, (IMAGE, [2, 3]), {}),
@@ -220,3 +219,27 @@ def test_the_budget_counts_the_bytes_the_operator_makes(op: Any, args: tuple[Any
     allocations.budgeted("n", op, size)(op)(*args, **kwargs)
     with pytest.raises(trt_lower.EagerAllocationError, match=f"would allocate {size} bytes"):
         allocations.budgeted("n", op, size - 1)(op)(*args, **kwargs)
+
+
+def test_a_transformers_model_with_an_eager_mask_runs_under_the_default_budget(tmp_path: Path) -> None:
+    """BERT's attention mask and position ids made eagerly from the sequence length (dynamic)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100
+    )
+    model = transformers.BertModel(config).eval()
+    spec = trt_lower.TensorSpec((1, 2), (2, 8), (4, 16), dtype=torch.int64)
+    eager = ["aten.expand.default", "aten.arange.default", "aten.arange.start", "aten.ones.default"]
+    trt_lower.save(
+        trt_lower.lower_to_trt(model, (spec,), backend="onnxruntime", fallback_ops=eager), tmp_path / "b.trtl"
+    )
+    loaded = trt_lower.load(tmp_path / "b.trtl", backend="onnxruntime")
+    assert {str(n.target) for n in loaded.graph.nodes if n.name in loaded.call_checks} >= {
+        "aten.expand.default",
+        "aten.arange.default",
+    }
+    for shape in ((1, 2), (3, 11), (4, 16)):
+        ids = torch.randint(0, 100, shape)
+        with torch.no_grad():
+            expected = model(ids).last_hidden_state
+        torch.testing.assert_close(loaded(ids).last_hidden_state, expected, rtol=1e-4, atol=1e-4)

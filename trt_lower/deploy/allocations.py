@@ -8,7 +8,8 @@ operator whose output size its integer arguments set is called through a check t
 the actual arguments, the bytes its output takes (elements x element size) and raises
 EagerAllocationError, naming the node, the operator and the size, before the kernel runs when they
 exceed the budget (`trt_lower.load(..., max_eager_allocation=...)`). `expand` allocates nothing
-itself, but the next elementwise node materialises its view: its size is counted as if it did.
+itself, but the next elementwise node materialises its view: the view it returns is checked as if
+it were allocated.
 Run-time paddings get the bound literal ones get at load. A Python operator's (`operator.mul` on
 sizes) integer result beyond MAX_NUMBER raises the same error: every integer a loaded graph
 computes stays within 64 bits, as torch's sizes and item()'s results do, so arithmetic on them
@@ -60,16 +61,6 @@ def _resized(x: torch.Tensor, size: Any, scales: list[float] | None) -> int:
     return math.prod(shape[:leading]) * math.prod([math.floor(d * s) for d, s in zip(shape[leading:], scales or ())])
 
 
-def _expanded(x: torch.Tensor, size: Any) -> int:
-    """expand's view: -1 keeps the input's dim (dims aligned from the last)."""
-    if -1 not in size:
-        return _size(size)
-    shape, lead, count = x.shape, len(size) - x.dim(), 1
-    for at, s in enumerate(size):
-        count *= shape[at - lead] if s == -1 else operator.index(s)
-    return count
-
-
 def _arange(x: None, start: Any, end: Any, step: Any) -> int:
     start, step = 0 if start is None else start, 1 if step is None else step
     return 0 if step == 0 else int(math.ceil(abs((end - start) / step)))  # a zero step: torch refuses it
@@ -109,7 +100,6 @@ COUNTS: dict[str, tuple[tuple[str, ...], Callable[..., int]]] = {
     "aten.one_hot": (("num_classes",), _one_hot),
     "aten.repeat": (("repeats",), _repeated),
     "aten.tile": (("dims",), _repeated),
-    "aten.expand": (("size",), _expanded),
     **{f"aten.{name}": (("output_size", "scale_factors"), _resized) for name in _RESIZED},
 }
 # Operators whose count their size arguments alone set (literals are checked at load): checked
@@ -154,15 +144,35 @@ def budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
             except (OverflowError, ValueError):  # an infinite or NaN scale or count: over any budget
                 size = math.inf
             if size > budget:
-                raise EagerAllocationError(
-                    f"node '{node}' ({op}) would allocate {size} bytes in one call, over the eager allocation "
-                    f"budget of {budget} bytes (raise it with trt_lower.load(..., max_eager_allocation=...))"
-                )
+                raise _over(node, op, size, budget)
             return call(*args, **kwargs)
 
         return _named(checked, node)
 
     return wrap
+
+
+def _viewed(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
+    """expand makes a view, allocating nothing: its size is checked on the view it returns, before
+    any node materialises it (cheaper than counting it from the arguments)."""
+
+    def wrap(call: Call) -> Call:
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            view = call(*args, **kwargs)
+            if view.numel() * view.element_size() > budget:
+                raise _over(node, op, view.numel() * view.element_size(), budget)
+            return view
+
+        return _named(checked, node)
+
+    return wrap
+
+
+def _over(node: str, op: torch._ops.OpOverload, size: float, budget: int) -> EagerAllocationError:
+    return EagerAllocationError(
+        f"node '{node}' ({op}) would allocate {size} bytes in one call, over the eager allocation "
+        f"budget of {budget} bytes (raise it with trt_lower.load(..., max_eager_allocation=...))"
+    )
 
 
 def _padded(node: str, op: torch._ops.OpOverload) -> Wrapper:
@@ -225,7 +235,9 @@ def checks(graph: torch.fx.Graph, budget: int) -> dict[str, Wrapper]:
             continue
         if isinstance(target, torch._ops.OpOverload):
             packet = str(target).rpartition(".")[0]
-            if packet in COUNTS and (packet not in _LITERAL or _computed(node, COUNTS[packet][0])):
+            if packet == "aten.expand":
+                found[node.name] = _viewed(node.name, target, budget)
+            elif packet in COUNTS and (packet not in _LITERAL or _computed(node, COUNTS[packet][0])):
                 found[node.name] = budgeted(node.name, target, budget)
             elif packet in PADDINGS and _computed(node, PADDINGS[packet]):
                 found[node.name] = _padded(node.name, target)
