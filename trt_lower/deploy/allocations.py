@@ -123,7 +123,7 @@ def budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
     names, count = COUNTS[packet]
     tensors = [a.name for a in op._schema.arguments if a.type.kind() == "TensorType"]
     tensor_at, tensor_name = _position(op, tensors[0] if tensors else "")
-    at = [_position(op, name) for name in names]
+    (first, first_name), *rest = [_position(op, name) for name in names]
     default = 8 if packet in _INT64 else None
 
     def wrap(call: Call) -> Call:
@@ -133,7 +133,13 @@ def budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
             dtype = kwargs.get("dtype")
             size: float
             try:
-                elements = count(x, *[args[i] if i < n else kwargs.get(k) for i, k in at])
+                # The first argument read apart: most operators read one (a list would cost a microsecond).
+                value = args[first] if first < n else kwargs.get(first_name)
+                elements = (
+                    count(x, value, *[args[i] if i < n else kwargs.get(k) for i, k in rest])
+                    if rest
+                    else count(x, value)
+                )
                 size = elements * (
                     dtype.itemsize
                     if isinstance(dtype, torch.dtype)
@@ -152,7 +158,7 @@ def budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
     return wrap
 
 
-def _viewed(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
+def viewed(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
     """expand makes a view, allocating nothing: its size is checked on the view it returns, before
     any node materialises it (cheaper than counting it from the arguments)."""
 
@@ -236,7 +242,7 @@ def checks(graph: torch.fx.Graph, budget: int) -> dict[str, Wrapper]:
         if isinstance(target, torch._ops.OpOverload):
             packet = str(target).rpartition(".")[0]
             if packet == "aten.expand":
-                found[node.name] = _viewed(node.name, target, budget)
+                found[node.name] = viewed(node.name, target, budget)
             elif packet in COUNTS and (packet not in _LITERAL or _computed(node, COUNTS[packet][0])):
                 found[node.name] = budgeted(node.name, target, budget)
             elif packet in PADDINGS and _computed(node, PADDINGS[packet]):
