@@ -46,13 +46,16 @@ def padded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_legitimate_allocations_from_shapes_run_under_the_default_budget(padded: Path) -> None:
+def test_legitimate_allocations_from_shapes_run_under_the_default_budget(padded: Path, tmp_path: Path) -> None:
     loaded = trt_lower.load(padded, backend="onnxruntime")
     checked = {n.name: str(n.target) for n in loaded.graph.nodes if n.name in loaded.call_checks}
     assert {t.rpartition(".")[0] for t in checked.values()} >= {"aten.new_zeros", "aten.repeat", "aten.expand"}
     for rows in (1, 5, 8):
         x = torch.randn(rows, 4)
         torch.testing.assert_close(loaded(x), Padded()(x))
+    # The graph keeps its operators (the checks are in the generated code only): it saves as it loaded.
+    trt_lower.save(loaded, tmp_path / "again.trtl")
+    assert trt_lower.load(tmp_path / "again.trtl", backend="onnxruntime").call_checks.keys() == checked.keys()
 
 
 def _planted(*extra: dict[str, Any]) -> Any:
