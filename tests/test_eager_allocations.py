@@ -246,3 +246,12 @@ def test_a_transformers_model_with_an_eager_mask_runs_under_the_default_budget(t
         with torch.no_grad():
             expected = model(ids).last_hidden_state
         torch.testing.assert_close(loaded(ids).last_hidden_state, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_size_that_is_no_int_is_refused_naming_the_node(padded: Path, tmp_path: Path) -> None:
+    plant = (_call("total", "aten.sum.default", _ref("x")), _call("count", "aten.item.default", _ref("total")))
+    loaded = _loaded(padded, tmp_path, *plant, _call("floats", "aten.zeros.default", [_ref("count"), 4]))
+    with pytest.raises(
+        trt_lower.EagerAllocationError, match=r"node 'floats' \(aten.zeros.default\) is passed a size that is no int"
+    ):
+        loaded(torch.full((2, 4), 0.5))

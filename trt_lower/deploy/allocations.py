@@ -149,6 +149,8 @@ def budgeted(node: str, op: torch._ops.OpOverload, budget: int) -> Wrapper:
                 )
             except (OverflowError, ValueError):  # an infinite or NaN scale or count: over any budget
                 size = math.inf
+            except (TypeError, AttributeError) as e:  # never left for the kernel to read in its own way
+                raise EagerAllocationError(f"node '{node}' ({op}) is passed a size that is no int ({e})") from None
             if size > budget:
                 raise _over(node, op, size, budget)
             return call(*args, **kwargs)
