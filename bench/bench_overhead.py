@@ -1,7 +1,7 @@
 """Per-call host overhead of a lowered module above its engine (ONNX Runtime backend, CPU).
 
     python bench/bench_overhead.py [--blocks 7] [--calls 50] [--models mlp,bert,resnet18] [--clock wall|cpu]
-                                   [--threads N] [--json out.json]
+                                   [--threads N] [--loaded] [--json out.json]
 
 For each model, side by side in one process: eager PyTorch, the lowered module, its engine
 module alone (called with the arguments the lowered module hands it), a bare `session.run` on
@@ -16,7 +16,10 @@ lowered - bare, against the target of 10 µs plus 5 µs per further engine. "mlp
 the MLP lowered with its ReLU eager: two engines, run in turn by the bare contenders; its lowered
 figures also hold the eager ReLU. --threads N gives every session (the engines' and the bare
 ones) N intra-op threads: with 1, the engines' run-to-run noise, which hides lowered - bare on
-the larger models with ONNX Runtime's default of a thread per core, mostly drops out. See
+the larger models with ONNX Runtime's default of a thread per core, mostly drops out. --loaded
+adds the module saved and loaded again, engines stubbed, with and without the run-time checks of
+its eager nodes (trt_lower/deploy/allocations.py): their difference per checked node is what the
+allocation budget costs; "eager-sizes" is a model whose eager nodes it checks. See
 bench/README.md.
 """
 
@@ -27,6 +30,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Sequence
 
@@ -66,9 +70,38 @@ def resnet18() -> Example:
     return torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 64, 64),)
 
 
-MODELS: dict[str, Callable[[], Example]] = {"mlp": mlp, "bert": bert, "resnet18": resnet18, "mlp-relu-eager": mlp}
+class EagerSizes(torch.nn.Module):
+    """Two engines around eager nodes that size what they make from their arguments: a repeat,
+    expands and a one_hot (each checked against the allocation budget when loaded from a file)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner, self.outer = torch.nn.Linear(16, 16), torch.nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        h = self.inner(x).repeat(1, 2) + torch.nn.functional.one_hot(ids, 32).expand(4, 32)
+        return self.outer(h.expand(2, 4, 32)).sum(0)
+
+
+def eager_sizes() -> Example:
+    return EagerSizes().eval(), (torch.randn(4, 16), torch.tensor(3))
+
+
+MODELS: dict[str, Callable[[], Example]] = {
+    "mlp": mlp,
+    "bert": bert,
+    "resnet18": resnet18,
+    "mlp-relu-eager": mlp,
+    "eager-sizes": eager_sizes,
+}
 # Lowering settings other than the backend, by model: the MLP's ReLU eager makes two engines.
-LOWERING: dict[str, dict[str, Any]] = {"mlp-relu-eager": {"fallback_ops": ["aten.relu.default"], "min_block_size": 1}}
+LOWERING: dict[str, dict[str, Any]] = {
+    "mlp-relu-eager": {"fallback_ops": ["aten.relu.default"], "min_block_size": 1},
+    "eager-sizes": {
+        "fallback_ops": ["aten.repeat.default", "aten.expand.default", "aten.one_hot.default"],
+        "min_block_size": 1,
+    },
+}
 
 
 def engine_calls(
@@ -122,7 +155,23 @@ def _in_turn(calls: Sequence[Callable[..., object]]) -> Callable[[], object]:
     return calls[0] if len(calls) == 1 else lambda: [call() for call in calls]
 
 
-def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], object]], int]:
+def loaded_contenders(
+    lowered: trt_lower.LoweredModule, inputs: tuple[torch.Tensor, ...]
+) -> tuple[dict[str, Callable[[], object]], int]:
+    """The module saved and loaded twice, engines stubbed: once as load makes it, once with its
+    eager nodes' run-time checks taken out; and how many nodes are checked."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trt_lower.save(lowered, os.path.join(tmp, "m.trtl"))
+        checked, unchecked = (trt_lower.load(os.path.join(tmp, "m.trtl"), backend="onnxruntime") for _ in range(2))
+    unchecked.call_checks = {}
+    unchecked.recompile()
+    for module in (checked, unchecked):
+        _stub(module, inputs)
+    calls = {"loaded, stubbed": lambda: checked(*inputs), "loaded unchecked, stubbed": lambda: unchecked(*inputs)}
+    return calls, len(checked.call_checks)
+
+
+def contenders(name: str, threads: int | None, loaded: bool = False) -> tuple[dict[str, Callable[[], object]], int]:
     """With k engines, "engine" calls each engine module in turn and the bare runs run each
     engine's session in turn (on the arguments the lowered call hands them): the eager ops
     between them are in the lowered figures only."""
@@ -161,7 +210,14 @@ def contenders(name: str, threads: int | None) -> tuple[dict[str, Callable[[], o
         # What eager pays too: the model's own output object (a transformers ModelOutput, say).
         "output object": lambda: pytree.tree_unflatten(flat, spec),
     }
+    if loaded:
+        extra, checks[name] = loaded_contenders(lowered, inputs)
+        calls.update(extra)
     return calls, len(called)
+
+
+# The number of checked eager nodes of each model's loaded module (--loaded).
+checks: dict[str, int] = {}
 
 
 def measure(
@@ -197,6 +253,7 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--loaded", action="store_true")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     print(
@@ -207,7 +264,7 @@ def main() -> None:
     )
     report: dict[str, Any] = {}
     for name in args.models.split(","):
-        calls, engines = contenders(name, args.threads)
+        calls, engines = contenders(name, args.threads, args.loaded)
         times = measure(calls, args.blocks, args.calls, CLOCKS[args.clock])
         med = {n: statistics.median(ts) for n, ts in times.items()}
         overhead = [lo - bare for lo, bare in zip(times["lowered"], times["bare session.run"])]
@@ -227,6 +284,13 @@ def main() -> None:
             "everything a lowered call runs but the engines' session.run)"
         )
         print(f"  of which the model's output object {med['output object']:5.1f} µs")
+        if args.loaded:
+            cost = [a - b for a, b in zip(times["loaded, stubbed"], times["loaded unchecked, stubbed"])]
+            per_node = f", {statistics.median(cost) / checks[name]:.2f} µs per node" if checks[name] else ""
+            print(
+                f"  eager checks       {statistics.median(cost):9.1f} µs   ({min(cost):.1f}..{max(cost):.1f}; "
+                f"{checks[name]} checked node{'s' if checks[name] != 1 else ''}{per_node})"
+            )
         report[name] = {
             "engines": engines,
             "per_block_us": times,

@@ -24,6 +24,7 @@ _PUBLIC = {
     "BenchmarkResult": "trt_lower.benchmarking.measure",
     "CaptureError": "trt_lower.capture.aten_graph",
     "CollectiveError": "trt_lower.runtime.collectives",
+    "EagerAllocationError": "trt_lower.deploy.allocations",
     "EngineBuildError": "trt_lower.engine.errors",
     "EngineInputError": "trt_lower.values.signature",
     "LoweredModule": "trt_lower.stitch.lowered",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from trt_lower.capture.aten_graph import CaptureError as CaptureError
     from trt_lower.debug.accuracy import AccuracyResult as AccuracyResult
     from trt_lower.debug.accuracy import check_accuracy as check_accuracy
+    from trt_lower.deploy.allocations import EagerAllocationError as EagerAllocationError
     from trt_lower.deploy.artifact import ArtifactError as ArtifactError
     from trt_lower.deploy.artifact import load as load
     from trt_lower.deploy.artifact import save as save

@@ -45,7 +45,16 @@ from torch.fx.graph import _PyTreeCodeGen
 
 from converters.core.user import user_ops
 from trt_lower import lowering_options
-from trt_lower.deploy import graph_json, onnx_members, ranks, separate_weights, signed_weights, signing, tensor_names
+from trt_lower.deploy import (
+    allocations,
+    graph_json,
+    onnx_members,
+    ranks,
+    separate_weights,
+    signed_weights,
+    signing,
+    tensor_names,
+)
 from trt_lower.deploy import manifest as schema
 from trt_lower.deploy import probe as artifact_probe
 from trt_lower.deploy.container import MANIFEST, ArtifactError, Container, Writer, open_container, open_file
@@ -556,6 +565,7 @@ def load(
     cache_dir: PathLike | None = None,
     weights: PathLike | Mapping[str, torch.Tensor] | None = None,
     trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None,
+    max_eager_allocation: int = allocations.DEFAULT_MAX_EAGER_ALLOCATION,
 ) -> Any:
     """The LoweredModule saved at `path`, callable as the original (same inputs, output structure
     and dtypes); for a use built on one (a LoweredCausalLM), that use, made again from it. backend: "auto" (TensorRT when usable, else ONNX Runtime with one warning),
@@ -569,11 +579,15 @@ def load(
     one of them is refused, and so are weights other than those a weights="separate" file was
     signed with (deploy/signing.py). A file saved on one rank of a torch.distributed job loads on
     that rank of a job of the same size only (RankMismatchError otherwise); `{rank}` in `path` is
-    replaced by this process's rank (docs/distributed.md)."""
+    replaced by this process's rank (docs/distributed.md). max_eager_allocation: the most bytes one
+    call of an eager node may allocate from sizes computed at run time (EagerAllocationError
+    otherwise, before it allocates; deploy/allocations.py; docs/security.md)."""
     start = time.perf_counter()
     path = ranks.expand(path)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if type(max_eager_allocation) is not int or max_eager_allocation < 1:
+        raise ValueError(f"max_eager_allocation must be a positive int of bytes, got {max_eager_allocation!r}")
     required = signing.trusted(trusted_keys)
     # One open file: the signature is checked on it before anything else in it is parsed, and
     # everything loaded is read from it (a path replaced in between changes nothing).
@@ -581,7 +595,7 @@ def load(
         if (refused := signing.untrusted(file, path, required)) is not None:
             raise ArtifactError(refused)
         container = Container(Path(path), file)
-        return _load(container, start, backend, cache_dir, weights, signed=required is not None)
+        return _load(container, start, backend, cache_dir, weights, max_eager_allocation, signed=required is not None)
 
 
 def _load(
@@ -590,6 +604,7 @@ def _load(
     backend: str,
     cache_dir: PathLike | None,
     weights: PathLike | Mapping[str, torch.Tensor] | None,
+    max_eager_allocation: int,
     *,
     signed: bool,
 ) -> Any:
@@ -642,6 +657,9 @@ def _load(
             lowered = LoweredModule(root, graph, report)
         except (SyntaxError, RuntimeError) as e:  # names that are identifiers still may not make a valid forward
             raise FieldError(f"field 'graph' does not make a valid module ({type(e).__name__}: {e})") from None
+    lowered.call_checks = allocations.checks(graph, max_eager_allocation)
+    if lowered.call_checks:
+        lowered.recompile()
     lowered.segments = {segment.name: segment for segment in segments}
     codegen = graph._codegen
     if isinstance(codegen, _PyTreeCodeGen):

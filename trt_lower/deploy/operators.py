@@ -15,6 +15,8 @@ Arguments the kernel trusts are checked before the call, on the literal values i
 bounded; `empty`-style constructors are replaced by their zero-filled forms; operators that
 return nothing (acting only by side effect) are refused; Python operators (`operator.mul`) take
 only bounded numbers and nodes that are no sequences (`"A" * 2**33`, `3 ** 10**9` are refused).
+What these checks cannot see, sizes and numbers the graph computes at run time, allocations.py
+checks on each call.
 The schema must also be side-effect free:
 - it mutates nothing (no in-place or out= overload);
 - its arguments are tensors, numbers, dtypes, layouts, devices, memory formats (and lists or

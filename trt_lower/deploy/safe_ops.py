@@ -104,6 +104,7 @@ SIZES = {
     **{f"aten.{name}": _SIZE for name in ("ones", "zeros", "full", "new_ones", "new_zeros", "new_full")},
     **{f"aten.{name}": _SIZE for name in ("rand", "randn", "randint")},
     "aten.linspace": ("steps",),
+    "aten.histc": ("bins",),
     "aten.randperm": ("n",),
     "aten.eye": ("n", "m"),
     "aten.one_hot": ("num_classes",),

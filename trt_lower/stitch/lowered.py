@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -67,6 +68,21 @@ class _DirectCodeGen(_PyTreeCodeGen):
         return super().generate_output(output_args, descs=descs, repr_fn=repr_fn)
 
 
+@contextlib.contextmanager
+def _checked(
+    graph: torch.fx.Graph, checks: Mapping[str, Callable[[Callable[..., Any]], Callable[..., Any]]]
+) -> Iterator[None]:
+    """Inside: every node `checks` names targets its check of what it targets now; after: the graph as it was."""
+    swapped = [(node, node.target) for node in graph.nodes if node.op == "call_function" and node.name in checks]
+    for node, target in swapped:
+        node.target = checks[node.name](target)
+    try:
+        yield
+    finally:
+        for node, target in swapped:
+            node.target = target
+
+
 class LoweredModule(torch.fx.GraphModule):
     """The lowered model: a GraphModule whose `engine_<k>` submodules run engines and whose
     remaining nodes run in eager PyTorch. `report` says which is which."""
@@ -86,6 +102,10 @@ class LoweredModule(torch.fx.GraphModule):
     # Where each FX node came from (trt_lower.profile.sources.NodeSource, by node name), as a saved
     # file stores it; None on a module lower_to_trt made (its captured graph says) or an older file.
     sources: dict[str, Any] | None = None
+    # Checks a loaded graph's eager nodes make at run time (deploy/allocations.py), by node name:
+    # each makes the callable the generated forward calls for its node from the one it would
+    # call. The graph keeps its targets.
+    call_checks: Mapping[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {}
 
     def __init__(self, root: torch.nn.Module, graph: torch.fx.Graph, report: LoweringReport) -> None:
         if isinstance(graph._codegen, _PyTreeCodeGen):
@@ -109,7 +129,7 @@ class LoweredModule(torch.fx.GraphModule):
 
     def recompile(self) -> PythonCode:
         # see trt_lower/runtime/bindings.py and collectives.py
-        with eager_ops_bound(self.graph), collectives_named(self.graph):
+        with eager_ops_bound(self.graph), collectives_named(self.graph), _checked(self.graph, self.call_checks):
             code = super().recompile()
         # GraphModule calls its forward through a wrapper that only rewrites tracebacks (a
         # microsecond or two a call); the generated code is in linecache either way.
