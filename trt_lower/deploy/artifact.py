@@ -59,6 +59,7 @@ from trt_lower.runtime.guard import InputGuard
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values import device as devices
 from trt_lower.values.atomic_file import atomic_file
+from trt_lower.values.collectives import COLLECTIVES
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import BACKENDS, LoweringSettings
 from trt_lower.values.signature import EngineInputError
@@ -124,6 +125,7 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
         "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False)),
         # Engines built on load stream as lowered (a stored plan streams as it was built).
         "weight_streaming": bool(getattr(getattr(lowering, "settings", None), "weight_streaming", False)),
+        "collectives": str(getattr(getattr(lowering, "settings", None), "collectives", "eager")),
         **_builder_knobs_to_json(getattr(lowering, "settings", None)),
     }
 
@@ -374,6 +376,8 @@ def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
                 raise FieldError(f"field 'settings.{key}': {e}") from None
     if "weight_streaming" in known:
         schema.need(known["weight_streaming"], bool, "settings.weight_streaming")
+    if "collectives" in known and known["collectives"] not in COLLECTIVES:  # absent before the option: eager
+        raise FieldError(f"field 'settings.collectives' must be one of {COLLECTIVES}, got {known['collectives']!r}")
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
 
 
@@ -506,6 +510,7 @@ def _engine_modules(
                     segment.outputs,
                     segment.tuple_output,
                     cuda_graphs=settings.cuda_graphs,
+                    collectives=bool(segment.collectives),
                 )
                 if fitting.stripped:  # weights="separate": the weights from the file given (docs/refit.md)
                     refit(module.engine, segment.onnx, name)
