@@ -6,7 +6,8 @@ is a traceback and a non-zero status.
 
 engine: a colwise-then-rowwise MLP (its all_reduce) and a sequence-parallel block (reduce_scatter,
   all_gather) lower to ONE engine each, the collectives inside it and run by it, matching eager;
-  a communicator TensorRT refuses is an error naming the engine.
+  the rank's file round-trips and is bound to its rank; a communicator TensorRT refuses is an
+  error naming the engine.
 nccl: without the test's communicator seam, gloo is refused by name (TensorRT's collectives run
   on NCCL).
 """
@@ -62,6 +63,7 @@ def engine(folder: Path) -> None:
         lowered = lower_in_engine(sharded(mlp, {"0": ColwiseParallel(), "2": RowwiseParallel()}), x)
         check(lowered, mlp, x, {"all_reduce": 1}, double)
         assert "collectives inside: all_reduce×1" in str(lowered.report), lowered.report
+        round_trip(lowered, mlp, x, folder)
         block = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 16), torch.nn.Linear(16, 8)).eval()
         plan: dict[str, ParallelStyle] = {
             "0": ColwiseParallel(),
@@ -72,6 +74,25 @@ def engine(folder: Path) -> None:
         check(lowered, block, x, {"reduce_scatter": 1, "all_gather": 2}, double)
         refused_communicator(mlp, x)
     print(f"ok rank {dist.get_rank()}: {lowered.report.engines[0].collectives}", flush=True)
+
+
+def round_trip(lowered: Any, mlp: torch.nn.Module, x: torch.Tensor, folder: Path) -> None:
+    """The rank's file records its rank (its graph has no collective left) and the setting; loaded
+    back, its engine gets the communicator again; the other rank's file is refused by name."""
+    import trt_lower
+
+    rank = dist.get_rank()
+    trt_lower.save(lowered, folder / "mlp.rank{rank}.trtl")
+    dist.barrier()  # both files written
+    loaded = trt_lower.load(folder / "mlp.rank{rank}.trtl")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), mlp(x))
+    try:
+        trt_lower.load(folder / f"mlp.rank{1 - rank}.trtl")
+    except trt_lower.RankMismatchError as e:
+        assert f"field 'distributed.rank' is {1 - rank}, but this process's rank is {rank}" in str(e), e
+    else:
+        raise AssertionError(f"rank {rank} loaded rank {1 - rank}'s file")
 
 
 def refused_communicator(mlp: torch.nn.Module, x: torch.Tensor) -> None:

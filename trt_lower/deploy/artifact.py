@@ -305,7 +305,8 @@ def save(
         tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
     except graph_json.GraphFormatError as e:
         raise ArtifactError(f"cannot save this module: {e}") from None
-    distributed = ranks.record(lowered.graph)  # one rank's module: refused outside its job, before writing
+    # One rank's module (collectives in its graph or in its engines): refused outside its job, before writing.
+    distributed = ranks.record(lowered.graph, any(e.collectives for e in lowered.report.engines))
     with atomic_file(Path(path), private=False) as file:
         out = Writer(file)
         try:
