@@ -73,6 +73,22 @@ def test_collectives_stay_eager_unless_asked_for_and_need_a_process_group() -> N
     assert reason == "no torch.distributed process group to resolve its group from"
 
 
+def test_a_wait_goes_where_its_collective_goes() -> None:
+    """Inside an engine only after a collective that is (an engine would read an eager
+    collective's tensor before it is done)."""
+    node = _all_reduce()
+    ops = torch.ops._c10d_functional
+    after_collective = node.graph.call_function(ops.wait_tensor.default, (node,))
+    alone = node.graph.call_function(ops.wait_tensor.default, (next(iter(node.graph.nodes)),))
+    target = TrtTarget("latest")
+    assert unsupported_reason(after_collective, target, frozenset(), collectives_in_engine=True) == (
+        "no torch.distributed process group to resolve its group from"
+    )
+    assert unsupported_reason(alone, target, frozenset(), collectives_in_engine=True) == (
+        "waits on a tensor no collective inside an engine makes"
+    )
+
+
 def _dist_collective_model() -> bytes:
     graph = helper.make_graph(
         [

@@ -49,6 +49,9 @@ def world_ranks(group_name: Any) -> list[int] | str:
 
 
 def _collective_reason(node: torch.fx.Node, trt_target: TrtTarget) -> str | None:
+    """Only under collectives="engine" (an 11.x release, not 10.15-10.x), float32/16, over the whole world.
+
+    The splitter sends collectives here only then; the reduction must be one DistCollective has."""
     if not trt_target.at_least("latest"):
         return f"collectives inside an engine need TensorRT 11.0 or newer, not {trt_target.label}"
     reduce_op = node.args[1] if node.target is not functional.all_gather_into_tensor.default else "sum"
@@ -62,8 +65,10 @@ def _collective_reason(node: torch.fx.Node, trt_target: TrtTarget) -> str | None
 
 
 def _wait_reason(node: torch.fx.Node, trt_target: TrtTarget) -> str | None:
-    """A wait goes where its collective goes: inside an engine it is a no-op, after an eager
-    collective it must run in eager (an engine would read the tensor before the collective ends)."""
+    """A wait goes where its collective goes (in an engine, or eager after an eager one).
+
+    Inside an engine it is a no-op; after an eager collective it must run in eager (an engine would
+    read the tensor before the collective ends)."""
     source = node.args[0]
     if isinstance(source, torch.fx.Node) and source.target in _COLLECTIVES:
         return _collective_reason(source, trt_target)

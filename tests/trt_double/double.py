@@ -42,6 +42,11 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
   only a LayerInformationFormat; an IProfiler (its __init__ called) set on a context makes each
   enqueue run the engine at once and report every layer's time (as enqueue_emits_profile does),
   and is refused inside a CUDA graph capture.
+- collectives (TensorRT 11's DistCollective layer): the parser imports a DistCollective node from
+  11.0 only ("No importer registered for op" before, the 10.15+ support table notwithstanding);
+  `IExecutionContext.set_communicator` (11.0 on) takes a capsule, and an enqueue without one is
+  refused; the collectives run over the gloo group a test registered for the capsule's address
+  (trt_double/collectives.py).
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).

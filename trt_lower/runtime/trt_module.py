@@ -121,6 +121,9 @@ class TRTEngineModule(EngineModule):
     Outputs whose shape the data decides (TensorRT reports -1 for them once the input shapes are
     set) get their memory from an OutputAllocator set on the context, and their shape from it
     after the enqueue (see trt_output_allocator.py); such engines run without CUDA graphs.
+
+    An engine with `collectives` inside (TensorRT 11's DistCollective layers) gives every context
+    the world process group's NCCL communicator (communicator.py) as it makes it.
     """
 
     def __init__(
