@@ -54,6 +54,13 @@ def test_tensorrt_before_11_is_refused_by_name(trt_version: str) -> None:
         trt_lower.lower_to_trt(MLP, (torch.randn(2, 8),), trt_version=trt_version, collectives="engine")
 
 
+@pytest.mark.parametrize("trt_double", ["10.13.0"], indirect=True)
+def test_an_installed_tensorrt_before_11_is_refused_by_name(trt_double: ModuleType) -> None:
+    """Lowered for 11.0, the engines could not be built by the TensorRT that is here."""
+    with pytest.raises(trt_lower.InEngineCollectivesError, match="the installed TensorRT is 10.13.0"):
+        trt_lower.lower_to_trt(MLP, (torch.randn(2, 8),), backend="tensorrt", trt_version="11.0", collectives="engine")
+
+
 def test_an_unknown_value_is_refused() -> None:
     with pytest.raises(ValueError, match="collectives must be one of \\('eager', 'engine'\\), got 'inside'"):
         trt_lower.lower_to_trt(MLP, (torch.randn(2, 8),), collectives="inside")

@@ -152,12 +152,21 @@ def collectives_of(collectives: Any, backend: str, trt_target: str, release: str
 
 def check_collectives_backend(collectives: str, backend: str) -> None:
     """InEngineCollectivesError for collectives="engine" on a backend other than TensorRT (only
-    TensorRT's engines run collectives; ONNX Runtime's run them between engines). `backend`:
+    TensorRT's engines run collectives; ONNX Runtime's run them between engines), or on an
+    installed TensorRT older than 11.0, which could not build what was lowered for 11. `backend`:
     as given, or as "auto" resolved."""
-    if collectives == "engine" and backend not in ("tensorrt", "auto"):
+    if collectives != "engine":
+        return
+    if backend not in ("tensorrt", "auto"):
         raise refusal(
             f"runs on the tensorrt backend only (TensorRT's DistCollective layers), and the backend is {backend!r}; "
             "leave collectives='eager' there (collectives run between the engines)"
+        )
+    installed = installed_version()
+    if backend == "tensorrt" and installed is not None and parse_version(installed) < FIRST_RELEASE:
+        raise refusal(
+            f"needs TensorRT {FIRST_RELEASE[0]}.{FIRST_RELEASE[1]} or newer to build its engines (its DistCollective "
+            f"layer), and the installed TensorRT is {installed}"
         )
 
 
