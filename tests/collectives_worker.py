@@ -9,7 +9,7 @@ engine: a colwise-then-rowwise MLP (its all_reduce) and a sequence-parallel bloc
   the rank's file round-trips and is bound to its rank; a communicator TensorRT refuses is an
   error naming the engine.
 nccl: without the test's communicator seam, gloo is refused by name (TensorRT's collectives run
-  on NCCL).
+  on NCCL); an all_reduce over a part of the world stays eager, saying why.
 """
 
 from __future__ import annotations
@@ -122,7 +122,20 @@ def nccl(folder: Path) -> None:
             assert "backend is 'gloo'" in str(e), e
         else:
             raise AssertionError("collectives='engine' ran over gloo without the test's seam")
+        part()
     print(f"ok rank {dist.get_rank()} refused", flush=True)
+
+
+def part() -> None:
+    """An all_reduce over a part of the world (one rank's group) stays eager, saying why: an
+    engine's context takes the world's communicator only."""
+    from distributed_workers import RowParallel
+
+    own = [dist.new_group([r]) for r in range(dist.get_world_size())][dist.get_rank()]
+    lowered = lower_in_engine(RowParallel(own).eval(), torch.randn(2, 8))
+    (fallback,) = [f for f in lowered.report.fallbacks if f.op == "_c10d_functional.all_reduce.default"]
+    assert f"has ranks [{dist.get_rank()}], not the whole world of 2" in fallback.reason, lowered.report
+    assert not any(e.collectives for e in lowered.report.engines), lowered.report
 
 
 if __name__ == "__main__":

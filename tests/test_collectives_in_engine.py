@@ -35,6 +35,8 @@ def test_collectives_run_inside_one_engine(tmp_path: Path) -> None:
 
 
 def test_a_process_group_other_than_nccl_is_refused(tmp_path: Path) -> None:
+    """gloo without the test's seam is refused by name; an all_reduce over a part of the world
+    stays eager, saying why."""
     _ok(launch("nccl", tmp_path, 2, timeout_s=300, script="collectives_worker.py"))
 
 

@@ -23,6 +23,10 @@ from converters.core.registry import converter
 from converters.core.target import TrtTarget
 
 functional = torch.ops._c10d_functional
+# The collectives a wait may follow into an engine.
+_COLLECTIVES = frozenset(
+    {functional.all_reduce.default, functional.all_gather_into_tensor.default, functional.reduce_scatter_tensor.default}
+)
 
 # torch's reduce_op strings -> DistCollective's (TensorRT's ReduceOperation: kSUM, kAVG, kMAX, kMIN).
 REDUCE_OPS = {"sum": "sum", "avg": "avg", "max": "max", "min": "min"}
@@ -110,11 +114,6 @@ def reduce_scatter_tensor(b: GraphBuilder, x: Value, reduce_op: str, group_size:
 
     The ranks' inputs reduced, this rank's block of dim 0 (rank i: the i-th of group_size)."""
     return _dist_collective(b, x, "reduce_scatter", reduce_op, group_name)
-
-
-_COLLECTIVES = frozenset(
-    {functional.all_reduce.default, functional.all_gather_into_tensor.default, functional.reduce_scatter_tensor.default}
-)
 
 
 @converter(functional.wait_tensor.default, capability=_wait_reason)
