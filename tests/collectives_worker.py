@@ -6,8 +6,8 @@ is a traceback and a non-zero status.
 
 engine: a colwise-then-rowwise MLP (its all_reduce) and a sequence-parallel block (reduce_scatter,
   all_gather) lower to ONE engine each, the collectives inside it and run by it, matching eager;
-  the rank's file round-trips and is bound to its rank; a communicator TensorRT refuses is an
-  error naming the engine.
+  the rank's file round-trips and is bound to its rank; new weights refit an engine with its
+  collective inside; a communicator TensorRT refuses is an error naming the engine.
 nccl: without the test's communicator seam, gloo is refused by name (TensorRT's collectives run
   on NCCL); an all_reduce over a part of the world stays eager, saying why.
 """
@@ -33,11 +33,11 @@ def sharded(model: torch.nn.Module, plan: dict[str, ParallelStyle]) -> Any:
     return parallelize_module(copy.deepcopy(model), init_device_mesh("cpu", (dist.get_world_size(),)), plan)
 
 
-def lower_in_engine(model: torch.nn.Module, x: torch.Tensor) -> Any:
+def lower_in_engine(model: torch.nn.Module, x: torch.Tensor, **options: Any) -> Any:
     import trt_lower
 
     return trt_lower.lower_to_trt(
-        model, (x,), backend="tensorrt", trt_version="11.0", collectives="engine", min_block_size=1
+        model, (x,), backend="tensorrt", trt_version="11.0", collectives="engine", min_block_size=1, **options
     )
 
 
@@ -72,7 +72,8 @@ def engine(folder: Path) -> None:
         }
         lowered = lower_in_engine(sharded(block, plan), x)
         check(lowered, block, x, {"reduce_scatter": 1, "all_gather": 2}, double)
-        refused_communicator(mlp, x)
+        refit()
+        refused_communicator(mlp, x)  # breaks the seam: last
     print(f"ok rank {dist.get_rank()}: {lowered.report.engines[0].collectives}", flush=True)
 
 
@@ -93,6 +94,20 @@ def round_trip(lowered: Any, mlp: torch.nn.Module, x: torch.Tensor, folder: Path
         assert f"field 'distributed.rank' is {1 - rank}, but this process's rank is {rank}" in str(e), e
     else:
         raise AssertionError(f"rank {rank} loaded rank {1 - rank}'s file")
+
+
+def refit() -> None:
+    """New weights refitted into an engine with its collective inside (a forward calling the
+    functional all_reduce itself): the refitted engine's contexts get the communicator too."""
+    from distributed_workers import RowParallel
+
+    torch.manual_seed(dist.get_rank())  # each rank its own shard
+    model, tuned, x = RowParallel().eval(), RowParallel().eval(), torch.randn(2, 8)
+    lowered = lower_in_engine(model, x, refittable=True)
+    assert lowered.report.engines[0].collectives == {"all_reduce": 1}, lowered.report
+    lowered.update_weights(tuned)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), tuned(x))
 
 
 def refused_communicator(mlp: torch.nn.Module, x: torch.Tensor) -> None:
