@@ -40,8 +40,8 @@ BUILT_IN = frozenset({"aten", "prims", "quantized_decomposed", "higher_order"})
 
 
 # torch.distributed's functional collectives (and their waits), as torch.export leaves a
-# tensor-parallel model: they run between engines through the rank's process group, never inside
-# one (no engine target has a collective).
+# tensor-parallel model: they run between engines through the rank's process group, unless
+# lowered with collectives="engine" (TensorRT 11's DistCollective layers: converters/ops/collectives.py).
 COLLECTIVE_NAMESPACES = frozenset({"_c10d_functional", "c10d_functional"})
 COLLECTIVE_REASON = "collective: runs in torch.distributed"
 
@@ -164,13 +164,18 @@ def _int32_reason(node: torch.fx.Node, trt_target: TrtTarget) -> Optional[str]:
 
 
 def unsupported_reason(
-    node: torch.fx.Node, trt_target: TrtTarget, fallback_ops: frozenset[str], failed: Mapping[str, str] = {}
+    node: torch.fx.Node,
+    trt_target: TrtTarget,
+    fallback_ops: frozenset[str],
+    failed: Mapping[str, str] = {},
+    collectives_in_engine: bool = False,
 ) -> Optional[str]:
     """None if `node` can run inside an engine built for `trt_target`, else why not. `failed` holds
-    nodes whose conversion already failed once, by name, with the reason."""
+    nodes whose conversion already failed once, by name, with the reason; `collectives_in_engine`:
+    collectives go to their converters like any op (else they stay eager)."""
     if node.target is operator.getitem:
         return None
-    if getattr(node.target, "namespace", None) in COLLECTIVE_NAMESPACES:
+    if getattr(node.target, "namespace", None) in COLLECTIVE_NAMESPACES and not collectives_in_engine:
         return COLLECTIVE_REASON
     if node.name in failed:
         return failed[node.name]
@@ -195,16 +200,23 @@ def unsupported_reason(
 class ConverterSupport(OperatorSupportBase):
     """Feeds the fx partitioner; remembers every refusal reason for the report."""
 
-    def __init__(self, trt_target: TrtTarget, fallback_ops: frozenset[str], failed: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        trt_target: TrtTarget,
+        fallback_ops: frozenset[str],
+        failed: Mapping[str, str],
+        collectives_in_engine: bool = False,
+    ) -> None:
         self.trt_target = trt_target
         self.fallback_ops = fallback_ops
         self.failed = failed
+        self.collectives_in_engine = collectives_in_engine
         self.reasons: dict[torch.fx.Node, str] = {}
 
     def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: torch.fx.Node) -> bool:
         if node.op != "call_function":
             return False
-        reason = unsupported_reason(node, self.trt_target, self.fallback_ops, self.failed)
+        reason = unsupported_reason(node, self.trt_target, self.fallback_ops, self.failed, self.collectives_in_engine)
         if reason is not None:
             self.reasons[node] = reason
         return reason is None

@@ -173,13 +173,21 @@ def environment(rank: int, world: int, port: int, **extra: str) -> dict[str, str
     }
 
 
-def launch(mode: str, folder: Path, world: int, timeout_s: float = 120, ranks: int = 0, **extra: str) -> list[str]:
-    """Run `mode` on `world` ranks, each a process of its own; the output of the first `ranks` of
-    them (0: all), in rank order. Every process is ended by the time this returns."""
+def launch(
+    mode: str,
+    folder: Path,
+    world: int,
+    timeout_s: float = 120,
+    ranks: int = 0,
+    script: str = "distributed_workers.py",
+    **extra: str,
+) -> list[str]:
+    """Run `script` (in tests/) `mode` on `world` ranks, each a process of its own; the output of
+    the first `ranks` of them (0: all), in rank order. Every process is ended by the time this returns."""
     port = free_port()
     processes = [
         subprocess.Popen(
-            [sys.executable, str(TESTS / "distributed_workers.py"), mode, str(folder)],
+            [sys.executable, str(TESTS / script), mode, str(folder)],
             env=environment(rank, world, port, **extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -49,6 +49,7 @@ _PUBLIC = {
     "GenerationLimitError": "trt_lower.llm.generation",
     "IndexOutOfRangeError": "splitter.index_check",
     "InputStructureError": "trt_lower.runtime.inputs",
+    "InEngineCollectivesError": "trt_lower.values.collectives",
     "LoweredMismatch": "trt_lower.testing",
     "TrtLowerError": "converters.core.errors",
     "VerificationError": "trt_lower.verify.stage",
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from trt_lower.runtime.streaming_budget import WeightStreamingError as WeightStreamingError
     from trt_lower.stitch.lowered import LoweredModule as LoweredModule
     from trt_lower.testing import LoweredMismatch as LoweredMismatch
+    from trt_lower.values.collectives import InEngineCollectivesError as InEngineCollectivesError
     from trt_lower.values.errors import UnsupportedOpsError as UnsupportedOpsError
     from trt_lower.values.signature import EngineInputError as EngineInputError
     from trt_lower.values.spec import TensorSpec as TensorSpec

@@ -53,7 +53,10 @@ class Lowering:
     def split(self, gm: torch.fx.GraphModule) -> Split:
         """`gm` (one of captured.graph_module()'s) split as lower_to_trt splits it."""
         support = ConverterSupport(
-            TrtTarget(self.settings.trt_version), self.settings.fallback_ops, {**self.failed, **self.plan.eager}
+            TrtTarget(self.settings.trt_version),
+            self.settings.fallback_ops,
+            {**self.failed, **self.plan.eager},
+            collectives_in_engine=self.settings.collectives == "engine",
         )
         return split(gm, support, self.settings.min_block_size, frozenset(self.plan.breakers))
 
@@ -89,6 +92,7 @@ def lower_to_trt(
     timing_cache: str | os.PathLike[str] | None = None,
     performance_tuner: bool = False,
     weight_streaming: bool = False,
+    collectives: str = "eager",
     verify: bool = True,
     verify_inputs: Inputs | None = None,
     verify_kwargs: dict[str, Any] | None = None,
@@ -140,6 +144,13 @@ def lower_to_trt(
         `lowered.weight_streaming_budget` sets how many bytes stay on the GPU
         (docs/weight-streaming.md). Refused for TensorRT 8.6; on ONNX Runtime it is ignored, with a
         warning.
+    collectives: where torch.distributed's functional collectives (all_reduce, all_gather_into_tensor,
+        reduce_scatter_tensor and their waits) of a tensor-parallel model run: "eager" (between
+        engines, through torch.distributed) or "engine" (inside them, as TensorRT 11's
+        DistCollective layers over the process group's NCCL communicator: collectives over the
+        whole world, on GPUs from Ampere on; docs/distributed-lowering.md). "engine" is refused
+        (InEngineCollectivesError) on ONNX Runtime, on TensorRT older than 11.0 and, when the
+        engines load, over a process group that is not NCCL.
     verify: feed each engine the values eager PyTorch computes for its inputs from the example
         inputs and compare its outputs with eager's, at its precision's tolerance; an engine that
         disagrees is bisected to its culprit and repaired (split there, kept float32, kept eager),
@@ -175,6 +186,7 @@ def lower_to_trt(
         timing_cache=timing_cache,
         performance_tuner=performance_tuner,
         weight_streaming=weight_streaming,
+        collectives=collectives,
     )
     inputs, kwargs = model_call(inputs, kwargs)
     if verify_inputs is not None:
@@ -184,6 +196,7 @@ def lower_to_trt(
     specs = check_inputs(model, inputs, kwargs)
     ranges = profile_specs(profiles, inputs, kwargs, specs)
     resolved = resolve_backend(settings.backend)
+    lowering_options.check_collectives_backend(settings.collectives, resolved)
     if resolved == "tensorrt":
         check_target(settings.trt_version)
     elif ignored := lowering_options.ignored_on_onnxruntime(settings):

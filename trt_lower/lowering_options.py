@@ -12,7 +12,8 @@ import torch
 
 from converters.core import target
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
-from trt_lower.engine.tensorrt import installed_target
+from trt_lower.engine.tensorrt import installed_target, installed_version
+from trt_lower.values.collectives import COLLECTIVES, FIRST_RELEASE, refusal
 from trt_lower.values.settings import BACKENDS, PRECISIONS, TRT_VERSIONS, LoweringSettings, is_op, op_name
 from trt_lower.values.versions import parse_version
 
@@ -123,6 +124,52 @@ def refuse_performance_tuner(performance_tuner: Any) -> None:
         )
 
 
+def collectives_of(collectives: Any, backend: str, trt_target: str, release: str) -> str:
+    """Where collectives run; ValueError naming `collectives` for another value, and
+    InEngineCollectivesError for "engine" on ONNX Runtime or on a TensorRT older than 11.0: the
+    release given as trt_version, else the installed TensorRT's where it is of the target (the
+    target "latest" alone also stands for 10.15-10.x, which have no DistCollective layer)."""
+    if collectives not in COLLECTIVES:
+        raise ValueError(f"collectives must be one of {COLLECTIVES}, got {collectives!r}")
+    if collectives == "eager":
+        return "eager"
+    check_collectives_backend(collectives, backend)
+    installed = installed_version()
+    version = release or (installed if installed is not None and installed_target() == trt_target else None)
+    if version is None or parse_version(version) < FIRST_RELEASE:
+        if trt_target != "latest":
+            given = f"target {trt_target!r}, older than 11.0"
+        elif version is None:
+            given = "target 'latest' without a release (it also stands for 10.15-10.x)"
+        else:
+            given = f"TensorRT {version}"
+        raise refusal(
+            f"needs TensorRT {FIRST_RELEASE[0]}.{FIRST_RELEASE[1]} or newer (its DistCollective layer), and the "
+            f"engines are lowered for {given}; give trt_version='11.0' or newer"
+        )
+    return "engine"
+
+
+def check_collectives_backend(collectives: str, backend: str) -> None:
+    """InEngineCollectivesError for collectives="engine" on a backend other than TensorRT (only
+    TensorRT's engines run collectives; ONNX Runtime's run them between engines), or on an
+    installed TensorRT older than 11.0, which could not build what was lowered for 11. `backend`:
+    as given, or as "auto" resolved."""
+    if collectives != "engine":
+        return
+    if backend not in ("tensorrt", "auto"):
+        raise refusal(
+            f"runs on the tensorrt backend only (TensorRT's DistCollective layers), and the backend is {backend!r}; "
+            "leave collectives='eager' there (collectives run between the engines)"
+        )
+    installed = installed_version()
+    if backend == "tensorrt" and installed is not None and parse_version(installed) < FIRST_RELEASE:
+        raise refusal(
+            f"needs TensorRT {FIRST_RELEASE[0]}.{FIRST_RELEASE[1]} or newer to build its engines (its DistCollective "
+            f"layer), and the installed TensorRT is {installed}"
+        )
+
+
 def create(
     *,
     backend: str,
@@ -141,6 +188,7 @@ def create(
     timing_cache: str | os.PathLike[str] | None = None,
     performance_tuner: bool = False,
     weight_streaming: bool = False,
+    collectives: str = "eager",
 ) -> LoweringSettings:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -180,6 +228,7 @@ def create(
         tactic_sources=tactic_sources_of(tactic_sources),
         timing_cache=timing_cache_of(timing_cache),
         weight_streaming=weight_streaming,
+        collectives=collectives_of(collectives, backend, trt_target, release),
     )
 
 

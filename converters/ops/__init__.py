@@ -7,6 +7,7 @@ from converters.ops import (  # noqa: F401  (imported for their registrations)
     activation,
     attention,
     bitwise,
+    collectives,
     control_flow,
     conv,
     creation,

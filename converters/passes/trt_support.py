@@ -239,6 +239,9 @@ def _table() -> dict[str, OpRule]:
         ("RMSNormalization", OpRule(FLOATS, data=None, since="latest")),
         ("Attention", OpRule(FLOATS, data=(0, 1, 2), since="latest")),
         ("RotaryEmbedding", OpRule(FLOATS, data=(0, 1, 2), since="latest")),
+        # TensorRT 11's DistCollective layer (NCCL): "latest" also stands for 10.15-10.x, which lack
+        # it; lower_to_trt's collectives="engine" asks for an 11.x release (values/collectives.py).
+        ("DistCollective", OpRule(FLOATS, since="latest")),
         # scale, B, mean and var as weights (normalization.py writes the formula otherwise)
         ("BatchNormalization", OpRule(FLOATS, data=None, initializers=(1, 2, 3, 4), check=_only_first_output)),
         ("InstanceNormalization", OpRule(FLOATS, data=None, check=_instance_norm)),

@@ -42,6 +42,11 @@ Faithful where trt_lower depends on TensorRT's behaviour, and strict where a rea
   only a LayerInformationFormat; an IProfiler (its __init__ called) set on a context makes each
   enqueue run the engine at once and report every layer's time (as enqueue_emits_profile does),
   and is refused inside a CUDA graph capture.
+- collectives (TensorRT 11's DistCollective layer): the parser imports a DistCollective node from
+  11.0 only ("No importer registered for op" before, the 10.15+ support table notwithstanding);
+  `IExecutionContext.set_communicator` (11.0 on) takes a capsule, and an enqueue without one is
+  refused; the collectives run over the gloo group a test registered for the capsule's address
+  (trt_double/collectives.py).
 A "plan" is a header (library version, profiles) followed by the ONNX bytes. `state` counts builds,
 deserializations and executions, keeps the last build's settings, and holds the failure knobs
 (`unsupported_ops`, `build_failure`, `miscompiles`: wrong results planted in what it builds).
@@ -72,6 +77,7 @@ from converters.passes import trt_support
 from converters.passes.bfloat16 import has_bfloat16, widen_bfloat16
 from converters.passes.onnx_types import elem_types
 from trt_double import miscompile
+from trt_double.collectives import CollectiveSession, group_at, has_collectives
 from trt_lower.engine.ort_session import DISABLED_OPTIMIZERS
 
 # Under mypy each class of the double derives from its stub class, so every override is checked
@@ -396,6 +402,8 @@ class State:
     builds: int = 0
     deserializations: int = 0
     executions: int = 0
+    # Executions of engines with DistCollective layers, their collectives run over a communicator.
+    collective_executions: int = 0
     # IOutputAllocator calls made for data-dependent outputs (reallocate_output(_async), notify_shape).
     output_reallocations: int = 0
     shape_notifications: int = 0
@@ -594,7 +602,7 @@ class OnnxParser(_OnnxParser):
             return self._fail("BFLOAT16 tensors: this TensorRT has no bfloat16 (9.0+)")
         initializers = {t.name: t for t in proto.graph.initializer}
         for i, node in enumerate(proto.graph.node):
-            if node.op_type in state.unsupported_ops:
+            if node.op_type in state.unsupported_ops or node.op_type == "DistCollective" and _version()[0] < 11:
                 self._fail(f"No importer registered for op: {node.op_type}", i)
             elif node.op_type in ("QuantizeLinear", "DequantizeLinear") and _asymmetric(node, initializers):
                 # onnx-tensorrt's QuantDequantLinear importer, word for word.
@@ -906,7 +914,13 @@ def _plan_weights(graph: bytes, blob: memoryview, layout: dict[str, list[int]]) 
     return weights
 
 
-def _session(segment: OnnxSegment) -> ort.InferenceSession:
+def _session(segment: OnnxSegment) -> ort.InferenceSession | CollectiveSession:
+    """What runs an engine's network: ONNX Runtime, in stages cut at its collectives where it has
+    DistCollective layers (trt_double/collectives.py)."""
+    return CollectiveSession(segment, _ort_session) if has_collectives(segment.model) else _ort_session(segment)
+
+
+def _ort_session(segment: OnnxSegment) -> ort.InferenceSession:
     """ONNX Runtime over the network, its large weights handed over apart (no protobuf limit).
     bfloat16 is computed in float32 (no bfloat16 kernels on the CPU); Q/DQ are not fused (TensorRT
     quantizes only where they say; ONNX Runtime's QDQ fusions would quantize more), nor a Gemm's
@@ -1576,6 +1590,7 @@ class IExecutionContext(_IExecutionContext):
         self._allocated: dict[str, int] = {}  # what each allocator last returned
         self._profile = 0  # the active optimization profile
         self._profiler: IProfiler | None = None
+        self._group: Any = None  # the process group of the communicator set (TensorRT 11's DistCollective)
 
     @property
     def profiler(self) -> IProfiler:
@@ -1588,6 +1603,18 @@ class IExecutionContext(_IExecutionContext):
         if own is not None and not getattr(own, "_initialised", False):
             raise TypeError(f"{type(own).__name__}.__init__() must be called when overriding __init__")
         self._profiler = own
+
+    def set_communicator(self, communicator: object) -> bool:
+        """TensorRT 11: the NCCL communicator (a PyCapsule of an ncclComm_t) the engine's
+        DistCollective layers run on; here an address trt_double/collectives.py registered."""
+        if _version()[0] < 11:
+            raise AttributeError(f"'IExecutionContext' has no attribute 'set_communicator' in TensorRT {__version__}")
+        group = group_at(communicator)
+        if group is None:
+            _error(self._engine._logger, "IExecutionContext::setCommunicator: not a communicator trt_double knows")
+            return False
+        self._group = group
+        return True
 
     def _claim(self, stream: int | None) -> None:
         thread = threading.get_ident()
@@ -1796,6 +1823,13 @@ class IExecutionContext(_IExecutionContext):
                 f"{stream_device(stream_handle)}, the engine to device {engine_device}",
             )
             return False
+        if isinstance(self._engine._session, CollectiveSession) and self._group is None:
+            _error(
+                self._engine._logger,
+                "IExecutionContext::enqueueV3: the engine has DistCollective layers and no communicator is set "
+                "(set_communicator)",
+            )
+            return False
         if served:
             return self._enqueue_data_dependent(stream_handle)
         if self._profiler is not None and stream_handle in state.capturing:
@@ -1904,7 +1938,18 @@ class IExecutionContext(_IExecutionContext):
         state.executions += 1
 
     def _execute(self, shapes: dict[str, tuple[int, ...]], addresses: dict[str, int]) -> None:
-        binding = self._engine._session.io_binding()
+        session = self._engine._session
+        if isinstance(session, CollectiveSession):
+            inputs = {n: t for n, t in self._engine._tensors.items() if t.mode == "INPUT"}
+            feeds = {
+                n: _host_array(addresses[n], _NUMPY[t.engine_type], shapes.get(n, t.shape)).astype(_NUMPY[t.onnx_type])
+                for n, t in inputs.items()
+            }
+            names = [n for n, t in self._engine._tensors.items() if t.mode == "OUTPUT"]
+            state.collective_executions += 1
+            self._write(dict(zip(names, session.run(names, feeds, self._group))), addresses)
+            return
+        binding = session.io_binding()
         converted: list[tuple[_Tensor, tuple[int, ...]]] = []  # outputs whose buffers hold another dtype
         outputs = self._output_shapes(shapes)
         for t in self._engine._tensors.values():
@@ -1920,7 +1965,7 @@ class IExecutionContext(_IExecutionContext):
                 binding.bind_output(t.name, "cpu")
                 converted.append((t, shape))
         # A failure here is an illegal access or a trap on a GPU: it surfaces at the next sync.
-        self._engine._session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         results = binding.get_outputs()  # in the order outputs were bound
         bound = [t.name for t in self._engine._tensors.values() if t.mode == "OUTPUT"]
         for t, shape in converted:

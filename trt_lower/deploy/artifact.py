@@ -68,6 +68,7 @@ from trt_lower.runtime.guard import InputGuard
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.values import device as devices
 from trt_lower.values.atomic_file import atomic_file
+from trt_lower.values.collectives import COLLECTIVES
 from trt_lower.values.segment import ConvertedSegment
 from trt_lower.values.settings import BACKENDS, LoweringSettings
 from trt_lower.values.signature import EngineInputError
@@ -133,6 +134,7 @@ def _settings_to_json(lowered: torch.fx.GraphModule, report: LoweringReport) -> 
         "refittable": bool(getattr(getattr(lowering, "settings", None), "refittable", False)),
         # Engines built on load stream as lowered (a stored plan streams as it was built).
         "weight_streaming": bool(getattr(getattr(lowering, "settings", None), "weight_streaming", False)),
+        "collectives": str(getattr(getattr(lowering, "settings", None), "collectives", "eager")),
         **_builder_knobs_to_json(getattr(lowering, "settings", None)),
     }
 
@@ -312,7 +314,8 @@ def save(
         tensor_names.check((str(n.target) for n in lowered.graph.find_nodes(op="get_attr")), "tensor name")
     except graph_json.GraphFormatError as e:
         raise ArtifactError(f"cannot save this module: {e}") from None
-    distributed = ranks.record(lowered.graph)  # one rank's module: refused outside its job, before writing
+    # One rank's module (collectives in its graph or in its engines): refused outside its job, before writing.
+    distributed = ranks.record(lowered.graph, any(e.collectives for e in lowered.report.engines))
     with atomic_file(Path(path), private=False) as file:
         out = Writer(file)
         try:
@@ -383,6 +386,8 @@ def _settings(data: Any, cache_dir: PathLike | None) -> LoweringSettings:
                 raise FieldError(f"field 'settings.{key}': {e}") from None
     if "weight_streaming" in known:
         schema.need(known["weight_streaming"], bool, "settings.weight_streaming")
+    if "collectives" in known and known["collectives"] not in COLLECTIVES:  # absent before the option: eager
+        raise FieldError(f"field 'settings.collectives' must be one of {COLLECTIVES}, got {known['collectives']!r}")
     return LoweringSettings(**known, cache_dir=None if cache_dir is None else Path(cache_dir).expanduser())
 
 
@@ -515,6 +520,7 @@ def _engine_modules(
                     segment.outputs,
                     segment.tuple_output,
                     cuda_graphs=settings.cuda_graphs,
+                    collectives=bool(segment.collectives),
                 )
                 if fitting.stripped:  # weights="separate": the weights from the file given (docs/refit.md)
                     refit(module.engine, segment.onnx, name)

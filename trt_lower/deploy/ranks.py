@@ -1,5 +1,6 @@
-"""Per-rank artifacts: a module whose graph calls torch.distributed's collectives is saved on one
-rank of a job, and loads only on that rank of a job of the same size (docs/distributed.md).
+"""Per-rank artifacts: a module whose graph calls torch.distributed's collectives, or whose engines
+run them inside (collectives="engine"), is saved on one rank of a job, and loads only on that rank
+of a job of the same size (docs/distributed.md).
 
 The manifest's `distributed` field records the rank, the world size, the backend and each
 process group the collectives run over (its name in the graph and its ranks). On load the rank
@@ -64,19 +65,30 @@ def _world() -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def record(graph: torch.fx.Graph) -> dict[str, Any] | None:
-    """The `distributed` field of a module whose graph calls collectives; None for one that calls none."""
+def record(graph: torch.fx.Graph, in_engines: bool = False) -> dict[str, Any] | None:
+    """The `distributed` field of a module whose graph calls collectives, or whose engines run
+    them inside (`in_engines`: collectives="engine", over the whole world); None for neither."""
     nodes = [n for n in _collectives(graph) if _group(n) is not None]
-    if not nodes:
+    if not nodes and not in_engines:
         return None
     import torch.distributed as dist
     from torch._C._distributed_c10d import _resolve_process_group
 
+    try:
+        rank, world = _world()
+    except LookupError as e:
+        where = (
+            f"node '{nodes[0].name}' ({nodes[0].target}) runs over process group '{_group(nodes[0])}'"
+            if nodes
+            else "its engines run collectives"
+        )
+        raise ArtifactError(
+            f"cannot save this module: {where} ({e}); save it on its rank, while the group it was lowered in exists"
+        ) from None
     groups: dict[str, list[int]] = {}
     for node in nodes:
         name = _group(node)
         try:
-            rank, world = _world()
             ranks = dist.get_process_group_ranks(_resolve_process_group(name))
         except (LookupError, RuntimeError) as e:  # no process group, or not this one any more
             raise ArtifactError(

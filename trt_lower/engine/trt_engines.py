@@ -22,6 +22,7 @@ from trt_lower.engine.errors import EngineBuildError
 from trt_lower.engine.trt_builder import BuildFailure, build_plan
 from trt_lower.runtime.trt_module import DeviceMemoryError, PlanLoadError, TRTEngineModule
 from trt_lower.values import device as devices
+from trt_lower.values.segment import collective_layers
 from trt_lower.values.signature import TensorSig
 
 log = logging.getLogger("trt_lower")
@@ -109,10 +110,13 @@ def _load_or_build(
     cuda_graphs: bool,
     timing_cache: Path | None,
 ) -> tuple[TRTEngineModule, bool]:
+    collectives = bool(collective_layers(segment))
     cached = cache.load(key)
     if cached is not None:
         try:
-            module = TRTEngineModule(name, cached, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
+            module = TRTEngineModule(
+                name, cached, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs, collectives=collectives
+            )
         except PlanLoadError as e:
             cache.discard(key, f"TensorRT could not load it: {e}")
         except DeviceMemoryError as e:  # the entry is good; a rebuild would fail the same way
@@ -126,7 +130,9 @@ def _load_or_build(
     try:
         with peak_resident() as memory:
             plan = _build_and_time(name, cache, segment, profiles, options, timing_cache)
-        module = TRTEngineModule(name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs)
+        module = TRTEngineModule(
+            name, plan, inputs, outputs, tuple_output, cuda_graphs=cuda_graphs, collectives=collectives
+        )
     except BuildFailure as e:
         raise _fallback(name, e.reason, nodes, e.fx_node) from e
     except PlanLoadError as e:

@@ -98,7 +98,13 @@ def refitted(module: torch.nn.Module, segment: ConvertedSegment) -> TRTEngineMod
     if not isinstance(module, TRTEngineModule):
         raise RefitError(f"{segment.name} is not a TensorRT engine")
     new = TRTEngineModule(
-        segment.name, module.plan, segment.inputs, segment.outputs, segment.tuple_output, cuda_graphs=module.cuda_graphs
+        segment.name,
+        module.plan,
+        segment.inputs,
+        segment.outputs,
+        segment.tuple_output,
+        cuda_graphs=module.cuda_graphs,
+        collectives=bool(segment.collectives),
     )
     refit(new.engine, segment.onnx, segment.name)
     new.plan = bytes(new.engine.serialize())

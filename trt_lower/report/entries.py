@@ -34,6 +34,9 @@ class EngineReport:
     # The bytes of the weights the engine took in as constants (on a tensor-parallel rank: its
     # shard's).
     weight_bytes: int = 0
+    # The collectives the engine runs inside it (collectives="engine": TensorRT's DistCollective
+    # layers), by operation ("all_reduce"). Empty: collectives, if any, run between engines.
+    collectives: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,10 @@ class LoweringReport:
                 lines.append(f"      weight streaming: {e.streamable_bytes} bytes streamable")
             if e.fused_ops:
                 lines.append("      fused layers: " + ", ".join(f"{op}×{n}" for op, n in sorted(e.fused_ops.items())))
+            if e.collectives:
+                lines.append(
+                    "      collectives inside: " + ", ".join(f"{op}×{n}" for op, n in sorted(e.collectives.items()))
+                )
         if self.fallbacks:
             lines.append("  eager fallbacks:")
             for f in self.fallbacks:

@@ -14,6 +14,7 @@ import tensorrt as trt
 import torch
 
 from converters.core.errors import TrtLowerError
+from trt_lower.runtime.communicator import Communicator
 from trt_lower.runtime.engine_module import EngineModule, Outputs
 from trt_lower.runtime.streaming_budget import WeightStreamingError
 from trt_lower.runtime.trt_logger import LOGGER
@@ -120,6 +121,9 @@ class TRTEngineModule(EngineModule):
     Outputs whose shape the data decides (TensorRT reports -1 for them once the input shapes are
     set) get their memory from an OutputAllocator set on the context, and their shape from it
     after the enqueue (see trt_output_allocator.py); such engines run without CUDA graphs.
+
+    An engine with `collectives` inside (TensorRT 11's DistCollective layers) gives every context
+    the world process group's NCCL communicator (communicator.py) as it makes it.
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class TRTEngineModule(EngineModule):
         tuple_output: bool,
         *,
         cuda_graphs: bool = False,
+        collectives: bool = False,
     ) -> None:
         self._device = devices.current()
         super().__init__(name, inputs, outputs, tuple_output, self._device.torch_device())
@@ -162,7 +167,10 @@ class TRTEngineModule(EngineModule):
             # TensorRT puts the weights on the GPU when the first context is made, all of them under
             # its default budget (10.1 on): the automatic budget first, as free device memory allows.
             self._apply_budget(None)
-        # One context now, so that a shortage of device memory shows at load time.
+        # An engine with collectives inside: every context runs them on the process group's NCCL
+        # communicator, which this module holds as long as its contexts.
+        self._communicator = Communicator(name) if collectives else None
+        # One context now, so that a shortage of device memory (or a refused communicator) shows at load time.
         self._spare = [self._create_context()]
 
     @property
@@ -259,7 +267,12 @@ class TRTEngineModule(EngineModule):
                 f"{self.name}: TensorRT could not create an execution context (out of device "
                 f"memory?): {LOGGER.take_errors() or 'no reason given'}"
             )
+        self._communicate(context)
         return context
+
+    def _communicate(self, context: trt.IExecutionContext) -> None:
+        if self._communicator is not None:
+            self._communicator.give(context, LOGGER.take_errors)
 
     def _graph_context(self, binding: _Binding) -> trt.IExecutionContext:
         """A context for one CUDA graph, on the activation memory `binding`'s graphs share."""
@@ -283,6 +296,7 @@ class TRTEngineModule(EngineModule):
             context.set_device_memory(binding.graph_memory.data_ptr(), size)
         else:
             context.device_memory = binding.graph_memory.data_ptr()  # type: ignore[attr-defined]  # 8.6's, not in 10.13's stubs
+        self._communicate(context)
         return context
 
     # -- profiling ----------------------------------------------------------------------------

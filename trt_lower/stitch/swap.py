@@ -55,6 +55,7 @@ def _swap(gm: torch.fx.GraphModule, engine: Engine, backend: str) -> EngineRepor
         profiles=describe_profiles(engine.segment.inputs),
         streamable_bytes=engine.module.streamable_bytes if isinstance(engine.module, EngineModule) else 0,
         weight_bytes=weight_bytes,
+        collectives=engine.segment.collectives,
     )
 
 

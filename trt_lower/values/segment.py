@@ -12,6 +12,21 @@ from trt_lower.values.signature import TensorSig
 
 # ONNX ops TensorRT runs as its own fused layers (opset 23, which target "latest" is written at).
 FUSED_ONNX_OPS = frozenset({"Attention", "RMSNormalization", "RotaryEmbedding"})
+# TensorRT 11's collective layer (lower_to_trt's collectives="engine").
+COLLECTIVE_ONNX_OP = "DistCollective"
+
+
+def collective_layers(onnx: OnnxSegment) -> dict[str, int]:
+    """The collectives an engine runs inside it, by operation ("all_reduce": 2); empty: none."""
+    return dict(
+        Counter(
+            attr.s.decode()
+            for node in onnx.model.graph.node
+            if node.op_type == COLLECTIVE_ONNX_OP
+            for attr in node.attribute
+            if attr.name == "collective_operation"
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,11 @@ class ConvertedSegment:
     def fused_ops(self) -> dict[str, int]:
         """Its ONNX ops of FUSED_ONNX_OPS, by op (the report's EngineReport.fused_ops)."""
         return dict(Counter(n.op_type for n in self.onnx.model.graph.node if n.op_type in FUSED_ONNX_OPS))
+
+    @property
+    def collectives(self) -> dict[str, int]:
+        """Its collectives inside the engine, by operation (EngineReport.collectives)."""
+        return collective_layers(self.onnx)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,9 @@ class LoweringSettings:
     # TensorRT engines built streamable (BuilderFlag.WEIGHT_STREAMING, 10.0 on): weights stay in host
     # memory and lowered.weight_streaming_budget says how many bytes of them the GPU holds.
     weight_streaming: bool = False
+    # Where torch.distributed's functional collectives run: "eager" (between engines) or "engine"
+    # (TensorRT 11's DistCollective layers, values/collectives.py).
+    collectives: str = "eager"
 
     def check_keep_fp32(self, graph: torch.fx.Graph) -> None:
         """ValueError naming each keep_fp32 entry that is neither an op nor a node of `graph`."""
