@@ -346,6 +346,10 @@ class Batch:
     def between(self) -> int:
         return 2 * self.size
 
+    def replay(self) -> list[tuple[torch.Tensor, ...]]:
+        """The inputs of every call (f) makes, for its fresh process to make again."""
+        return [self.at(n) for n in (*self.calls, self.between)]
+
 
 def batch(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Batch | str:
     """The case's batch, or why it has none. The rule, cheap and checked rather than assumed: every
@@ -526,7 +530,7 @@ def _lowered(name: str, steps: set[str]) -> tuple[Lowered, dict[str, list[tuple[
         made.module, calls["module"] = _attempt(lambda: _lower(case, model, inputs, verify=True)), [inputs]
     if "profiled" in steps and isinstance(found := made.batch, Batch):
         made.profiled = _attempt(lambda: _lower_profiled(case, model, found))
-        calls["profiled"] = [found.at(n) for n in (*found.calls, found.between)]
+        calls["profiled"] = found.replay()
     return made, calls
 
 
@@ -636,6 +640,12 @@ def cnn_batch(cnn_lowered: tuple[Case, Example, Any]) -> Batch:
     return found
 
 
+@pytest.fixture(scope="module")
+def cnn_profiled(cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch) -> Any:
+    case, (model, _), _ = cnn_lowered
+    return _lower_profiled(case, model, cnn_batch)
+
+
 @pytest.mark.parametrize("name", [name for name, case in sorted(CASES.items()) if not case.exact])
 def test_a_module_returning_zeros_fails_the_comparison(name: str) -> None:
     case = CASES[name]
@@ -661,18 +671,17 @@ def test_step_a_fails_a_repair_of_right_engines_and_passes_a_true_one(monkeypatc
 
 
 def test_step_b_reports_outputs_and_refusals_that_differ(
-    cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch, tmp_path: Path
+    cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch, cnn_profiled: Any, tmp_path: Path
 ) -> None:
     """Wrong outputs; and a loaded module that lost (f)'s profiles: it runs the call between them."""
-    case, (model, inputs), lowered = cnn_lowered
+    _, (model, inputs), lowered = cnn_lowered
     trt_lower.save(lowered, tmp_path / "cnn.trtl")
     outputs = lowered(*inputs)
     torch.save(replayed(lowered, [inputs]), tmp_path / "right.pt")
     torch.save([(inputs, "Tensor", [outputs.clone().index_fill_(-1, torch.tensor([3]), 0.0)])], tmp_path / "wrong.pt")
     one_range = trt_lower.lower_to_trt(model, cnn_batch.lowering()["inputs"], backend="onnxruntime", verify=False)
     trt_lower.save(one_range, tmp_path / "one_range.trtl")
-    between = [cnn_batch.at(n) for n in (*cnn_batch.calls, cnn_batch.between)]
-    torch.save(replayed(_lower_profiled(case, model, cnn_batch), between), tmp_path / "profiled.pt")
+    torch.save(replayed(cnn_profiled, cnn_batch.replay()), tmp_path / "profiled.pt")
     found = _fresh_loads(
         {
             "right": (tmp_path / "cnn.trtl", tmp_path / "right.pt"),
@@ -719,13 +728,12 @@ def test_step_e_fails_a_profile_that_leaves_out_an_engine(
 
 
 def test_step_f_fails_a_module_that_runs_a_call_between_the_profiles(
-    cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch, monkeypatch: pytest.MonkeyPatch
+    cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch, cnn_profiled: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     case, (model, _), _ = cnn_lowered
-    lowered = _lower_profiled(case, model, cnn_batch)
     monkeypatch.setattr(ProfileChoice, "__call__", lambda self, shapes: 0)  # every call on the first profile
     with pytest.raises(AssertionError, match=r"the call at leading size 4, between the profiles, ran"):
-        keeps_several_profiles(case, model, cnn_batch, lowered)
+        keeps_several_profiles(case, model, cnn_batch, cnn_profiled)
 
 
 def test_step_g_fails_a_call_on_the_wrong_profile(
