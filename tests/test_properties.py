@@ -314,8 +314,8 @@ def summary(error: BaseException) -> str:
 @dataclass(frozen=True)
 class Batch:
     """A case's inputs along a leading dim that varies (size B): lowered for 1..4B with the
-    profiles 1..B (the case's own inputs) and 2B+1..4B, called at a size in each profile's ends
-    and at 2B, between them."""
+    profiles 1..B (the case's own inputs) and 2B+1..4B, called at both ends of each profile and
+    at 2B, between them."""
 
     inputs: tuple[torch.Tensor, ...]
     size: int
@@ -369,9 +369,9 @@ def batch(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Batch | s
     return found
 
 
-def _lower_profiled(case: Case, model: torch.nn.Module, found: Batch, **settings: Any) -> Any:
-    lowering = {"backend": "onnxruntime", "verify": False, **settings}  # (a) verifies; here the profiles
-    return trt_lower.lower_to_trt(model, **found.lowering(), **lowering, **case.lowering)
+def _lower_profiled(case: Case, model: torch.nn.Module, found: Batch) -> Any:
+    # verify=False: (a) verifies; this lowering is for the profiles.
+    return trt_lower.lower_to_trt(model, **found.lowering(), backend="onnxruntime", verify=False, **case.lowering)
 
 
 def _refuses_between(lowered: Any, found: Batch) -> None:
@@ -386,8 +386,9 @@ def _refuses_between(lowered: Any, found: Batch) -> None:
 
 
 def keeps_several_profiles(case: Case, model: torch.nn.Module, found: Batch, lowered: Any) -> None:
-    """(f): each profile's calls match eager and the call between them is refused, where the
-    lowering has engines (all of the cases' engines take the batch: none is left static)."""
+    """(f): each profile's calls match eager; where the lowering has engines, one has the two
+    profiles (every engine of these cases takes the batch) and the call between them is refused;
+    where all is eager, that call runs and matches eager too."""
     for n in found.calls:
         _matches(case, lowered(*found.at(n)), _eager(model, found.at(n)))
     engines = lowered.report.engines
@@ -400,8 +401,9 @@ def keeps_several_profiles(case: Case, model: torch.nn.Module, found: Batch, low
     _refuses_between(lowered, found)
 
 
-# (g)'s builder knobs: the fastest build, a small workspace, a timing cache (the file, in the test's folder).
-KNOBS = {"optimization_level": 1, "workspace_bytes": 1 << 26}
+# (g)'s builder knobs, none at its default (a timing cache too: a file in the test's folder).
+KNOBS = {"optimization_level": 1, "workspace_bytes": 1 << 26, "tactic_sources": {"jit_convolutions"}}
+KNOBS_BUILT = (1, 1 << 26, 1 << 4)  # as the builder config holds them: JIT_CONVOLUTIONS is bit 4
 
 
 def streams_on_tensorrt(case: Case, model: torch.nn.Module, inputs: Any, double: ModuleType, tmp: Path) -> None:
@@ -427,7 +429,8 @@ def streams_on_tensorrt(case: Case, model: torch.nn.Module, inputs: Any, double:
         _refuses_between(lowered, found)
     if double.state.builds:
         build = double.state.last_build
-        assert (build.optimization_level, build.workspace_bytes) == tuple(KNOBS.values()), "a knob missed the builder"
+        built = (build.optimization_level, build.workspace_bytes, build.tactic_sources)
+        assert built == KNOBS_BUILT, f"a knob missed the builder: {built}"
         assert (tmp / "timing.cache").is_file(), "no timing cache was written"
     sizes = [e.streamable_bytes for e in lowered.report.engines]
     if not any(sizes):  # no engine, or no weight TensorRT streams (of two or more dims)
