@@ -544,7 +544,7 @@ def lowered_cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     out, found, saved = tmp_path_factory.mktemp("artifacts"), {}, {}
     selected = {"module": _selected(request.session, test_a_lowering_keeps_every_property)}
     selected["profiled"] = _selected(request.session, test_a_lowering_with_two_profiles_keeps_them)
-    for name in set().union(*selected.values()):
+    for name in sorted(set().union(*selected.values())):
         found[name], calls = _lowered(name, {step for step, names in selected.items() if name in names})
         for step, replay in calls.items():
             module, path = getattr(found[name], step), out / f"{name}-{step}"
