@@ -15,7 +15,8 @@ and where the case's inputs have a batch (`batch` says the rule; a case without 
 with the reason), a lowering for leading sizes 1..4B with two optimization profiles
 
   (f) matches eager on each profile, refuses the call between them (EngineInputError naming the
-      ranges), and saves and loads in (b)'s fresh process to do the same;
+      ranges), takes (c)'s new weights and matches them on each profile, and saves and loads in
+      (b)'s fresh process to do the same;
 
 and a lowering on the TensorRT path (the double, TensorRT 10.13)
 
@@ -279,11 +280,13 @@ def verifies_without_false_repairs(case: Case, model: torch.nn.Module, inputs: A
         raise AssertionError(f"{len(repairs)} repair(s) of engines that match eager: {repairs[0]}")
 
 
-def takes_perturbed_weights(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> None:
+def takes_perturbed_weights(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> torch.nn.Module:
+    """(c); the perturbed copy, for more calls to compare with."""
     names = {n for n, _ in itertools.chain(model.named_parameters(), model.named_buffers())}
     new = perturbed(case, model, names)
     lowered.update_weights(new)
     _matches(case, lowered(*inputs), _eager(new, inputs))
+    return new
 
 
 def loads_stripped_with_a_state_dict(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any, tmp: Path) -> None:
@@ -388,17 +391,21 @@ def _refuses_between(lowered: Any, found: Batch) -> None:
 def keeps_several_profiles(case: Case, model: torch.nn.Module, found: Batch, lowered: Any) -> None:
     """(f): each profile's calls match eager; where the lowering has engines, one has the two
     profiles (every engine of these cases takes the batch) and the call between them is refused;
-    where all is eager, that call runs and matches eager too."""
+    where all is eager, that call runs and matches eager too. Then it takes (c)'s new weights and
+    matches them on each profile."""
     for n in found.calls:
         _matches(case, lowered(*found.at(n)), _eager(model, found.at(n)))
     engines = lowered.report.engines
     if not engines:
         _matches(case, lowered(*found.at(found.between)), _eager(model, found.at(found.between)))
-        return
-    assert any(len(e.profiles) == 2 for e in engines), (
-        f"no engine has the two profiles: {[e.profiles for e in engines]}"
-    )
-    _refuses_between(lowered, found)
+    else:
+        assert any(len(e.profiles) == 2 for e in engines), (
+            f"no engine has the two profiles: {[e.profiles for e in engines]}"
+        )
+        _refuses_between(lowered, found)
+    new = takes_perturbed_weights(case, model, found.inputs, lowered)
+    for n in found.calls:
+        _matches(case, lowered(*found.at(n)), _eager(new, found.at(n)))
 
 
 # (g)'s builder knobs, none at its default (a timing cache too: a file in the test's folder).
@@ -578,7 +585,7 @@ def test_a_lowering_keeps_every_property(name: str, lowered_cases: dict[str, Low
     if isinstance(made.module, Exception):
         _failed(name, made.model, [f"(a) lowering with verify=True raised {summary(made.module)}"])
     failures = []
-    steps: dict[str, Callable[[], None]] = {
+    steps: dict[str, Callable[[], object]] = {
         "(a) verify": lambda: verifies_without_false_repairs(case, made.model, made.inputs, made.module),
         "(e) profile": lambda: profiles(case, made.model, made.inputs, made.module),
         "(d) weight-stripped load with the perturbed state_dict": lambda: loads_stripped_with_a_state_dict(
