@@ -437,3 +437,15 @@ def test_served_through_triton_with_both_profiles(tmp_path: Path) -> None:
                         )
                 with pytest.raises(InferenceServerException, match=r"fits none of its optimization profiles"):
                     infer(c, protocol, "mlp", {"x": torch.randn(8, 8).numpy()})
+
+
+def test_update_weights_checks_the_module_at_shapes_a_profile_holds() -> None:
+    """Tracing makes a dynamic size of 1 (the opt here) a 2, which lies between these profiles:
+    update_weights checks the new weights on a call the module runs (the opt shapes), not on that."""
+    torch.manual_seed(0)
+    model, new = Mlp().eval(), Mlp().eval()
+    one = [TensorSpec((1, 8), (1, 8), (1, 8)), TensorSpec((16, 8), (32, 8), (64, 8))]
+    spec = TensorSpec((1, 8), (1, 8), (64, 8))
+    lowered = trt_lower.lower_to_trt(model, spec, profiles=one, backend="onnxruntime", verify=False)
+    lowered.update_weights(new)
+    _check_calls(new, lowered, (1, 16))

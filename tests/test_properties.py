@@ -9,7 +9,23 @@ test_fuzz.py and a small zoo of real architectures, a lowering with verify=True
       then matches that copy,
   (d) saves weight-stripped, loads with the perturbed copy's own `state_dict()`, and matches it,
   (e) profiles: rows of every engine and of every eager node that computes, adding up with the host
-      glue to the measured call, and the module's outputs unchanged after it.
+      glue to the measured call, and the module's outputs unchanged after it;
+
+and where the case's inputs have a batch (`batch` says the rule; a case without one is skipped
+with the reason), a lowering for leading sizes 1..4B with two optimization profiles
+
+  (f) matches eager on each profile, refuses the call between them (EngineInputError naming the
+      ranges), takes (c)'s new weights and matches them on each profile, and saves and loads in
+      (b)'s fresh process to do the same;
+
+and a lowering on the TensorRT path (the double, TensorRT 10.13)
+
+  (g) with the builder knobs, a timing cache, weight_streaming=True and, with a batch, (f)'s
+      profiles: the knobs reach the builder, the outputs match eager on every profile, and go on
+      matching as the weight streaming budget changes (half, none, all).
+
+Tensor parallel lowering needs process groups, so it is not here: tests/test_tp_lowering.py lowers
+sharded models across worker processes and checks them against eager.
 
 A fuzzer's program gets weights to replace: each tensor literal becomes a weight of its module
 (float ones alternately a parameter and a buffer, integer ones, indices, a buffer), perturbed by
@@ -32,8 +48,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
+from types import ModuleType
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 import torch
 import torch.utils._pytree as pytree
@@ -46,7 +64,10 @@ from trt_double import miscompile
 from trt_models import bert, llama_config
 
 import trt_lower
+from trt_lower import EngineInputError, TensorSpec, WeightStreamingError
+from trt_lower.engine.build_options import BuildOptions
 from trt_lower.report.entries import Repair
+from trt_lower.runtime.profiles import ProfileChoice
 
 Example = tuple[torch.nn.Module, tuple[torch.Tensor, ...]]
 
@@ -259,11 +280,13 @@ def verifies_without_false_repairs(case: Case, model: torch.nn.Module, inputs: A
         raise AssertionError(f"{len(repairs)} repair(s) of engines that match eager: {repairs[0]}")
 
 
-def takes_perturbed_weights(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> None:
+def takes_perturbed_weights(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any) -> torch.nn.Module:
+    """(c); the perturbed copy, for more calls to compare with."""
     names = {n for n, _ in itertools.chain(model.named_parameters(), model.named_buffers())}
     new = perturbed(case, model, names)
     lowered.update_weights(new)
     _matches(case, lowered(*inputs), _eager(new, inputs))
+    return new
 
 
 def loads_stripped_with_a_state_dict(case: Case, model: torch.nn.Module, inputs: Any, lowered: Any, tmp: Path) -> None:
@@ -290,8 +313,163 @@ def summary(error: BaseException) -> str:
     return f"{type(error).__name__}: {'; '.join(said)}"
 
 
-# (b): one fresh process loads every artifact and compares with the outputs the saved module gave;
-# it imports nothing of the tests but `summary`, so that nothing of the models' code is there.
+# -- a batch, for several profiles (f) and the TensorRT path (g) ----------------------------------
+@dataclass(frozen=True)
+class Batch:
+    """A case's inputs along a leading dim that varies (size B): lowered for 1..4B with the
+    profiles 1..B (the case's own inputs) and 2B+1..4B, called at both ends of each profile and
+    at 2B, between them."""
+
+    inputs: tuple[torch.Tensor, ...]
+    size: int
+
+    def at(self, n: int) -> tuple[torch.Tensor, ...]:
+        """The inputs at leading size n: cut, or repeated (integer inputs stay valid indices)."""
+        return tuple(x if x.dim() == 0 else torch.cat([x] * -(-n // x.shape[0]))[:n] for x in self.inputs)
+
+    def specs(self, low: int, opt: int, high: int) -> tuple[TensorSpec | torch.Tensor, ...]:
+        return tuple(
+            x if x.dim() == 0 else TensorSpec((low, *x.shape[1:]), (opt, *x.shape[1:]), (high, *x.shape[1:]), x.dtype)
+            for x in self.inputs
+        )
+
+    def lowering(self) -> dict[str, Any]:
+        """lower_to_trt's `inputs` and `profiles` for the range and the two profiles."""
+        b = self.size
+        return {
+            "inputs": self.specs(1, b, 4 * b),
+            "profiles": [self.specs(1, b, b), self.specs(2 * b + 1, 4 * b, 4 * b)],
+        }
+
+    @property
+    def calls(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys((self.size, 1, 2 * self.size + 1, 4 * self.size)))
+
+    @property
+    def between(self) -> int:
+        return 2 * self.size
+
+    def replay(self) -> list[tuple[torch.Tensor, ...]]:
+        """The inputs of every call (f) makes, for its fresh process to make again."""
+        return [self.at(n) for n in (*self.calls, self.between)]
+
+
+def batch(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Batch | str:
+    """The case's batch, or why it has none. The rule, cheap and checked rather than assumed: every
+    input but scalars (which stay as they are) has one leading size B, and eager runs the model
+    with the inputs at the sizes the profiles are called at."""
+    sizes = {x.shape[0] for x in inputs if x.dim()}
+    if not sizes:
+        return "no batch: every input is a scalar"
+    if len(sizes) != 1:
+        return f"no batch: the inputs' leading sizes differ ({', '.join(str(tuple(x.shape)) for x in inputs)})"
+    found = Batch(inputs, sizes.pop())
+    for n in found.calls:
+        try:
+            _eager(model, found.at(n))
+        except Exception as e:
+            return f"no batch: eager refuses the inputs at leading size {n} ({summary(e)})"
+    return found
+
+
+def _lower_profiled(case: Case, model: torch.nn.Module, found: Batch) -> Any:
+    # verify=False: (a) verifies; this lowering is for the profiles.
+    return trt_lower.lower_to_trt(model, **found.lowering(), backend="onnxruntime", verify=False, **case.lowering)
+
+
+def _refuses_between(lowered: Any, found: Batch) -> None:
+    """The call between the profiles is refused, naming both profiles' ranges."""
+    try:
+        lowered(*found.at(found.between))
+    except EngineInputError as e:
+        if not re.search(r"fits none of its optimization profiles \(profile 0: .+; profile 1: .+\)", str(e)):
+            raise AssertionError(f"the refusal names no profile ranges: {e}") from e
+        return
+    raise AssertionError(f"the call at leading size {found.between}, between the profiles, ran")
+
+
+def keeps_several_profiles(case: Case, model: torch.nn.Module, found: Batch, lowered: Any) -> None:
+    """(f): each profile's calls match eager; where the lowering has engines, one has the two
+    profiles (every engine of these cases takes the batch) and the call between them is refused;
+    where all is eager, that call runs and matches eager too. Then it takes (c)'s new weights and
+    matches them on each profile."""
+    for n in found.calls:
+        _matches(case, lowered(*found.at(n)), _eager(model, found.at(n)))
+    engines = lowered.report.engines
+    if not engines:
+        _matches(case, lowered(*found.at(found.between)), _eager(model, found.at(found.between)))
+    else:
+        assert any(len(e.profiles) == 2 for e in engines), (
+            f"no engine has the two profiles: {[e.profiles for e in engines]}"
+        )
+        _refuses_between(lowered, found)
+    new = takes_perturbed_weights(case, model, found.inputs, lowered)
+    for n in found.calls:
+        _matches(case, lowered(*found.at(n)), _eager(new, found.at(n)))
+
+
+# (g)'s builder knobs, none at its default (a timing cache too: a file in the test's folder).
+KNOBS = {"optimization_level": 1, "workspace_bytes": 1 << 26, "tactic_sources": {"jit_convolutions"}}
+KNOBS_BUILT = (1, 1 << 26, 1 << 4)  # as the builder config holds them: JIT_CONVOLUTIONS is bit 4
+
+
+def streams_on_tensorrt(case: Case, model: torch.nn.Module, inputs: Any, double: ModuleType, tmp: Path) -> None:
+    """(g): lowered for TensorRT 10.x (the double) with the builder knobs, weight_streaming=True and,
+    where the case has a batch, (f)'s profiles; the knobs reach the builder, and the outputs match
+    eager at every budget (half, none, all of the streamable weights) on every profile."""
+    found = batch(model, inputs)
+    shapes, calls = (
+        (found.lowering(), [found.at(n) for n in found.calls])
+        if isinstance(found, Batch)
+        else ({"inputs": inputs}, [inputs])
+    )
+    settings = {"backend": "tensorrt", "verify": False, "weight_streaming": True, **KNOBS, **case.lowering}
+    lowered = trt_lower.lower_to_trt(model, **shapes, timing_cache=tmp / "timing.cache", **settings)
+    expected = [_eager(model, c) for c in calls]
+
+    def each_call_matches() -> None:
+        for call, outputs in zip(calls, expected):
+            _matches(case, lowered(*call), outputs)
+
+    each_call_matches()
+    if isinstance(found, Batch) and lowered.report.engines:
+        _refuses_between(lowered, found)
+    if double.state.builds:
+        build = double.state.last_build
+        built = (build.optimization_level, build.workspace_bytes, build.tactic_sources)
+        assert built == KNOBS_BUILT, f"a knob missed the builder: {built}"
+        assert (tmp / "timing.cache").is_file(), "no timing cache was written"
+    sizes = [e.streamable_bytes for e in lowered.report.engines]
+    if not any(sizes):  # no engine, or no weight TensorRT streams (of two or more dims)
+        try:
+            lowered.weight_streaming_budget = 0.5
+        except WeightStreamingError as e:
+            assert "no engine of this module has streamable weights" in str(e), e
+            return
+        raise AssertionError("a budget was taken by a module without streamable weights")
+    for budget in (0.5, 0, 1.0):
+        lowered.weight_streaming_budget = budget
+        assert lowered.weight_streaming_budget == sum(int(size * budget) for size in sizes), budget
+        each_call_matches()
+
+
+def replayed(module: Any, calls: list[tuple[torch.Tensor, ...]]) -> list[tuple[Any, str, Any]]:
+    """What `module` does with each call's inputs: the outputs' type and leaves (a transformers
+    ModelOutput is no tensor container torch.load takes), or the refusal's type and message."""
+    done: list[tuple[Any, str, Any]] = []
+    for inputs in calls:
+        try:
+            outputs = module(*inputs)
+        except EngineInputError as e:
+            done.append((inputs, type(e).__name__, str(e)))
+            continue
+        done.append((inputs, type(outputs).__name__, pytree.tree_leaves(outputs)))
+    return done
+
+
+# (b): one fresh process loads every artifact and replays the calls the saved module was given: the
+# same outputs exactly, or the same refusal; it imports nothing of the tests but `summary`, so that
+# nothing of the models' code is there.
 FRESH_LOADS = (
     inspect.getsource(summary)
     + """
@@ -299,10 +477,17 @@ import json, sys, torch, torch.utils._pytree as pytree, trt_lower
 failures = {}
 for name, artifact, io in json.loads(sys.argv[1]):
     try:
-        inputs, kind, expected = torch.load(io, weights_only=True)
-        actual = trt_lower.load(artifact, backend="onnxruntime")(*inputs)
-        assert type(actual).__name__ == kind, f"returns a {type(actual).__name__}, saved a {kind}"
-        torch.testing.assert_close(pytree.tree_leaves(actual), expected, rtol=0, atol=0, equal_nan=True)
+        loaded = trt_lower.load(artifact, backend="onnxruntime")
+        for inputs, kind, expected in torch.load(io, weights_only=True):
+            try:
+                actual = loaded(*inputs)
+            except trt_lower.EngineInputError as e:
+                actual = e
+            assert type(actual).__name__ == kind, f"gives a {type(actual).__name__}, the saved module a {kind}"
+            if isinstance(actual, Exception):
+                assert str(actual) == expected, f"refuses with {actual}, the saved module with {expected}"
+            else:
+                torch.testing.assert_close(pytree.tree_leaves(actual), expected, rtol=0, atol=0, equal_nan=True)
     except Exception as e:
         failures[name] = summary(e)
 print(json.dumps(failures))
@@ -314,8 +499,10 @@ print(json.dumps(failures))
 class Lowered:
     model: torch.nn.Module
     inputs: tuple[torch.Tensor, ...]
-    module: Any  # the LoweredModule, or the exception lowering raised
-    fresh_load: str | None = None  # (b)'s failure
+    batch: Batch | str  # (f)'s batch, or why the case has none
+    module: Any = None  # the LoweredModule, or the exception lowering raised
+    profiled: Any = None  # (f)'s LoweredModule with two profiles, or the exception lowering raised
+    fresh_load: dict[str, str] = field(default_factory=dict)  # (b)'s failures, of "module" and "profiled"
 
 
 def _fresh_loads(saved: dict[str, tuple[Path, Path]]) -> dict[str, str]:
@@ -326,48 +513,79 @@ def _fresh_loads(saved: dict[str, tuple[Path, Path]]) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _selected(session: pytest.Session) -> list[str]:
-    """The cases this run selected (a -k selection lowers only those)."""
-    return [
+def _selected(session: pytest.Session, test: Callable[..., None]) -> set[str]:
+    """The cases this run selected of `test` (a -k selection lowers only those)."""
+    return {
         str(item.callspec.params["name"])
         for item in session.items
-        if isinstance(item, pytest.Function) and item.function is test_a_lowering_keeps_every_property
-    ]
+        if isinstance(item, pytest.Function) and item.function is test
+    }
+
+
+def _attempt(make: Callable[[], Any]) -> Any:
+    """What `make` returns, or the exception it raised (a step's failure, reported with the case)."""
+    try:
+        return make()
+    except Exception as e:
+        return e
+
+
+def _lowered(name: str, steps: set[str]) -> tuple[Lowered, dict[str, list[tuple[torch.Tensor, ...]]]]:
+    """The case lowered for the steps `steps` of "module" (a to e) and "profiled" (f), with the
+    calls each of its lowered modules is to be saved with."""
+    case = CASES[name]
+    model, inputs = case.build(case.seed)
+    made, calls = Lowered(model, inputs, batch(model, inputs)), {}
+    if "module" in steps:
+        made.module, calls["module"] = _attempt(lambda: _lower(case, model, inputs, verify=True)), [inputs]
+    if "profiled" in steps and isinstance(found := made.batch, Batch):
+        made.profiled = _attempt(lambda: _lower_profiled(case, model, found))
+        calls["profiled"] = found.replay()
+    return made, calls
 
 
 @pytest.fixture(scope="module")
 def lowered_cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Lowered]:
-    """Every selected case lowered (verify=True), saved, and loaded again in one fresh process."""
+    """Every selected case lowered (verify=True) and, where it has a batch, with (f)'s two
+    profiles; each saved, and loaded again in one fresh process."""
     out, found, saved = tmp_path_factory.mktemp("artifacts"), {}, {}
-    for name in _selected(request.session):
-        case = CASES[name]
-        model, inputs = case.build(case.seed)
-        try:
-            module = _lower(case, model, inputs, verify=True)
-        except Exception as e:
-            found[name] = Lowered(model, inputs, e)
-            continue
-        found[name] = Lowered(model, inputs, module)
-        try:
-            trt_lower.save(module, out / f"{name}.trtl")
-            outputs = module(*inputs)  # a transformers ModelOutput is no tensor container torch.load takes
-            torch.save((inputs, type(outputs).__name__, pytree.tree_leaves(outputs)), out / f"{name}.pt")
-            saved[name] = (out / f"{name}.trtl", out / f"{name}.pt")
-        except Exception as e:
-            found[name].fresh_load = f"save: {summary(e)}"
-    for name, failure in (_fresh_loads(saved) if saved else {}).items():
-        found[name].fresh_load = failure
+    selected = {"module": _selected(request.session, test_a_lowering_keeps_every_property)}
+    selected["profiled"] = _selected(request.session, test_a_lowering_with_two_profiles_keeps_them)
+    for name in sorted(set().union(*selected.values())):
+        found[name], calls = _lowered(name, {step for step, names in selected.items() if name in names})
+        for step, replay in calls.items():
+            module, path = getattr(found[name], step), out / f"{name}-{step}"
+            if isinstance(module, Exception):
+                continue
+            try:
+                trt_lower.save(module, path.with_suffix(".trtl"))
+                torch.save(replayed(module, replay), path.with_suffix(".pt"))
+                saved[f"{name}/{step}"] = (path.with_suffix(".trtl"), path.with_suffix(".pt"))
+            except Exception as e:
+                found[name].fresh_load[step] = f"save: {summary(e)}"
+    for key, failure in (_fresh_loads(saved) if saved else {}).items():
+        name, step = key.rsplit("/", 1)
+        found[name].fresh_load[step] = failure
     return found
+
+
+def _failed(name: str, model: torch.nn.Module, failures: list[str]) -> None:
+    """Fail naming the case (the model, its seed, a fuzzer's program) and every step that broke."""
+    if failures:
+        case = CASES[name]
+        program = f"\n{model.code}" if isinstance(model, Weighted) else ""
+        pytest.fail(
+            f"{name} (model {case.build.__name__}, seed {case.seed}):\n" + "\n".join(sorted(failures)) + program
+        )
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_lowering_keeps_every_property(name: str, lowered_cases: dict[str, Lowered], tmp_path: Path) -> None:
     case, made = CASES[name], lowered_cases[name]
-    where = f"{name} (model {case.build.__name__}, seed {case.seed})"
     if isinstance(made.module, Exception):
-        raise AssertionError(f"{where}: (a) lowering with verify=True raised {summary(made.module)}") from made.module
+        _failed(name, made.model, [f"(a) lowering with verify=True raised {summary(made.module)}"])
     failures = []
-    steps: dict[str, Callable[[], None]] = {
+    steps: dict[str, Callable[[], object]] = {
         "(a) verify": lambda: verifies_without_false_repairs(case, made.model, made.inputs, made.module),
         "(e) profile": lambda: profiles(case, made.model, made.inputs, made.module),
         "(d) weight-stripped load with the perturbed state_dict": lambda: loads_stripped_with_a_state_dict(
@@ -382,11 +600,38 @@ def test_a_lowering_keeps_every_property(name: str, lowered_cases: dict[str, Low
             check()
         except Exception as e:
             failures.append(f"{step}: {summary(e)}")
-    if made.fresh_load is not None:
-        failures.append(f"(b) save, then load in a fresh process: {made.fresh_load}")
-    if failures:
-        program = f"\n{made.model.code}" if isinstance(made.model, Weighted) else ""
-        pytest.fail(f"{where}:\n" + "\n".join(sorted(failures)) + program)
+    if "module" in made.fresh_load:
+        failures.append(f"(b) save, then load in a fresh process: {made.fresh_load['module']}")
+    _failed(name, made.model, failures)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_lowering_with_two_profiles_keeps_them(name: str, lowered_cases: dict[str, Lowered]) -> None:
+    made = lowered_cases[name]
+    if isinstance(made.batch, str):
+        pytest.skip(f"(f) {made.batch}")
+    if isinstance(made.profiled, Exception):
+        _failed(name, made.model, [f"(f) lowering with two profiles raised {summary(made.profiled)}"])
+    failures = []
+    try:
+        keeps_several_profiles(CASES[name], made.model, made.batch, made.profiled)
+    except Exception as e:
+        failures.append(f"(f) two profiles: {summary(e)}")
+    if "profiled" in made.fresh_load:
+        failures.append(f"(f) with two profiles, save, then load in a fresh process: {made.fresh_load['profiled']}")
+    _failed(name, made.model, failures)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_tensorrt_path_keeps_knobs_streaming_and_profiles(
+    name: str, trt_double: ModuleType, tmp_path: Path
+) -> None:
+    case = CASES[name]
+    model, inputs = case.build(case.seed)
+    try:
+        streams_on_tensorrt(case, model, inputs, trt_double, tmp_path)
+    except Exception as e:
+        _failed(name, model, [f"(g) the TensorRT path: {summary(e)}"])
 
 
 # -- each step fails on the fault it is there for --------------------------------------------------
@@ -395,6 +640,20 @@ def cnn_lowered() -> tuple[Case, Example, Any]:
     case = CASES["cnn_batchnorm-seed0"]
     model, inputs = case.build(case.seed)
     return case, (model, inputs), _lower(case, model, inputs, verify=True)
+
+
+@pytest.fixture(scope="module")
+def cnn_batch(cnn_lowered: tuple[Case, Example, Any]) -> Batch:
+    _, (model, inputs), _ = cnn_lowered
+    found = batch(model, inputs)
+    assert isinstance(found, Batch), found
+    return found
+
+
+@pytest.fixture(scope="module")
+def cnn_profiled(cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch) -> Any:
+    case, (model, _), _ = cnn_lowered
+    return _lower_profiled(case, model, cnn_batch)
 
 
 @pytest.mark.parametrize("name", [name for name, case in sorted(CASES.items()) if not case.exact])
@@ -421,19 +680,27 @@ def test_step_a_fails_a_repair_of_right_engines_and_passes_a_true_one(monkeypatc
     verifies_without_false_repairs(case, model, inputs, repaired)
 
 
-def test_step_b_reports_outputs_that_differ(cnn_lowered: tuple[Case, Example, Any], tmp_path: Path) -> None:
-    _, (_, inputs), lowered = cnn_lowered
+def test_step_b_reports_outputs_and_refusals_that_differ(
+    cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch, cnn_profiled: Any, tmp_path: Path
+) -> None:
+    """Wrong outputs; and a loaded module that lost (f)'s profiles: it runs the call between them."""
+    _, (model, inputs), lowered = cnn_lowered
     trt_lower.save(lowered, tmp_path / "cnn.trtl")
     outputs = lowered(*inputs)
-    torch.save((inputs, "Tensor", [outputs]), tmp_path / "right.pt")
-    torch.save((inputs, "Tensor", [outputs.clone().index_fill_(-1, torch.tensor([3]), 0.0)]), tmp_path / "wrong.pt")
+    torch.save(replayed(lowered, [inputs]), tmp_path / "right.pt")
+    torch.save([(inputs, "Tensor", [outputs.clone().index_fill_(-1, torch.tensor([3]), 0.0)])], tmp_path / "wrong.pt")
+    one_range = trt_lower.lower_to_trt(model, cnn_batch.lowering()["inputs"], backend="onnxruntime", verify=False)
+    trt_lower.save(one_range, tmp_path / "one_range.trtl")
+    torch.save(replayed(cnn_profiled, cnn_batch.replay()), tmp_path / "profiled.pt")
     found = _fresh_loads(
         {
             "right": (tmp_path / "cnn.trtl", tmp_path / "right.pt"),
             "wrong": (tmp_path / "cnn.trtl", tmp_path / "wrong.pt"),
+            "lost profiles": (tmp_path / "one_range.trtl", tmp_path / "profiled.pt"),
         }
     )
-    assert list(found) == ["wrong"] and "Tensor-likes are not equal" in found["wrong"]
+    assert sorted(found) == ["lost profiles", "wrong"] and "Tensor-likes are not equal" in found["wrong"]
+    assert "gives a Tensor, the saved module a EngineInputError" in found["lost profiles"]
 
 
 def test_step_c_fails_an_update_that_keeps_the_old_weights(
@@ -468,3 +735,49 @@ def test_step_e_fails_a_profile_that_leaves_out_an_engine(
     monkeypatch.setattr(measure, "profile", engines_left_out)
     with pytest.raises(AssertionError, match=r"no row for \['engine_0'\]"):
         profiles(case, model, inputs, lowered)
+
+
+def test_step_f_fails_a_module_that_runs_a_call_between_the_profiles(
+    cnn_lowered: tuple[Case, Example, Any], cnn_batch: Batch, cnn_profiled: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case, (model, _), _ = cnn_lowered
+    monkeypatch.setattr(ProfileChoice, "__call__", lambda self, shapes: 0)  # every call on the first profile
+    with pytest.raises(AssertionError, match=r"the call at leading size 4, between the profiles, ran"):
+        keeps_several_profiles(case, model, cnn_batch, cnn_profiled)
+
+
+def test_step_g_fails_a_call_on_the_wrong_profile(
+    cnn_lowered: tuple[Case, Example, Any], trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    case, (model, inputs), _ = cnn_lowered
+    real = ProfileChoice.__call__
+    monkeypatch.setattr(ProfileChoice, "__call__", lambda self, shapes: 1 - real(self, shapes))
+    with pytest.raises(EngineInputError, match=r"setInputShape: input_1 \(2, 3, 16, 16\) is outside the optimization"):
+        streams_on_tensorrt(case, model, inputs, trt_double, tmp_path)
+
+
+def test_step_g_fails_a_build_without_the_knobs(
+    cnn_lowered: tuple[Case, Example, Any], trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    case, (model, inputs), _ = cnn_lowered
+    real = BuildOptions.of
+    monkeypatch.setattr(BuildOptions, "of", lambda settings: dataclasses.replace(real(settings), optimization_level=3))
+    with pytest.raises(AssertionError, match="a knob missed the builder"):
+        streams_on_tensorrt(case, model, inputs, trt_double, tmp_path)
+
+
+def test_step_g_fails_a_budget_that_drops_the_streamed_weights(
+    cnn_lowered: tuple[Case, Example, Any], trt_double: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    case, (model, inputs), _ = cnn_lowered
+    engine_module = importlib.import_module("trt_lower.runtime.trt_module").TRTEngineModule
+    real = engine_module.set_weight_streaming_budget
+
+    def dropping(self: Any, budget: int | None) -> None:
+        real(self, budget)
+        initializers = self.engine._segment.model.graph.initializer  # the double's engine: zero what streams
+        self.engine._refit({t.name: np.zeros(t.dims, np.float32) for t in initializers if len(t.dims) >= 2})
+
+    monkeypatch.setattr(engine_module, "set_weight_streaming_budget", dropping)
+    with pytest.raises(AssertionError, match="not close"):
+        streams_on_tensorrt(case, model, inputs, trt_double, tmp_path)

@@ -20,7 +20,7 @@ from converters.core.user import plugin_refusals
 from splitter import ConverterSupport, Split, split
 from trt_lower import lowering_options
 from trt_lower.capture.aten_graph import CapturedGraph, capture, check_inputs, example_call
-from trt_lower.capture.profiles import profile_specs
+from trt_lower.capture.profiles import checked_call, profile_specs
 from trt_lower.convert.driver import convert
 from trt_lower.engine.backend import check_target, resolve_backend
 from trt_lower.engine.build_memory import PeakMemory, peak_resident
@@ -46,7 +46,7 @@ class Lowering:
     captured: CapturedGraph
     settings: LoweringSettings
     failed: dict[str, str]  # nodes kept eager after a converter or engine build failed on them
-    inputs: tuple[Any, ...]  # the example inputs the graph was traced with (tensors at every leaf)
+    inputs: tuple[Any, ...]  # the example inputs updates are checked on (tensors at every leaf)
     kwargs: dict[str, Any]
     plan: RepairPlan  # what verification changed: fusion breakers, nodes kept float32 or eager
 
@@ -222,7 +222,9 @@ def lower_to_trt(
     # those whose user converter emits a TensorRT plugin when the engines run elsewhere.
     failed: dict[str, str] = plugin_refusals(captured.graph_module(), resolved)
     plan = verifier.plan if verifier is not None else RepairPlan()  # what verification changes
-    lowering = Lowering(captured, settings, failed, args, keywords, plan)
+    lowering = Lowering(
+        captured, settings, failed, *checked_call(specs, inputs, kwargs, (args, keywords), ranges), plan
+    )
     builds: list[PeakMemory] = []  # the host memory of each round's build stage
     while True:
         run_settings = dataclasses.replace(settings, keep_fp32=settings.keep_fp32 | plan.fp32)

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from trt_lower.capture.aten_graph import leaf_name
+from trt_lower.capture.aten_graph import example_call, leaf_name
 from trt_lower.values.call import model_call
 from trt_lower.values.spec import TensorSpec
 
@@ -80,3 +80,18 @@ def _check_opt(
     paths = [path for path, _ in pytree.tree_flatten_with_path((args, kwargs))[0]]
     opt = ", ".join(f"{leaf_name(path)} {s.opt_shape}" for path, s in zip(paths, specs) if s.dynamic_dims)
     raise ValueError(f"the opt shapes of inputs and kwargs ({opt}) lie in no profile: give them an opt inside one")
+
+
+def checked_call(
+    specs: Sequence[TensorSpec],
+    inputs: Sequence[Any],
+    kwargs: dict[str, Any],
+    traced: tuple[tuple[Any, ...], dict[str, Any]],
+    profiles: Sequence[Sequence[TensorSpec]],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The example call update_weights checks the lowered module on: the `traced` one, but with
+    profiles one at the opt shapes (a profile holds them: _check_opt), since the traced sizes
+    (never 0 or 1, for torch.export) may lie between profiles, where the module refuses a call."""
+    if not profiles:
+        return traced
+    return example_call([TensorSpec(s.opt_shape, s.opt_shape, s.opt_shape, s.dtype) for s in specs], inputs, kwargs)
