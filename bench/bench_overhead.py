@@ -80,7 +80,8 @@ class EagerSizes(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         h = self.inner(x).repeat(1, 2) + torch.nn.functional.one_hot(ids, 32).expand(4, 32)
-        return self.outer(h.expand(2, 4, 32)).sum(0)
+        out: torch.Tensor = self.outer(h.expand(2, 4, 32))
+        return out.sum(0)
 
 
 def eager_sizes() -> Example:
