@@ -13,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import types
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.node import _get_qualified_name
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from trt_lower.runtime.retarget import retargeted
 
 # Where torch's generated bindings of ATen ops live, in the order they are tried: `torch.<name>`,
 # `torch.nn.functional`'s C half, the Tensor methods (`view` has no function).
@@ -137,19 +139,7 @@ def _codegen_finds(fn: Callable[..., Any]) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def eager_ops_bound(graph: torch.fx.Graph) -> Iterator[None]:
+def eager_ops_bound(graph: torch.fx.Graph) -> contextlib.AbstractContextManager[None]:
     """Inside: every eager ATen call of `graph` that has a proven binding targets it (for the
     code generated inside); after: the graph as it was."""
-    swapped = [
-        (node, node.target, fn)
-        for node in graph.nodes
-        if node.op == "call_function" and (fn := binding(node)) is not None
-    ]
-    for node, _, fn in swapped:
-        node.target = fn
-    try:
-        yield
-    finally:
-        for node, op, _ in swapped:
-            node.target = op
+    return retargeted(graph, binding)

@@ -10,11 +10,12 @@ wrapper that raises CollectiveError naming the node and its op instead. One Pyth
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from converters.core.errors import TrtLowerError
+from trt_lower.runtime.retarget import retargeted
 
 NAMESPACE = "_c10d_functional"
 
@@ -42,8 +43,7 @@ def _named(op: torch._ops.OpOverload, node: torch.fx.Node, ops: dict[torch.fx.No
     return collective
 
 
-@contextlib.contextmanager
-def collectives_named(graph: torch.fx.Graph) -> Iterator[None]:
+def collectives_named(graph: torch.fx.Graph) -> contextlib.AbstractContextManager[None]:
     """Inside: every collective node of `graph` targets its wrapper (for the code generated
     inside); after: the graph as it was (the artifact and the report read the ops)."""
     ops = {
@@ -53,10 +53,4 @@ def collectives_named(graph: torch.fx.Graph) -> Iterator[None]:
         and isinstance(node.target, torch._ops.OpOverload)
         and node.target.namespace == NAMESPACE
     }
-    for node, op in ops.items():
-        node.target = _named(op, node, ops)
-    try:
-        yield
-    finally:
-        for node, op in ops.items():
-            node.target = op
+    return retargeted(graph, lambda node: _named(ops[node], node, ops) if node in ops else None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -19,6 +19,7 @@ from trt_lower.runtime.guard import InputGuard
 from trt_lower.runtime.inputs import flatten_inputs
 from trt_lower.runtime.module_call import direct_call
 from trt_lower.runtime.output import OutputBuilder, mirrors_items
+from trt_lower.runtime.retarget import retargeted
 from trt_lower.runtime.streaming_budget import Budget, engine_budgets, none_streams
 from trt_lower.values.probe import Probe
 from trt_lower.values.segment import ConvertedSegment
@@ -68,19 +69,16 @@ class _DirectCodeGen(_PyTreeCodeGen):
         return super().generate_output(output_args, descs=descs, repr_fn=repr_fn)
 
 
-@contextlib.contextmanager
 def _checked(
     graph: torch.fx.Graph, checks: Mapping[str, Callable[[Callable[..., Any]], Callable[..., Any]]]
-) -> Iterator[None]:
+) -> contextlib.AbstractContextManager[None]:
     """Inside: every node `checks` names targets its check of what it targets now; after: the graph as it was."""
-    swapped = [(node, node.target) for node in graph.nodes if node.op == "call_function" and node.name in checks]
-    for node, target in swapped:
-        node.target = checks[node.name](target)
-    try:
-        yield
-    finally:
-        for node, target in swapped:
-            node.target = target
+
+    def checked(node: torch.fx.Node) -> Callable[..., Any] | None:
+        check = checks.get(node.name)
+        return check(node.target) if check is not None and callable(node.target) else None
+
+    return retargeted(graph, checked)
 
 
 class LoweredModule(torch.fx.GraphModule):
