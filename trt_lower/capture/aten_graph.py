@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 import sys
 import warnings
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 import sympy
 import torch
@@ -20,7 +20,7 @@ from converters.core.target import TrtTarget
 from splitter.support import DATA_READS, RUNTIME_CHECKS
 from trt_lower.capture.conditions import input_dims, size_conditions
 from trt_lower.capture.decompositions import decomposition_table
-from trt_lower.capture.dtensor import allow_dtensor_export, capture_table, tensor_parallel_hint
+from trt_lower.capture.dtensor import allow_dtensor_export, capture_table, shard_layouts, tensor_parallel_hint
 from trt_lower.capture.fused_ops import fuse
 from trt_lower.capture.index_checks import guard_indices
 from trt_lower.capture.quotients import integer_quotients
@@ -367,6 +367,8 @@ class CapturedGraph:
     trt_target: TrtTarget | None = None
     # Per optimization profile (lower_to_trt's `profiles`), the symbols' ranges there; () for one.
     profiles: tuple[SymbolRanges, ...] = ()
+    # Of a tensor-parallel model, each DTensor weight's layout by state dict name (capture/dtensor.py).
+    shards: Mapping[str, str] = field(default_factory=dict)
 
     def graph_module(self) -> torch.fx.GraphModule:
         """A fresh GraphModule to split (splitting rewrites it in place), with the target's fused ops."""
@@ -420,7 +422,7 @@ def capture(
     ranges = tuple(
         profile_within(f"profiles[{k}]", _symbol_ranges(program, p), symbols) for k, p in enumerate(profiles)
     )
-    return CapturedGraph(program, symbols, notes + more, conditions, trt_target, ranges)
+    return CapturedGraph(program, symbols, notes + more, conditions, trt_target, ranges, shard_layouts(model))
 
 
 def _inferred_specs(

@@ -33,6 +33,28 @@ def is_tensor_parallel(model: torch.nn.Module) -> bool:
     return dtensor is not None and any(isinstance(t, dtensor) for t in (*model.parameters(), *model.buffers()))
 
 
+def shard_layout(tensor: object) -> str | None:
+    """How a DTensor is laid out across ranks (its placements and its mesh's shape), or None for
+    any other value: what a new weight for the same engines must keep."""
+    if _dtensor_class() is None:
+        return None
+    from torch.distributed.tensor import DTensor  # loaded already: imports nothing
+
+    if not isinstance(tensor, DTensor):
+        return None
+    return f"sharded with placements {tuple(tensor.placements)} on a mesh of shape {tuple(tensor.device_mesh.shape)}"
+
+
+def shard_layouts(model: torch.nn.Module) -> dict[str, str]:
+    """Each DTensor of `model`'s state dict, by name -> its shard_layout: update_weights holds new
+    weights to the plan the engines were lowered with. Empty, without a look at the state dict,
+    for any other model."""
+    if not is_tensor_parallel(model):
+        return {}
+    layouts = {name: shard_layout(t) for name, t in model.state_dict().items()}
+    return {name: layout for name, layout in layouts.items() if layout is not None}
+
+
 def allow_dtensor_export(model: torch.nn.Module) -> None:
     """Lets torch.export trace `model`'s tensor-parallel hooks: the DTensor spec they pass becomes
     a pytree constant (as PyTorch intends to register it itself, pytorch/pytorch#175467). Once

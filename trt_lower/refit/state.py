@@ -8,6 +8,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from trt_lower.refit.errors import WeightUpdateError
+from trt_lower.refit.shards import local_shards
 
 # How many offending names an error lists before "and N more".
 _LISTED = 8
@@ -48,15 +49,18 @@ def _taken(program: torch.export.ExportedProgram, source: torch.nn.Module | Mapp
 
 
 def new_state(
-    source: torch.nn.Module | Mapping[str, torch.Tensor], program: torch.export.ExportedProgram
+    source: torch.nn.Module | Mapping[str, torch.Tensor],
+    program: torch.export.ExportedProgram,
+    shards: Mapping[str, str],
 ) -> dict[str, torch.Tensor]:
     """The new value of every tensor in `frozen(program)` that `source` gives (all of the state
-    dict's, those constants it has), detached, after checking `source` gives every state dict key
+    dict's, those constants it has; of a tensor-parallel model, each DTensor's shard, laid out as
+    `shards` says: refit/shards.py), detached, after checking `source` gives every state dict key
     and no key `program` lacks, each a tensor of the same shape and dtype; WeightUpdateError
     naming each offending key otherwise."""
     if not isinstance(source, (torch.nn.Module, Mapping)):
         raise WeightUpdateError(f"update_weights takes a model or a state dict, got {type(source).__name__}")
-    given = _taken(program, source)
+    given = local_shards(_taken(program, source), shards)
     lowered = frozen(program)
     missing = [k for k in program.state_dict if k not in given]
     unexpected = [str(k) for k in given if k not in lowered]

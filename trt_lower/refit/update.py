@@ -27,7 +27,7 @@ def update_weights(lowered: LoweredModule, source: torch.nn.Module | Mapping[str
     backend = lowered.report.backend
     old_modules = {name: lowered.get_submodule(name) for name in lowered.segments}
     check_refittable(old_modules, backend)
-    state = new_state(source, lowering.captured.program)
+    state = new_state(source, lowering.captured.program, lowering.captured.shards)
     # The model's own outputs, where it is one: it must compute what the lowered graph computes.
     own = eager_outputs(source, lowering.inputs, lowering.kwargs) if isinstance(source, torch.nn.Module) else None
     derived = rederive(lowered, lowering, state)

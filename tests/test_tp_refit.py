@@ -1,0 +1,86 @@
+"""update_weights on a tensor-parallel model: the new weights of a rank are its shards (each
+DTensor's to_local()), mapped to the engines' weights as lowering mapped them; a model sharded
+with another plan is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from distributed_workers import launch
+from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+import trt_lower
+
+pytest.importorskip("transformers")
+from tp_refit_worker import perturbed  # noqa: E402
+from tp_worker import sharded  # noqa: E402
+
+PLAN: dict[str, ParallelStyle] = {"0": ColwiseParallel(), "2": RowwiseParallel()}
+
+
+def _ok(outputs: list[str]) -> None:
+    for rank, out in enumerate(outputs):
+        assert f"ok rank {rank}" in out, out[-4000:]
+
+
+def test_sharded_llama_takes_new_weights_on_every_rank(tmp_path: Path) -> None:
+    """2 gloo ranks, collectives eager: the perturbed unsharded model's logits after the update,
+    and from the refitted rank's file loaded back."""
+    _ok(launch("eager", tmp_path, 2, timeout_s=300, script="tp_refit_worker.py"))
+
+
+def test_engine_with_its_collective_inside_takes_new_shards(tmp_path: Path) -> None:
+    """collectives="engine" on the TensorRT double: the all_reduce stays inside the refitted engine."""
+    _ok(launch("engine", tmp_path, 2, timeout_s=300, script="tp_refit_worker.py"))
+
+
+@pytest.fixture
+def two_fake_ranks() -> Iterator[None]:
+    """This process as rank 0 of 2 in PyTorch's fake process group: enough to lower and refit."""
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _lowered(model: torch.nn.Module) -> trt_lower.LoweredModule:
+    return trt_lower.lower_to_trt(sharded(model, PLAN), (torch.randn(2, 8),), min_block_size=1)
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)  # square layers: another plan's shards have the same shapes
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).eval()
+
+
+def test_a_state_dict_of_shards_is_taken(two_fake_ranks: None) -> None:
+    model = _mlp()
+    lowered, tuned = _lowered(model), sharded(perturbed(model), PLAN)
+    lowered.update_weights(tuned.state_dict())
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(lowered(x), tuned(x))  # the fake group's all_reduce leaves its input
+
+
+def test_another_plan_is_refused_by_name(two_fake_ranks: None) -> None:
+    """Rows for columns: the same shard shapes, other slices of the weight."""
+    model = _mlp()
+    lowered = _lowered(model)
+    swapped = sharded(perturbed(model), {"0": RowwiseParallel(), "2": ColwiseParallel()})
+    with pytest.raises(
+        trt_lower.WeightUpdateError,
+        match=r"weight '0.weight' is sharded with placements \(Shard\(dim=1\),\) on a mesh of shape \(2,\); "
+        r"in the lowered model it is sharded with placements \(Shard\(dim=0\),\)",
+    ):
+        lowered.update_weights(swapped)
+
+
+def test_an_unsharded_model_is_refused_by_name(two_fake_ranks: None) -> None:
+    model = _mlp()
+    with pytest.raises(trt_lower.WeightUpdateError, match="weight '0.weight' is not sharded; in the lowered model"):
+        _lowered(model).update_weights(perturbed(model))

@@ -1,0 +1,46 @@
+"""The new weights of a tensor-parallel model, as its engines hold them: each rank's shard.
+
+torch.export unwraps a DTensor weight `owner.name` into its plain parts, as parameters
+`owner.parametrizations.name.original0`, ... (a DTensor's one tensor part is the rank's shard,
+`to_local()`), and the lowered graph reads those. A new model's DTensors are unwrapped by the
+same torch transform, after checking each is laid out as the lowered model's was: the same shard
+shapes can hold another plan's slices (a square weight split by rows or by columns)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+from torch._functorch._aot_autograd.subclass_parametrization import UnwrapTensorSubclass
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+from trt_lower.capture.dtensor import shard_layout
+from trt_lower.refit.errors import WeightUpdateError
+
+
+def _parts(key: str, tensor: torch.Tensor) -> dict[str, object]:
+    """`tensor`'s plain tensor parts by the names export's parametrization gives them."""
+    owner, _, name = key.rpartition(".")
+    prefix = f"{owner}.parametrizations.{name}" if owner else f"parametrizations.{name}"
+    parts = UnwrapTensorSubclass().right_inverse(tensor)  # the device mesh rides along, not a weight
+    return {f"{prefix}.original{i}": p for i, p in enumerate(parts) if isinstance(p, torch.Tensor)}
+
+
+def local_shards(given: Mapping[str, object], layouts: Mapping[str, str]) -> dict[str, object]:
+    """`given` (name -> new tensor) with each DTensor replaced by its parts (the rank's shard);
+    WeightUpdateError naming the weight where its layout is not the one in `layouts` (the lowered
+    model's, by name), a plain tensor included."""
+    taken: dict[str, object] = {}
+    for key, value in given.items():
+        lowered = layouts.get(key)
+        layout = shard_layout(value)
+        if layout != lowered:
+            raise WeightUpdateError(
+                f"weight '{key}' is {layout or 'not sharded'}; in the lowered model it is "
+                f"{lowered or 'not sharded'} (another tensor-parallel plan needs lower_to_trt again)"
+            )
+        if isinstance(value, torch.Tensor) and is_traceable_wrapper_subclass(value):
+            taken.update(_parts(key, value))
+        else:
+            taken[key] = value
+    return taken
