@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from trt_lower.values.collectives import COLLECTIVES
 from trt_lower.values.settings import BACKENDS
 
 _KINDS = [
@@ -108,6 +109,17 @@ def add_backend(parser: argparse.ArgumentParser) -> None:
     """`--backend`, where engines run, as every command that lowers or loads a model takes it."""
     parser.add_argument(
         "--backend", default="auto", choices=BACKENDS, help="where engines run (auto: TensorRT if usable)"
+    )
+
+
+def add_collectives(parser: argparse.ArgumentParser) -> None:
+    """`--collectives`, where a tensor-parallel model's collectives run (lower_to_trt's collectives)."""
+    parser.add_argument(
+        "--collectives",
+        default="eager",
+        choices=COLLECTIVES,
+        help="where a tensor-parallel model's collectives run: eager (between engines, through torch.distributed) "
+        "or engine (inside TensorRT 11 engines, over NCCL)",
     )
 
 

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any, Sequence
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import distributed as cli_distributed
 from trt_lower.cli import inputs as cli_inputs
-from trt_lower.cli.arguments import add_backend, add_draw, add_timing, add_trusted_key, input_file, output_file
+from trt_lower.cli.arguments import (
+    add_backend,
+    add_collectives,
+    add_draw,
+    add_timing,
+    add_trusted_key,
+    input_file,
+    output_file,
+)
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
 from trt_lower.values.settings import PRECISIONS, TRT_VERSIONS
@@ -85,6 +93,7 @@ def lower(args: argparse.Namespace) -> int:
         workspace_bytes=args.workspace,
         tactic_sources=args.tactic_sources,
         timing_cache=args.timing_cache,
+        collectives=args.collectives,
         verify_inputs=samples,
     )
     print(f"lowered in {time.perf_counter() - start:.1f} s")
@@ -226,6 +235,7 @@ def add_lower_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="TensorRT timing cache file: read before each build if present, written back after",
     )
+    add_collectives(p)
     add_draw(p)
     p.set_defaults(command_fn=lower)
 
