@@ -84,3 +84,16 @@ def test_an_unsharded_model_is_refused_by_name(two_fake_ranks: None) -> None:
     model = _mlp()
     with pytest.raises(trt_lower.WeightUpdateError, match="weight '0.weight' is not sharded; in the lowered model"):
         _lowered(model).update_weights(perturbed(model))
+
+
+def test_a_weight_stripped_rank_file_loads_with_a_state_dict_of_shards(two_fake_ranks: None, tmp_path: Path) -> None:
+    """save(weights="separate") of a rank's module, loaded with the sharded model's own state dict
+    (DTensors by the model's names): the same outputs; a perturbed model's shards give its outputs."""
+    model = _mlp()
+    lowered, path, x = _lowered(model), tmp_path / "mlp.rank0.trtl", torch.randn(2, 8)
+    trt_lower.save(lowered, path, weights="separate")
+    loaded = trt_lower.load(path, weights=sharded(model, PLAN).state_dict())
+    torch.testing.assert_close(loaded(x), lowered(x))
+    tuned = sharded(perturbed(model), PLAN)
+    with torch.no_grad():
+        torch.testing.assert_close(trt_lower.load(path, weights=tuned.state_dict())(x), tuned(x))

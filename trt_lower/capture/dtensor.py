@@ -15,7 +15,7 @@ decomposed to the ops its sharding rules cover, so the fused ops a converter kee
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.utils._pytree as pytree
@@ -53,6 +53,26 @@ def shard_layouts(model: torch.nn.Module) -> dict[str, str]:
         return {}
     layouts = {name: shard_layout(t) for name, t in model.state_dict().items()}
     return {name: layout for name, layout in layouts.items() if layout is not None}
+
+
+def unwrapped(state: Mapping[str, object]) -> dict[str, object]:
+    """`state` (name -> value) with each tensor subclass (a DTensor weight `owner.name`) replaced by
+    its plain tensor parts, named as torch.export's parametrization names them in the lowered graph
+    (`owner.parametrizations.name.original<i>`; a DTensor's one part is the rank's shard); every
+    other value as it is."""
+    from torch._functorch._aot_autograd.subclass_parametrization import UnwrapTensorSubclass
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    plain: dict[str, object] = {}
+    for key, value in state.items():
+        if not (isinstance(value, torch.Tensor) and is_traceable_wrapper_subclass(value)):
+            plain[key] = value
+            continue
+        owner, _, name = key.rpartition(".")
+        prefix = f"{owner}.parametrizations.{name}" if owner else f"parametrizations.{name}"
+        parts = UnwrapTensorSubclass().right_inverse(value)  # the device mesh rides along, not a weight
+        plain.update({f"{prefix}.original{i}": p for i, p in enumerate(parts) if isinstance(p, torch.Tensor)})
+    return plain
 
 
 def allow_dtensor_export(model: torch.nn.Module) -> None:

@@ -22,7 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import ml_dtypes
 import numpy as np
@@ -36,6 +36,7 @@ from onnx import numpy_helper
 from converters.core.dtypes import numpy_view
 from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment
+from trt_lower.capture.dtensor import unwrapped
 from trt_lower.deploy import onnx_members
 from trt_lower.deploy.onnx_members import OnnxMemberError
 from trt_lower.values.atomic_file import atomic_file
@@ -166,7 +167,8 @@ def read(
     record: exactly its keys, each of its dtype and shape, a file saved for this architecture."""
     expected: Mapping[str, Any] = record["tensors"]
     if isinstance(source, Mapping):
-        where, tensors = "the state dict", dict(source)
+        # A tensor-parallel model's DTensors by the names and shards its lowered graph reads.
+        where, tensors = "the state dict", cast(dict[str, torch.Tensor], unwrapped(source))
         if not set(tensors) & set(expected):  # none of the file's keys: the model's own names
             if "names" not in record:
                 raise WeightFileError(

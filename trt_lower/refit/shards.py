@@ -10,20 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import torch
-from torch._functorch._aot_autograd.subclass_parametrization import UnwrapTensorSubclass
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
-
-from trt_lower.capture.dtensor import shard_layout
+from trt_lower.capture.dtensor import shard_layout, unwrapped
 from trt_lower.refit.errors import WeightUpdateError
-
-
-def _parts(key: str, tensor: torch.Tensor) -> dict[str, object]:
-    """`tensor`'s plain tensor parts by the names export's parametrization gives them."""
-    owner, _, name = key.rpartition(".")
-    prefix = f"{owner}.parametrizations.{name}" if owner else f"parametrizations.{name}"
-    parts = UnwrapTensorSubclass().right_inverse(tensor)  # the device mesh rides along, not a weight
-    return {f"{prefix}.original{i}": p for i, p in enumerate(parts) if isinstance(p, torch.Tensor)}
 
 
 def local_shards(given: Mapping[str, object], layouts: Mapping[str, str]) -> dict[str, object]:
@@ -39,8 +27,5 @@ def local_shards(given: Mapping[str, object], layouts: Mapping[str, str]) -> dic
                 f"weight '{key}' is {layout or 'not sharded'}; in the lowered model it is "
                 f"{lowered or 'not sharded'} (another tensor-parallel plan needs lower_to_trt again)"
             )
-        if isinstance(value, torch.Tensor) and is_traceable_wrapper_subclass(value):
-            taken.update(_parts(key, value))
-        else:
-            taken[key] = value
+        taken.update(unwrapped({key: value}))
     return taken
