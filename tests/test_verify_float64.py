@@ -1,19 +1,16 @@
 """What the float64 reference (trt_lower/verify/float64.py) costs, without changing it: a selection
 widens the rows it reads, not its table, and only the magnitudes something reads are computed;
-the reference stays bit for bit what widening every input first gives, whatever else is kept. The
-engines run while it is computed."""
+the reference stays bit for bit what widening every input first gives, whatever else is kept."""
 
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any, Callable
 
 import pytest
 import torch
 
-import trt_lower
-from trt_lower.verify import float64, stage
+from trt_lower.verify import float64
 from trt_lower.verify.float64 import Reference, run_float64, widened
 from trt_lower.verify.nodes import Node
 
@@ -79,28 +76,3 @@ def test_a_reference_does_not_depend_on_what_else_is_kept() -> None:
     _, nodes, given, outputs = _graph()
     everything = run_float64(nodes, given, nodes)
     _assert_identical(run_float64(nodes, given, outputs), {n: everything[n] for n in outputs})
-
-
-def test_the_engines_run_while_the_float64_references_are_computed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine calls overlap the float64 pass beside them: a reference that waits for an engine
-    call to begin gets it (were the engines run after the references, it would wait out its
-    time-out)."""
-    called = threading.Event()
-    waited: list[bool] = []
-    run, reference = stage.engine_outputs, stage.float64_outputs
-
-    def engine_outputs(*args: Any) -> list[torch.Tensor]:
-        called.set()
-        return run(*args)
-
-    def float64_outputs(*args: Any) -> list[Any]:
-        waited.append(called.wait(timeout=10))
-        return reference(*args)
-
-    monkeypatch.setattr(stage, "engine_outputs", engine_outputs)
-    monkeypatch.setattr(stage, "float64_outputs", float64_outputs)
-    torch.manual_seed(0)
-    model, x = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).eval(), torch.randn(2, 8)
-    lowered = trt_lower.lower_to_trt(model, (x,), backend="onnxruntime", min_block_size=1)
-    assert waited == [True]
-    assert lowered.report.repairs == [] and lowered.report.verify_errors

@@ -111,37 +111,19 @@ def float64_outputs(parts: Split, name: str, inputs: list[str], values: EagerVal
     return graph_float64(getattr(parts.gm, name), args)
 
 
-def engine_outputs(engine: Engine, inputs: list[str], values: EagerValues) -> list[torch.Tensor]:
-    """The engine's outputs, fed the eager values of its `inputs` (node names)."""
-    device = getattr(engine.module, "device", None)  # the example inputs may be elsewhere
-    with torch.no_grad():
-        out = engine.module(*(values[name].to(device) if device else values[name] for name in inputs))
-    return list(out) if engine.segment.tuple_output else [out]
-
-
-def _references_of(
-    parts: Split, segments: Sequence[ConvertedSegment], values: concurrent.futures.Future[EagerValues]
-) -> References:
-    """The float64 reference of each engine of `parts` (beside the build too, after the eager
-    values: float64 costs about two and a half eager passes on a CPU)."""
-    sources = input_sources(parts, segments)
-    return {s.name: float64_outputs(parts, s.name, sources[s.name], values.result()) for s in segments}
-
-
 def check_engine(
-    engine: Engine,
-    graph: torch.fx.Graph,
-    actual: list[torch.Tensor],
-    values: EagerValues,
-    precision: str,
-    reference: list[Any],
+    engine: Engine, graph: torch.fx.Graph, inputs: list[str], values: EagerValues, precision: str, reference: list[Any]
 ) -> EngineVerdict:
-    """The engine's outputs `actual` (engine_outputs; its FX subgraph is `graph`), each against its
-    eager value and its float64 `reference` (float64_outputs)."""
+    """The engine (whose FX subgraph is `graph`) fed the eager values of its `inputs` (node names),
+    each output against its eager value and its float64 `reference` (float64_outputs)."""
     segment = engine.segment
     # The subgraph's nodes carry the captured graph's names and targets: whether an output has one
     # right value is read there, not in the captured graph unsplit (which would be built for it).
     nodes = {n.name: n for n in graph.nodes}
+    device = getattr(engine.module, "device", None)  # the example inputs may be elsewhere
+    with torch.no_grad():
+        out = engine.module(*(values[name].to(device) if device else values[name] for name in inputs))
+    actual = list(out) if segment.tuple_output else [out]
     tol = tolerance_of(segment, precision)
     return EngineVerdict(
         segment.name,
@@ -205,9 +187,9 @@ class Verifier:
     def __init__(self, captured: CapturedGraph, inputs: tuple[torch.Tensor, ...], backend: str) -> None:
         self.captured, self.inputs, self.backend = captured, inputs, backend
         self.values: EagerValues | None = None
-        self._eager: concurrent.futures.Future[EagerValues] | None = None
-        # The float64 references of the first split's engines, computed after the eager values.
-        self._references: tuple[Split, concurrent.futures.Future[References]] | None = None
+        self._eager: concurrent.futures.Future[tuple[EagerValues, References]] | None = None
+        # The float64 references of the first split's engines, computed with the eager values.
+        self._references: tuple[Split, References] | None = None
         self.plan = RepairPlan()
         self.repairs: list[Repair] = []
         self.verdicts: list[EngineVerdict] = []
@@ -225,14 +207,16 @@ class Verifier:
         if self._eager is None and self.values is None and all(t.device.type == "cpu" for t in self.inputs):
             pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="trt_lower_verify")
             self._eager = pool.submit(self._eager_values, parts, segments)
-            self._references = (parts, pool.submit(_references_of, parts, segments, self._eager))
             pool.shutdown(wait=False)  # the thread ends with the run
 
-    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> EagerValues:
+    def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> tuple[EagerValues, References]:
+        """Eager's values, and the float64 reference of each engine of `parts` (beside the build
+        too: float64 costs about two and a half eager passes on a CPU)."""
         sources = input_sources(parts, segments)
         outputs = {s.name: [o.source for o in s.outputs] for s in segments}
         keep = frozenset(n for names in (*sources.values(), *outputs.values()) for n in names)
-        return EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+        values = EagerValues(parts.gm, self.inputs, keep, outputs, self.captured.graph_module)
+        return values, {s.name: float64_outputs(parts, s.name, sources[s.name], values) for s in segments}
 
     def passes(self, parts: Split, engines: list[Engine], settings: LoweringSettings) -> bool:
         """True when every engine agrees with eager; else the first that does not is evicted from
@@ -240,18 +224,16 @@ class Verifier:
         segments = [e.segment for e in engines]
         sources = input_sources(parts, segments)
         if self.values is None:
-            self.values = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
-        started = self._references[1] if self._references is not None and self._references[0] is parts else None
+            found = self._eager.result() if self._eager is not None else self._eager_values(parts, segments)
+            self.values, self._references = found[0], (parts, found[1])
+        computed = self._references[1] if self._references is not None and self._references[0] is parts else {}
         self._references = None  # used once: a repair makes another split
-        # Every engine runs before the references are waited for: its calls overlap their float64.
-        actual = {e.segment.name: engine_outputs(e, sources[e.segment.name], self.values) for e in engines}
-        computed = started.result() if started is not None else {}
         self.verdicts = []
         for engine in engines:
             name = engine.segment.name
             reference = computed.get(name) or float64_outputs(parts, name, sources[name], self.values)
             verdict = check_engine(
-                engine, getattr(parts.gm, name).graph, actual[name], self.values, settings.precision, reference
+                engine, getattr(parts.gm, name).graph, sources[name], self.values, settings.precision, reference
             )
             self.verdicts.append(verdict)
             if not verdict.passed:
