@@ -12,8 +12,8 @@ import torch
 from trt_double import miscompile
 
 import trt_lower
-from trt_lower.verify.float64 import graph_float64
-from trt_lower.verify.tolerance import Tolerance, check_output
+from trt_lower.verify.float64 import Reference, graph_float64
+from trt_lower.verify.tolerance import RTOL_UNITS, Tolerance, check_output
 
 BACKENDS = ["onnxruntime", "tensorrt"]
 
@@ -185,3 +185,26 @@ def test_a_node_that_refuses_float64_runs_in_eagers_dtype_inside_the_reference()
     (out,) = graph_float64(gm, [x])
     assert out.value.dtype == torch.float64
     torch.testing.assert_close(out.value, Quantized()(x).double())
+
+
+def test_an_element_a_quarter_unit_inside_its_bound_passes_and_the_next_float32_fails() -> None:
+    """The verdict is decided in float64 at the bound: the engine's value is a float32 inside it by
+    less than the reference's own offset from float32 (a comparison in float32 would fail it); the
+    next float32 is outside."""
+    tol = Tolerance("fp32", int8=False)
+    unit, quarter = 2.0**-24, 2.0**-26  # float32's unit in [0.5, 1), a quarter of it
+    eager = torch.tensor([1.0, 0.5, 3.0])
+    value = eager.double() + torch.tensor([0.0, quarter, 0.0], dtype=torch.float64)
+    at = eager.clone()
+    at[1] = 0.5 + (2**13 + 64) * unit  # past eager's error allowance (2^-11) by 64 units
+    distance = float(at[1]) - 0.5 - quarter
+    # The magnitude that puts element 1's bound an eighth of a unit past `distance`.
+    base = tol.bound((eager - value).abs(), value, torch.float32, True, torch.zeros(3, dtype=torch.float64))
+    magnitude = value.abs()
+    magnitude[1] = (distance + quarter / 2 - float(base[1])) / (RTOL_UNITS * tol.unit)
+    reference = Reference(value, magnitude)
+    inside = check_output("out", eager, at, tol, reference)
+    assert inside.passed and inside.error > 0.99
+    past = at.clone()
+    past[1] = torch.nextafter(at[1], torch.tensor(1.0))
+    assert not check_output("out", eager, past, tol, reference).passed

@@ -5,6 +5,9 @@ precision): what tells a cancellation's noise from a wrong value (tolerance.py).
 
 Floating tensors and explicit floating dtypes (a cast, a `full`) become float64; a node that
 refuses float64 (a quantize expecting float32) runs in the dtypes eager gave it, its result widened.
+A selection (an embedding, index_select, gather) reads a weight unwidened and widens what it
+picked: the same float64 values, without a float64 copy of a table it reads a few rows of (BERT's
+embedding reads 128 of 30522).
 
 Beside each value goes its magnitude: the size of what was added up to make it, which rounding
 noise is proportional to (the running error bound of numerical analysis: |a| + |b| for a - b,
@@ -14,7 +17,8 @@ the noise an engine may make is bounded by its precision at this magnitude, not 
 Sums, differences, products, means and layout ops carry magnitudes through; any other op starts
 again from its value's own size (a nonlinear op's relative error is what the tolerance bounds),
 as do matrix products and convolutions (their outputs are large enough for eager's own error to
-measure the noise, and running them twice would double the cost).
+measure the noise, and running them twice would double the cost). Only the magnitudes something
+reads are computed: those of the values kept, and of the operands of a carrying op whose own is.
 """
 
 from __future__ import annotations
@@ -71,6 +75,9 @@ _LAYOUT = {
     aten.clone.default,
     aten.alias.default,
 }
+# Selections: each entry of the result is an entry of the first operand, so widening commutes with
+# them (exactly) and is cheaper after.
+_SELECTIONS = {aten.embedding.default, aten.index_select.default, aten.gather.default, aten.index.Tensor}
 
 
 @dataclass(frozen=True)
@@ -120,14 +127,33 @@ def _magnitude(node: Node, value: Any, magnitude_of: Callable[[Node], Any]) -> A
     return value.abs()
 
 
+def _carries(node: Node) -> bool:
+    return node.target in _CARRY or node.target in _LAYOUT
+
+
+def _magnitudes_read(nodes: Sequence[Node], keep: Collection[Node]) -> set[Node]:
+    """The nodes among `nodes` whose magnitude is read: those in `keep`, and the operands of a
+    carrying op whose own is (a weight's magnitude, through the transpose a matrix product reads,
+    is not: the product starts from its value's size)."""
+    needed = set(keep)
+    for n in reversed(nodes):
+        if n in needed and _carries(n):
+            needed.update(n.all_input_nodes)
+    return needed
+
+
 def run_float64(nodes: Sequence[Node], given: Callable[[Node], Any], keep: Collection[Node]) -> dict[Node, Any]:
     """The values of `keep` among `nodes` (call_function nodes in graph order) computed in float64,
     each floating tensor as a Reference with its magnitude; a node outside them that one reads is
     `given` its eager value. Every other value is dropped after its last read: a float64 copy of
     each weight lives only while its node runs."""
     last = {a: i for i, n in enumerate(nodes) for a in n.all_input_nodes}
+    wanted = _magnitudes_read(nodes, keep)
     values: dict[Node, Any] = {}
     magnitudes: dict[Node, Any] = {}
+
+    def unwidened(a: Node) -> Any:
+        return values[a] if a in values else given(a)
 
     def read(a: Node) -> Any:
         return values[a] if a in values else widened(given(a))
@@ -141,14 +167,19 @@ def run_float64(nodes: Sequence[Node], given: Callable[[Node], Any], keep: Colle
 
     with torch.no_grad():
         for i, n in enumerate(nodes):
-            args, kwargs = widened(torch.fx.node.map_arg((n.args, n.kwargs), read))
+            selection = n.target in _SELECTIONS
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), unwidened if selection else read)
+            if not selection:
+                args, kwargs = widened((args, kwargs))
             try:
-                values[n] = n.target(*args, **kwargs)  # type: ignore[operator]
+                value = n.target(*args, **kwargs)  # type: ignore[operator]
+                values[n] = widened(value) if selection else value
             except (RuntimeError, TypeError, NotImplementedError, AssertionError):
                 args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), as_eager)
                 values[n] = widened(n.target(*args, **kwargs))  # type: ignore[operator]
             del args, kwargs
-            magnitudes[n] = _magnitude(n, values[n], magnitude_of)
+            if n in wanted:
+                magnitudes[n] = _magnitude(n, values[n], magnitude_of)
             for a in n.all_input_nodes:
                 if last[a] == i and a not in keep:
                     values.pop(a, None)

@@ -211,7 +211,7 @@ class Verifier:
 
     def _eager_values(self, parts: Split, segments: Sequence[ConvertedSegment]) -> tuple[EagerValues, References]:
         """Eager's values, and the float64 reference of each engine of `parts` (beside the build
-        too: float64 costs about four eager passes on a CPU)."""
+        too: float64 costs about two and a half eager passes on a CPU)."""
         sources = input_sources(parts, segments)
         outputs = {s.name: [o.source for o in s.outputs] for s in segments}
         keep = frozenset(n for names in (*sources.values(), *outputs.values()) for n in names)
