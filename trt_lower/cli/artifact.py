@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import distributed as cli_distributed
 from trt_lower.cli import inputs as cli_inputs
-from trt_lower.cli.arguments import add_backend, add_draw, add_timing, add_trusted_key, input_file, output_file
+from trt_lower.cli.arguments import (
+    add_backend,
+    add_draw,
+    add_max_eager_allocation,
+    add_timing,
+    add_trusted_key,
+    eager_budget,
+    input_file,
+    output_file,
+)
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
 from trt_lower.values.settings import PRECISIONS, TRT_VERSIONS
@@ -160,7 +169,9 @@ def _run(args: argparse.Namespace) -> int:
     from trt_lower.runtime.guard import InputGuard
 
     start = time.perf_counter()
-    lowered = trt_lower.load(args.file, backend=args.backend, trusted_keys=args.trusted_key)
+    lowered = trt_lower.load(
+        args.file, backend=args.backend, trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
+    )
     print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
     inputs = example_inputs(lowered)
     guard = lowered.get_submodule(artifact.GUARD)
@@ -269,5 +280,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     cli_distributed.add_arguments(p)
     add_backend(p)
     add_trusted_key(p)
+    add_max_eager_allocation(p)
     add_timing(p, iterations=20, warmup=3)
     p.set_defaults(command_fn=run)

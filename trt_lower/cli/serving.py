@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from trt_lower.cli.arguments import add_trusted_key, input_file, port
+from trt_lower.cli.arguments import add_max_eager_allocation, add_trusted_key, input_file, port
 
 
 def triton(args: argparse.Namespace) -> int:
@@ -21,6 +21,7 @@ def triton(args: argparse.Namespace) -> int:
         instances=args.instances,
         platform=args.platform,
         trusted_keys=args.trusted_key,
+        max_eager_allocation=args.max_eager_allocation,
     )
     print(f"wrote {model.path} (platform {model.platform}: {model.reason})")
     return 0
@@ -41,6 +42,7 @@ def add_triton_arguments(p: argparse.ArgumentParser) -> None:
         help="the Triton backend (auto: a TensorRT plan or ONNX where the model is one engine, else python)",
     )
     add_trusted_key(p)
+    add_max_eager_allocation(p)  # written into a python model's config, which loads with it
     p.set_defaults(command_fn=triton)
 
 

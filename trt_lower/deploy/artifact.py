@@ -588,6 +588,7 @@ def load(
     replaced by this process's rank (docs/distributed.md). max_eager_allocation: the most bytes one
     call of an eager node may allocate from sizes computed at run time (EagerAllocationError
     otherwise, before it allocates; deploy/allocations.py; docs/security.md)."""
+    _check_options(backend, max_eager_allocation)  # before the file is opened
     path = ranks.expand(path)
     # One open file: the signature is checked on it before anything else in it is parsed, and
     # everything loaded is read from it (a path replaced in between changes nothing).
@@ -601,6 +602,13 @@ def load(
             trusted_keys=trusted_keys,
             max_eager_allocation=max_eager_allocation,
         )
+
+
+def _check_options(backend: str, max_eager_allocation: int) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if type(max_eager_allocation) is not int or max_eager_allocation < 1:
+        raise ValueError(f"max_eager_allocation must be a positive int of bytes, got {max_eager_allocation!r}")
 
 
 def load_file(
@@ -618,10 +626,7 @@ def load_file(
     names it in errors. `check`: called with the container once its signature is verified and its
     manifest parsed, before anything of it is loaded (a use's own refusals)."""
     start = time.perf_counter()
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if type(max_eager_allocation) is not int or max_eager_allocation < 1:
-        raise ValueError(f"max_eager_allocation must be a positive int of bytes, got {max_eager_allocation!r}")
+    _check_options(backend, max_eager_allocation)
     required = signing.trusted(trusted_keys)
     if (refused := signing.untrusted(file, path, required)) is not None:
         raise ArtifactError(refused)

@@ -58,6 +58,7 @@ class _Options:
     platform: str
     dynamic_batching: bool
     version: int
+    max_eager_allocation: int | None
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ def export_model_repository(
     dynamic_batching: bool = True,
     version: int = 1,
     trusted_keys: Iterable[PublicKey] | PublicKey | None = None,
+    max_eager_allocation: int | None = None,
 ) -> TritonModel:
     """Write `<repo_dir>/<name>/config.pbtxt` and `<repo_dir>/<name>/<version>/` for a model
     lowered by trt_lower (a LoweredModule, or the path of an artifact saved by trt_lower.save).
@@ -98,9 +100,12 @@ def export_model_repository(
 
     trusted_keys: for an artifact's path, the Ed25519 public keys (or their PEM files) one of which
     must have signed it, as trt_lower.load takes them ($TRT_LOWER_TRUSTED_KEYS when not given).
+
+    max_eager_allocation: for a python model, the budget its model.py loads the artifact with
+    (trt_lower.load's max_eager_allocation, written into config.pbtxt); None: load's default.
     """
-    _check_options(name, max_batch_size, instances, platform, version)
-    options = _Options(max_batch_size, instances, platform, dynamic_batching, version)
+    _check_options(name, max_batch_size, instances, platform, version, max_eager_allocation)
+    options = _Options(max_batch_size, instances, platform, dynamic_batching, version, max_eager_allocation)
     if not isinstance(artifact_or_lowered, (str, os.PathLike)):
         lowered = artifact_or_lowered
         return _export(lowered, lambda target: trt_lower.save(lowered, target), Path(repo_dir) / name, options)
@@ -123,14 +128,14 @@ def _export(
     lowered: LoweredModule | LoweredCausalLM, save: Callable[[Path], None], model_dir: Path, options: _Options
 ) -> TritonModel:
     """export_model_repository of `lowered`; `save` writes its artifact (for a python model) at a path."""
-    max_batch_size, instances, platform, dynamic_batching, version = astuple(options)
+    max_batch_size, instances, platform, dynamic_batching, version, _ = astuple(options)
     graph = getattr(getattr(lowered, "lowered_module", lowered), "graph", None)  # a LoweredCausalLM's too
     for node in graph.nodes if isinstance(graph, torch.fx.Graph) else ():
         if ranks.collective(node):
             _refuse_ranks(node, f"node '{node.name}' ({node.target})")
     step = causal_lm_step(lowered)
     if step is not None:
-        return _export_causal_lm(save, step, model_dir, max_batch_size, instances, platform, version)
+        return _export_causal_lm(save, step, model_dir, options)
     if not isinstance(lowered, LoweredModule):
         raise ValueError(
             f"export_model_repository takes a LoweredModule, a LoweredCausalLM or the path of their "
@@ -155,7 +160,7 @@ def _export(
         profiles=len(profile_choices(lowered)[0].profiles) if chosen == "tensorrt_plan" else 1,
     )
     if chosen == "python":
-        _write_python(save, files, config)
+        _write_python(save, files, config, options.max_eager_allocation)
     elif chosen == "onnxruntime_onnx":
         assert isinstance(engine, SingleEngine)
         assert isinstance(engine.model_file, OnnxSegment)
@@ -177,16 +182,11 @@ def _export(
 
 
 def _export_causal_lm(
-    save: Callable[[Path], None],
-    step: LoweredModule,
-    model_dir: Path,
-    max_batch_size: int,
-    instances: int,
-    platform: str,
-    version: int,
+    save: Callable[[Path], None], step: LoweredModule, model_dir: Path, options: _Options
 ) -> TritonModel:
     """A python model whose runner is generation.GenerationRunner: one generate() per request
     (its artifact, the step's, loads as the LoweredCausalLM)."""
+    max_batch_size, instances, platform, _, version, _ = astuple(options)
     if platform not in ("auto", "python"):
         raise ValueError(
             f"platform={platform!r} cannot serve a causal LM: its generate() loop runs in a python-backend "
@@ -209,7 +209,7 @@ def _export_causal_lm(
         kind="KIND_GPU" if step.report.backend == "tensorrt" else "KIND_CPU",
         dynamic_batching=False,
     )
-    _write_python(save, files, config)
+    _write_python(save, files, config, options.max_eager_allocation)
     config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
     _write(model_dir / "config.pbtxt", config.text().encode())
     return TritonModel(model_dir, "python", "a causal LM: the python model runs generate() per request")
@@ -227,7 +227,9 @@ def _refuse_ranks(found: object, what: str) -> None:
         )
 
 
-def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
+def _check_options(
+    name: str, max_batch_size: int, instances: int, platform: str, version: int, max_eager_allocation: int | None
+) -> None:
     # '.' and '..' are the repository itself and its parent, not a directory of their own.
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name) or name in (".", ".."):
         raise ValueError(f"name must be a model name (letters, digits, '_', '-', '.'; not '.' or '..'), got {name!r}")
@@ -238,6 +240,8 @@ def _check_options(name: str, max_batch_size: int, instances: int, platform: str
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{option} must be an int >= {least}, got {value!r}")
+    if max_eager_allocation is not None and (type(max_eager_allocation) is not int or max_eager_allocation < 1):
+        raise ValueError(f"max_eager_allocation must be a positive int of bytes or None, got {max_eager_allocation!r}")
     if platform not in PLATFORMS:
         raise ValueError(f"platform must be one of {', '.join(map(repr, PLATFORMS))}, got {platform!r}")
 
@@ -458,8 +462,12 @@ def _python_path() -> str:
     return os.pathsep.join(paths)
 
 
-def _write_python(save: Callable[[Path], None], files: Path, config: ModelConfig) -> None:
+def _write_python(
+    save: Callable[[Path], None], files: Path, config: ModelConfig, max_eager_allocation: int | None
+) -> None:
     save(files / ARTIFACT)  # atomically, as every file here
     with open(Path(__file__).with_name("model.py"), "rb") as stub:
         _copy(stub, files / "model.py")
     config.parameters = {"artifact": ARTIFACT, "python_path": _python_path()}
+    if max_eager_allocation is not None:  # model.py loads the artifact with it
+        config.parameters["max_eager_allocation"] = str(max_eager_allocation)
