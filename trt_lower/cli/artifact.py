@@ -22,6 +22,7 @@ from trt_lower.cli.arguments import (
     eager_budget,
     input_file,
     output_file,
+    renamed,
 )
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
@@ -91,7 +92,7 @@ def lower(args: argparse.Namespace) -> int:
         inputs,
         **lowering_options(args),
         optimization_level=args.optimization_level,
-        workspace_bytes=args.workspace,
+        workspace_bytes=args.workspace_bytes,
         tactic_sources=args.tactic_sources,
         timing_cache=args.timing_cache,
         verify_inputs=samples,
@@ -225,7 +226,11 @@ def add_lower_arguments(p: argparse.ArgumentParser) -> None:
         choices=OPTIMIZATION_LEVELS,
         help="TensorRT builder optimization level, 0 (fastest build) to 5 (default: TensorRT's, 3)",
     )
-    p.add_argument("--workspace", type=int, metavar="BYTES", help="TensorRT workspace limit (default 4 GiB)")
+    renamed(
+        p,
+        "--workspace",
+        p.add_argument("--workspace-bytes", type=int, metavar="BYTES", help="TensorRT workspace limit (default 4 GiB)"),
+    )
     p.add_argument(
         "--tactic-sources",
         type=_names,
