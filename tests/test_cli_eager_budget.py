@@ -4,7 +4,11 @@ trt_lower.load, and `triton` writes it into a python model's config, which model
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import re
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,7 @@ import torch
 import trt_lower
 from trt_lower.cli import commands as cli
 from trt_lower.deploy import allocations, artifact
-from trt_lower.triton import export_model_repository
+from trt_lower.triton import export_model_repository, repository
 from trt_lower.triton.backend import Runner
 
 LOADING = {
@@ -94,3 +98,28 @@ def test_triton_writes_the_budget_the_python_model_loads_with(tmp_path: Path, mo
     monkeypatch.setattr(trt_lower, "load", load)
     Runner.from_artifact(str(repo / "budget/1/model.trtl"), ["x"], ["output"], "cpu", False, max_eager_allocation=2**20)
     assert budgets == [2**20]
+
+
+@pytest.mark.parametrize(("parameters", "budget"), [({"max_eager_allocation": "4096"}, 4096), ({}, None)])
+def test_model_py_loads_with_the_budget_its_config_holds(
+    parameters: dict[str, str], budget: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model.py as Triton's python backend starts it (its utilities module stood in for)."""
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", types.ModuleType("triton_python_backend_utils"))
+    spec = importlib.util.spec_from_file_location("triton_model", Path(repository.__file__).with_name("model.py"))
+    assert spec is not None and spec.loader is not None
+    model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(model)
+    loaded: list[int] = []
+
+    def from_artifact(cls: type, /, path: str, *args: Any, max_eager_allocation: int, **kwargs: Any) -> None:
+        loaded.append(max_eager_allocation)
+
+    monkeypatch.setattr(Runner, "from_artifact", classmethod(from_artifact))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # model.py puts its python_path first
+    root = str(Path(trt_lower.__file__).resolve().parent.parent)
+    params = {"artifact": "model.trtl", "python_path": root, **parameters}
+    config = {"parameters": {k: {"string_value": v} for k, v in params.items()}, "input": [], "output": []}
+    args = {"model_config": json.dumps(config), "model_repository": "repo", "model_version": "1"}
+    model.TritonPythonModel().initialize({**args, "model_instance_kind": "CPU", "model_instance_device_id": "0"})
+    assert loaded == [allocations.DEFAULT_MAX_EAGER_ALLOCATION if budget is None else budget]
