@@ -285,7 +285,7 @@ def test_trt_lower_lower_takes_the_knobs_and_shows_build_progress(
 
     timing = tmp_path / "timing.cache"
     argv = ["lower", "test_build_knobs:small_model", "--input", "2x4:float32", "--backend", "tensorrt"]
-    knobs = ["--optimization-level", "1", "--workspace", "1048576", "--tactic-sources", "cudnn,cublas"]
+    knobs = ["--optimization-level", "1", "--workspace-bytes", "1048576", "--tactic-sources", "cudnn,cublas"]
     with caplog.at_level(logging.INFO, logger="trt_lower"):
         code = cli.main([*argv, *knobs, "--timing-cache", str(timing), "-o", str(tmp_path / "m.trtl")])
     assert code == 0, capsys.readouterr().out

@@ -101,6 +101,9 @@ def test_an_option_without_help_is_found(monkeypatch: pytest.MonkeyPatch) -> Non
         (["bench", "{file}", "--batch", "1,8"], "--batch", "batch_sizes", [1, 8]),
         (["repro", "{file}", "--out", "{tmp}/repro"], "--out", "output", "{tmp}/repro"),
         (["sign", "{file}", "--key", "{tmp}/m.trtl"], "--key", "sign_with", "{tmp}/m.trtl"),
+        (["lower", "m:f", "-o", "{tmp}/m.trtl", "--workspace", "1024"], "--workspace", "workspace_bytes", 1024),
+        (["triton", "{file}", "--repo", "r", "--name", "n", "--max-batch", "8"], "--max-batch", "max_batch_size", 8),
+        (["serve", "{tmp}", "--timeout", "5"], "--timeout", "ready_timeout", 5.0),
     ],
 )
 def test_former_spellings_still_work_with_a_warning(

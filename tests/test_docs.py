@@ -4,6 +4,7 @@ stays short while linking every page of the site."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -12,9 +13,11 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
+from converters.core import registry
 from converters.core.target import TrtTarget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +51,7 @@ def _public_names() -> set[str]:
 
 def _entries() -> dict[str, str]:
     """`::: name` -> the text up to the next entry (where its example must be)."""
-    entries = {}
+    entries: dict[str, str] = {}
     for page in API.glob("*.md"):
         parts = re.split(r"^::: (\S+)\n", page.read_text(), flags=re.M)
         entries.update(zip(parts[1::2], parts[2::2]))
@@ -77,21 +80,47 @@ def test_every_public_name_has_a_docstring_of_its_own() -> None:
     assert not undocumented, f"public names without a docstring: {undocumented}"
 
 
+@contextlib.contextmanager
+def _registry_restored() -> Iterator[None]:
+    """The converter registry put back as it was: it is process-wide, and a converter an example
+    registers (trt_lower.converter) stayed registered for the tests after it (test_converters.py's
+    every converter has a case)."""
+    registry.supported_ops()  # the built-in families registered first: they are part of what is kept
+    before = dict(registry._REGISTRY)
+    try:
+        yield
+    finally:
+        registry._REGISTRY.clear()
+        registry._REGISTRY.update(before)
+
+
 def _run_examples(page: Path) -> None:
-    """A page's examples run in order in one namespace, as a reader would paste them."""
+    """A page's examples run in order in one namespace, as a reader would paste them (the registry restored after)."""
     where = page.relative_to(ROOT)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
-    for i, block in enumerate(FENCE.findall(page.read_text())):
-        try:
-            exec(compile(block, f"{where} example {i + 1}", "exec"), namespace)
-        except Exception as e:
-            raise AssertionError(f"{where}, example {i + 1} failed:\n{block}") from e
+    with _registry_restored():
+        for i, block in enumerate(FENCE.findall(page.read_text())):
+            try:
+                exec(compile(block, f"{where} example {i + 1}", "exec"), namespace)
+            except Exception as e:
+                raise AssertionError(f"{where}, example {i + 1} failed:\n{block}") from e
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in API.glob("*.md")))
 def test_reference_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     _run_examples(API / page)
+
+
+def test_a_converter_an_example_registers_is_unregistered_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """converters.md registers docs_example.scaled_tanh; left in the registry, test_converters.py's
+    test_every_converter_has_a_case failed when it ran after this file."""
+    monkeypatch.chdir(tmp_path)
+    before = registry.supported_ops()
+    _run_examples(API / "converters.md")
+    assert registry.supported_ops() == before
 
 
 def test_getting_started_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -693,7 +693,7 @@ def test_cli_exports_an_artifact(resnet: Served, tmp_path: Path, capsys: pytest.
             str(tmp_path / "repo"),
             "--name",
             "r18",
-            "--max-batch",
+            "--max-batch-size",
             "4",
             "--platform",
             "python",

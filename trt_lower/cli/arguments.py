@@ -134,3 +134,30 @@ def add_timing(p: argparse.ArgumentParser, *, iterations: int, warmup: int) -> N
     """`--iterations` (formerly `--iters`) and `--warmup`, as every timing command takes them."""
     renamed(p, "--iters", p.add_argument("--iterations", type=int, default=iterations, help="timed calls"))
     p.add_argument("--warmup", type=int, default=warmup, help="untimed calls first")
+
+
+def _byte_count(text: str) -> int:
+    """A positive number of bytes, as an int (load's max_eager_allocation)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of bytes")
+    return int(text)
+
+
+def add_max_eager_allocation(parser: argparse.ArgumentParser) -> None:
+    """`--max-eager-allocation BYTES`, for a command that loads a saved model (load's max_eager_allocation)."""
+    parser.add_argument(
+        "--max-eager-allocation",
+        type=_byte_count,
+        metavar="BYTES",
+        help="the most bytes one call of an eager node may allocate from sizes computed at run time "
+        "(default: trt_lower.load's, 2 GiB)",
+    )
+
+
+def eager_budget(args: argparse.Namespace) -> int:
+    """--max-eager-allocation, else trt_lower.load's default (imported once a model is loaded: with the
+    parser, it would import torch for --help)."""
+    from trt_lower.deploy.allocations import DEFAULT_MAX_EAGER_ALLOCATION
+
+    given: int | None = args.max_eager_allocation
+    return DEFAULT_MAX_EAGER_ALLOCATION if given is None else given

@@ -17,10 +17,13 @@ from trt_lower.cli.arguments import (
     add_backend,
     add_collectives,
     add_draw,
+    add_max_eager_allocation,
     add_timing,
     add_trusted_key,
+    eager_budget,
     input_file,
     output_file,
+    renamed,
 )
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.engine.builder_knobs import OPTIMIZATION_LEVELS, TACTIC_SOURCES
@@ -90,7 +93,7 @@ def lower(args: argparse.Namespace) -> int:
         inputs,
         **lowering_options(args),
         optimization_level=args.optimization_level,
-        workspace_bytes=args.workspace,
+        workspace_bytes=args.workspace_bytes,
         tactic_sources=args.tactic_sources,
         timing_cache=args.timing_cache,
         collectives=args.collectives,
@@ -169,7 +172,9 @@ def _run(args: argparse.Namespace) -> int:
     from trt_lower.runtime.guard import InputGuard
 
     start = time.perf_counter()
-    lowered = trt_lower.load(args.file, backend=args.backend, trusted_keys=args.trusted_key)
+    lowered = trt_lower.load(
+        args.file, backend=args.backend, trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
+    )
     print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
     inputs = example_inputs(lowered)
     guard = lowered.get_submodule(artifact.GUARD)
@@ -223,7 +228,11 @@ def add_lower_arguments(p: argparse.ArgumentParser) -> None:
         choices=OPTIMIZATION_LEVELS,
         help="TensorRT builder optimization level, 0 (fastest build) to 5 (default: TensorRT's, 3)",
     )
-    p.add_argument("--workspace", type=int, metavar="BYTES", help="TensorRT workspace limit (default 4 GiB)")
+    renamed(
+        p,
+        "--workspace",
+        p.add_argument("--workspace-bytes", type=int, metavar="BYTES", help="TensorRT workspace limit (default 4 GiB)"),
+    )
     p.add_argument(
         "--tactic-sources",
         type=_names,
@@ -279,5 +288,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     cli_distributed.add_arguments(p)
     add_backend(p)
     add_trusted_key(p)
+    add_max_eager_allocation(p)
     add_timing(p, iterations=20, warmup=3)
     p.set_defaults(command_fn=run)

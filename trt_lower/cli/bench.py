@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING
 
 from trt_lower.benchmarking import models as demo_models
 from trt_lower.cli import artifact as cli_artifact
-from trt_lower.cli.arguments import add_backend, add_draw, add_timing, add_trusted_key, input_file, output_file, renamed
+from trt_lower.cli.arguments import (
+    add_backend,
+    add_draw,
+    add_max_eager_allocation,
+    add_timing,
+    add_trusted_key,
+    eager_budget,
+    input_file,
+    output_file,
+    renamed,
+)
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.values.settings import PRECISIONS
 
@@ -59,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_backend(p)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in (--model)")
     add_trusted_key(p)
+    add_max_eager_allocation(p)
     p.add_argument(
         "--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON"
     )
@@ -72,7 +83,9 @@ def _from_file(args: argparse.Namespace) -> tuple[None, LoweredModule, tuple[tor
         raise UsageError("a saved model has no eager model to compare with: FILE runs --compare lowered only")
     import trt_lower
 
-    lowered = trt_lower.load(args.file, backend=args.backend, trusted_keys=args.trusted_key)
+    lowered = trt_lower.load(
+        args.file, backend=args.backend, trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
+    )
     return None, lowered, tuple(cli_artifact.example_inputs(lowered))
 
 

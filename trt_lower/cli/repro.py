@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.cli.arguments import add_backend, add_trusted_key, input_file, renamed
+from trt_lower.cli.arguments import (
+    add_backend,
+    add_max_eager_allocation,
+    add_trusted_key,
+    eager_budget,
+    input_file,
+    renamed,
+)
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.values.settings import PRECISIONS, TRT_VERSIONS
 
@@ -28,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance the repro's check uses")
     p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance the repro's check uses")
     add_trusted_key(p)
+    add_max_eager_allocation(p)
     p.set_defaults(command_fn=repro)
 
 
@@ -45,7 +53,9 @@ def repro(args: argparse.Namespace) -> int:
     torch.manual_seed(0)
     if args.file is not None:
         command = write_repro_loaded(
-            load(args.file, backend="onnxruntime", trusted_keys=args.trusted_key),
+            load(
+                args.file, backend="onnxruntime", trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
+            ),
             args.engine,
             args.output,
             rtol=args.rtol,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from trt_lower.cli.arguments import add_trusted_key, input_file, port
+from trt_lower.cli.arguments import add_max_eager_allocation, add_trusted_key, input_file, port, renamed
 
 
 def triton(args: argparse.Namespace) -> int:
@@ -17,10 +17,11 @@ def triton(args: argparse.Namespace) -> int:
         args.file,
         args.repo,
         args.name,
-        max_batch_size=args.max_batch,
+        max_batch_size=args.max_batch_size,
         instances=args.instances,
         platform=args.platform,
         trusted_keys=args.trusted_key,
+        max_eager_allocation=args.max_eager_allocation,
     )
     print(f"wrote {model.path} (platform {model.platform}: {model.reason})")
     return 0
@@ -32,7 +33,11 @@ def add_triton_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     p.add_argument("--repo", required=True, help="model repository directory")
     p.add_argument("--name", required=True, help="model name in the repository")
-    p.add_argument("--max-batch", type=int, default=0, help="Triton max_batch_size (0: no batch dim)")
+    renamed(
+        p,
+        "--max-batch",
+        p.add_argument("--max-batch-size", type=int, default=0, help="Triton max_batch_size (0: no batch dim)"),
+    )
     p.add_argument("--instances", type=int, default=1, help="model instances (instance_group count)")
     p.add_argument(
         "--platform",
@@ -41,6 +46,7 @@ def add_triton_arguments(p: argparse.ArgumentParser) -> None:
         help="the Triton backend (auto: a TensorRT plan or ONNX where the model is one engine, else python)",
     )
     add_trusted_key(p)
+    add_max_eager_allocation(p)  # written into a python model's config, which loads with it
     p.set_defaults(command_fn=triton)
 
 
@@ -59,7 +65,7 @@ def serve(args: argparse.Namespace) -> int:
         http_port=args.http_port,
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
-        ready_timeout=args.timeout,
+        ready_timeout=args.ready_timeout,
         max_input_size=args.max_input_size,
     )
     # The server runs in its own session, out of reach of the terminal's signals: a `kill` or a
@@ -91,7 +97,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http-port", type=port, default=8000, help="HTTP port")
     p.add_argument("--grpc-port", type=port, default=8001, help="gRPC port")
     p.add_argument("--metrics-port", type=port, default=8002, help="Prometheus metrics port")
-    p.add_argument("--timeout", type=float, default=300, help="seconds to wait for every model to load")
+    renamed(
+        p,
+        "--timeout",
+        p.add_argument("--ready-timeout", type=float, default=300, help="seconds to wait for every model to load"),
+    )
     p.add_argument(
         "--max-input-size",
         type=int,

@@ -588,20 +588,52 @@ def load(
     replaced by this process's rank (docs/distributed.md). max_eager_allocation: the most bytes one
     call of an eager node may allocate from sizes computed at run time (EagerAllocationError
     otherwise, before it allocates; deploy/allocations.py; docs/security.md)."""
-    start = time.perf_counter()
+    _check_options(backend, max_eager_allocation)  # before the file is opened
     path = ranks.expand(path)
+    # One open file: the signature is checked on it before anything else in it is parsed, and
+    # everything loaded is read from it (a path replaced in between changes nothing).
+    with open_file(Path(path)) as file:
+        return load_file(
+            file,
+            path,
+            backend=backend,
+            cache_dir=cache_dir,
+            weights=weights,
+            trusted_keys=trusted_keys,
+            max_eager_allocation=max_eager_allocation,
+        )
+
+
+def _check_options(backend: str, max_eager_allocation: int) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if type(max_eager_allocation) is not int or max_eager_allocation < 1:
         raise ValueError(f"max_eager_allocation must be a positive int of bytes, got {max_eager_allocation!r}")
+
+
+def load_file(
+    file: BinaryIO,
+    path: PathLike,
+    *,
+    backend: str = "auto",
+    cache_dir: PathLike | None = None,
+    weights: PathLike | Mapping[str, torch.Tensor] | None = None,
+    trusted_keys: Iterable[signing.PublicKey] | signing.PublicKey | None = None,
+    max_eager_allocation: int = allocations.DEFAULT_MAX_EAGER_ALLOCATION,
+    check: Callable[[Container], None] | None = None,
+) -> Any:
+    """`load` of the artifact open as `file` (container.open_file), read from there only; `path`
+    names it in errors. `check`: called with the container once its signature is verified and its
+    manifest parsed, before anything of it is loaded (a use's own refusals)."""
+    start = time.perf_counter()
+    _check_options(backend, max_eager_allocation)
     required = signing.trusted(trusted_keys)
-    # One open file: the signature is checked on it before anything else in it is parsed, and
-    # everything loaded is read from it (a path replaced in between changes nothing).
-    with open_file(Path(path)) as file:
-        if (refused := signing.untrusted(file, path, required)) is not None:
-            raise ArtifactError(refused)
-        container = Container(Path(path), file)
-        return _load(container, start, backend, cache_dir, weights, max_eager_allocation, signed=required is not None)
+    if (refused := signing.untrusted(file, path, required)) is not None:
+        raise ArtifactError(refused)
+    container = Container(Path(path), file)
+    if check is not None:
+        check(container)
+    return _load(container, start, backend, cache_dir, weights, max_eager_allocation, signed=required is not None)
 
 
 def _load(

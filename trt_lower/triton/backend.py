@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 import torch
 
+from trt_lower.deploy.allocations import DEFAULT_MAX_EAGER_ALLOCATION
 from trt_lower.triton.signature import output_names, output_tensors
 
 Request = Mapping[str, torch.Tensor]
@@ -44,14 +45,23 @@ class Runner:
 
     @classmethod
     def from_artifact(
-        cls, path: str, inputs: Sequence[str], outputs: Sequence[str], device: str, batching: bool
+        cls,
+        path: str,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        device: str,
+        batching: bool,
+        max_eager_allocation: int = DEFAULT_MAX_EAGER_ALLOCATION,
     ) -> "Runner":
+        """The runner of the artifact at `path`, loaded with trt_lower.load's `max_eager_allocation`."""
         import trt_lower
 
         torch_device = torch.device(device)
         if torch_device.type == "cuda":
             torch.cuda.set_device(torch_device)  # TensorRT engines deserialize on the current GPU
-        return cls(trt_lower.load(path), inputs, outputs, torch_device, batching)
+        return cls(
+            trt_lower.load(path, max_eager_allocation=max_eager_allocation), inputs, outputs, torch_device, batching
+        )
 
     def run(self, requests: Sequence[Request]) -> list[Reply | Exception]:
         replies: dict[int, Reply | Exception] = {}

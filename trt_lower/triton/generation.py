@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
+from trt_lower.deploy.allocations import DEFAULT_MAX_EAGER_ALLOCATION
 from trt_lower.stitch.lowered import LoweredModule
 from trt_lower.triton.backend import Reply, Request
 from trt_lower.triton.signature import ModelSignature, TritonTensor
@@ -73,14 +74,17 @@ class GenerationRunner:
         self.inputs = [t.name for t in generation_signature().inputs]
 
     @classmethod
-    def from_artifact(cls, path: str, device: str) -> "GenerationRunner":
+    def from_artifact(
+        cls, path: str, device: str, max_eager_allocation: int = DEFAULT_MAX_EAGER_ALLOCATION
+    ) -> "GenerationRunner":
+        """The generation runner of the artifact at `path`, loaded with trt_lower.load's `max_eager_allocation`."""
         import trt_lower
         from trt_lower.llm import LoweredCausalLM
 
         torch_device = torch.device(device)
         if torch_device.type == "cuda":
             torch.cuda.set_device(torch_device)  # TensorRT engines deserialize on the current GPU
-        model = trt_lower.load(path)
+        model = trt_lower.load(path, max_eager_allocation=max_eager_allocation)
         if not isinstance(model, LoweredCausalLM):
             raise ValueError(f"{path} holds no causal LM lowered for generation (trt_lower.llm.lower_causal_lm)")
         return cls(model, torch_device)

@@ -27,6 +27,7 @@ class TritonPythonModel:
             site.addsitedir(path)  # its .pth files, e.g. editable installs
         from torch.utils.dlpack import from_dlpack
 
+        from trt_lower.deploy.allocations import DEFAULT_MAX_EAGER_ALLOCATION
         from trt_lower.triton.backend import INPUT_ERRORS, Runner
         from trt_lower.triton.generation import KIND, GenerationRunner
 
@@ -35,9 +36,11 @@ class TritonPythonModel:
         gpu = args["model_instance_kind"] == "GPU"
         artifact = os.path.join(args["model_repository"], args["model_version"], params["artifact"])
         device = f"cuda:{args['model_instance_device_id']}" if gpu else "cpu"
+        # export_model_repository(..., max_eager_allocation=) writes it; else trt_lower.load's default.
+        budget = int(params.get("max_eager_allocation", DEFAULT_MAX_EAGER_ALLOCATION))
         self.runner: Runner | GenerationRunner
         if params.get("kind") == KIND:
-            self.runner = GenerationRunner.from_artifact(artifact, device)
+            self.runner = GenerationRunner.from_artifact(artifact, device, budget)
         else:
             self.runner = Runner.from_artifact(
                 artifact,
@@ -45,6 +48,7 @@ class TritonPythonModel:
                 outputs=[t["name"] for t in config["output"]],
                 device=device,
                 batching=config.get("max_batch_size", 0) > 0,
+                max_eager_allocation=budget,
             )
 
     def execute(self, requests: list[Any]) -> list[Any]:

@@ -7,9 +7,10 @@ import os
 import re
 import shutil
 import sysconfig
-from dataclasses import dataclass
+import tempfile
+from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, ContextManager, Iterable
+from typing import TYPE_CHECKING, BinaryIO, Callable, ContextManager, Iterable
 
 import onnx
 import torch
@@ -18,7 +19,8 @@ import trt_lower
 from converters.core.segment import OnnxSegment
 from splitter.index_check import check_indices
 from trt_lower.deploy import ranks
-from trt_lower.deploy.container import ArtifactError, open_container
+from trt_lower.deploy.artifact import load_file
+from trt_lower.deploy.container import ArtifactError, open_file
 from trt_lower.deploy.ranks import DISTRIBUTED
 from trt_lower.deploy.signing import PublicKey
 from trt_lower.runtime.guard import InputGuard
@@ -48,6 +50,18 @@ class TritonModel:
 
 
 @dataclass(frozen=True)
+class _Options:
+    """export_model_repository's options, checked."""
+
+    max_batch_size: int
+    instances: int
+    platform: str
+    dynamic_batching: bool
+    version: int
+    max_eager_allocation: int | None
+
+
+@dataclass(frozen=True)
 class SingleEngine:
     """The one engine a fully lowered model runs: its I/O, its model file (the ONNX on ONNX
     Runtime, the plan on TensorRT) and its tensor names -> the model's."""
@@ -69,6 +83,7 @@ def export_model_repository(
     dynamic_batching: bool = True,
     version: int = 1,
     trusted_keys: Iterable[PublicKey] | PublicKey | None = None,
+    max_eager_allocation: int | None = None,
 ) -> TritonModel:
     """Write `<repo_dir>/<name>/config.pbtxt` and `<repo_dir>/<name>/<version>/` for a model
     lowered by trt_lower (a LoweredModule, or the path of an artifact saved by trt_lower.save).
@@ -85,19 +100,42 @@ def export_model_repository(
 
     trusted_keys: for an artifact's path, the Ed25519 public keys (or their PEM files) one of which
     must have signed it, as trt_lower.load takes them ($TRT_LOWER_TRUSTED_KEYS when not given).
+
+    max_eager_allocation: for a python model, the budget its model.py loads the artifact with
+    (trt_lower.load's max_eager_allocation, written into config.pbtxt); None: load's default.
     """
-    _check_options(name, max_batch_size, instances, platform, version)
-    source = artifact_or_lowered
-    if isinstance(source, (str, os.PathLike)):
-        _refuse_ranks(open_container(Path(source)).manifest.get(DISTRIBUTED), str(source))
-    lowered = trt_lower.load(source, trusted_keys=trusted_keys) if isinstance(source, (str, os.PathLike)) else source
+    _check_options(name, max_batch_size, instances, platform, version, max_eager_allocation)
+    options = _Options(max_batch_size, instances, platform, dynamic_batching, version, max_eager_allocation)
+    if not isinstance(artifact_or_lowered, (str, os.PathLike)):
+        lowered = artifact_or_lowered
+        return _export(lowered, lambda target: trt_lower.save(lowered, target), Path(repo_dir) / name, options)
+    # The file is read once, into an unnamed copy no other process can reach; that copy is verified, loaded and,
+    # for a python model, published: a file changed or replaced meanwhile reaches neither the checks nor the
+    # repository (and nothing is written there for a file refused).
+    with tempfile.TemporaryFile() as copy:
+        with open_file(Path(artifact_or_lowered)) as original:
+            shutil.copyfileobj(original, copy)
+        lowered = load_file(
+            copy,
+            artifact_or_lowered,
+            trusted_keys=trusted_keys,
+            check=lambda container: _refuse_ranks(container.manifest.get(DISTRIBUTED), str(artifact_or_lowered)),
+        )
+        return _export(lowered, lambda target: _copy(copy, target), Path(repo_dir) / name, options)
+
+
+def _export(
+    lowered: LoweredModule | LoweredCausalLM, save: Callable[[Path], None], model_dir: Path, options: _Options
+) -> TritonModel:
+    """export_model_repository of `lowered`; `save` writes its artifact (for a python model) at a path."""
+    max_batch_size, instances, platform, dynamic_batching, version, _ = astuple(options)
     graph = getattr(getattr(lowered, "lowered_module", lowered), "graph", None)  # a LoweredCausalLM's too
     for node in graph.nodes if isinstance(graph, torch.fx.Graph) else ():
         if ranks.collective(node):
             _refuse_ranks(node, f"node '{node.name}' ({node.target})")
     step = causal_lm_step(lowered)
     if step is not None:
-        return _export_causal_lm(source, step, Path(repo_dir) / name, max_batch_size, instances, platform, version)
+        return _export_causal_lm(save, step, model_dir, options)
     if not isinstance(lowered, LoweredModule):
         raise ValueError(
             f"export_model_repository takes a LoweredModule, a LoweredCausalLM or the path of their "
@@ -109,11 +147,10 @@ def export_model_repository(
     _check_profiles(lowered, max_batch_size, dynamic_batching)
     engine = single_engine(lowered, sig)
     chosen, reason = _choose(platform, lowered, engine, scalar=_scalar(sig) if max_batch_size == 0 else "")
-    model_dir = Path(repo_dir) / name
     files = model_dir / str(version)
     files.mkdir(parents=True, exist_ok=True)
     config = ModelConfig(
-        name,
+        model_dir.name,
         chosen,
         sig,
         max_batch_size=max_batch_size,
@@ -123,7 +160,7 @@ def export_model_repository(
         profiles=len(profile_choices(lowered)[0].profiles) if chosen == "tensorrt_plan" else 1,
     )
     if chosen == "python":
-        _write_python(artifact_or_lowered, files, config)
+        _write_python(save, files, config, options.max_eager_allocation)
     elif chosen == "onnxruntime_onnx":
         assert isinstance(engine, SingleEngine)
         assert isinstance(engine.model_file, OnnxSegment)
@@ -145,16 +182,11 @@ def export_model_repository(
 
 
 def _export_causal_lm(
-    source: LoweredModule | LoweredCausalLM | str | os.PathLike[str],
-    step: LoweredModule,
-    model_dir: Path,
-    max_batch_size: int,
-    instances: int,
-    platform: str,
-    version: int,
+    save: Callable[[Path], None], step: LoweredModule, model_dir: Path, options: _Options
 ) -> TritonModel:
     """A python model whose runner is generation.GenerationRunner: one generate() per request
     (its artifact, the step's, loads as the LoweredCausalLM)."""
+    max_batch_size, instances, platform, _, version, _ = astuple(options)
     if platform not in ("auto", "python"):
         raise ValueError(
             f"platform={platform!r} cannot serve a causal LM: its generate() loop runs in a python-backend "
@@ -177,7 +209,7 @@ def _export_causal_lm(
         kind="KIND_GPU" if step.report.backend == "tensorrt" else "KIND_CPU",
         dynamic_batching=False,
     )
-    _write_python(source, files, config)
+    _write_python(save, files, config, options.max_eager_allocation)
     config.parameters["kind"] = KIND  # model.py runs it with generation.GenerationRunner
     _write(model_dir / "config.pbtxt", config.text().encode())
     return TritonModel(model_dir, "python", "a causal LM: the python model runs generate() per request")
@@ -195,7 +227,9 @@ def _refuse_ranks(found: object, what: str) -> None:
         )
 
 
-def _check_options(name: str, max_batch_size: int, instances: int, platform: str, version: int) -> None:
+def _check_options(
+    name: str, max_batch_size: int, instances: int, platform: str, version: int, max_eager_allocation: int | None
+) -> None:
     # '.' and '..' are the repository itself and its parent, not a directory of their own.
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name) or name in (".", ".."):
         raise ValueError(f"name must be a model name (letters, digits, '_', '-', '.'; not '.' or '..'), got {name!r}")
@@ -206,6 +240,8 @@ def _check_options(name: str, max_batch_size: int, instances: int, platform: str
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{option} must be an int >= {least}, got {value!r}")
+    if max_eager_allocation is not None and (type(max_eager_allocation) is not int or max_eager_allocation < 1):
+        raise ValueError(f"max_eager_allocation must be a positive int of bytes or None, got {max_eager_allocation!r}")
     if platform not in PLATFORMS:
         raise ValueError(f"platform must be one of {', '.join(map(repr, PLATFORMS))}, got {platform!r}")
 
@@ -413,9 +449,10 @@ def _write(path: Path, data: bytes) -> None:
         file.write(data)
 
 
-def _copy(source: Path, target: Path) -> None:
-    with open(source, "rb") as original, _published(target) as copy:
-        shutil.copyfileobj(original, copy)
+def _copy(source: BinaryIO, target: Path) -> None:
+    source.seek(0)
+    with _published(target) as copy:
+        shutil.copyfileobj(source, copy)
 
 
 def _python_path() -> str:
@@ -426,11 +463,11 @@ def _python_path() -> str:
 
 
 def _write_python(
-    source: LoweredModule | LoweredCausalLM | str | os.PathLike[str], files: Path, config: ModelConfig
+    save: Callable[[Path], None], files: Path, config: ModelConfig, max_eager_allocation: int | None
 ) -> None:
-    if isinstance(source, (str, os.PathLike)):
-        _copy(Path(source), files / ARTIFACT)
-    else:
-        trt_lower.save(source, files / ARTIFACT)  # atomically, as every file here
-    _copy(Path(__file__).with_name("model.py"), files / "model.py")
+    save(files / ARTIFACT)  # atomically, as every file here
+    with open(Path(__file__).with_name("model.py"), "rb") as stub:
+        _copy(stub, files / "model.py")
     config.parameters = {"artifact": ARTIFACT, "python_path": _python_path()}
+    if max_eager_allocation is not None:  # model.py loads the artifact with it
+        config.parameters["max_eager_allocation"] = str(max_eager_allocation)
