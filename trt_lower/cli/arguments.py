@@ -93,18 +93,6 @@ def renamed(parser: argparse.ArgumentParser, old: str, option: argparse.Action) 
     )
 
 
-def add_trusted_key(parser: argparse.ArgumentParser) -> None:
-    """`--trusted-key PEM`, repeatable, for a command that loads a saved model (load's trusted_keys)."""
-    parser.add_argument(
-        "--trusted-key",
-        action="append",
-        metavar="PEM",
-        type=input_file,
-        help="a trusted Ed25519 public key: only files signed by one of these load (repeatable; "
-        "default: the keys $TRT_LOWER_TRUSTED_KEYS lists, else unsigned files load too)",
-    )
-
-
 def add_backend(parser: argparse.ArgumentParser) -> None:
     """`--backend`, where engines run, as every command that lowers or loads a model takes it."""
     parser.add_argument(
@@ -143,8 +131,17 @@ def _byte_count(text: str) -> int:
     return int(text)
 
 
-def add_max_eager_allocation(parser: argparse.ArgumentParser) -> None:
-    """`--max-eager-allocation BYTES`, for a command that loads a saved model (load's max_eager_allocation)."""
+def add_loading(parser: argparse.ArgumentParser) -> None:
+    """`--trusted-key PEM` (repeatable) and `--max-eager-allocation BYTES`, as every command that
+    loads a saved model takes them (load's trusted_keys and max_eager_allocation)."""
+    parser.add_argument(
+        "--trusted-key",
+        action="append",
+        metavar="PEM",
+        type=input_file,
+        help="a trusted Ed25519 public key: only files signed by one of these load (repeatable; "
+        "default: the keys $TRT_LOWER_TRUSTED_KEYS lists, else unsigned files load too)",
+    )
     parser.add_argument(
         "--max-eager-allocation",
         type=_byte_count,
@@ -154,10 +151,14 @@ def add_max_eager_allocation(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def eager_budget(args: argparse.Namespace) -> int:
-    """--max-eager-allocation, else trt_lower.load's default (imported once a model is loaded: with the
-    parser, it would import torch for --help)."""
+def loading(args: argparse.Namespace) -> dict[str, Any]:
+    """trt_lower.load's trusted_keys and max_eager_allocation from add_loading's options (the
+    budget's default imported only once a model is loaded: with the parser, it would import torch
+    for --help)."""
     from trt_lower.deploy.allocations import DEFAULT_MAX_EAGER_ALLOCATION
 
     given: int | None = args.max_eager_allocation
-    return DEFAULT_MAX_EAGER_ALLOCATION if given is None else given
+    return {
+        "trusted_keys": args.trusted_key,
+        "max_eager_allocation": DEFAULT_MAX_EAGER_ALLOCATION if given is None else given,
+    }

@@ -17,11 +17,10 @@ from trt_lower.cli.arguments import (
     add_backend,
     add_collectives,
     add_draw,
-    add_max_eager_allocation,
+    add_loading,
     add_timing,
-    add_trusted_key,
-    eager_budget,
     input_file,
+    loading,
     output_file,
     renamed,
 )
@@ -172,9 +171,7 @@ def _run(args: argparse.Namespace) -> int:
     from trt_lower.runtime.guard import InputGuard
 
     start = time.perf_counter()
-    lowered = trt_lower.load(
-        args.file, backend=args.backend, trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
-    )
+    lowered = trt_lower.load(args.file, backend=args.backend, **loading(args))
     print(f"loaded {args.file} in {time.perf_counter() - start:.2f} s (engines on {lowered.report.backend})")
     inputs = example_inputs(lowered)
     guard = lowered.get_submodule(artifact.GUARD)
@@ -287,7 +284,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     cli_distributed.add_arguments(p)
     add_backend(p)
-    add_trusted_key(p)
-    add_max_eager_allocation(p)
+    add_loading(p)
     add_timing(p, iterations=20, warmup=3)
     p.set_defaults(command_fn=run)

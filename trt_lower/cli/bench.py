@@ -11,11 +11,10 @@ from trt_lower.cli import artifact as cli_artifact
 from trt_lower.cli.arguments import (
     add_backend,
     add_draw,
-    add_max_eager_allocation,
+    add_loading,
     add_timing,
-    add_trusted_key,
-    eager_budget,
     input_file,
+    loading,
     output_file,
     renamed,
 )
@@ -68,8 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=None, help="and at least this many seconds per variant")
     add_backend(p)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help="what the engines compute in (--model)")
-    add_trusted_key(p)
-    add_max_eager_allocation(p)
+    add_loading(p)
     p.add_argument(
         "--json", metavar="PATH", type=output_file, help="write every figure, the samples and the machine as JSON"
     )
@@ -83,9 +81,7 @@ def _from_file(args: argparse.Namespace) -> tuple[None, LoweredModule, tuple[tor
         raise UsageError("a saved model has no eager model to compare with: FILE runs --compare lowered only")
     import trt_lower
 
-    lowered = trt_lower.load(
-        args.file, backend=args.backend, trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
-    )
+    lowered = trt_lower.load(args.file, backend=args.backend, **loading(args))
     return None, lowered, tuple(cli_artifact.example_inputs(lowered))
 
 

@@ -9,15 +9,7 @@ from __future__ import annotations
 import argparse
 
 from trt_lower.cli import inputs as cli_inputs
-from trt_lower.cli.arguments import (
-    add_backend,
-    add_max_eager_allocation,
-    add_timing,
-    add_trusted_key,
-    eager_budget,
-    input_file,
-    output_file,
-)
+from trt_lower.cli.arguments import add_backend, add_loading, add_timing, input_file, loading, output_file
 
 
 def profile(args: argparse.Namespace) -> int:
@@ -26,9 +18,7 @@ def profile(args: argparse.Namespace) -> int:
     from trt_lower.cli.artifact import example_inputs
 
     given = [cli_inputs.example(*cli_inputs.parse(text)) for text in args.input or ()]  # refused before loading
-    lowered = trt_lower.load(
-        args.file, backend=args.backend, trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
-    )
+    lowered = trt_lower.load(args.file, backend=args.backend, **loading(args))
     lowered = getattr(lowered, "lowered_module", lowered)
     inputs = given or example_inputs(lowered)
     result = lowered.profile(inputs, iterations=args.iterations, warmup=args.warmup)
@@ -46,8 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     cli_inputs.add_input(p, default="the lowered shapes")
     add_backend(p)
-    add_trusted_key(p)
-    add_max_eager_allocation(p)
+    add_loading(p)
     add_timing(p, iterations=20, warmup=3)
     p.add_argument("--top", type=int, default=20, help="rows shown, the rest summed")
     p.add_argument("--json", metavar="PATH", type=output_file, help="also write the profile as JSON")

@@ -6,14 +6,7 @@ from __future__ import annotations
 import argparse
 
 from trt_lower.benchmarking import models as demo_models
-from trt_lower.cli.arguments import (
-    add_backend,
-    add_max_eager_allocation,
-    add_trusted_key,
-    eager_budget,
-    input_file,
-    renamed,
-)
+from trt_lower.cli.arguments import add_backend, add_loading, input_file, loading, renamed
 from trt_lower.cli.dispatch import UsageError
 from trt_lower.values.settings import PRECISIONS, TRT_VERSIONS
 
@@ -34,8 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trt-version", default=None, choices=TRT_VERSIONS, help="TensorRT version to target (--model)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance the repro's check uses")
     p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance the repro's check uses")
-    add_trusted_key(p)
-    add_max_eager_allocation(p)
+    add_loading(p)
     p.set_defaults(command_fn=repro)
 
 
@@ -53,9 +45,7 @@ def repro(args: argparse.Namespace) -> int:
     torch.manual_seed(0)
     if args.file is not None:
         command = write_repro_loaded(
-            load(
-                args.file, backend="onnxruntime", trusted_keys=args.trusted_key, max_eager_allocation=eager_budget(args)
-            ),
+            load(args.file, backend="onnxruntime", **loading(args)),
             args.engine,
             args.output,
             rtol=args.rtol,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from trt_lower.cli.arguments import add_max_eager_allocation, add_trusted_key, input_file, port, renamed
+from trt_lower.cli.arguments import add_loading, input_file, port, renamed
 
 
 def triton(args: argparse.Namespace) -> int:
@@ -45,8 +45,7 @@ def add_triton_arguments(p: argparse.ArgumentParser) -> None:
         choices=PLATFORMS,
         help="the Triton backend (auto: a TensorRT plan or ONNX where the model is one engine, else python)",
     )
-    add_trusted_key(p)
-    add_max_eager_allocation(p)  # written into a python model's config, which loads with it
+    add_loading(p)  # the budget written into a python model's config, which loads with it
     p.set_defaults(command_fn=triton)
 
 

@@ -7,20 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from trt_lower.cli.arguments import add_backend, add_max_eager_allocation, add_trusted_key, eager_budget, input_file
+from trt_lower.cli.arguments import add_backend, add_loading, input_file, loading
 
 
 def verify(args: argparse.Namespace) -> int:
     import trt_lower
     from trt_lower.deploy import probe as artifact_probe
 
-    lowered = trt_lower.load(
-        args.file,
-        backend=args.backend,
-        cache_dir=args.cache_dir,
-        trusted_keys=args.trusted_key,
-        max_eager_allocation=eager_budget(args),
-    )
+    lowered = trt_lower.load(args.file, backend=args.backend, cache_dir=args.cache_dir, **loading(args))
     lowered = getattr(lowered, "lowered_module", lowered)
     probe = lowered.probe
     if probe is None:
@@ -51,6 +45,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=input_file, help="artifact written by trt_lower.save")
     add_backend(p)
     p.add_argument("--cache-dir", default=None, help="TensorRT engine cache for engines built again")
-    add_trusted_key(p)
-    add_max_eager_allocation(p)
+    add_loading(p)
     p.set_defaults(command_fn=verify)
