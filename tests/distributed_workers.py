@@ -9,6 +9,7 @@ an all_reduce sums the ranks' activations between two engines, as a tensor-paral
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import socket
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -150,6 +151,21 @@ def die(folder: Path, stall: bool) -> None:
         print(f"ok {time.monotonic() - start:.1f} s: {e}", flush=True)
         os._exit(0)  # the process group's teardown would wait for the missing rank
     raise AssertionError("the collective ran without rank 1")
+
+
+@contextlib.contextmanager
+def fake_ranks(world_size: int) -> Iterator[None]:
+    """Inside: this process is rank 0 of `world_size` in PyTorch's fake process group, whose
+    collectives complete at once without peers (an all_reduce leaves its input, an all_gather
+    repeats it), so a sharded model captures and runs as on `world_size` ranks, in one process."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 def free_port() -> int:

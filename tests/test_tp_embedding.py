@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
-import torch.distributed as dist
-from torch.testing._internal.distributed.fake_pg import FakeStore
+from distributed_workers import fake_ranks
 
 pytest.importorskip("transformers")
 from tp_worker import sharded, tiny_llama, tp_plan  # noqa: E402
@@ -20,11 +19,8 @@ from trt_lower.llm import lower_causal_lm  # noqa: E402
 @pytest.fixture
 def two_fake_ranks() -> Iterator[None]:
     """This process as rank 0 of 2 in PyTorch's fake process group: lowering and the report only."""
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
+    with fake_ranks(2):
         yield
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("min_block_size", [3, 1])

@@ -15,9 +15,7 @@ from typing import Iterator
 
 import pytest
 import torch
-import torch.distributed as dist
-from distributed_workers import free_port
-from torch.testing._internal.distributed.fake_pg import FakeStore
+from distributed_workers import fake_ranks, free_port
 
 from converters.core.target import DEFAULT, TrtTarget
 from splitter.support import COLLECTIVE_REASON, unsupported_reason
@@ -81,11 +79,8 @@ def four_fake_ranks() -> Iterator[None]:
     """This process as rank 0 of 4 in PyTorch's fake process group: collectives complete at once
     without peers (an all_reduce leaves its input, an all_gather repeats it), so a sharded model
     captures and runs as on 4 ranks, in one process."""
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
-    try:
+    with fake_ranks(4):
         yield
-    finally:
-        dist.destroy_process_group()
 
 
 def test_on_4_ranks_a_prompt_runs_in_chunks_of_3(four_fake_ranks: None) -> None:

@@ -9,10 +9,8 @@ from typing import Iterator
 
 import pytest
 import torch
-import torch.distributed as dist
-from distributed_workers import launch
+from distributed_workers import fake_ranks, launch
 from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel
-from torch.testing._internal.distributed.fake_pg import FakeStore
 
 import trt_lower
 
@@ -42,11 +40,8 @@ def test_engine_with_its_collective_inside_takes_new_shards(tmp_path: Path) -> N
 @pytest.fixture
 def two_fake_ranks() -> Iterator[None]:
     """This process as rank 0 of 2 in PyTorch's fake process group: enough to lower and refit."""
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
+    with fake_ranks(2):
         yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _lowered(model: torch.nn.Module) -> trt_lower.LoweredModule:
