@@ -67,3 +67,18 @@ def test_a_file_swapped_after_it_was_verified_does_not_reach_the_repository(
     model = repository.export_model_repository(source, tmp_path / "repo", "m", platform="python", trusted_keys=key)
     assert (model.path / "1" / repository.ARTIFACT).read_bytes() == path.read_bytes()
     assert trt_lower.load(model.path / "1" / repository.ARTIFACT, trusted_keys=key) is not None
+
+
+def test_a_file_whose_tail_is_still_in_the_copys_buffer_exports(
+    signed: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fault: the private copy's last chunk still in its write buffer when the copy was measured
+    (fstat), so a whole file was refused as truncated whenever its size left a short last chunk."""
+    _, _, unsigned = signed  # no signature check to read (and so flush) the copy first
+    monkeypatch.delenv("TRT_LOWER_TRUSTED_KEYS", raising=False)
+    with zipfile.ZipFile(unsigned) as archive:
+        data_end = max(i.header_offset + 30 + len(i.filename) + len(i.extra) + i.file_size for i in archive.infolist())
+    # Copied in two chunks, the second (from the last member's last byte on) small enough to stay buffered.
+    monkeypatch.setattr("shutil.COPY_BUFSIZE", data_end - 1)
+    model = repository.export_model_repository(unsigned, tmp_path / "repo", "m", platform="python")
+    assert (model.path / "1" / repository.ARTIFACT).read_bytes() == unsigned.read_bytes()

@@ -67,7 +67,8 @@ class Container:
     def __init__(self, path: Path, file: BinaryIO) -> None:
         self.path = path
         self.file = file  # the one open file everything is read from (`open_file`)
-        self.size = os.fstat(file.fileno()).st_size
+        # The file's logical end, not fstat's: a buffered file still holding written bytes has them counted.
+        self.size = file.seek(0, os.SEEK_END)
         try:
             with zipfile.ZipFile(file) as archive:
                 infos = archive.infolist()
