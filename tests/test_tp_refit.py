@@ -92,3 +92,20 @@ def test_a_weight_stripped_rank_file_loads_with_a_state_dict_of_shards(two_fake_
     tuned = sharded(perturbed(model), PLAN)
     with torch.no_grad():
         torch.testing.assert_close(trt_lower.load(path, weights=tuned.state_dict())(x), tuned(x))
+
+
+def test_a_weight_stripped_rank_file_refuses_another_plans_state_dict(two_fake_ranks: None, tmp_path: Path) -> None:
+    """Rows for columns: the shards' shapes fit the file, their slices do not. The file records each
+    DTensor's layout; without it these weights loaded and computed another model."""
+    model = _mlp()
+    path = tmp_path / "mlp.rank0.trtl"
+    trt_lower.save(_lowered(model), path, weights="separate")
+    swapped = sharded(model, {"0": RowwiseParallel(), "2": ColwiseParallel()})
+    with pytest.raises(
+        trt_lower.ArtifactError,
+        match=r"weight '0.weight' is sharded with placements \(Shard\(dim=1\),\) on a mesh of shape \(2,\); "
+        r"in the lowered model it is sharded with placements \(Shard\(dim=0\),\)",
+    ):
+        trt_lower.load(path, weights=swapped.state_dict())
+    with pytest.raises(trt_lower.ArtifactError, match="weight '0.weight' is not sharded; in the lowered model"):
+        trt_lower.load(path, weights=model.state_dict())

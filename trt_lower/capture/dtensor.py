@@ -55,6 +55,21 @@ def shard_layouts(model: torch.nn.Module) -> dict[str, str]:
     return {name: layout for name, layout in layouts.items() if layout is not None}
 
 
+def layout_mismatch(given: Mapping[str, object], layouts: Mapping[str, str]) -> str | None:
+    """What is wrong with the first value of `given` (name -> new weight) laid out otherwise than
+    `layouts` (the lowered model's shard_layouts) says, a plain tensor for a DTensor included; None
+    when each is laid out as lowered. The shard shapes alone cannot tell: a square weight split by
+    rows has the shards' shapes of one split by columns."""
+    for key, value in given.items():
+        lowered, layout = layouts.get(key), shard_layout(value)
+        if layout != lowered:
+            return (
+                f"weight '{key}' is {layout or 'not sharded'}; in the lowered model it is "
+                f"{lowered or 'not sharded'} (another tensor-parallel plan needs lower_to_trt again)"
+            )
+    return None
+
+
 def unwrapped(state: Mapping[str, object]) -> dict[str, object]:
     """`state` (name -> value) with each tensor subclass (a DTensor weight `owner.name`) replaced by
     its plain tensor parts, named as torch.export's parametrization names them in the lowered graph

@@ -36,7 +36,7 @@ from onnx import numpy_helper
 from converters.core.dtypes import numpy_view
 from converters.core.errors import TrtLowerError
 from converters.core.segment import OnnxSegment
-from trt_lower.capture.dtensor import unwrapped
+from trt_lower.capture.dtensor import layout_mismatch, unwrapped
 from trt_lower.deploy import onnx_members
 from trt_lower.deploy.onnx_members import OnnxMemberError
 from trt_lower.values.atomic_file import atomic_file
@@ -82,6 +82,7 @@ class StateNames:
     required: frozenset[str]  # those a state dict must give (its state dict's keys)
     literals: frozenset[str]  # engine weights the same for any weights: kept in the artifact
     derived: frozenset[str]  # keys computed from the weights by conversion: only the weight file has them
+    layouts: dict[str, str] = field(default_factory=dict)  # a tensor-parallel model's DTensors: shard_layouts
 
 
 @dataclass
@@ -141,6 +142,7 @@ class Separated:
             "state": {k: [_dtype_name(d), list(s)] for k, (d, s) in names.state.items()},
             "required": sorted(names.required),
             "defaults": defaults,
+            **({"layouts": names.layouts} if names.layouts else {}),
         }
 
     def write(self, path: Path, record: dict[str, Any]) -> int:
@@ -168,6 +170,8 @@ def read(
     expected: Mapping[str, Any] = record["tensors"]
     if isinstance(source, Mapping):
         # A tensor-parallel model's DTensors by the names and shards its lowered graph reads.
+        if (problem := layout_mismatch(source, _layouts(record))) is not None:
+            raise WeightFileError(f"the state dict does not fit {artifact}: {problem}")
         where, tensors = "the state dict", cast(dict[str, torch.Tensor], unwrapped(source))
         if not set(tensors) & set(expected):  # none of the file's keys: the model's own names
             if "names" not in record:
@@ -185,6 +189,14 @@ def read(
         )
     _fits(where, tensors, expected, list(expected), str(artifact))
     return tensors
+
+
+def _layouts(record: Mapping[str, Any]) -> Mapping[str, str]:
+    """The lowered model's DTensor layouts by name the record keeps ({} for a model without any)."""
+    layouts = record.get("names", {}).get("layouts", {})
+    if not (isinstance(layouts, dict) and all(isinstance(v, str) and len(v) <= 200 for v in layouts.values())):
+        raise TypeError("field 'separate_weights.names.layouts' is not a map of names to layouts")
+    return layouts
 
 
 def from_state(

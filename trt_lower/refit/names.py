@@ -94,4 +94,5 @@ def state_names(lowered: LoweredModule) -> StateNames | None:
         required=frozenset(program.state_dict),
         literals=frozenset(literals),
         derived=frozenset(derived),
+        layouts=dict(lowering.captured.shards),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from trt_lower.capture.dtensor import shard_layout, unwrapped
+from trt_lower.capture.dtensor import layout_mismatch, unwrapped
 from trt_lower.refit.errors import WeightUpdateError
 
 
@@ -18,14 +18,6 @@ def local_shards(given: Mapping[str, object], layouts: Mapping[str, str]) -> dic
     """`given` (name -> new tensor) with each DTensor replaced by its parts (the rank's shard);
     WeightUpdateError naming the weight where its layout is not the one in `layouts` (the lowered
     model's, by name), a plain tensor included."""
-    taken: dict[str, object] = {}
-    for key, value in given.items():
-        lowered = layouts.get(key)
-        layout = shard_layout(value)
-        if layout != lowered:
-            raise WeightUpdateError(
-                f"weight '{key}' is {layout or 'not sharded'}; in the lowered model it is "
-                f"{lowered or 'not sharded'} (another tensor-parallel plan needs lower_to_trt again)"
-            )
-        taken.update(unwrapped({key: value}))
-    return taken
+    if (problem := layout_mismatch(given, layouts)) is not None:
+        raise WeightUpdateError(problem)
+    return unwrapped(given)
