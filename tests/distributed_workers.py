@@ -113,24 +113,48 @@ def alone(folder: Path) -> None:
     print("ok refused")
 
 
-def part(folder: Path) -> None:
-    """A module whose all_reduce runs over a part of the world (one rank's group) is not saved."""
-    import torch.distributed as dist
+def _tensor_parallel_pair() -> Any:
+    """This rank's tensor-parallel group of a 2x2 device mesh (data parallel by tensor parallel):
+    ranks [0, 1] or [2, 3], a part of the world."""
+    from torch.distributed.device_mesh import init_device_mesh
 
+    return init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))["tp"].get_group()
+
+
+def mesh_save(folder: Path) -> None:
+    """On 4 ranks, each pair's all_reduce runs over that pair only: saved with the pair's ranks."""
     import trt_lower
 
     rank = _join()
-    own = [dist.new_group([r]) for r in range(dist.get_world_size())][rank]
-    model, x = RowParallel(own).eval(), torch.randn(2, 8)
+    torch.manual_seed(rank)
+    model, x = RowParallel(_tensor_parallel_pair()).eval(), torch.randn(2, 8)
     lowered = trt_lower.lower_to_trt(model, (x,), min_block_size=1, backend="onnxruntime")
+    with torch.no_grad():
+        y = model(x)
+    torch.testing.assert_close(lowered(x), y)
+    torch.save({"x": x, "y": y}, folder / f"io.rank{rank}.pt")
+    trt_lower.save(lowered, folder / FILE)
+    print(f"ok saved rank {rank}")
+
+
+def mesh_load(folder: Path) -> None:
+    """In a fresh job: refused, naming the pair, until the job has made its mesh; then each rank's
+    all_reduce runs over its own pair again (over the world, the sum would take all 4 ranks)."""
+    import trt_lower
+
+    rank = _join()
+    pair = [rank - rank % 2, rank - rank % 2 + 1]
     try:
-        trt_lower.save(lowered, folder / FILE)
-    except trt_lower.ArtifactError as e:
-        assert f"of ranks [{rank}], a part of the world of 2" in str(e), e
+        trt_lower.load(folder / FILE, backend="onnxruntime")
+    except trt_lower.RankMismatchError as e:
+        assert f"records a process group of ranks {pair}, and this job has none" in str(e), e
     else:
-        raise AssertionError("saved a collective over a part of the world")
-    assert not list(folder.glob("*.trtl"))
-    print("ok refused")
+        raise AssertionError("loaded a file whose group the job has not created")
+    _tensor_parallel_pair()
+    lowered = trt_lower.load(folder / FILE, backend="onnxruntime")
+    io = torch.load(folder / f"io.rank{rank}.pt")
+    torch.testing.assert_close(lowered(io["x"]), io["y"])
+    print(f"ok loaded rank {rank}")
 
 
 def die(folder: Path, stall: bool) -> None:
@@ -224,4 +248,4 @@ if __name__ == "__main__":
     if mode in ("die", "stall"):
         die(folder, stall=mode == "stall")
     else:
-        {"save": save, "load": load, "alone": alone, "part": part}[mode](folder)
+        {"save": save, "load": load, "alone": alone, "mesh_save": mesh_save, "mesh_load": mesh_load}[mode](folder)

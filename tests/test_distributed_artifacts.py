@@ -38,8 +38,12 @@ def test_four_ranks_round_trip(tmp_path: Path) -> None:
     assert launch("load", tmp_path, 4) == [f"ok loaded rank {rank}\n" for rank in range(4)]
 
 
-def test_a_collective_over_a_part_of_the_world_is_not_saved(tmp_path: Path) -> None:
-    assert launch("part", tmp_path, 2) == ["ok refused\n", "ok refused\n"]
+def test_a_collective_over_one_dimension_of_a_2d_mesh_round_trips(tmp_path: Path) -> None:
+    """Tensor parallel inside data parallel: each file binds to the loading job's group of its ranks."""
+    saved = launch("mesh_save", tmp_path, 4)
+    assert all(out.startswith("ok saved") for out in saved), saved
+    loaded = launch("mesh_load", tmp_path, 4)
+    assert loaded == [f"ok loaded rank {rank}\n" for rank in range(4)], loaded
 
 
 def test_a_job_of_another_size_is_refused(saved: Path) -> None:
@@ -131,7 +135,7 @@ def _no_record(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
     del manifest["distributed"]
 
 
-def _part_of_the_world(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
+def _without_its_rank(manifest: dict[str, Any], members: dict[str, bytes]) -> None:
     manifest["distributed"]["groups"][0]["ranks"] = []
 
 
@@ -144,7 +148,10 @@ ATTACKS = {
     "a group size": (_gathered, r"node 'all_reduce' .* gives group_size 1099511627776; its group has 1 ranks"),
     "a reduction": (_reduction, r"node 'all_reduce' .* 'reduce_op' must be one of"),
     "no record": (_no_record, r"node 'all_reduce' .* process group '0', which field 'distributed' does not record"),
-    "a part of the world": (_part_of_the_world, r"field 'distributed.groups\[0\].ranks' must be the world's ranks"),
+    "a group without its rank": (
+        _without_its_rank,
+        r"field 'distributed.groups\[0\].ranks' must be distinct ranks of 0..0, rank 0 among them, got \[\]",
+    ),
 }
 
 

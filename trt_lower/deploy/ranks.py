@@ -3,12 +3,13 @@ run them inside (collectives="engine"), is saved on one rank of a job, and loads
 of a job of the same size (docs/distributed.md).
 
 The manifest's `distributed` field records the rank, the world size, the backend and each
-process group the collectives run over (its name in the graph and its ranks). On load the rank
-and world size must be the current process's; the backend is a record only (a file saved on CPUs
-with gloo runs on GPUs with NCCL). The group a collective names in the file is never looked up:
-it must be one the field records, and the node is bound to the current job's group of the same
-ranks. Only collectives over the whole world are saved (a part of it, one dimension of a 2-D
-mesh, is refused by name): the world is the one group every rank of the loading job has.
+process group the collectives run over (its name in the graph and its ranks: the whole world, or
+a part of it such as one dimension of a 2-D device mesh). On load the rank and world size must be
+the current process's; the backend is a record only (a file saved on CPUs with gloo runs on GPUs
+with NCCL). The group a collective names in the file is never looked up by that name (names are
+counters, which differ from rank to rank): it must be one the field records, and the node is
+bound to the loading job's group of the same ranks, the world or one the job has created (its
+device mesh) before loading.
 """
 
 from __future__ import annotations
@@ -89,19 +90,12 @@ def record(graph: torch.fx.Graph, in_engines: bool = False) -> dict[str, Any] | 
     for node in nodes:
         name = _group(node)
         try:
-            ranks = dist.get_process_group_ranks(_resolve_process_group(name))
+            groups[name] = dist.get_process_group_ranks(_resolve_process_group(name))
         except (LookupError, RuntimeError) as e:  # no process group, or not this one any more
             raise ArtifactError(
                 f"cannot save this module: node '{node.name}' ({node.target}) runs over process group "
                 f"'{name}' ({e}); save it on its rank, while the group it was lowered in exists"
             ) from None
-        if ranks != list(range(world)):
-            raise ArtifactError(
-                f"cannot save this module: node '{node.name}' ({node.target}) runs over process group "
-                f"'{name}' of ranks {ranks[:16]}, a part of the world of {world}; an artifact holds "
-                "collectives over the whole world only"
-            )
-        groups[name] = ranks
     return {
         "rank": rank,
         "world_size": world,
@@ -110,9 +104,11 @@ def record(graph: torch.fx.Graph, in_engines: bool = False) -> dict[str, Any] | 
     }
 
 
-def check(manifest: dict[str, Any], path: os.PathLike[str] | str) -> dict[str, list[int]]:
-    """The groups the file's `distributed` field records ({} for a file without one), after
-    checking its rank and world size against this process's: RankMismatchError otherwise."""
+def check(manifest: dict[str, Any], path: os.PathLike[str] | str) -> dict[str, Any]:
+    """The loading job's process group for each group the file's `distributed` field records, by
+    the name its collectives give ({} for a file without one), after checking its rank and world
+    size against this process's: RankMismatchError otherwise, or where the job has no group of a
+    recorded group's ranks."""
     data = manifest.get(DISTRIBUTED)
     if data is None:
         return {}
@@ -137,15 +133,42 @@ def check(manifest: dict[str, Any], path: os.PathLike[str] | str) -> dict[str, l
     groups = {}
     for at, group in items(data, "groups", DISTRIBUTED):
         ranks = [need(r, int, f"{at}.ranks[{k}]") for k, r in enumerate(field(group, "ranks", list, at))]
-        if ranks != list(range(world)):
-            raise FieldError(f"field '{at}.ranks' must be the world's ranks 0..{world - 1}, got {str(ranks)[:80]}")
-        groups[field(group, "name", str, at)] = ranks
+        if rank not in ranks or len(set(ranks)) != len(ranks) or not all(0 <= r < world for r in ranks):
+            raise FieldError(
+                f"field '{at}.ranks' must be distinct ranks of 0..{world - 1}, rank {rank} among them, "
+                f"got {str(ranks)[:80]}"
+            )
+        found = _job_group(ranks)
+        if found is None:
+            raise RankMismatchError(
+                f"{path}: field '{at}' records a process group of ranks {str(ranks)[:80]}, and this job has none: "
+                "create it (the device mesh the model was sharded on, or dist.new_group) before trt_lower.load"
+            )
+        groups[field(group, "name", str, at)] = found
     return groups
 
 
-def bind(graph: torch.fx.Graph, groups: dict[str, list[int]]) -> None:
-    """Each collective of a loaded graph bound to the current job's group: the group it names must
-    be one of `groups` (the file's `distributed` field), and the size it allocates for that group's."""
+def _job_group(ranks: list[int]) -> Any:
+    """The process group of exactly `ranks` (in group rank order) this job has created, or None: the
+    world, else the first one created. Every rank creates its groups in the same order, so every
+    rank of the group picks the same one."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    if ranks == list(range(dist.get_world_size())):
+        return dist.group.WORLD
+    for group in distributed_c10d._world.pg_group_ranks:
+        # A group this rank is no member of is held as a sentinel, not a ProcessGroup.
+        if isinstance(group, dist.ProcessGroup) and dist.get_process_group_ranks(group) == ranks:
+            return group
+    return None
+
+
+def bind(graph: torch.fx.Graph, groups: dict[str, Any]) -> None:
+    """Each collective of a loaded graph bound to the loading job's group: the group it names must
+    be one of `groups` (check's, by the file's names), and the size it allocates for that group's."""
+    import torch.distributed as dist
+
     for node in _collectives(graph):
         name = _group(node)
         if name is None:
@@ -155,24 +178,17 @@ def bind(graph: torch.fx.Graph, groups: dict[str, list[int]]) -> None:
                 f"field 'graph': node '{node.name}' ({node.target}) runs over process group {str(name)[:80]!r}, "
                 f"which field '{DISTRIBUTED}' does not record"
             )
-        size = _arguments(node).get("group_size", len(groups[name]))
-        if size != len(groups[name]):
+        group = groups[name]
+        size = _arguments(node).get("group_size", dist.get_world_size(group))
+        if size != dist.get_world_size(group):
             raise FieldError(
                 f"field 'graph': node '{node.name}' ({node.target}) gives group_size {size}; its group has "
-                f"{len(groups[name])} ranks"
+                f"{dist.get_world_size(group)} ranks"
             )
-        _set_group(node)
-
-
-def _set_group(node: torch.fx.Node) -> None:
-    """The node's group: the world of the current job (check() found one)."""
-    import torch.distributed as dist
-
-    assert dist.group.WORLD is not None
-    if "group_name" in node.kwargs:
-        node.update_kwarg("group_name", dist.group.WORLD.group_name)
-    else:
-        node.update_arg(_names(node).index("group_name"), dist.group.WORLD.group_name)
+        if "group_name" in node.kwargs:
+            node.update_kwarg("group_name", group.group_name)
+        else:
+            node.update_arg(_names(node).index("group_name"), group.group_name)
 
 
 def expand(path: os.PathLike[str] | str) -> os.PathLike[str] | str:
