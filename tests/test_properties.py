@@ -14,9 +14,10 @@ test_fuzz.py and a small zoo of real architectures, a lowering with verify=True
 and where the case's inputs have a batch (`batch` says the rule; a case without one is skipped
 with the reason), a lowering for leading sizes 1..4B with two optimization profiles
 
-  (f) matches eager on each profile, refuses the call between them (EngineInputError naming the
-      ranges), takes (c)'s new weights and matches them on each profile, and saves and loads in
-      (b)'s fresh process to do the same;
+  (f) matches eager on each profile, refuses the call between them where an engine tells them
+      apart (EngineInputError naming the ranges; else that call matches eager), takes (c)'s new
+      weights and matches them on each profile, and saves and loads in (b)'s fresh process to do
+      the same;
 
 and a lowering on the TensorRT path (the double, TensorRT 10.13)
 
@@ -213,7 +214,9 @@ def all_eager(seed: int) -> Example:
 
 
 CASES = {
-    **{f"random_program-seed{s}": Case(random_program, s, {"min_block_size": 1}, exact=True) for s in range(12)},
+    # Seeds 12 and 40, from a run over seeds 12-47: their engines take no batched input, so no
+    # engine tells (f)'s profiles apart.
+    **{f"random_program-seed{s}": Case(random_program, s, {"min_block_size": 1}, exact=True) for s in (*range(13), 40)},
     **{f"structured_program-seed{s}": Case(structured_program, s, {"min_block_size": 1}, exact=True) for s in range(4)},
     "cnn_batchnorm-seed0": Case(cnn, 0),
     "bert-seed0": Case(bert_model, 0),
@@ -377,8 +380,19 @@ def _lower_profiled(case: Case, model: torch.nn.Module, found: Batch) -> Any:
     return trt_lower.lower_to_trt(model, **found.lowering(), backend="onnxruntime", verify=False, **case.lowering)
 
 
-def _refuses_between(lowered: Any, found: Batch) -> None:
-    """The call between the profiles is refused, naming both profiles' ranges."""
+def _between(case: Case, model: torch.nn.Module, lowered: Any, found: Batch) -> None:
+    """The call between the profiles: where an engine tells them apart (an engine taking the batch,
+    whose inputs' ranges differ between the profiles, has both), refused naming both profiles'
+    ranges; where none does (all eager, or engines only after the batch is summed away or on
+    inputs without it), it reaches no engine it fits none of, and runs and matches eager."""
+    engines = lowered.report.engines
+    dynamic = [e.profiles for e in engines if any(-1 in shape for shape in e.input_shapes)]
+    assert not dynamic or any(len(p) == 2 for p in dynamic), f"no engine has the two profiles: {dynamic}"
+    profiled = [e.profiles for e in engines if e.profiles]
+    assert all(len(p) == 2 for p in profiled), f"an engine has other than the two profiles: {profiled}"
+    if not profiled:
+        _matches(case, lowered(*found.at(found.between)), _eager(model, found.at(found.between)))
+        return
     try:
         lowered(*found.at(found.between))
     except EngineInputError as e:
@@ -389,20 +403,11 @@ def _refuses_between(lowered: Any, found: Batch) -> None:
 
 
 def keeps_several_profiles(case: Case, model: torch.nn.Module, found: Batch, lowered: Any) -> None:
-    """(f): each profile's calls match eager; where the lowering has engines, one has the two
-    profiles (every engine of these cases takes the batch) and the call between them is refused;
-    where all is eager, that call runs and matches eager too. Then it takes (c)'s new weights and
-    matches them on each profile."""
+    """(f): each profile's calls match eager, and the call between them is refused or runs as
+    `_between` says. Then it takes (c)'s new weights and matches them on each profile."""
     for n in found.calls:
         _matches(case, lowered(*found.at(n)), _eager(model, found.at(n)))
-    engines = lowered.report.engines
-    if not engines:
-        _matches(case, lowered(*found.at(found.between)), _eager(model, found.at(found.between)))
-    else:
-        assert any(len(e.profiles) == 2 for e in engines), (
-            f"no engine has the two profiles: {[e.profiles for e in engines]}"
-        )
-        _refuses_between(lowered, found)
+    _between(case, model, lowered, found)
     new = takes_perturbed_weights(case, model, found.inputs, lowered)
     for n in found.calls:
         _matches(case, lowered(*found.at(n)), _eager(new, found.at(n)))
@@ -432,8 +437,8 @@ def streams_on_tensorrt(case: Case, model: torch.nn.Module, inputs: Any, double:
             _matches(case, lowered(*call), outputs)
 
     each_call_matches()
-    if isinstance(found, Batch) and lowered.report.engines:
-        _refuses_between(lowered, found)
+    if isinstance(found, Batch):
+        _between(case, model, lowered, found)
     if double.state.builds:
         build = double.state.last_build
         built = (build.optimization_level, build.workspace_bytes, build.tactic_sources)
