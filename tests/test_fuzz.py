@@ -617,7 +617,9 @@ def _returned(draw: Draw, values: Values, read: list[str], depth: int) -> str:
     if kind == "leaf":
         name = draw(st.sampled_from(read if read and draw(st.booleans()) else list(values)[::-1]))
         t = values[name]
-        views = [name, name, f"{name}.reshape(-1)"] + ([f"{name}[0]", f"{name}.transpose(0, -1)"] if t.dim() else [])
+        # An empty leading dim has no [0]: its first rows, none (as many views, so the draws stay the same).
+        first = f"{name}[0]" if t.dim() and t.shape[0] else f"{name}[:1]"
+        views = [name, name, f"{name}.reshape(-1)"] + ([first, f"{name}.transpose(0, -1)"] if t.dim() else [])
         return str(draw(st.sampled_from(views)))
     items = [_returned(draw, values, read, depth - 1) for _ in range(draw(st.integers(1, 3)))]
     if kind == "dict":

@@ -375,6 +375,13 @@ def batch(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> Batch | s
     return found
 
 
+def _narrowed(lowered: Any) -> str | None:
+    """The note of a lowering whose capture holds a narrower range than the one declared (a guard
+    torch.export added: the product refuses calls outside it, naming the range), or None."""
+    notes = getattr(getattr(lowered, "report", None), "notes", [])
+    return next((note for note in notes if "the captured graph holds for" in note), None)
+
+
 def _lower_profiled(case: Case, model: torch.nn.Module, found: Batch) -> Any:
     # verify=False: (a) verifies; this lowering is for the profiles.
     return trt_lower.lower_to_trt(model, **found.lowering(), backend="onnxruntime", verify=False, **case.lowering)
@@ -422,14 +429,18 @@ def streams_on_tensorrt(case: Case, model: torch.nn.Module, inputs: Any, double:
     """(g): lowered for TensorRT 10.x (the double) with the builder knobs, weight_streaming=True and,
     where the case has a batch, (f)'s profiles; the knobs reach the builder, and the outputs match
     eager at every budget (half, none, all of the streamable weights) on every profile."""
-    found = batch(model, inputs)
-    shapes, calls = (
-        (found.lowering(), [found.at(n) for n in found.calls])
-        if isinstance(found, Batch)
-        else ({"inputs": inputs}, [inputs])
-    )
     settings = {"backend": "tensorrt", "verify": False, "weight_streaming": True, **KNOBS, **case.lowering}
-    lowered = trt_lower.lower_to_trt(model, **shapes, timing_cache=tmp / "timing.cache", **settings)
+
+    def lower(shapes: dict[str, Any]) -> Any:
+        return trt_lower.lower_to_trt(model, **shapes, timing_cache=tmp / "timing.cache", **settings)
+
+    found: Batch | str = batch(model, inputs)
+    lowered = lower(found.lowering()) if isinstance(found, Batch) else None
+    if _narrowed(lowered):
+        found = "the capture narrowed the batch"
+    if not isinstance(found, Batch):
+        lowered = lower({"inputs": inputs})
+    calls = [found.at(n) for n in found.calls] if isinstance(found, Batch) else [inputs]
     expected = [_eager(model, c) for c in calls]
 
     def each_call_matches() -> None:
@@ -545,7 +556,10 @@ def _lowered(name: str, steps: set[str]) -> tuple[Lowered, dict[str, list[tuple[
         made.module, calls["module"] = _attempt(lambda: _lower(case, model, inputs, verify=True)), [inputs]
     if "profiled" in steps and isinstance(found := made.batch, Batch):
         made.profiled = _attempt(lambda: _lower_profiled(case, model, found))
-        calls["profiled"] = found.replay()
+        if (note := _narrowed(made.profiled)) is not None:
+            made.batch, made.profiled = f"no batch: {note}", None
+        else:
+            calls["profiled"] = found.replay()
     return made, calls
 
 
