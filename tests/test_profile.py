@@ -126,6 +126,24 @@ def test_eager_nodes_are_rows_with_their_line() -> None:
     assert [r.engine for r in profile.rows if r.kind == "layer"] == sorted(r.engine for r in profile.rows if r.engine)
 
 
+def test_the_nodes_onnx_runtime_inlines_a_function_op_into_are_rows_of_its_fx_node() -> None:
+    """ONNX Runtime runs HardSwish (an ONNX function) as the HardSigmoid and Mul it inlines, saves
+    them unnamed and times them as 'HardSigmoid_<index>': found by the property suite, a module of
+    one hardswish profiled to no row at all (its whole call host glue)."""
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.hardswish(torch.relu(torch.nn.functional.hardswish(x)) - 0.5)
+
+    x = torch.randn(4, 8)
+    lowered = trt_lower.lower_to_trt(Model().eval(), (x,), backend="onnxruntime", min_block_size=1)
+    profile = lowered.profile(x, iterations=3, warmup=1)
+    _adds_up(profile)
+    assert {r.name.split("_")[0] for r in profile.rows} >= {"HardSigmoid", "Mul"}
+    assert all(r.nodes for r in profile.rows), profile.rows
+    assert {n.node for r in profile.rows for n in r.nodes} >= {"hardswish", "hardswish_1"}
+
+
 def test_profiling_leaves_the_module_as_it_was(resnet: Any) -> None:
     lowered, x = resnet
     session, forward, expected = lowered.engine_0._session, type(lowered).forward, lowered(x)

@@ -65,7 +65,28 @@ class ProfiledEngine:
             optimized = onnx.load(os.path.join(self._dir, OPTIMIZED_MODEL), load_external_data=False)
         finally:
             shutil.rmtree(self._dir, ignore_errors=True)
+        name_inlined(optimized.graph, events)
         return layers(self._segment.model.graph, optimized.graph), run_times(events)
+
+
+def name_inlined(optimized: onnx.GraphProto, events: list[dict[str, Any]]) -> None:
+    """Names the nodes ONNX Runtime made by inlining a function op (HardSwish's HardSigmoid and
+    Mul, say) as its profiler does: it saves them unnamed and times them as '<op>_<node index>'.
+    The timed nodes the graph does not name, in node index order, are its unnamed nodes in graph
+    order (inlining makes a function's nodes in order); where their ops do not line up so, the
+    nodes stay unnamed (their time is then the host glue's)."""
+    named = {node.name for node in optimized.node}
+    timed: dict[str, tuple[int, str]] = {}
+    for e in events:
+        name, args = e.get("name", ""), e.get("args", {})
+        if e.get("cat") == "Node" and name.endswith(_KERNEL) and str(args.get("node_index", "")).isdigit():
+            if name[: -len(_KERNEL)] not in named:
+                timed[name[: -len(_KERNEL)]] = (int(args["node_index"]), str(args.get("op_name")))
+    ordered = sorted(timed, key=lambda name: timed[name][0])
+    unnamed = [node for node in optimized.node if not node.name]
+    if [timed[name][1] for name in ordered] == [node.op_type for node in unnamed]:
+        for node, name in zip(unnamed, ordered):
+            node.name = name
 
 
 def run_times(events: list[dict[str, Any]]) -> list[dict[str, float]]:
@@ -110,11 +131,17 @@ def layers(original: onnx.GraphProto, optimized: onnx.GraphProto) -> dict[str, L
     covered: dict[str, list[str]] = {}
     for name, layer in owner.items():
         covered.setdefault(layer, []).append(name)
-    result = {}
-    for node in optimized.node:
+    # A node that computes none of the original ones (a part of an inlined function op whose result
+    # another node gives) computes for the node that reads its output.
+    reader = {name: node for node in optimized.node for name in node.input if name}
+    result: dict[str, Layer] = {}
+    for node in reversed(optimized.node):
         onnx_nodes = covered.get(node.name) or covered.get(_computing(node, producer).name, [])
+        following = [reader[out].name for out in node.output if out in reader and reader[out].name in result]
+        if not onnx_nodes and following:
+            onnx_nodes = list(result[following[0]].onnx_nodes)
         result[node.name] = Layer(node.name, node.op_type, tuple(sorted(onnx_nodes, key=_order(original))))
-    return result
+    return {node.name: result[node.name] for node in optimized.node}
 
 
 def _named(original: onnx.GraphProto, optimized: onnx.GraphProto) -> dict[str, str]:
