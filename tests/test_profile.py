@@ -139,7 +139,6 @@ def test_the_nodes_onnx_runtime_inlines_a_function_op_into_are_rows_of_its_fx_no
     lowered = trt_lower.lower_to_trt(Model().eval(), (x,), backend="onnxruntime", min_block_size=1)
     profile = lowered.profile(x, iterations=3, warmup=1)
     _adds_up(profile)
-    assert {r.name.split("_")[0] for r in profile.rows} >= {"HardSigmoid", "Mul"}
     assert all(r.nodes for r in profile.rows), profile.rows
     assert {n.node for r in profile.rows for n in r.nodes} >= {"hardswish", "hardswish_1"}
 
