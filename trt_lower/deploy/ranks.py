@@ -179,11 +179,12 @@ def bind(graph: torch.fx.Graph, groups: dict[str, Any]) -> None:
                 f"which field '{DISTRIBUTED}' does not record"
             )
         group = groups[name]
-        size = _arguments(node).get("group_size", dist.get_world_size(group))
-        if size != dist.get_world_size(group):
+        members = dist.get_world_size(group)
+        size = _arguments(node).get("group_size", members)
+        if size != members:
             raise FieldError(
                 f"field 'graph': node '{node.name}' ({node.target}) gives group_size {size}; its group has "
-                f"{dist.get_world_size(group)} ranks"
+                f"{members} ranks"
             )
         if "group_name" in node.kwargs:
             node.update_kwarg("group_name", group.group_name)

@@ -55,6 +55,8 @@ WEIGHT_TYPES = frozenset(
 )
 # The largest tensor (in bytes) the manifest keeps for a load from a state dict that lacks it.
 _MAX_DEFAULT = 1 << 20
+# A DTensor layout's text (shard_layout's: placements, mesh shape) is short; a longer one is none.
+_MAX_LAYOUT = 200
 # A stripped initializer's external location: the values are in the weight file, under its key.
 _LOCATION = "trt_lower:separate"
 
@@ -194,7 +196,7 @@ def read(
 def _layouts(record: Mapping[str, Any]) -> Mapping[str, str]:
     """The lowered model's DTensor layouts by name the record keeps ({} for a model without any)."""
     layouts = record.get("names", {}).get("layouts", {})
-    if not (isinstance(layouts, dict) and all(isinstance(v, str) and len(v) <= 200 for v in layouts.values())):
+    if not (isinstance(layouts, dict) and all(isinstance(v, str) and len(v) <= _MAX_LAYOUT for v in layouts.values())):
         raise TypeError("field 'separate_weights.names.layouts' is not a map of names to layouts")
     return layouts
 

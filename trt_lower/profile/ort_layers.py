@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import onnx
 
@@ -77,11 +77,10 @@ def name_inlined(optimized: onnx.GraphProto, events: list[dict[str, Any]]) -> No
     nodes stay unnamed (their time is then the host glue's)."""
     named = {node.name for node in optimized.node}
     timed: dict[str, tuple[int, str]] = {}
-    for e in events:
-        name, args = e.get("name", ""), e.get("args", {})
-        if e.get("cat") == "Node" and name.endswith(_KERNEL) and str(args.get("node_index", "")).isdigit():
-            if name[: -len(_KERNEL)] not in named:
-                timed[name[: -len(_KERNEL)]] = (int(args["node_index"]), str(args.get("op_name")))
+    for name, e in _kernels(events):
+        args = e.get("args", {})
+        if name not in named and str(args.get("node_index", "")).isdigit():
+            timed[name] = (int(args["node_index"]), str(args.get("op_name")))
     ordered = sorted(timed, key=lambda name: timed[name][0])
     unnamed = [node for node in optimized.node if not node.name]
     if [timed[name][1] for name in ordered] == [node.op_type for node in unnamed]:
@@ -89,17 +88,22 @@ def name_inlined(optimized: onnx.GraphProto, events: list[dict[str, Any]]) -> No
             node.name = name
 
 
+def _kernels(events: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each timed run of a node in the profile's events, with the node's name."""
+    for e in events:
+        name = e.get("name", "")
+        if e.get("cat") == "Node" and name.endswith(_KERNEL):
+            yield name[: -len(_KERNEL)], e
+
+
 def run_times(events: list[dict[str, Any]]) -> list[dict[str, float]]:
     """Per run of the session (its 'model_run' events), the seconds of each node ONNX Runtime
     timed within it, by node name."""
     runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
     times: list[dict[str, float]] = [{} for _ in runs]
-    for e in events:
-        if e.get("cat") != "Node" or not e.get("name", "").endswith(_KERNEL):
-            continue
+    for name, e in _kernels(events):
         for i, run in enumerate(runs):
             if run["ts"] <= e["ts"] <= run["ts"] + run["dur"]:
-                name = e["name"][: -len(_KERNEL)]
                 times[i][name] = times[i].get(name, 0.0) + e["dur"] * 1e-6
                 break
     return times
@@ -137,9 +141,10 @@ def layers(original: onnx.GraphProto, optimized: onnx.GraphProto) -> dict[str, L
     result: dict[str, Layer] = {}
     for node in reversed(optimized.node):
         onnx_nodes = covered.get(node.name) or covered.get(_computing(node, producer).name, [])
-        following = [reader[out].name for out in node.output if out in reader and reader[out].name in result]
-        if not onnx_nodes and following:
-            onnx_nodes = list(result[following[0]].onnx_nodes)
+        after = (reader[out].name for out in node.output if out in reader)
+        following = next((name for name in after if name in result), None)
+        if not onnx_nodes and following is not None:
+            onnx_nodes = list(result[following].onnx_nodes)
         result[node.name] = Layer(node.name, node.op_type, tuple(sorted(onnx_nodes, key=_order(original))))
     return {node.name: result[node.name] for node in optimized.node}
 
